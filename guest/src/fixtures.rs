@@ -1,0 +1,196 @@
+//! Builders for test objects (`fixtures::sandbox("a").paused().forked_from("b")`) and a way to
+//! read back what a [`RecordingClient`] holds as the host's cache would show it. Native only.
+
+use crate::bindings::{
+    DesiredState, ObservedChildren, ObservedPod, ObservedPvc, PoolInput, PoolMember,
+    ReconcileInput, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus, WarmPool, WarmPoolSpec,
+    WarmPoolStatus,
+};
+use crate::names;
+use crate::recording::RecordingClient;
+
+pub const NAMESPACE: &str = "cubepod-workloads";
+pub const NOW: i64 = 1_800_000_000;
+
+pub fn spec(image: &str) -> SandboxSpec {
+    SandboxSpec {
+        image: image.to_string(),
+        desired_state: DesiredState::Running,
+        rootfs_generation: 1,
+        fork_from: None,
+        idle_timeout_seconds: None,
+        cpu: None,
+        memory: None,
+        storage_class: None,
+        rootfs_size: "10Gi".to_string(),
+        workspace_size: "10Gi".to_string(),
+        runtime_class: None,
+        warm_pool: None,
+    }
+}
+
+pub fn new_status() -> SandboxStatus {
+    SandboxStatus {
+        phase: SandboxPhase::Pending,
+        pod_ip: None,
+        rootfs_pvc: None,
+        workspace_pvc: None,
+        observed_generation: 0,
+        conditions: Vec::new(),
+        started_at: None,
+        idle_paused_at: None,
+        claimed_member: None,
+    }
+}
+
+/// A running Sandbox named `name` in [`NAMESPACE`], as the host hands it to the policy.
+pub fn sandbox(name: &str) -> SandboxBuilder {
+    SandboxBuilder(Sandbox {
+        namespace: NAMESPACE.to_string(),
+        name: name.to_string(),
+        uid: format!("uid-{name}"),
+        generation: 1,
+        deleting: false,
+        last_activity: None,
+        pool: None,
+        claimed_by: None,
+        spec: spec("ghcr.io/cubepod/sandbox-base:1.0"),
+        status: new_status(),
+    })
+}
+
+pub struct SandboxBuilder(pub Sandbox);
+
+impl SandboxBuilder {
+    pub fn paused(mut self) -> Self {
+        self.0.spec.desired_state = DesiredState::Paused;
+        self
+    }
+    pub fn forked_from(mut self, source: &str) -> Self {
+        self.0.spec.fork_from = Some(source.to_string());
+        self
+    }
+    pub fn generation(mut self, rootfs_generation: u32) -> Self {
+        self.0.spec.rootfs_generation = rootfs_generation;
+        self
+    }
+    pub fn idle_timeout(mut self, seconds: u64) -> Self {
+        self.0.spec.idle_timeout_seconds = Some(seconds);
+        self
+    }
+    pub fn last_activity(mut self, at: i64) -> Self {
+        self.0.last_activity = Some(at);
+        self
+    }
+    pub fn claiming_from(mut self, pool: &str) -> Self {
+        self.0.spec.warm_pool = Some(pool.to_string());
+        self
+    }
+    pub fn with_spec(mut self, edit: impl FnOnce(&mut SandboxSpec)) -> Self {
+        edit(&mut self.0.spec);
+        self
+    }
+    pub fn with_status(mut self, edit: impl FnOnce(&mut SandboxStatus)) -> Self {
+        edit(&mut self.0.status);
+        self
+    }
+    pub fn deleting(mut self) -> Self {
+        self.0.deleting = true;
+        self
+    }
+    pub fn build(self) -> Sandbox {
+        self.0
+    }
+    /// A reconcile input at [`NOW`] with nothing observed.
+    pub fn input(self) -> ReconcileInput {
+        ReconcileInput {
+            now: NOW,
+            sandbox: self.0,
+            observed: ObservedChildren {
+                pvcs: Vec::new(),
+                pod: None,
+                secret: false,
+            },
+            fork_source: None,
+            pool_candidates: Vec::new(),
+            claimed_member: None,
+            fresh_token: "token-0123456789abcdef".to_string(),
+        }
+    }
+}
+
+/// The children of `sandbox` that `client` holds, as the host's cache shows them. Pods are
+/// ready with `pod_ip` when `pods_ready`, as the kubelet would make them.
+pub fn observe(client: &RecordingClient, sandbox: &str, pods_ready: bool) -> ObservedChildren {
+    let mut observed = ObservedChildren {
+        pvcs: Vec::new(),
+        pod: None,
+        secret: false,
+    };
+    for (key, manifest) in &client.objects {
+        let owner = &manifest["metadata"]["labels"][names::SANDBOX_LABEL];
+        if owner != sandbox {
+            continue;
+        }
+        let Some((kind, name)) = key.split_once(' ') else {
+            continue;
+        };
+        match kind {
+            "pvc" => observed.pvcs.push(ObservedPvc {
+                name: name.to_string(),
+                deleting: false,
+            }),
+            "pod" => {
+                observed.pod = Some(ObservedPod {
+                    name: name.to_string(),
+                    deleting: false,
+                    ip: pods_ready.then(|| client.pod_ip.clone()).flatten(),
+                    ready: pods_ready,
+                    rootfs_generation: manifest["metadata"]["labels"][names::GENERATION_LABEL]
+                        .as_str()
+                        .and_then(|g| g.parse().ok()),
+                })
+            }
+            "secret" => observed.secret = true,
+            _ => {}
+        }
+    }
+    observed
+}
+
+pub fn pool(name: &str, replicas: u32) -> WarmPool {
+    WarmPool {
+        namespace: NAMESPACE.to_string(),
+        name: name.to_string(),
+        uid: format!("uid-{name}"),
+        generation: 1,
+        spec: WarmPoolSpec {
+            replicas,
+            template: spec("ghcr.io/cubepod/sandbox-python:3.12"),
+        },
+        status: WarmPoolStatus {
+            ready: 0,
+            members: 0,
+            observed_generation: 0,
+            conditions: Vec::new(),
+        },
+    }
+}
+
+pub fn member(name: &str, ready: bool) -> PoolMember {
+    PoolMember {
+        name: name.to_string(),
+        ready,
+        claimed: false,
+        deleting: false,
+    }
+}
+
+pub fn pool_input(pool: WarmPool, members: Vec<PoolMember>) -> PoolInput {
+    PoolInput {
+        now: NOW,
+        pool,
+        members,
+        max_replicas: 100,
+    }
+}

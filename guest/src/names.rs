@@ -1,0 +1,53 @@
+//! The names and labels that DESIGN.md fixes: other tools and tests rely on them.
+
+pub const API_VERSION: &str = "cubepod.io/v1alpha1";
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "cubepod-controller";
+pub const SANDBOX_LABEL: &str = "cubepod.io/sandbox";
+pub const POOL_LABEL: &str = "cubepod.io/pool";
+pub const VOLUME_LABEL: &str = "cubepod.io/volume";
+pub const GENERATION_LABEL: &str = "cubepod.io/rootfs-generation";
+pub const DEFAULT_RUNTIME_CLASS: &str = "kata-qemu";
+/// Kubernetes label values are at most 63 characters; a sandbox's name is one.
+pub const MAX_LABEL_VALUE: usize = 63;
+
+pub fn pod(sandbox: &str) -> String {
+    sandbox.to_string()
+}
+
+pub fn rootfs_pvc(sandbox: &str, generation: u32) -> String {
+    format!("{sandbox}-rootfs-g{generation}")
+}
+
+pub fn workspace_pvc(sandbox: &str) -> String {
+    format!("{sandbox}-workspace")
+}
+
+pub fn secret(sandbox: &str) -> String {
+    format!("{sandbox}-credentials")
+}
+
+/// The generation of a rootfs PVC of `sandbox`, or `None` for any other name.
+pub fn rootfs_generation_of(sandbox: &str, pvc: &str) -> Option<u32> {
+    pvc.strip_prefix(sandbox)?
+        .strip_prefix("-rootfs-g")?
+        .parse()
+        .ok()
+}
+
+pub fn pool_member(pool: &str, index: u32) -> String {
+    format!("{pool}-{index}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rootfs_generation_parses_only_own_names() {
+        assert_eq!(rootfs_generation_of("a", "a-rootfs-g3"), Some(3));
+        assert_eq!(rootfs_generation_of("a", "a-workspace"), None);
+        assert_eq!(rootfs_generation_of("a", "ab-rootfs-g3"), None);
+        assert_eq!(rootfs_generation_of("a", "a-rootfs-gx"), None);
+    }
+}

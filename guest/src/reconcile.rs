@@ -1,0 +1,445 @@
+//! Reconcile one Sandbox: every row of DESIGN.md's lifecycle table, level-triggered. The same
+//! input makes the same calls, a converged sandbox makes none, and a call that fails leaves only
+//! steps that the next reconcile finishes.
+
+use crate::bindings::{
+    ConditionStatus, DesiredState, ObservedChildren, ObservedPod, ReconcileInput, ReconcileOutput,
+    Sandbox, SandboxPhase,
+};
+use crate::client::{KubeClient, KubeResult};
+use crate::manifest::{self, Owner, VolumeRole};
+use crate::status::{self, PAUSED, READY, SPEC_VALID, set_condition};
+use crate::{names, validate};
+
+/// Seconds to wait before looking again at something that changes without a watch event we
+/// can count on (a fork source appearing, a Pod finishing its termination).
+const WAIT_FOR_SOURCE_SECONDS: u32 = 10;
+const WAIT_FOR_TERMINATION_SECONDS: u32 = 2;
+
+pub fn reconcile(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+) -> KubeResult<ReconcileOutput> {
+    let sandbox = &input.sandbox;
+    let now = input.now;
+    let mut out = ReconcileOutput {
+        status: sandbox.status.clone(),
+        requeue_after_seconds: None,
+        claim: None,
+        events: Vec::new(),
+    };
+    out.status.observed_generation = sandbox.generation;
+
+    if let Err(problem) = validate::sandbox(sandbox, &input.observed) {
+        refuse(&mut out, &problem, now);
+        return Ok(out);
+    }
+    let fork = match fork_plan(input) {
+        Ok(fork) => fork,
+        Err(problem) => {
+            refuse(&mut out, &problem, now);
+            out.requeue_after_seconds = Some(WAIT_FOR_SOURCE_SECONDS);
+            return Ok(out);
+        }
+    };
+    set_condition(
+        &mut out.status.conditions,
+        SPEC_VALID,
+        ConditionStatus::True,
+        "Valid",
+        "",
+        now,
+    );
+
+    if let Some(member) = sandbox.status.claimed_member.clone() {
+        mirror_claimed_member(
+            &mut out,
+            sandbox,
+            &member,
+            input.claimed_member.as_ref(),
+            now,
+        );
+        return Ok(out);
+    }
+    if claim_from_pool(&mut out, input) {
+        return Ok(out);
+    }
+    converge(client, input, &fork, &mut out)?;
+    Ok(out)
+}
+
+/// The PVCs to clone, when this sandbox is a fork whose volumes are still to be made.
+#[derive(Default)]
+struct ForkPlan {
+    rootfs: Option<String>,
+    workspace: Option<String>,
+}
+
+fn fork_plan(input: &ReconcileInput) -> Result<ForkPlan, validate::Invalid> {
+    let sandbox = &input.sandbox;
+    let Some(source_name) = &sandbox.spec.fork_from else {
+        return Ok(ForkPlan::default());
+    };
+    let first_rootfs = sandbox.status.rootfs_pvc.is_none()
+        && !input
+            .observed
+            .pvcs
+            .iter()
+            .any(|p| names::rootfs_generation_of(&sandbox.name, &p.name).is_some());
+    let first_workspace = sandbox.status.workspace_pvc.is_none()
+        && !has_pvc(&input.observed, &names::workspace_pvc(&sandbox.name));
+    if !first_rootfs && !first_workspace {
+        // Cloned already: the source may come and go as it likes.
+        return Ok(ForkPlan::default());
+    }
+    let source = input
+        .fork_source
+        .as_ref()
+        .ok_or_else(|| validate::Invalid {
+            reason: "ForkSourceNotFound",
+            message: format!(
+                "spec.forkFrom names {source_name:?}, which is not a Sandbox in namespace {:?}: \
+             create it, or recreate this sandbox without forkFrom",
+                sandbox.namespace
+            ),
+        })?;
+    let (Some(rootfs), Some(workspace)) = (&source.status.rootfs_pvc, &source.status.workspace_pvc)
+    else {
+        return Err(validate::Invalid {
+            reason: "ForkSourceNotReady",
+            message: format!(
+                "the fork source {source_name:?} has no volumes yet; the fork starts when it has"
+            ),
+        });
+    };
+    Ok(ForkPlan {
+        rootfs: first_rootfs.then(|| rootfs.clone()),
+        workspace: first_workspace.then(|| workspace.clone()),
+    })
+}
+
+/// Records why the spec cannot be acted on. Nothing is created or deleted because of it.
+fn refuse(out: &mut ReconcileOutput, problem: &validate::Invalid, now: i64) {
+    let conditions = &mut out.status.conditions;
+    if !status::holds(
+        conditions,
+        SPEC_VALID,
+        ConditionStatus::False,
+        problem.reason,
+    ) {
+        out.events
+            .push(status::warning(problem.reason, problem.message.clone()));
+    }
+    set_condition(
+        conditions,
+        SPEC_VALID,
+        ConditionStatus::False,
+        problem.reason,
+        problem.message.clone(),
+        now,
+    );
+    // A sandbox that has children keeps them as they are; only one that has none fails.
+    if out.status.rootfs_pvc.is_none() {
+        out.status.phase = SandboxPhase::Failed;
+        set_condition(
+            conditions,
+            READY,
+            ConditionStatus::False,
+            problem.reason,
+            problem.message.clone(),
+            now,
+        );
+    }
+}
+
+/// A claim that adopted a pool member reports the member's state.
+fn mirror_claimed_member(
+    out: &mut ReconcileOutput,
+    sandbox: &Sandbox,
+    member_name: &str,
+    member: Option<&Sandbox>,
+    now: i64,
+) {
+    let status = &mut out.status;
+    match member.filter(|m| m.claimed_by.as_deref() == Some(sandbox.name.as_str())) {
+        Some(member) => {
+            status.phase = member.status.phase;
+            status.pod_ip = member.status.pod_ip.clone();
+            status.rootfs_pvc = member.status.rootfs_pvc.clone();
+            status.workspace_pvc = member.status.workspace_pvc.clone();
+            let (ready, reason) = status::condition(&member.status.conditions, READY)
+                .map(|c| (c.status, c.reason.clone()))
+                .unwrap_or((ConditionStatus::Unknown, "MemberStarting".to_string()));
+            set_condition(
+                &mut status.conditions,
+                READY,
+                ready,
+                &reason,
+                format!("adopted pool member {member_name:?}"),
+                now,
+            );
+        }
+        None => {
+            status.phase = SandboxPhase::Failed;
+            status.pod_ip = None;
+            set_condition(
+                &mut status.conditions,
+                READY,
+                ConditionStatus::False,
+                "ClaimedMemberGone",
+                format!(
+                    "the adopted pool member {member_name:?} no longer exists: delete this \
+                     sandbox and create it again to claim another"
+                ),
+                now,
+            );
+        }
+    }
+}
+
+/// A new sandbox with `spec.warmPool` adopts a ready member when there is one. Returns true
+/// when it did; otherwise the sandbox starts cold.
+fn claim_from_pool(out: &mut ReconcileOutput, input: &ReconcileInput) -> bool {
+    let sandbox = &input.sandbox;
+    let Some(pool) = &sandbox.spec.warm_pool else {
+        return false;
+    };
+    let untouched = sandbox.status.rootfs_pvc.is_none()
+        && input.observed.pvcs.is_empty()
+        && input.observed.pod.is_none();
+    if !untouched {
+        return false;
+    }
+    match input.pool_candidates.first() {
+        Some(member) => {
+            out.claim = Some(member.clone());
+            out.status.claimed_member = Some(member.clone());
+            out.status.phase = SandboxPhase::Pending;
+            set_condition(
+                &mut out.status.conditions,
+                READY,
+                ConditionStatus::False,
+                "Claiming",
+                format!("adopting pool member {member:?}"),
+                input.now,
+            );
+            out.events.push(status::normal(
+                "Claimed",
+                format!("adopted ready member {member:?} of warm pool {pool:?}"),
+            ));
+            true
+        }
+        None => {
+            out.events.push(status::warning(
+                "NoReadyMember",
+                format!("warm pool {pool:?} has no ready member: starting cold"),
+            ));
+            false
+        }
+    }
+}
+
+fn has_pvc(observed: &ObservedChildren, name: &str) -> bool {
+    observed.pvcs.iter().any(|p| p.name == name)
+}
+
+/// Brings the children to the spec: the lifecycle table's rows for a live sandbox.
+fn converge(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+    fork: &ForkPlan,
+    out: &mut ReconcileOutput,
+) -> KubeResult<()> {
+    let sandbox = &input.sandbox;
+    let spec = &sandbox.spec;
+    let namespace = sandbox.namespace.as_str();
+    let now = input.now;
+    let owner = Owner {
+        kind: "Sandbox",
+        name: &sandbox.name,
+        uid: &sandbox.uid,
+    };
+    let generation = spec.rootfs_generation;
+    let rootfs = names::rootfs_pvc(&sandbox.name, generation);
+    let workspace = names::workspace_pvc(&sandbox.name);
+    let secret = names::secret(&sandbox.name);
+
+    resume_after_activity(out, sandbox);
+    let run = spec.desired_state == DesiredState::Running && out.status.idle_paused_at.is_none();
+
+    // A Pod that must go: the sandbox is paused, or it runs an older rootfs generation.
+    let mut live_pod: Option<&ObservedPod> = input.observed.pod.as_ref().filter(|p| !p.deleting);
+    let mut pod_terminating = input.observed.pod.as_ref().is_some_and(|p| p.deleting);
+    if let Some(current) = live_pod {
+        let stale = current.rootfs_generation != Some(generation);
+        if !run || stale {
+            client.delete_pod(namespace, &current.name)?;
+            out.events.push(if stale {
+                status::normal("Reset", format!("rootfs reset to generation {generation}"))
+            } else {
+                status::normal("Paused", "Pod deleted; volumes and credentials kept")
+            });
+            live_pod = None;
+            pod_terminating = true;
+        }
+    }
+
+    for old in &input.observed.pvcs {
+        let old_generation = names::rootfs_generation_of(&sandbox.name, &old.name);
+        if old_generation.is_some_and(|g| g != generation) && !old.deleting {
+            client.delete_pvc(namespace, &old.name)?;
+        }
+    }
+
+    let storage_class = spec.storage_class.as_deref();
+    if !has_pvc(&input.observed, &workspace) {
+        let manifest = manifest::pvc(
+            &workspace,
+            namespace,
+            owner,
+            VolumeRole::Workspace,
+            None,
+            &spec.workspace_size,
+            storage_class,
+            fork.workspace.as_deref(),
+        );
+        client.ensure_pvc(namespace, &workspace, &manifest)?;
+    }
+    if !has_pvc(&input.observed, &rootfs) {
+        let manifest = manifest::pvc(
+            &rootfs,
+            namespace,
+            owner,
+            VolumeRole::Rootfs,
+            Some(generation),
+            &spec.rootfs_size,
+            storage_class,
+            fork.rootfs.as_deref(),
+        );
+        client.ensure_pvc(namespace, &rootfs, &manifest)?;
+    }
+    if !input.observed.secret {
+        let manifest = manifest::secret(&secret, namespace, owner, &input.fresh_token);
+        client.ensure_secret(namespace, &secret, &manifest)?;
+    }
+    out.status.rootfs_pvc = Some(rootfs.clone());
+    out.status.workspace_pvc = Some(workspace.clone());
+
+    if !run {
+        settle_paused(out, sandbox, now);
+        return Ok(());
+    }
+    set_condition(
+        &mut out.status.conditions,
+        PAUSED,
+        ConditionStatus::False,
+        "Running",
+        "",
+        now,
+    );
+    match live_pod {
+        Some(current) => {
+            out.status.pod_ip = current.ip.clone();
+            if current.ready {
+                out.status.phase = SandboxPhase::Running;
+                set_condition(
+                    &mut out.status.conditions,
+                    READY,
+                    ConditionStatus::True,
+                    "PodReady",
+                    "",
+                    now,
+                );
+            } else {
+                starting(out, "PodStarting", "the Pod is starting", now);
+            }
+        }
+        None if pod_terminating => {
+            // The old Pod still holds the name; a create now would only meet it again.
+            out.status.pod_ip = None;
+            starting(
+                out,
+                "PodTerminating",
+                "waiting for the previous Pod to go",
+                now,
+            );
+            out.requeue_after_seconds = Some(WAIT_FOR_TERMINATION_SECONDS);
+        }
+        None => {
+            let manifest = manifest::pod(namespace, owner, spec, &rootfs, &workspace, &secret);
+            let ip = client.ensure_pod(namespace, &names::pod(&sandbox.name), &manifest)?;
+            out.status.pod_ip = ip;
+            out.status.started_at = Some(now);
+            out.events.push(status::normal(
+                "Started",
+                format!("Pod created with rootfs generation {generation}"),
+            ));
+            starting(out, "PodStarting", "the Pod is starting", now);
+        }
+    }
+    Ok(())
+}
+
+fn starting(out: &mut ReconcileOutput, reason: &str, message: &str, now: i64) {
+    out.status.phase = SandboxPhase::Pending;
+    set_condition(
+        &mut out.status.conditions,
+        READY,
+        ConditionStatus::False,
+        reason,
+        message,
+        now,
+    );
+}
+
+/// The reaper's pause holds until activity is seen after it; a user's explicit pause replaces
+/// it, so that a later `Running` from the user is not held back by an old idle pause.
+fn resume_after_activity(out: &mut ReconcileOutput, sandbox: &Sandbox) {
+    let Some(paused_at) = out.status.idle_paused_at else {
+        return;
+    };
+    if sandbox.spec.desired_state == DesiredState::Paused {
+        out.status.idle_paused_at = None;
+    } else if let Some(activity) = sandbox.last_activity.filter(|a| *a > paused_at) {
+        out.status.idle_paused_at = None;
+        out.events.push(status::normal(
+            "Resumed",
+            format!(
+                "activity {}s after the idle pause: resuming",
+                activity.saturating_sub(paused_at)
+            ),
+        ));
+    }
+}
+
+fn settle_paused(out: &mut ReconcileOutput, sandbox: &Sandbox, now: i64) {
+    let (reason, message) = if out.status.idle_paused_at.is_some() {
+        (
+            "Idle",
+            format!(
+                "paused after {}s without activity; resumes when cubepod.io/last-activity moves",
+                sandbox.spec.idle_timeout_seconds.unwrap_or(0)
+            ),
+        )
+    } else {
+        ("UserRequested", "spec.desiredState is Paused".to_string())
+    };
+    out.status.phase = SandboxPhase::Paused;
+    out.status.pod_ip = None;
+    set_condition(
+        &mut out.status.conditions,
+        PAUSED,
+        ConditionStatus::True,
+        reason,
+        message.clone(),
+        now,
+    );
+    set_condition(
+        &mut out.status.conditions,
+        READY,
+        ConditionStatus::False,
+        "Paused",
+        message,
+        now,
+    );
+}
