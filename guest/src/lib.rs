@@ -14,7 +14,9 @@ pub mod reconcile;
 pub mod status;
 pub mod validate;
 
-#[cfg(target_arch = "wasm32")]
+/// The default policy's exports; off (`default-features = false`) for a policy crate that reuses
+/// this logic and exports its own component.
+#[cfg(all(target_arch = "wasm32", feature = "component"))]
 mod component;
 
 #[cfg(not(target_arch = "wasm32"))]

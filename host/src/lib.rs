@@ -1,1 +1,6 @@
+//! cubepod-controller's native runner: it owns all I/O (configuration, the cluster, the cache
+//! and work queue, timers, the HTTP server, the wasm runtime, metrics) and leaves every decision
+//! to the policy component. `main.rs` only wires these together.
 
+pub mod kube;
+pub mod runtime;

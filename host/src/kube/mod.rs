@@ -1,0 +1,205 @@
+//! The cluster as the controller sees it: one seam, [`Cluster`], with the in-memory cluster
+//! ([`memory::MemoryCluster`]) behind it here and the Kubernetes REST API later. Objects cross
+//! it as Kubernetes JSON, so both backends speak the API's own shapes.
+
+pub mod boundary;
+pub mod memory;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The kinds of object cubepod-controller reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    Sandbox,
+    PodWarmPool,
+    Pod,
+    PersistentVolumeClaim,
+    Secret,
+    Event,
+}
+
+impl Resource {
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Resource::Sandbox => "Sandbox",
+            Resource::PodWarmPool => "PodWarmPool",
+            Resource::Pod => "Pod",
+            Resource::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Resource::Secret => "Secret",
+            Resource::Event => "Event",
+        }
+    }
+
+    /// The lower-case plural of the REST path, also the metric label.
+    pub const fn plural(self) -> &'static str {
+        match self {
+            Resource::Sandbox => "sandboxes",
+            Resource::PodWarmPool => "podwarmpools",
+            Resource::Pod => "pods",
+            Resource::PersistentVolumeClaim => "persistentvolumeclaims",
+            Resource::Secret => "secrets",
+            Resource::Event => "events",
+        }
+    }
+
+    /// `apiVersion` of objects of this kind.
+    pub const fn api_version(self) -> &'static str {
+        match self {
+            Resource::Sandbox | Resource::PodWarmPool => "cubepod.io/v1alpha1",
+            _ => "v1",
+        }
+    }
+
+    /// The children a policy may write through `kube-client`.
+    pub const fn is_child(self) -> bool {
+        matches!(
+            self,
+            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret
+        )
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.plural())
+    }
+}
+
+/// Why the API refused or failed a request: the API server's Status `reason`, in kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiErrorKind {
+    NotFound,
+    AlreadyExists,
+    /// A write against a stale resourceVersion (409 Conflict).
+    Conflict,
+    Invalid,
+    Forbidden,
+    Unauthorized,
+    /// 410 Gone: the watch's resourceVersion is too old; list again.
+    Gone,
+    /// Transient: 429, 5xx, a reset or a timeout.
+    Unavailable,
+    Other,
+}
+
+impl ApiErrorKind {
+    /// The `result` label of `cubepod_kube_requests_total`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            ApiErrorKind::NotFound => "not_found",
+            ApiErrorKind::AlreadyExists => "already_exists",
+            ApiErrorKind::Conflict => "conflict",
+            ApiErrorKind::Invalid => "invalid",
+            ApiErrorKind::Forbidden => "forbidden",
+            ApiErrorKind::Unauthorized => "unauthorized",
+            ApiErrorKind::Gone => "gone",
+            ApiErrorKind::Unavailable => "unavailable",
+            ApiErrorKind::Other => "error",
+        }
+    }
+}
+
+/// An error from the cluster, with the API's message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: ApiErrorKind,
+    pub message: String,
+    /// For [`ApiErrorKind::Unavailable`]: when to try again, if the server said (Retry-After).
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub fn not_found(resource: Resource, namespace: &str, name: &str) -> Self {
+        Self::new(
+            ApiErrorKind::NotFound,
+            format!("{resource} \"{name}\" not found in namespace \"{namespace}\""),
+        )
+    }
+
+    pub fn is(&self, kind: ApiErrorKind) -> bool {
+        self.kind == kind
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchEventType {
+    Added,
+    Modified,
+    Deleted,
+    /// A bookmark: only the resourceVersion moved.
+    Bookmark,
+}
+
+#[derive(Clone, Debug)]
+pub struct WatchEvent {
+    pub kind: WatchEventType,
+    pub object: Arc<Value>,
+}
+
+/// A list's items and the resourceVersion to watch from.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+}
+
+/// What to list or watch: a resource in one namespace, optionally by label selector
+/// (`key=value`, comma-separated, as the API takes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub resource: Resource,
+    pub namespace: String,
+    pub label_selector: Option<String>,
+}
+
+/// The Kubernetes API as the controller uses it. Every method has the API server's semantics:
+/// create fails with AlreadyExists, delete with NotFound, writes carry resourceVersions.
+pub trait Cluster: Send + Sync + 'static {
+    fn create(&self, resource: Resource, namespace: &str, object: Value)
+    -> BoxFuture<'_, ApiResult<Value>>;
+    fn get(&self, resource: Resource, namespace: &str, name: &str)
+    -> BoxFuture<'_, ApiResult<Value>>;
+    /// Deletes with `propagationPolicy: Background`.
+    fn delete(&self, resource: Resource, namespace: &str, name: &str)
+    -> BoxFuture<'_, ApiResult<()>>;
+    /// A JSON merge patch (RFC 7386) of the object; `metadata.resourceVersion` in the patch
+    /// makes it conditional (409 Conflict when the object moved on).
+    fn patch(&self, resource: Resource, namespace: &str, name: &str, patch: Value)
+    -> BoxFuture<'_, ApiResult<Value>>;
+    /// A JSON merge patch of the `status` subresource.
+    fn patch_status(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
+    fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
+    /// Watches from `resource_version`. The stream ends when the server ends it (the caller
+    /// resumes from the last version it saw); an `Err(Gone)` item means list again.
+    fn watch(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>>;
+}

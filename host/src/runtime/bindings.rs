@@ -1,0 +1,12 @@
+//! Host-side types and traits generated from the one contract in `wit/`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "policy-module",
+    additional_derives: [PartialEq, Eq],
+});
+
+pub use cubepod::controller::types::*;
+pub use exports::cubepod::controller::policy::{
+    CleanupOutput, PolicyInfo, PoolInput, PoolOutput, ReconcileInput, ReconcileOutput,
+};
