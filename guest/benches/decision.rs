@@ -6,14 +6,17 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cubepod_guest::fixtures::{observe, sandbox};
-use cubepod_guest::recording::RecordingClient;
 use cubepod_guest::reconcile;
+use cubepod_guest::recording::RecordingClient;
 
 const RUNS: usize = 20_000;
 
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
-    (samples[samples.len() / 2], samples[samples.len() * 99 / 100])
+    (
+        samples[samples.len() / 2],
+        samples[samples.len() * 99 / 100],
+    )
 }
 
 fn measure(name: &str, mut run: impl FnMut()) {
@@ -28,7 +31,11 @@ fn measure(name: &str, mut run: impl FnMut()) {
         })
         .collect();
     let (p50, p99) = percentiles(samples);
-    println!("{name:<28} p50 {:>8.2} µs   p99 {:>8.2} µs", micros(p50), micros(p99));
+    println!(
+        "{name:<28} p50 {:>8.2} µs   p99 {:>8.2} µs",
+        micros(p50),
+        micros(p99)
+    );
 }
 
 fn micros(d: Duration) -> f64 {

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use cubepod_guest::fixtures::{observe, pool, pool_input, sandbox};
 use cubepod_guest::pool::reconcile_pool;
-use cubepod_guest::recording::RecordingClient;
 use cubepod_guest::reconcile;
+use cubepod_guest::recording::RecordingClient;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(std::env::args().nth(1).ok_or("usage: emit_manifests DIR")?);
@@ -30,7 +30,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     reconcile::reconcile(&mut client, &plain.input())?;
     for call in &client.calls {
         if let Some(manifest) = call.manifest() {
-            write(format!("{}.json", call.summary().replace(' ', "-")), manifest)?;
+            write(
+                format!("{}.json", call.summary().replace(' ', "-")),
+                manifest,
+            )?;
         }
     }
 
@@ -47,9 +50,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     input.observed = observe(&fork_client, "dev-alice-fork", false);
     reconcile::reconcile(&mut fork_client, &input)?;
-    for call in fork_client.calls.iter().filter(|c| c.summary().starts_with("ensure-pvc")) {
+    for call in fork_client
+        .calls
+        .iter()
+        .filter(|c| c.summary().starts_with("ensure-pvc"))
+    {
         if let Some(manifest) = call.manifest() {
-            write(format!("fork-{}.json", call.summary().replace(' ', "-")), manifest)?;
+            write(
+                format!("fork-{}.json", call.summary().replace(' ', "-")),
+                manifest,
+            )?;
         }
     }
 

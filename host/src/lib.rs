@@ -2,5 +2,12 @@
 //! and work queue, timers, the HTTP server, the wasm runtime, metrics) and leaves every decision
 //! to the policy component. `main.rs` only wires these together.
 
+pub mod app;
+pub mod config;
+pub mod controller;
+pub mod embedded;
 pub mod kube;
+pub mod metrics;
+pub mod model;
 pub mod runtime;
+pub mod server;

@@ -1,1 +1,62 @@
-fn main() {}
+//! `cubepod-controller`: parses the command line and hands over to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use cubepod_host::config::{Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+fn init_logging(format: &str) {
+    // wasmtime and cranelift are chatty at info; their warnings still show.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => {
+            init_logging(&args.log_format);
+            let (stop, shutdown) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("signal received: stopping");
+                let _ = stop.send(true);
+            });
+            match cubepod_host::app::run(args, shutdown).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!("{error}");
+                    eprintln!("cubepod-controller: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            // Without signal handlers, Ctrl-C still ends the process the default way.
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! it as Kubernetes JSON, so both backends speak the API's own shapes.
 
 pub mod boundary;
+pub mod instrumented;
 pub mod memory;
 
 use std::fmt;
@@ -175,17 +176,34 @@ pub struct Scope {
 /// The Kubernetes API as the controller uses it. Every method has the API server's semantics:
 /// create fails with AlreadyExists, delete with NotFound, writes carry resourceVersions.
 pub trait Cluster: Send + Sync + 'static {
-    fn create(&self, resource: Resource, namespace: &str, object: Value)
-    -> BoxFuture<'_, ApiResult<Value>>;
-    fn get(&self, resource: Resource, namespace: &str, name: &str)
-    -> BoxFuture<'_, ApiResult<Value>>;
+    fn create(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
+    fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
     /// Deletes with `propagationPolicy: Background`.
-    fn delete(&self, resource: Resource, namespace: &str, name: &str)
-    -> BoxFuture<'_, ApiResult<()>>;
+    fn delete(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<()>>;
     /// A JSON merge patch (RFC 7386) of the object; `metadata.resourceVersion` in the patch
     /// makes it conditional (409 Conflict when the object moved on).
-    fn patch(&self, resource: Resource, namespace: &str, name: &str, patch: Value)
-    -> BoxFuture<'_, ApiResult<Value>>;
+    fn patch(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
     /// A JSON merge patch of the `status` subresource.
     fn patch_status(
         &self,

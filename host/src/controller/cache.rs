@@ -1,0 +1,344 @@
+//! The watch cache: what the reflectors last saw of our resources, kept compact (the contract's
+//! records, not whole objects), plus what the controller itself just wrote, so that it does not
+//! write twice before the watch catches up.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use serde_json::Value;
+
+use super::queue::WorkKey;
+use crate::kube::{Resource, WatchEventType};
+use crate::model::meta::Meta;
+use crate::model::sandbox::SandboxObject;
+use crate::model::{ModelError, ObjectRef, children, pool, sandbox};
+use crate::runtime::bindings::{
+    ConditionStatus, ObservedChildren, ObservedPod, PoolMember, SandboxPhase, WarmPool,
+};
+
+#[derive(Debug, Clone)]
+pub struct PoolObject {
+    pub pool: WarmPool,
+    pub resource_version: String,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Children {
+    pvcs: BTreeMap<String, bool>,
+    pod: Option<ObservedPod>,
+    secret: bool,
+}
+
+impl Children {
+    fn is_empty(&self) -> bool {
+        self.pvcs.is_empty() && self.pod.is_none() && !self.secret
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    sandboxes: HashMap<ObjectRef, SandboxObject>,
+    /// Sandboxes that could not be read, with why: reported in their status, not reconciled.
+    unreadable: HashMap<ObjectRef, ModelError>,
+    pools: HashMap<ObjectRef, PoolObject>,
+    unreadable_pools: HashMap<ObjectRef, ModelError>,
+    children: HashMap<ObjectRef, Children>,
+}
+
+/// Counts for the gauges.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Counts {
+    pub active: usize,
+    pub paused: usize,
+    pub pools_ready: Vec<(ObjectRef, u32)>,
+}
+
+#[derive(Default)]
+pub struct Cache {
+    inner: RwLock<Inner>,
+}
+
+/// resourceVersions are opaque to clients, but in practice numbers: compare them when they
+/// are, so that a late watch event does not undo a newer write the controller already applied.
+fn is_older(incoming: &str, cached: &str) -> bool {
+    match (incoming.parse::<u64>(), cached.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
+    }
+}
+
+impl Cache {
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies one watch event (or a write's result) and returns the keys to reconcile.
+    pub fn apply(&self, resource: Resource, kind: WatchEventType, object: &Value) -> Vec<WorkKey> {
+        let deleted = kind == WatchEventType::Deleted;
+        let meta = Meta::read(object);
+        let key = ObjectRef::new(meta.namespace.clone(), meta.name.clone());
+        let mut inner = self.write();
+        match resource {
+            Resource::Sandbox => {
+                let mut keys = vec![WorkKey::Sandbox(key.clone())];
+                if let Some(pool) = meta.labels.get(sandbox::POOL_LABEL) {
+                    keys.push(WorkKey::Pool(ObjectRef::new(&meta.namespace, pool)));
+                }
+                if let Some(claim) = meta.labels.get(sandbox::CLAIMED_BY_LABEL) {
+                    keys.push(WorkKey::Sandbox(ObjectRef::new(&meta.namespace, claim)));
+                }
+                if deleted {
+                    inner.sandboxes.remove(&key);
+                    inner.unreadable.remove(&key);
+                    return keys;
+                }
+                if inner
+                    .sandboxes
+                    .get(&key)
+                    .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
+                {
+                    return Vec::new();
+                }
+                match sandbox::from_json(object) {
+                    Ok(read) => {
+                        inner.unreadable.remove(&key);
+                        inner.sandboxes.insert(key, read);
+                    }
+                    Err(error) => {
+                        inner.sandboxes.remove(&key);
+                        inner.unreadable.insert(key, error);
+                    }
+                }
+                keys
+            }
+            Resource::PodWarmPool => {
+                if deleted {
+                    inner.pools.remove(&key);
+                    inner.unreadable_pools.remove(&key);
+                } else if !inner
+                    .pools
+                    .get(&key)
+                    .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
+                {
+                    match pool::from_json(object) {
+                        Ok(read) => {
+                            inner.unreadable_pools.remove(&key);
+                            inner.pools.insert(
+                                key.clone(),
+                                PoolObject {
+                                    pool: read,
+                                    resource_version: meta.resource_version.clone(),
+                                },
+                            );
+                        }
+                        Err(error) => {
+                            inner.pools.remove(&key);
+                            inner.unreadable_pools.insert(key.clone(), error);
+                        }
+                    }
+                }
+                vec![WorkKey::Pool(key)]
+            }
+            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
+                let Some((namespace, owner)) = children::owner_of(object) else {
+                    return Vec::new();
+                };
+                let owner = ObjectRef::new(namespace, owner);
+                let entry = inner.children.entry(owner.clone()).or_default();
+                match resource {
+                    Resource::Pod if deleted => entry.pod = None,
+                    Resource::Pod => entry.pod = Some(children::pod(object)),
+                    Resource::PersistentVolumeClaim if deleted => {
+                        entry.pvcs.remove(&meta.name);
+                    }
+                    Resource::PersistentVolumeClaim => {
+                        let pvc = children::pvc(object);
+                        entry.pvcs.insert(pvc.name, pvc.deleting);
+                    }
+                    _ => entry.secret = !deleted,
+                }
+                if entry.is_empty() {
+                    inner.children.remove(&owner);
+                }
+                vec![WorkKey::Sandbox(owner)]
+            }
+            Resource::Event => Vec::new(),
+        }
+    }
+
+    /// Replaces everything of `resource` in `namespace` with a fresh list (after a relist), and
+    /// returns every key that may have changed.
+    pub fn replace(&self, resource: Resource, namespace: &str, items: &[Value]) -> Vec<WorkKey> {
+        let mut keys = Vec::new();
+        {
+            let mut inner = self.write();
+            let in_ns = |r: &ObjectRef| r.namespace == namespace;
+            match resource {
+                Resource::Sandbox => {
+                    keys.extend(
+                        inner
+                            .sandboxes
+                            .keys()
+                            .filter(|r| in_ns(r))
+                            .cloned()
+                            .map(WorkKey::Sandbox),
+                    );
+                    inner.sandboxes.retain(|r, _| !in_ns(r));
+                    inner.unreadable.retain(|r, _| !in_ns(r));
+                }
+                Resource::PodWarmPool => {
+                    keys.extend(
+                        inner
+                            .pools
+                            .keys()
+                            .filter(|r| in_ns(r))
+                            .cloned()
+                            .map(WorkKey::Pool),
+                    );
+                    inner.pools.retain(|r, _| !in_ns(r));
+                    inner.unreadable_pools.retain(|r, _| !in_ns(r));
+                }
+                Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
+                    for (owner, entry) in inner.children.iter_mut().filter(|(r, _)| in_ns(r)) {
+                        keys.push(WorkKey::Sandbox(owner.clone()));
+                        match resource {
+                            Resource::Pod => entry.pod = None,
+                            Resource::PersistentVolumeClaim => entry.pvcs.clear(),
+                            _ => entry.secret = false,
+                        }
+                    }
+                    inner.children.retain(|_, e| !e.is_empty());
+                }
+                Resource::Event => {}
+            }
+        }
+        for item in items {
+            keys.extend(self.apply(resource, WatchEventType::Added, item));
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    pub fn sandbox(&self, key: &ObjectRef) -> Option<SandboxObject> {
+        self.read().sandboxes.get(key).cloned()
+    }
+
+    pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<ModelError> {
+        self.read().unreadable.get(key).cloned()
+    }
+
+    pub fn pool(&self, key: &ObjectRef) -> Option<PoolObject> {
+        self.read().pools.get(key).cloned()
+    }
+
+    pub fn unreadable_pool(&self, key: &ObjectRef) -> Option<ModelError> {
+        self.read().unreadable_pools.get(key).cloned()
+    }
+
+    pub fn sandboxes(&self) -> Vec<SandboxObject> {
+        self.read().sandboxes.values().cloned().collect()
+    }
+
+    pub fn sandbox_keys(&self) -> Vec<ObjectRef> {
+        let inner = self.read();
+        inner
+            .sandboxes
+            .keys()
+            .chain(inner.unreadable.keys())
+            .cloned()
+            .collect()
+    }
+
+    pub fn pool_keys(&self) -> Vec<ObjectRef> {
+        let inner = self.read();
+        inner
+            .pools
+            .keys()
+            .chain(inner.unreadable_pools.keys())
+            .cloned()
+            .collect()
+    }
+
+    pub fn observed(&self, sandbox: &ObjectRef) -> ObservedChildren {
+        let inner = self.read();
+        let Some(entry) = inner.children.get(sandbox) else {
+            return children::empty();
+        };
+        ObservedChildren {
+            pvcs: entry
+                .pvcs
+                .iter()
+                .map(|(name, deleting)| crate::runtime::bindings::ObservedPvc {
+                    name: name.clone(),
+                    deleting: *deleting,
+                })
+                .collect(),
+            pod: entry.pod.clone(),
+            secret: entry.secret,
+        }
+    }
+
+    /// The member Sandboxes of a pool, as the policy sees them.
+    pub fn pool_members(&self, pool: &ObjectRef) -> Vec<PoolMember> {
+        let inner = self.read();
+        let mut members: Vec<PoolMember> = inner
+            .sandboxes
+            .values()
+            .filter(|s| {
+                s.sandbox.namespace == pool.namespace
+                    && s.sandbox.pool.as_deref() == Some(pool.name.as_str())
+            })
+            .map(|s| PoolMember {
+                name: s.sandbox.name.clone(),
+                ready: is_ready(s),
+                claimed: s.sandbox.claimed_by.is_some(),
+                deleting: s.sandbox.deleting,
+            })
+            .collect();
+        members.sort_by(|a, b| a.name.cmp(&b.name));
+        members
+    }
+
+    /// Ready, unclaimed members of a pool, by name: what a claim may adopt.
+    pub fn pool_candidates(&self, pool: &ObjectRef) -> Vec<String> {
+        self.pool_members(pool)
+            .into_iter()
+            .filter(|m| m.ready && !m.claimed && !m.deleting)
+            .map(|m| m.name)
+            .collect()
+    }
+
+    pub fn counts(&self) -> Counts {
+        let inner = self.read();
+        let mut counts = Counts::default();
+        for s in inner.sandboxes.values() {
+            match s.sandbox.status.phase {
+                SandboxPhase::Running => counts.active += 1,
+                SandboxPhase::Paused => counts.paused += 1,
+                _ => {}
+            }
+        }
+        counts.pools_ready = inner
+            .pools
+            .iter()
+            .map(|(key, p)| (key.clone(), p.pool.status.ready))
+            .collect();
+        counts.pools_ready.sort();
+        counts
+    }
+}
+
+/// A pool member is ready when its sandbox runs and its Pod is Ready.
+fn is_ready(s: &SandboxObject) -> bool {
+    s.sandbox.status.phase == SandboxPhase::Running
+        && s.sandbox
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.kind == "Ready" && c.status == ConditionStatus::True)
+}

@@ -1,0 +1,63 @@
+//! What `/healthz` and `/readyz` report: the loop's heartbeat, cache sync and the policy.
+
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use crate::model::time;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActivePolicy {
+    pub name: String,
+    pub version: String,
+    pub contract_version: String,
+    pub digest: String,
+}
+
+#[derive(Default)]
+pub struct Health {
+    /// Unix milliseconds of the control loop's last heartbeat.
+    heartbeat: AtomicI64,
+    synced: AtomicBool,
+    policy: RwLock<Option<ActivePolicy>>,
+}
+
+fn now_millis() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+impl Health {
+    pub fn beat(&self) {
+        self.heartbeat.store(now_millis(), Ordering::Release);
+    }
+
+    /// Alive when the loop beat within `max_silence`.
+    pub fn alive(&self, max_silence: Duration) -> bool {
+        let last = self.heartbeat.load(Ordering::Acquire);
+        last > 0 && now_millis().saturating_sub(last) <= max_silence.as_millis() as i64
+    }
+
+    pub fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Release);
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn set_policy(&self, policy: ActivePolicy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Some(policy);
+    }
+
+    pub fn policy(&self) -> Option<ActivePolicy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Seconds since the epoch of the last beat, for messages.
+    pub fn last_beat(&self) -> String {
+        time::format(self.heartbeat.load(Ordering::Acquire) / 1000)
+    }
+}

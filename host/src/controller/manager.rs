@@ -1,0 +1,505 @@
+//! `ControllerManager`: reflectors fill the cache, workers reconcile keys through the policy,
+//! ticks drive the idle reaper and the warm pools, and shutdown drains in-flight work.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::cache::Cache;
+use super::health::Health;
+use super::policy::PolicySlot;
+use super::queue::{Backoff, WorkKey, WorkQueue};
+use super::reflector::Reflector;
+use super::writer::Writer;
+use crate::kube::{ApiError, Cluster, Resource, Scope};
+use crate::metrics::Metrics;
+use crate::model::{ObjectRef, children, pool, sandbox, time};
+use crate::runtime::bindings::{KubeError, PoolInput, ReconcileInput};
+use crate::runtime::{CallContext, Effect, GuestCall, PolicyModule, RuntimeError};
+
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    pub namespaces: Vec<String>,
+    pub concurrency: usize,
+    pub reap_interval: Duration,
+    pub pool_interval: Duration,
+    pub max_pool_replicas: u32,
+    pub shutdown_timeout: Duration,
+    pub backoff: Backoff,
+}
+
+/// Why one reconcile failed; it is retried with backoff, the controller goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("policy: {0}")]
+    Runtime(#[from] RuntimeError),
+    #[error("policy's kube-client call failed: {0:?}")]
+    Guest(KubeError),
+    #[error("API: {0}")]
+    Api(#[from] ApiError),
+    #[error("the policy task ended abnormally: {0}")]
+    Join(String),
+}
+
+impl ReconcileError {
+    /// The `result` label of `cubepod_reconciles_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ReconcileError::Runtime(e) => e.metric_label(),
+            ReconcileError::Guest(_) => "guest_kube_error",
+            ReconcileError::Api(_) => "api_error",
+            ReconcileError::Join(_) => "panic",
+        }
+    }
+
+    /// A delay the cause asked for (Retry-After), over the queue's backoff.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ReconcileError::Guest(KubeError::Retryable(r)) => {
+                Some(Duration::from_millis(r.delay_ms))
+            }
+            ReconcileError::Api(e) => e.retry_after,
+            _ => None,
+        }
+    }
+}
+
+type Outcome = Result<Option<Duration>, ReconcileError>;
+
+pub struct ControllerManager {
+    pub cluster: Arc<dyn Cluster>,
+    pub cache: Arc<Cache>,
+    pub queue: Arc<WorkQueue>,
+    pub policy: Arc<PolicySlot>,
+    pub context: CallContext,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    pub config: ManagerConfig,
+}
+
+impl ControllerManager {
+    /// Runs until `shutdown` turns true, then stops the ticks, lets in-flight reconciles finish
+    /// within `shutdown_timeout`, and returns.
+    pub async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        let mut background = JoinSet::new();
+        let mut synced = Vec::new();
+        for namespace in &self.config.namespaces {
+            let scopes = [
+                (Resource::Sandbox, None),
+                (Resource::PodWarmPool, None),
+                (Resource::Pod, Some(children::selector())),
+                (Resource::PersistentVolumeClaim, Some(children::selector())),
+                (Resource::Secret, Some(children::selector())),
+            ];
+            for (resource, label_selector) in scopes {
+                let flag = Arc::new(AtomicBool::new(false));
+                synced.push(flag.clone());
+                let reflector = Reflector {
+                    cluster: self.cluster.clone(),
+                    scope: Scope {
+                        resource,
+                        namespace: namespace.clone(),
+                        label_selector,
+                    },
+                    cache: self.cache.clone(),
+                    queue: self.queue.clone(),
+                    synced: flag,
+                };
+                background.spawn(reflector.run(shutdown.clone()));
+            }
+        }
+        background.spawn(self.clone().heartbeat(synced, shutdown.clone()));
+        background.spawn(self.clone().reap_ticks(shutdown.clone()));
+        background.spawn(self.clone().pool_ticks(shutdown.clone()));
+
+        let mut workers = JoinSet::new();
+        for _ in 0..self.config.concurrency.max(1) {
+            let manager = self.clone();
+            workers.spawn(async move {
+                while let Some(key) = manager.queue.next().await {
+                    manager.process(key).await;
+                }
+            });
+        }
+
+        let mut shutdown_wait = shutdown.clone();
+        let _ = shutdown_wait.wait_for(|stop| *stop).await;
+        tracing::info!("shutting down: ticks stopped, finishing in-flight reconciles");
+        self.queue.shut_down();
+        let drained = tokio::time::timeout(self.config.shutdown_timeout, async {
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                timeout = ?self.config.shutdown_timeout,
+                "in-flight reconciles did not finish in time; they are retried after restart"
+            );
+            workers.abort_all();
+        }
+        background.abort_all();
+    }
+
+    async fn heartbeat(
+        self: Arc<Self>,
+        synced: Vec<Arc<AtomicBool>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut interval = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            self.health.beat();
+            if !self.health.synced()
+                && synced
+                    .iter()
+                    .all(|f| f.load(std::sync::atomic::Ordering::Acquire))
+            {
+                tracing::info!("cache synced");
+                self.health.set_synced(true);
+            }
+            self.update_gauges();
+        }
+    }
+
+    fn update_gauges(&self) {
+        let counts = self.cache.counts();
+        self.metrics.active_sandboxes.set(counts.active as i64);
+        self.metrics.paused_sandboxes.set(counts.paused as i64);
+        for (pool, ready) in counts.pools_ready {
+            self.metrics
+                .warmpool_ready
+                .with_label_values(&[pool.namespace.as_str(), pool.name.as_str()])
+                .set(i64::from(ready));
+        }
+        self.metrics.queue_depth.set(self.queue.len() as i64);
+    }
+
+    async fn reap_ticks(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut interval = tokio::time::interval(self.config.reap_interval);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            if !self.health.synced() {
+                continue;
+            }
+            if let Err(error) = self.reap().await {
+                tracing::warn!(%error, "reap tick failed");
+            }
+        }
+    }
+
+    async fn pool_ticks(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut interval = tokio::time::interval(self.config.pool_interval);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            self.metrics.pool_ticks.inc();
+            for pool in self.cache.pool_keys() {
+                self.queue.add(WorkKey::Pool(pool));
+            }
+        }
+    }
+
+    /// One reaper tick: the policy decides who is idle; each decision is marked in that
+    /// sandbox's status and carried out by its next reconcile.
+    pub async fn reap(&self) -> Result<usize, ReconcileError> {
+        let started = Instant::now();
+        let now = time::now();
+        let sandboxes = self
+            .cache
+            .sandboxes()
+            .into_iter()
+            .map(|s| s.sandbox)
+            .collect();
+        let call = self
+            .call_guest("reap", move |module, context| {
+                module.reap(context, now, sandboxes)
+            })
+            .await?;
+        self.metrics.reap_ticks.inc();
+        self.metrics
+            .reap_tick_duration
+            .observe(started.elapsed().as_secs_f64());
+        let writer = self.writer();
+        let mut paused = 0;
+        for decision in call.value {
+            let target = ObjectRef::new(&decision.namespace, &decision.name);
+            tracing::info!(
+                namespace = %decision.namespace,
+                name = %decision.name,
+                idle_seconds = decision.idle_seconds,
+                "pausing idle sandbox: {}",
+                decision.reason
+            );
+            let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
+            writer
+                .write_status(Resource::Sandbox, &target, patch)
+                .await?;
+            self.metrics.reaps.inc();
+            self.queue.add(WorkKey::Sandbox(target));
+            paused += 1;
+        }
+        Ok(paused)
+    }
+
+    fn writer(&self) -> Writer<'_> {
+        Writer {
+            cluster: self.cluster.as_ref(),
+            cache: &self.cache,
+        }
+    }
+
+    async fn process(&self, key: WorkKey) {
+        let started = Instant::now();
+        let outcome = match &key {
+            WorkKey::Sandbox(target) => self.reconcile_sandbox(target).await,
+            WorkKey::Pool(target) => self.reconcile_pool(target).await,
+        };
+        let result = match &outcome {
+            Ok(_) => "ok",
+            Err(error) => error.metric_label(),
+        };
+        self.metrics
+            .reconciles
+            .with_label_values(&[key.kind(), result])
+            .inc();
+        self.metrics
+            .reconcile_duration
+            .with_label_values(&[key.kind(), result])
+            .observe(started.elapsed().as_secs_f64());
+        match outcome {
+            Ok(requeue) => {
+                self.queue.forget(&key);
+                if let Some(delay) = requeue {
+                    self.queue.add_after(key.clone(), delay);
+                }
+            }
+            Err(error) => {
+                let delay = match error.retry_after() {
+                    Some(delay) => {
+                        self.queue.add_after(key.clone(), delay);
+                        delay
+                    }
+                    None => self.queue.add_rate_limited(key.clone()),
+                };
+                tracing::warn!(%key, %error, retry_in = ?delay, "reconcile failed");
+            }
+        }
+        self.queue.done(&key);
+    }
+
+    /// Runs one export on a blocking thread with a fresh Store, and records what it cost.
+    async fn call_guest<T, F>(
+        &self,
+        export: &'static str,
+        call: F,
+    ) -> Result<GuestCall<T>, ReconcileError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>
+            + Send
+            + 'static,
+    {
+        let module = self.policy.current();
+        let context = self.context.clone();
+        let started = Instant::now();
+        let result = tokio::task::spawn_blocking(move || call(&module, &context))
+            .await
+            .map_err(|e| ReconcileError::Join(e.to_string()))?;
+        self.metrics
+            .guest_call_duration
+            .with_label_values(&[export])
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(call) => {
+                self.apply_effects(&call.effects);
+                Ok(call)
+            }
+            Err(error) => {
+                self.metrics
+                    .guest_traps
+                    .with_label_values(&[export, error.metric_label()])
+                    .inc();
+                Err(error.into())
+            }
+        }
+    }
+
+    /// What the policy wrote goes into the cache at once, so that it is not written again
+    /// before the watch shows it.
+    fn apply_effects(&self, effects: &[Effect]) {
+        for effect in effects {
+            match effect {
+                Effect::Applied {
+                    resource, object, ..
+                } => {
+                    self.cache
+                        .apply(*resource, crate::kube::WatchEventType::Modified, object);
+                }
+                Effect::Deleted { .. } => {
+                    // A delete is not a disappearance: the object may linger (finalizers,
+                    // graceful termination). The watch reports when it is gone.
+                }
+            }
+        }
+    }
+
+    async fn reconcile_sandbox(&self, target: &ObjectRef) -> Outcome {
+        let Some(mut object) = self.cache.sandbox(target) else {
+            if let Some(error) = self.cache.unreadable_sandbox(target) {
+                tracing::warn!(%target, %error, "sandbox cannot be read; fix its spec");
+            }
+            return Ok(None);
+        };
+        let writer = self.writer();
+        let now = time::now();
+        if object.sandbox.deleting {
+            if !object.has_finalizer() {
+                return Ok(None);
+            }
+            let observed = self.cache.observed(target);
+            let sandbox = object.sandbox.clone();
+            let call = self
+                .call_guest("cleanup-sandbox", move |module, context| {
+                    module.cleanup_sandbox(context, now, sandbox, observed)
+                })
+                .await?;
+            let out = call.value.map_err(ReconcileError::Guest)?;
+            if out.done {
+                tracing::info!(%target, "children deleted; removing the finalizer");
+                writer.remove_finalizer(&object).await?;
+            } else if out.status != object.sandbox.status {
+                let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+                writer
+                    .write_status(Resource::Sandbox, target, patch)
+                    .await?;
+            }
+            return Ok(None);
+        }
+        if !object.has_finalizer() {
+            writer.add_finalizer(&object).await?;
+            if let Some(updated) = self.cache.sandbox(target) {
+                object = updated;
+            }
+        }
+        let sandbox = object.sandbox.clone();
+        let input = ReconcileInput {
+            now,
+            observed: self.cache.observed(target),
+            fork_source: sandbox
+                .spec
+                .fork_from
+                .as_ref()
+                .and_then(|source| {
+                    self.cache
+                        .sandbox(&ObjectRef::new(&target.namespace, source))
+                })
+                .map(|s| s.sandbox),
+            pool_candidates: match (&sandbox.spec.warm_pool, &sandbox.status.claimed_member) {
+                (Some(pool), None) => self
+                    .cache
+                    .pool_candidates(&ObjectRef::new(&target.namespace, pool)),
+                _ => Vec::new(),
+            },
+            claimed_member: sandbox
+                .status
+                .claimed_member
+                .as_ref()
+                .and_then(|member| {
+                    self.cache
+                        .sandbox(&ObjectRef::new(&target.namespace, member))
+                })
+                .map(|s| s.sandbox),
+            fresh_token: fresh_token(),
+            sandbox,
+        };
+        let call = self
+            .call_guest("reconcile-sandbox", move |module, context| {
+                module.reconcile_sandbox(context, input)
+            })
+            .await?;
+        let out = call.value.map_err(ReconcileError::Guest)?;
+        if let Some(member) = &out.claim {
+            let member_ref = ObjectRef::new(&target.namespace, member);
+            let Some(member_object) = self.cache.sandbox(&member_ref) else {
+                return Ok(Some(Duration::from_secs(1)));
+            };
+            writer.claim_member(&object.sandbox, &member_object).await?;
+        }
+        writer
+            .post_events("Sandbox", target, &object.sandbox.uid, &out.events)
+            .await;
+        if out.status != object.sandbox.status {
+            let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+            writer
+                .write_status(Resource::Sandbox, target, patch)
+                .await?;
+        }
+        Ok(out
+            .requeue_after_seconds
+            .map(|s| Duration::from_secs(u64::from(s))))
+    }
+
+    async fn reconcile_pool(&self, target: &ObjectRef) -> Outcome {
+        let Some(object) = self.cache.pool(target) else {
+            if let Some(error) = self.cache.unreadable_pool(target) {
+                tracing::warn!(%target, %error, "warm pool cannot be read; fix its spec");
+            }
+            return Ok(None);
+        };
+        let input = PoolInput {
+            now: time::now(),
+            pool: object.pool.clone(),
+            members: self.cache.pool_members(target),
+            max_replicas: self.config.max_pool_replicas,
+        };
+        let call = self
+            .call_guest("reconcile-pool", move |module, context| {
+                module.reconcile_pool(context, input)
+            })
+            .await?;
+        let out = call.value.map_err(ReconcileError::Guest)?;
+        let writer = self.writer();
+        for member in &out.create {
+            writer
+                .create_member(target, &member.name, &member.manifest)
+                .await?;
+        }
+        let members = self.cache.pool_members(target);
+        for name in &out.delete {
+            if members.iter().any(|m| &m.name == name) {
+                writer.delete_member(target, name).await?;
+            }
+        }
+        writer
+            .post_events("PodWarmPool", target, &object.pool.uid, &out.events)
+            .await;
+        if out.status != object.pool.status {
+            let patch = pool::status_patch(&out.status, object.pool.generation);
+            writer
+                .write_status(Resource::PodWarmPool, target, patch)
+                .await?;
+        }
+        Ok(None)
+    }
+}
+
+/// A fresh credential for a sandbox whose Secret is created now: 32 random bytes, hex.
+fn fresh_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}

@@ -1,0 +1,11 @@
+//! The control loop: a watch cache fed by reflectors, a work queue, and the manager that runs
+//! the policy on each key and carries out what it returns.
+
+pub mod cache;
+pub mod events;
+pub mod health;
+pub mod manager;
+pub mod policy;
+pub mod queue;
+pub mod reflector;
+pub mod writer;

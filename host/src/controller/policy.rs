@@ -1,0 +1,31 @@
+//! The active policy module: swapped atomically between reconciles, so that a reconcile in
+//! flight finishes on the module it started with.
+
+use std::sync::{Arc, RwLock};
+
+use crate::runtime::PolicyModule;
+
+pub struct PolicySlot {
+    current: RwLock<Arc<PolicyModule>>,
+}
+
+impl PolicySlot {
+    pub fn new(module: PolicyModule) -> Arc<Self> {
+        Arc::new(Self {
+            current: RwLock::new(Arc::new(module)),
+        })
+    }
+
+    pub fn current(&self) -> Arc<PolicyModule> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes `module` the active one and returns the one it replaced.
+    pub fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut current, Arc::new(module))
+    }
+}

@@ -1,0 +1,243 @@
+//! A work queue keyed by object: a key waits at most once, is processed by one worker at a
+//! time (a key added while it is processed runs again after), and failures back off per key
+//! exponentially, with jitter, up to a cap.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::Notify;
+
+use crate::model::ObjectRef;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkKey {
+    Sandbox(ObjectRef),
+    Pool(ObjectRef),
+}
+
+impl WorkKey {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkKey::Sandbox(_) => "sandbox",
+            WorkKey::Pool(_) => "podwarmpool",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkKey::Sandbox(r) => write!(f, "sandbox {r}"),
+            WorkKey::Pool(r) => write!(f, "podwarmpool {r}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(200),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` failures in a row: base * 2^(failures-1), capped, with ±20%
+    /// jitter so that keys that failed together do not retry together.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let exponent = failures.saturating_sub(1).min(30);
+        let raw = self.base.saturating_mul(1u32 << exponent).min(self.max);
+        let jitter = rand::rng().random_range(0.8..1.2);
+        raw.mul_f64(jitter).min(self.max)
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    queue: VecDeque<WorkKey>,
+    dirty: HashSet<WorkKey>,
+    processing: HashSet<WorkKey>,
+    failures: HashMap<WorkKey, u32>,
+    shut_down: bool,
+}
+
+pub struct WorkQueue {
+    inner: Mutex<Inner>,
+    notify: Notify,
+    backoff: Backoff,
+}
+
+impl WorkQueue {
+    pub fn new(backoff: Backoff) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Mutex::new(Inner::default()),
+            notify: Notify::new(),
+            backoff,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A worker that panicked while holding the lock left the sets consistent: every
+        // mutation below is a single insert or remove.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, key: WorkKey) {
+        let mut inner = self.lock();
+        if inner.shut_down || !inner.dirty.insert(key.clone()) {
+            return;
+        }
+        if !inner.processing.contains(&key) {
+            inner.queue.push_back(key);
+            drop(inner);
+            self.notify.notify_one();
+        }
+    }
+
+    pub fn add_after(self: &Arc<Self>, key: WorkKey, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let queue = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(queue) = queue.upgrade() {
+                queue.add(key);
+            }
+        });
+    }
+
+    /// Requeues a failed key after its backoff; returns the delay.
+    pub fn add_rate_limited(self: &Arc<Self>, key: WorkKey) -> Duration {
+        let failures = {
+            let mut inner = self.lock();
+            let count = inner.failures.entry(key.clone()).or_insert(0);
+            *count = count.saturating_add(1);
+            *count
+        };
+        let delay = self.backoff.delay(failures);
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Forgets a key's failures after it succeeded.
+    pub fn forget(&self, key: &WorkKey) {
+        self.lock().failures.remove(key);
+    }
+
+    pub fn failures(&self, key: &WorkKey) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// The next key to process, or `None` once the queue is shut down.
+    pub async fn next(&self) -> Option<WorkKey> {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut inner = self.lock();
+                if inner.shut_down {
+                    return None;
+                }
+                if let Some(key) = inner.queue.pop_front() {
+                    inner.dirty.remove(&key);
+                    inner.processing.insert(key.clone());
+                    let more = !inner.queue.is_empty();
+                    drop(inner);
+                    if more {
+                        // Wake another worker: notify_one stored one permit for this key only.
+                        self.notify.notify_one();
+                    }
+                    return Some(key);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Marks a key processed; if it was added meanwhile, it is queued again.
+    pub fn done(&self, key: &WorkKey) {
+        let mut inner = self.lock();
+        inner.processing.remove(key);
+        if inner.dirty.contains(key) && !inner.shut_down {
+            inner.queue.push_back(key.clone());
+            drop(inner);
+            self.notify.notify_one();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys being processed now.
+    pub fn in_flight(&self) -> usize {
+        self.lock().processing.len()
+    }
+
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.notify.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> WorkKey {
+        WorkKey::Sandbox(ObjectRef::new("ns", name))
+    }
+
+    #[tokio::test]
+    async fn a_key_waits_once_and_runs_again_if_added_while_processed() {
+        let queue = WorkQueue::new(Backoff::default());
+        queue.add(key("a"));
+        queue.add(key("a"));
+        queue.add(key("b"));
+        assert_eq!(queue.len(), 2);
+        let first = queue.next().await.unwrap();
+        assert_eq!(first, key("a"));
+        queue.add(key("a"));
+        // While "a" is processed it is not handed to a second worker.
+        assert_eq!(queue.next().await.unwrap(), key("b"));
+        assert_eq!(queue.len(), 0);
+        queue.done(&first);
+        assert_eq!(queue.next().await.unwrap(), key("a"));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let backoff = Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        assert!(backoff.delay(1) <= Duration::from_millis(120));
+        assert!(backoff.delay(3) >= Duration::from_millis(320));
+        assert!(backoff.delay(40) <= Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn shut_down_releases_waiting_workers() {
+        let queue = WorkQueue::new(Backoff::default());
+        let waiter = {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.next().await })
+        };
+        tokio::task::yield_now().await;
+        queue.shut_down();
+        assert_eq!(waiter.await.unwrap(), None);
+    }
+}

@@ -1,0 +1,205 @@
+//! The controller's own writes (the policy's go through `kube-client`): finalizers, status,
+//! claims, pool members and Events. Each write's result goes straight into the cache, so the
+//! next reconcile sees it even before the watch does and nothing is written twice.
+
+use serde_json::{Value, json};
+
+use super::cache::Cache;
+use super::events::event_object;
+use crate::kube::{ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
+use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL, SandboxObject};
+use crate::model::{ObjectRef, time};
+use crate::runtime::bindings::{Event, Sandbox};
+
+pub struct Writer<'a> {
+    pub cluster: &'a dyn Cluster,
+    pub cache: &'a Cache,
+}
+
+impl Writer<'_> {
+    fn remember(&self, resource: Resource, object: &Value) {
+        self.cache.apply(resource, WatchEventType::Modified, object);
+    }
+
+    /// Adds `cubepod.io/cleanup`, conditional on the version read, so that no other finalizer
+    /// is lost to a concurrent write.
+    pub async fn add_finalizer(&self, object: &SandboxObject) -> ApiResult<()> {
+        let mut finalizers = object.finalizers.clone();
+        finalizers.push(FINALIZER.to_string());
+        self.set_finalizers(object, finalizers).await
+    }
+
+    pub async fn remove_finalizer(&self, object: &SandboxObject) -> ApiResult<()> {
+        let finalizers: Vec<String> = object
+            .finalizers
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        self.set_finalizers(object, finalizers).await
+    }
+
+    async fn set_finalizers(
+        &self,
+        object: &SandboxObject,
+        finalizers: Vec<String>,
+    ) -> ApiResult<()> {
+        let sandbox = &object.sandbox;
+        let patch = json!({"metadata": {
+            "resourceVersion": object.resource_version,
+            "finalizers": finalizers,
+        }});
+        match self
+            .cluster
+            .patch(Resource::Sandbox, &sandbox.namespace, &sandbox.name, patch)
+            .await
+        {
+            Ok(updated) => {
+                self.remember(Resource::Sandbox, &updated);
+                Ok(())
+            }
+            // Removed while we looked: nothing left to finalize.
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Writes a status through the `status` subresource.
+    pub async fn write_status(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        patch: Value,
+    ) -> ApiResult<()> {
+        match self
+            .cluster
+            .patch_status(resource, &target.namespace, &target.name, patch)
+            .await
+        {
+            Ok(updated) => {
+                self.remember(resource, &updated);
+                Ok(())
+            }
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Adopts a pool member for `claim`: labels it claimed and makes the claim its owner, on
+    /// the member's version as read, so that two claims never take the same member.
+    pub async fn claim_member(&self, claim: &Sandbox, member: &SandboxObject) -> ApiResult<()> {
+        let patch = json!({"metadata": {
+            "resourceVersion": member.resource_version,
+            "labels": {CLAIMED_BY_LABEL: claim.name},
+            "ownerReferences": [{
+                "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "name": claim.name, "uid": claim.uid,
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        }});
+        let updated = self
+            .cluster
+            .patch(
+                Resource::Sandbox,
+                &member.sandbox.namespace,
+                &member.sandbox.name,
+                patch,
+            )
+            .await?;
+        self.remember(Resource::Sandbox, &updated);
+        Ok(())
+    }
+
+    /// Creates a pool member from the policy's manifest, after checking it is one.
+    pub async fn create_member(
+        &self,
+        pool: &ObjectRef,
+        name: &str,
+        manifest: &str,
+    ) -> ApiResult<()> {
+        let object = check_member(pool, name, manifest)
+            .map_err(|why| crate::kube::ApiError::new(ApiErrorKind::Invalid, why))?;
+        match self
+            .cluster
+            .create(Resource::Sandbox, &pool.namespace, object)
+            .await
+        {
+            Ok(created) => {
+                self.cache
+                    .apply(Resource::Sandbox, WatchEventType::Added, &created);
+                Ok(())
+            }
+            Err(error) if error.is(ApiErrorKind::AlreadyExists) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    pub async fn delete_member(&self, pool: &ObjectRef, name: &str) -> ApiResult<()> {
+        match self
+            .cluster
+            .delete(Resource::Sandbox, &pool.namespace, name)
+            .await
+        {
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Posts Events; a failure is logged, never fails the reconcile.
+    pub async fn post_events(&self, kind: &str, target: &ObjectRef, uid: &str, events: &[Event]) {
+        let now = time::now();
+        for event in events {
+            tracing::info!(
+                kind,
+                namespace = %target.namespace,
+                name = %target.name,
+                reason = %event.reason,
+                "{}",
+                event.message
+            );
+            let object = event_object(kind, &target.namespace, &target.name, uid, event, now);
+            if let Err(error) = self
+                .cluster
+                .create(Resource::Event, &target.namespace, object)
+                .await
+            {
+                tracing::debug!(%error, "could not record an Event");
+            }
+        }
+    }
+}
+
+/// A member manifest must be a Sandbox of this pool, in its namespace, under the given name.
+fn check_member(pool: &ObjectRef, name: &str, manifest: &str) -> Result<Value, String> {
+    let object: Value = serde_json::from_str(manifest)
+        .map_err(|e| format!("member manifest {name:?} is not JSON: {e}"))?;
+    let meta = &object["metadata"];
+    let checks = [
+        (object["kind"] == "Sandbox", "kind is not Sandbox"),
+        (
+            object["apiVersion"] == "cubepod.io/v1alpha1",
+            "apiVersion is not cubepod.io/v1alpha1",
+        ),
+        (
+            meta["name"] == name,
+            "metadata.name differs from the member's name",
+        ),
+        (
+            meta["namespace"] == pool.namespace.as_str(),
+            "metadata.namespace differs from the pool's",
+        ),
+        (
+            meta["labels"][POOL_LABEL] == pool.name.as_str(),
+            "the cubepod.io/pool label does not name the pool",
+        ),
+        (
+            meta["labels"][MANAGED_BY_LABEL] == MANAGED_BY,
+            "the managed-by label is missing",
+        ),
+    ];
+    match checks.iter().find(|(ok, _)| !ok) {
+        Some((_, why)) => Err(format!("member manifest {name:?} refused: {why}")),
+        None => Ok(object),
+    }
+}

@@ -1,0 +1,310 @@
+//! [`MemoryCluster`]: an in-memory Kubernetes API server with a simulated kubelet, garbage
+//! collector and volume binder. It is the cluster of the embedded demo and of most tests, so it
+//! keeps the API's semantics: resourceVersions, generation, status subresources, finalizers,
+//! ownerReference cascades, label selectors and resumable watches that can be Gone.
+//!
+//! One lock guards all state, held only for the synchronous part of a call; delayed kubelet
+//! work runs on tokio tasks that hold a weak reference, so dropping the cluster ends them.
+
+mod api;
+mod errors;
+mod gc;
+mod kubelet;
+mod merge;
+mod meta;
+mod selector;
+mod state;
+mod store;
+mod strategy;
+mod watch;
+mod writes;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub use self::writes::{WriteRecord, WriteVerb};
+
+use self::api::Subresource;
+use self::kubelet::{Kubelet, Work};
+use self::state::State;
+use self::store::ObjectKey;
+use self::watch::WatchHub;
+use self::writes::WriteLog;
+use super::{ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent};
+
+#[derive(Clone, Debug)]
+pub struct MemoryClusterConfig {
+    /// From a Pod's creation until it is Running with an IP (zero: within the create call).
+    pub pod_start_delay: Duration,
+    /// From a Pod's deletion until it is gone (zero: deleted at once, like any object).
+    pub pod_stop_delay: Duration,
+    /// Changes kept for resuming watches; a watch from before them is Gone.
+    pub watch_history: usize,
+    /// Events a watch may have pending beyond its replayed backlog before it is closed.
+    pub watch_buffer: usize,
+}
+
+impl Default for MemoryClusterConfig {
+    fn default() -> Self {
+        Self {
+            pod_start_delay: Duration::from_millis(200),
+            pod_stop_delay: Duration::from_millis(100),
+            watch_history: 10_000,
+            watch_buffer: 4_096,
+        }
+    }
+}
+
+impl MemoryClusterConfig {
+    /// No kubelet delays: pods run as soon as they are created and go as soon as deleted.
+    pub fn instant() -> Self {
+        Self {
+            pod_start_delay: Duration::ZERO,
+            pod_stop_delay: Duration::ZERO,
+            ..Self::default()
+        }
+    }
+}
+
+pub struct MemoryCluster {
+    /// Itself, for the delayed kubelet tasks: they must not keep a dropped cluster alive.
+    this: Weak<MemoryCluster>,
+    state: Mutex<State>,
+    writes: WriteLog,
+}
+
+impl fmt::Debug for MemoryCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryCluster")
+            .field("resource_version", &self.resource_version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryCluster {
+    pub fn new(config: MemoryClusterConfig) -> Arc<Self> {
+        let hub = WatchHub::new(config.watch_history, config.watch_buffer);
+        let kubelet = Kubelet::new(config.pod_start_delay, config.pod_stop_delay);
+        Arc::new_cyclic(|this| Self {
+            this: this.clone(),
+            state: Mutex::new(State::new(hub, kubelet)),
+            writes: WriteLog::default(),
+        })
+    }
+
+    /// Creates `object` in its `metadata.namespace` (`default` if unset), as `create` would,
+    /// without logging a client write: for seeding.
+    pub fn insert(&self, resource: Resource, object: Value) -> ApiResult<Value> {
+        let namespace = meta::namespace(&object).unwrap_or("default").to_owned();
+        self.with_state(|state| state.create(resource, &namespace, object))
+            .map(|stored| (*stored).clone())
+    }
+
+    /// Every object of `resource`, in all namespaces, by namespace and name.
+    pub fn objects(&self, resource: Resource) -> Vec<Value> {
+        self.lock()
+            .store
+            .scan(resource, "")
+            .map(|object| (**object).clone())
+            .collect()
+    }
+
+    pub fn count(&self, resource: Resource) -> usize {
+        self.lock().store.count(resource)
+    }
+
+    /// The cluster's current resourceVersion.
+    pub fn resource_version(&self) -> String {
+        self.lock().store.resource_version().to_string()
+    }
+
+    /// The write requests clients made, in order.
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.writes.snapshot()
+    }
+
+    pub fn clear_writes(&self) {
+        self.writes.clear();
+    }
+
+    /// Ends every open watch stream, as an API server's watch timeout does.
+    pub fn end_watches(&self) {
+        self.lock().hub.end_all();
+    }
+
+    /// Drops the watch history: a watch resumed from any earlier version gets Gone.
+    pub fn compact(&self) {
+        self.lock().hub.compact();
+    }
+
+    /// Watch streams still open.
+    pub fn open_watches(&self) -> usize {
+        self.lock().hub.open_watches()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every write commits in one step after its checks, so state a panic left is whole.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` under the lock, then the kubelet work it made due: now, or on a timer.
+    fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let (result, later) = {
+            let mut state = self.lock();
+            let result = f(&mut state);
+            (result, state.settle())
+        };
+        for (delay, work) in later {
+            self.schedule(delay, work);
+        }
+        result
+    }
+
+    fn schedule(&self, delay: Duration, work: Work) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Outside tokio there is no timer: better at once than never.
+            self.with_state(|state| state.run_kubelet(work));
+            return;
+        };
+        let this = self.this.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(cluster) = this.upgrade() {
+                cluster.with_state(|state| state.run_kubelet(work));
+            }
+        });
+    }
+
+    fn write<T>(&self, verb: WriteVerb, key: &ObjectKey, result: ApiResult<T>) -> ApiResult<T> {
+        self.writes.record(WriteRecord {
+            verb,
+            resource: key.resource,
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            error: result.as_ref().err().map(|e| e.kind),
+        });
+        result
+    }
+
+    fn patch_now(
+        &self,
+        verb: WriteVerb,
+        key: ObjectKey,
+        patch: &Value,
+        subresource: Subresource,
+    ) -> ApiResult<Value> {
+        let result = self
+            .with_state(|state| state.patch(&key, patch, subresource))
+            .map(|stored| (*stored).clone());
+        self.write(verb, &key, result)
+    }
+}
+
+impl Cluster for MemoryCluster {
+    fn create(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let namespace = namespace.to_owned();
+        Box::pin(async move {
+            let name = meta::name(&object).unwrap_or_default().to_owned();
+            let result = self
+                .with_state(|state| state.create(resource, &namespace, object))
+                .map(|stored| (*stored).clone());
+            let key = ObjectKey::new(resource, &namespace, &name);
+            self.write(WriteVerb::Create, &key, result)
+        })
+    }
+
+    fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let key = ObjectKey::new(resource, namespace, name);
+        Box::pin(async move { self.lock().get(&key).map(|stored| (*stored).clone()) })
+    }
+
+    fn delete(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<()>> {
+        let key = ObjectKey::new(resource, namespace, name);
+        Box::pin(async move {
+            let result = self.with_state(|state| state.delete(&key));
+            self.write(WriteVerb::Delete, &key, result)
+        })
+    }
+
+    fn patch(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let key = ObjectKey::new(resource, namespace, name);
+        Box::pin(async move { self.patch_now(WriteVerb::Patch, key, &patch, Subresource::Main) })
+    }
+
+    fn patch_status(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let key = ObjectKey::new(resource, namespace, name);
+        Box::pin(
+            async move { self.patch_now(WriteVerb::PatchStatus, key, &patch, Subresource::Status) },
+        )
+    }
+
+    fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let scope = scope.clone();
+        Box::pin(async move { self.lock().list(&scope) })
+    }
+
+    fn watch(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        let scope = scope.clone();
+        let resource_version = resource_version.to_owned();
+        Box::pin(async move { self.lock().watch(&scope, &resource_version) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shares_across_threads_and_behind_the_seam() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<MemoryCluster>();
+        let _seam: Arc<dyn Cluster> = MemoryCluster::new(MemoryClusterConfig::default());
+    }
+
+    #[test]
+    fn without_tokio_delayed_kubelet_work_runs_at_once() {
+        let cluster = MemoryCluster::new(MemoryClusterConfig::default());
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}});
+        cluster.insert(Resource::Pod, pod).unwrap();
+        assert_eq!(
+            cluster.objects(Resource::Pod)[0]["status"]["phase"],
+            "Running"
+        );
+    }
+}

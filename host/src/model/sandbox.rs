@@ -1,0 +1,303 @@
+//! `Sandbox` objects (cubepod.io/v1alpha1) as the contract's `sandbox` record.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::meta::Meta;
+use super::status::{ConditionJson, condition_from_json, condition_to_json};
+use super::{ModelError, time};
+use crate::runtime::bindings::{DesiredState, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus};
+
+pub const FINALIZER: &str = "cubepod.io/cleanup";
+pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
+pub const POOL_LABEL: &str = "cubepod.io/pool";
+pub const CLAIMED_BY_LABEL: &str = "cubepod.io/claimed-by";
+pub const DEFAULT_SIZE: &str = "10Gi";
+
+/// A Sandbox as the cache keeps it: the contract's record and what the controller needs to
+/// write it back safely.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxObject {
+    pub sandbox: Sandbox,
+    pub resource_version: String,
+    pub finalizers: Vec<String>,
+}
+
+impl SandboxObject {
+    pub fn has_finalizer(&self) -> bool {
+        self.finalizers.iter().any(|f| f == FINALIZER)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecJson {
+    #[serde(default)]
+    image: String,
+    desired_state: Option<String>,
+    rootfs_generation: Option<i64>,
+    fork_from: Option<String>,
+    idle_timeout_seconds: Option<i64>,
+    #[serde(default)]
+    resources: ResourcesJson,
+    #[serde(default)]
+    storage: StorageJson,
+    runtime_class_name: Option<String>,
+    warm_pool: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ResourcesJson {
+    cpu: Option<String>,
+    memory: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StorageJson {
+    storage_class_name: Option<String>,
+    rootfs_size: Option<String>,
+    workspace_size: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusJson {
+    phase: Option<String>,
+    #[serde(rename = "podIP")]
+    pod_ip: Option<String>,
+    #[serde(rename = "rootfsPVC")]
+    rootfs_pvc: Option<String>,
+    #[serde(rename = "workspacePVC")]
+    workspace_pvc: Option<String>,
+    observed_generation: Option<i64>,
+    #[serde(default)]
+    conditions: Vec<ConditionJson>,
+    started_at: Option<String>,
+    idle_paused_at: Option<String>,
+    claimed_member: Option<String>,
+}
+
+/// Reads a Sandbox object; the error names the field the controller cannot act on.
+pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
+    let meta = Meta::read(object);
+    let fail = |field: &str, problem: String| ModelError {
+        kind: "Sandbox",
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        field: field.to_string(),
+        problem,
+    };
+    if meta.name.is_empty() {
+        return Err(fail("metadata.name", "missing".to_string()));
+    }
+    let spec: SpecJson = match object.get("spec") {
+        Some(spec) => SpecJson::deserialize(spec).map_err(|e| fail("spec", e.to_string()))?,
+        None => return Err(fail("spec", "missing".to_string())),
+    };
+    let status: StatusJson = object
+        .get("status")
+        .and_then(|s| StatusJson::deserialize(s).ok())
+        .unwrap_or_default();
+    let spec = spec_from_json(spec, &|field, problem| fail(field, problem))?;
+    let last_activity = match meta.annotations.get(LAST_ACTIVITY) {
+        Some(text) => Some(
+            time::parse(text)
+                .map_err(|e| fail(&format!("metadata.annotations[{LAST_ACTIVITY}]"), e))?,
+        ),
+        None => None,
+    };
+    Ok(SandboxObject {
+        sandbox: Sandbox {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            uid: meta.uid.clone(),
+            generation: meta.generation,
+            deleting: meta.deletion_timestamp.is_some(),
+            last_activity,
+            pool: meta.labels.get(POOL_LABEL).cloned(),
+            claimed_by: meta.labels.get(CLAIMED_BY_LABEL).cloned(),
+            spec,
+            status: status_from_json(&status),
+        },
+        resource_version: meta.resource_version.clone(),
+        finalizers: meta.finalizers.clone(),
+    })
+}
+
+/// `spec` (of a Sandbox, or a pool's template) with the CRD's defaults applied.
+pub(super) fn spec_from_json_value(
+    value: Option<&Value>,
+    fail: &dyn Fn(&str, String) -> ModelError,
+) -> Result<SandboxSpec, ModelError> {
+    let spec = match value {
+        Some(v) => SpecJson::deserialize(v).map_err(|e| fail("", e.to_string()))?,
+        None => SpecJson::default(),
+    };
+    spec_from_json(spec, fail)
+}
+
+fn spec_from_json(
+    spec: SpecJson,
+    fail: &dyn Fn(&str, String) -> ModelError,
+) -> Result<SandboxSpec, ModelError> {
+    let desired_state = match spec.desired_state.as_deref() {
+        None | Some("Running") => DesiredState::Running,
+        Some("Paused") => DesiredState::Paused,
+        Some(other) => {
+            return Err(fail(
+                "spec.desiredState",
+                format!("{other:?} is neither \"Running\" nor \"Paused\""),
+            ));
+        }
+    };
+    let rootfs_generation = match spec.rootfs_generation {
+        None => 1,
+        Some(g) => u32::try_from(g).map_err(|_| {
+            fail(
+                "spec.rootfsGeneration",
+                format!("{g} is out of range (1 to {})", u32::MAX),
+            )
+        })?,
+    };
+    let idle_timeout_seconds = match spec.idle_timeout_seconds {
+        None => None,
+        Some(t) => Some(u64::try_from(t).map_err(|_| {
+            fail(
+                "spec.idleTimeoutSeconds",
+                format!("{t} is negative; use 0 or leave it out to never reap"),
+            )
+        })?),
+    };
+    Ok(SandboxSpec {
+        image: spec.image,
+        desired_state,
+        rootfs_generation,
+        fork_from: spec.fork_from,
+        idle_timeout_seconds,
+        cpu: spec.resources.cpu,
+        memory: spec.resources.memory,
+        storage_class: spec.storage.storage_class_name,
+        rootfs_size: spec
+            .storage
+            .rootfs_size
+            .unwrap_or_else(|| DEFAULT_SIZE.to_string()),
+        workspace_size: spec
+            .storage
+            .workspace_size
+            .unwrap_or_else(|| DEFAULT_SIZE.to_string()),
+        runtime_class: spec.runtime_class_name,
+        warm_pool: spec.warm_pool,
+    })
+}
+
+fn phase_from_str(phase: Option<&str>) -> SandboxPhase {
+    match phase {
+        Some("Running") => SandboxPhase::Running,
+        Some("Paused") => SandboxPhase::Paused,
+        Some("Terminating") => SandboxPhase::Terminating,
+        Some("Failed") => SandboxPhase::Failed,
+        _ => SandboxPhase::Pending,
+    }
+}
+
+pub fn phase_name(phase: SandboxPhase) -> &'static str {
+    match phase {
+        SandboxPhase::Pending => "Pending",
+        SandboxPhase::Running => "Running",
+        SandboxPhase::Paused => "Paused",
+        SandboxPhase::Terminating => "Terminating",
+        SandboxPhase::Failed => "Failed",
+    }
+}
+
+fn status_from_json(status: &StatusJson) -> SandboxStatus {
+    let parse = |t: &Option<String>| t.as_deref().and_then(|t| time::parse(t).ok());
+    SandboxStatus {
+        phase: phase_from_str(status.phase.as_deref()),
+        pod_ip: status.pod_ip.clone(),
+        rootfs_pvc: status.rootfs_pvc.clone(),
+        workspace_pvc: status.workspace_pvc.clone(),
+        observed_generation: status.observed_generation.unwrap_or(0),
+        conditions: status.conditions.iter().map(condition_from_json).collect(),
+        started_at: parse(&status.started_at),
+        idle_paused_at: parse(&status.idle_paused_at),
+        claimed_member: status.claimed_member.clone(),
+    }
+}
+
+/// The whole `status` as a merge patch: absent fields are sent as null so that they are
+/// removed, and the conditions list is replaced as a whole.
+pub fn status_patch(status: &SandboxStatus, generation: i64) -> Value {
+    let conditions: Vec<ConditionJson> = status
+        .conditions
+        .iter()
+        .map(|c| condition_to_json(c, generation))
+        .collect();
+    json!({
+        "status": {
+            "phase": phase_name(status.phase),
+            "podIP": status.pod_ip,
+            "rootfsPVC": status.rootfs_pvc,
+            "workspacePVC": status.workspace_pvc,
+            "observedGeneration": status.observed_generation,
+            "conditions": conditions,
+            "startedAt": status.started_at.map(time::format),
+            "idlePausedAt": status.idle_paused_at.map(time::format),
+            "claimedMember": status.claimed_member,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(spec: Value) -> Value {
+        json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "generation": 2,
+                          "resourceVersion": "7", "finalizers": [FINALIZER],
+                          "annotations": {LAST_ACTIVITY: "2026-01-01T00:00:00Z"}},
+            "spec": spec
+        })
+    }
+
+    #[test]
+    fn applies_the_crd_defaults() {
+        let read = from_json(&object(json!({"image": "img"}))).unwrap();
+        let spec = &read.sandbox.spec;
+        assert_eq!(spec.desired_state, DesiredState::Running);
+        assert_eq!(spec.rootfs_generation, 1);
+        assert_eq!(spec.rootfs_size, "10Gi");
+        assert_eq!(read.sandbox.last_activity, Some(1_767_225_600));
+        assert!(read.has_finalizer());
+        assert_eq!(read.sandbox.status.phase, SandboxPhase::Pending);
+    }
+
+    #[test]
+    fn names_the_field_it_cannot_read() {
+        let error =
+            from_json(&object(json!({"image": "i", "desiredState": "Sleeping"}))).unwrap_err();
+        assert_eq!(error.field, "spec.desiredState");
+        let error = from_json(&object(json!({"image": "i", "rootfsGeneration": -1}))).unwrap_err();
+        assert_eq!(error.field, "spec.rootfsGeneration");
+        let error = from_json(&object(json!({"image": 5}))).unwrap_err();
+        assert_eq!(error.field, "spec");
+    }
+
+    #[test]
+    fn status_round_trips_through_the_patch() {
+        let mut read = from_json(&object(json!({"image": "img"}))).unwrap();
+        read.sandbox.status.phase = SandboxPhase::Paused;
+        read.sandbox.status.idle_paused_at = Some(1_800_000_000);
+        let patch = status_patch(&read.sandbox.status, 2);
+        let mut again = object(json!({"image": "img"}));
+        again["status"] = patch["status"].clone();
+        assert_eq!(
+            from_json(&again).unwrap().sandbox.status,
+            read.sandbox.status
+        );
+        assert_eq!(patch["status"]["podIP"], Value::Null);
+    }
+}

@@ -1,0 +1,57 @@
+//! `status` of our resources: conditions in the metav1.Condition shape, timestamps in RFC 3339.
+
+use serde::{Deserialize, Serialize};
+
+use super::time;
+use crate::runtime::bindings::{Condition, ConditionStatus};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionJson {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+pub fn condition_from_json(c: &ConditionJson) -> Condition {
+    Condition {
+        kind: c.kind.clone(),
+        status: match c.status.as_str() {
+            "True" => ConditionStatus::True,
+            "False" => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
+        },
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        last_transition_time: time::parse(&c.last_transition_time).unwrap_or(0),
+    }
+}
+
+pub fn condition_to_json(c: &Condition, generation: i64) -> ConditionJson {
+    ConditionJson {
+        kind: c.kind.clone(),
+        status: match c.status {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+        .to_string(),
+        // metav1.Condition requires a CamelCase reason.
+        reason: if c.reason.is_empty() {
+            "Unknown".to_string()
+        } else {
+            c.reason.clone()
+        },
+        message: c.message.clone(),
+        last_transition_time: time::format(c.last_transition_time),
+        observed_generation: Some(generation),
+    }
+}

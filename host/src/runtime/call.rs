@@ -1,0 +1,261 @@
+//! Calling a policy: a fresh, bounded store per call, and what a call hands back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use super::bindings::PolicyModulePre;
+use super::bindings::{
+    self, CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
+    ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
+};
+use super::engine::ticks;
+use super::host::HostState;
+use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
+use crate::kube::boundary::Boundary;
+use crate::kube::{Cluster, Resource};
+
+/// Told of every request a guest's `kube-client` call made (or that the boundary refused),
+/// so that the caller can count them.
+pub type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
+
+/// One request on behalf of a guest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostCallRecord {
+    /// `create`, `get` or `delete`.
+    pub verb: &'static str,
+    pub resource: Resource,
+    /// Zero for a refused call.
+    pub duration: Duration,
+    /// `ok`, an [`ApiErrorKind::label`](crate::kube::ApiErrorKind::label), `timeout`, or
+    /// `refused` (by the boundary: nothing was sent).
+    pub result: &'static str,
+    /// The boundary refused the call (`result` is `refused`).
+    pub refused: bool,
+}
+
+/// What a call may reach: the cluster through the boundary, and how to wait on it.
+#[derive(Clone)]
+pub struct CallContext {
+    pub cluster: Arc<dyn Cluster>,
+    pub boundary: Arc<Boundary>,
+    /// The runtime the cluster's futures run on. The guest's host calls `block_on` it, so a
+    /// call must run on a `spawn_blocking` thread (or any thread outside the runtime).
+    pub handle: tokio::runtime::Handle,
+    /// The longest one host call may wait on the cluster: epochs do not interrupt a guest
+    /// blocked in a host call, so this bounds it instead.
+    pub host_call_timeout: Duration,
+    pub observer: Option<HostCallObserver>,
+}
+
+impl CallContext {
+    /// A context with the default host-call timeout (10 s) and no observer.
+    pub fn new(
+        cluster: Arc<dyn Cluster>,
+        boundary: Arc<Boundary>,
+        handle: tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            cluster,
+            boundary,
+            handle,
+            host_call_timeout: super::RuntimeConfig::default().host_call_timeout,
+            observer: None,
+        }
+    }
+
+    pub fn with_host_call_timeout(mut self, timeout: Duration) -> Self {
+        self.host_call_timeout = timeout;
+        self
+    }
+
+    pub fn with_observer(mut self, observer: HostCallObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("boundary", &self.boundary)
+            .field("host_call_timeout", &self.host_call_timeout)
+            .field("observer", &self.observer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A child write the guest made that succeeded, for the caller's cache: the watch shows it
+/// only later, and a reconcile in between must not create it again.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Created, or found existing (AlreadyExists). `object` is the object as the API returned
+    /// it; for an object that already existed, the manifest (a Pod's: the object read back).
+    Applied {
+        resource: Resource,
+        namespace: String,
+        name: String,
+        object: serde_json::Value,
+    },
+    /// Deleted, or found gone (NotFound).
+    Deleted {
+        resource: Resource,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// What an export returned, and what it did on the way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuestCall<T> {
+    pub value: T,
+    pub effects: Vec<Effect>,
+    /// `kube-client` calls the guest made, refused ones included.
+    pub host_calls: u32,
+}
+
+impl PolicyModule {
+    /// `reconcile-sandbox`: bring one Sandbox's children to its spec.
+    pub fn reconcile_sandbox(
+        &self,
+        ctx: &CallContext,
+        input: ReconcileInput,
+    ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
+        self.call("reconcile-sandbox", Some(ctx), |policy, store| {
+            policy.call_reconcile_sandbox(store, &input)
+        })
+    }
+
+    /// `cleanup-sandbox`: delete a deleted Sandbox's children.
+    pub fn cleanup_sandbox(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+    ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
+        self.call("cleanup-sandbox", Some(ctx), |policy, store| {
+            policy.call_cleanup_sandbox(store, now, &sandbox, &observed)
+        })
+    }
+
+    /// `reconcile-pool`: decide a warm pool's creates and deletes.
+    pub fn reconcile_pool(
+        &self,
+        ctx: &CallContext,
+        input: PoolInput,
+    ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
+        self.call("reconcile-pool", Some(ctx), |policy, store| {
+            policy.call_reconcile_pool(store, &input)
+        })
+    }
+
+    /// `reap`: decide which sandboxes have been idle too long.
+    pub fn reap(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        sandboxes: Vec<Sandbox>,
+    ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
+        self.call("reap", Some(ctx), |policy, store| {
+            policy.call_reap(store, now, &sandboxes)
+        })
+    }
+
+    /// `describe`. It needs no cluster: every `kube-client` call it made would be refused.
+    pub fn describe(&self) -> Result<PolicyInfo, RuntimeError> {
+        let call = self.call("describe", None, |policy, store| {
+            policy.call_describe(store)
+        })?;
+        Ok(call.value)
+    }
+
+    fn call<R>(
+        &self,
+        export: &'static str,
+        ctx: Option<&CallContext>,
+        run: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<GuestCall<R>, RuntimeError> {
+        call(self.engine(), self.pre(), export, ctx, run)
+    }
+}
+
+type Policy = bindings::exports::cubepod::controller::policy::Guest;
+
+/// Runs one export in a fresh store: a trap poisons a store, and a fresh one also means no
+/// state survives between calls, as the contract requires.
+pub(crate) fn call<R>(
+    engine: &PolicyEngine,
+    pre: &PolicyModulePre<HostState>,
+    export: &'static str,
+    ctx: Option<&CallContext>,
+    run: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
+) -> Result<GuestCall<R>, RuntimeError> {
+    let config = engine.config();
+    let deadline = config.call_deadline;
+    let mut store = Store::new(
+        engine.engine(),
+        HostState::new(ctx.cloned(), config.memory_limit_bytes),
+    );
+    store.limiter(|state| &mut state.limits);
+    // A store's deadline starts at 0, which would interrupt at once.
+    store.set_epoch_deadline(ticks(deadline, config.epoch_tick));
+    // Rather than trap at the first expiry, count only the guest's own time: the deadline
+    // bounds the policy, not the API server (host calls have their own timeout).
+    let tick = config.epoch_tick;
+    store.epoch_deadline_callback(move |store| {
+        let used = store.data().guest_time();
+        if used >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Continue(ticks(deadline - used, tick)))
+        }
+    });
+
+    let outcome = pre
+        .instantiate(&mut store)
+        .and_then(|instance| run(instance.cubepod_controller_policy(), &mut store));
+    match outcome {
+        Ok(value) => {
+            let state = store.into_data();
+            Ok(GuestCall {
+                value,
+                effects: state.effects,
+                host_calls: state.host_calls,
+            })
+        }
+        Err(error) => Err(failure(engine.config(), export, store.data(), error)),
+    }
+}
+
+/// Names why a call failed: the memory limit, the deadline, or any other trap.
+fn failure(
+    config: &RuntimeConfig,
+    export: &'static str,
+    state: &HostState,
+    error: wasmtime::Error,
+) -> RuntimeError {
+    tracing::debug!(export, error = ?error, "policy call failed");
+    if state.limits.memory_refused {
+        return RuntimeError::MemoryExhausted {
+            export,
+            limit: config.memory_limit_bytes,
+        };
+    }
+    let trap = error.downcast_ref::<Trap>().copied();
+    if trap == Some(Trap::Interrupt) {
+        return RuntimeError::DeadlineExceeded {
+            export,
+            deadline: config.call_deadline,
+        };
+    }
+    let mut message = match trap {
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    if let Some(stderr) = state.stderr_tail() {
+        message = format!("{message}; guest stderr: {stderr}");
+    }
+    RuntimeError::Trap { export, message }
+}

@@ -1,0 +1,167 @@
+//! One wasmtime [`Engine`] for every policy, with epoch interruption and a ticker thread that
+//! advances the epoch, and the [`Linker`] that gives a policy its imports.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine};
+
+use super::RuntimeError;
+use super::host::{self, HostState};
+
+/// How the runtime bounds and caches policies.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// How often the epoch advances: the granularity of [`Self::call_deadline`].
+    pub epoch_tick: Duration,
+    /// The longest a guest may run in one call, time spent in host calls not counted.
+    pub call_deadline: Duration,
+    /// The most one linear memory of a guest may grow to.
+    pub memory_limit_bytes: usize,
+    /// The longest one `kube-client` call may wait on the cluster.
+    pub host_call_timeout: Duration,
+    /// Where compiled components are kept across restarts (`<digest>-<engine>.cwasm`); `None`
+    /// compiles every load.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            epoch_tick: Duration::from_millis(10),
+            call_deadline: Duration::from_secs(1),
+            memory_limit_bytes: 64 << 20,
+            host_call_timeout: Duration::from_secs(10),
+            cache_dir: None,
+        }
+    }
+}
+
+/// Epoch ticks that cover `span`, at least one.
+pub(crate) fn ticks(span: Duration, tick: Duration) -> u64 {
+    u64::try_from(span.as_nanos().div_ceil(tick.as_nanos().max(1)))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// The engine every policy module is compiled for and runs on. Cheap to clone; the epoch
+/// ticker stops when the last clone (and the last [`PolicyModule`](super::PolicyModule), which
+/// holds one) is dropped.
+#[derive(Clone)]
+pub struct PolicyEngine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    config: RuntimeConfig,
+    _ticker: Ticker,
+}
+
+impl PolicyEngine {
+    pub fn new(mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        // A zero tick would spin the ticker thread.
+        config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true).wasm_component_model(true);
+        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Compile {
+            why: format!("cannot set up the wasm engine: {e:#}"),
+        })?;
+        let linker = host::linker(&engine).map_err(|e| RuntimeError::Compile {
+            why: format!("cannot link the host's imports: {e:#}"),
+        })?;
+        let ticker = Ticker::start(engine.clone(), config.epoch_tick)?;
+        Ok(Self {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                config,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.inner.linker
+    }
+}
+
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A thread that advances the engine's epoch every tick until it is dropped.
+struct Ticker {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Ticker {
+    fn start(engine: Engine, tick: Duration) -> Result<Self, RuntimeError> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("cubepod-epoch".to_string())
+            .spawn(move || {
+                // Dropping the sender (the Ticker) ends the wait at once with Disconnected.
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
+                    engine.increment_epoch();
+                }
+            })
+            .map_err(|e| RuntimeError::Compile {
+                why: format!("cannot start the epoch ticker thread: {e}"),
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_round_up_and_never_reach_zero() {
+        let tick = Duration::from_millis(10);
+        assert_eq!(ticks(Duration::from_secs(1), tick), 100);
+        assert_eq!(ticks(Duration::from_millis(101), tick), 11);
+        assert_eq!(ticks(Duration::ZERO, tick), 1);
+        assert_eq!(ticks(Duration::from_millis(5), Duration::ZERO), 5_000_000);
+    }
+
+    #[test]
+    fn the_ticker_stops_with_the_engine() {
+        let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+        let started = std::time::Instant::now();
+        // Dropping the last clone joins the ticker thread: it must end at once, not at a tick.
+        drop(engine);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}

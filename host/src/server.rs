@@ -1,0 +1,130 @@
+//! The probe and metrics server (`:8081`): `/healthz`, `/readyz`, `/metrics`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::controller::health::Health;
+use crate::metrics::Metrics;
+
+/// The loop beats every 500 ms; this much silence means it is stuck.
+const MAX_SILENCE: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+pub struct ServerState {
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+}
+
+fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// Answers one request; public so that tests can call the router in-process.
+pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    const PLAIN: &str = "text/plain; charset=utf-8";
+    if method != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into(), PLAIN);
+    }
+    match path {
+        "/healthz" => {
+            if state.health.alive(MAX_SILENCE) {
+                text(StatusCode::OK, "ok\n".into(), PLAIN)
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("control loop silent since {}\n", state.health.last_beat()),
+                    PLAIN,
+                )
+            }
+        }
+        "/readyz" => {
+            let policy = state.health.policy();
+            let synced = state.health.synced();
+            let policy_line = match &policy {
+                Some(p) => format!(
+                    "policy: {} {} (contract {}, sha256 {})",
+                    p.name, p.version, p.contract_version, p.digest
+                ),
+                None => "policy: not loaded".to_string(),
+            };
+            let cache_line = if synced {
+                "cache: synced"
+            } else {
+                "cache: syncing"
+            };
+            let body = format!("{policy_line}\n{cache_line}\n");
+            let status = if policy.is_some() && synced {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, body, PLAIN)
+        }
+        "/metrics" => text(
+            StatusCode::OK,
+            state.metrics.render(),
+            "text/plain; version=0.0.4; charset=utf-8",
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /healthz, /readyz or /metrics\n".into(),
+            PLAIN,
+        ),
+    }
+}
+
+/// Binds `addr`; returns the bound address (port 0 picks one) and the serving task.
+pub async fn serve(
+    addr: SocketAddr,
+    state: ServerState,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = shutdown.changed() => return,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    continue;
+                }
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let response = route(&state, request.method(), request.uri().path());
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if let Err(error) = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+        }
+    });
+    Ok((bound, task))
+}

@@ -1,0 +1,160 @@
+//! A policy that misbehaves on request, so that the host's tests can check every bound of the
+//! boundary against a real component. It delegates to the default policy except in
+//! `reconcile-sandbox` for sandboxes whose name starts with:
+//!
+//! - `trap-`: panics (a trap: `panic = "abort"` in the `guest-release` profile);
+//! - `loop-`: loops forever (the epoch deadline must stop it);
+//! - `oom-`: allocates without bound (the memory limit must stop it);
+//! - `escape-`: writes a Secret into `kube-system` and returns the host's answer as its error
+//!   (the boundary must refuse it, and say why);
+//! - `noisy-`: writes 16 KiB to stderr, then reconciles as the default policy does (a policy
+//!   that logs must not fail for it).
+//!
+//! Built by `host/tests/runtime.rs` with
+//! `cargo build -p cubepod-faulty-policy --target wasm32-wasip2 --profile guest-release`.
+
+use cubepod_guest::bindings::{KubeError, PolicyInfo, ReconcileInput, ReconcileOutput};
+use cubepod_guest::client::KubeClient;
+
+pub const POLICY_NAME: &str = "cubepod-faulty";
+
+pub fn describe() -> PolicyInfo {
+    PolicyInfo {
+        name: POLICY_NAME.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        contract_version: cubepod_guest::CONTRACT_VERSION.to_string(),
+    }
+}
+
+/// The misbehaviour a sandbox's name asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Trap,
+    Loop,
+    Oom,
+    Escape,
+    Noisy,
+}
+
+impl Fault {
+    pub fn of(sandbox_name: &str) -> Option<Fault> {
+        [
+            ("trap-", Fault::Trap),
+            ("loop-", Fault::Loop),
+            ("oom-", Fault::Oom),
+            ("escape-", Fault::Escape),
+            ("noisy-", Fault::Noisy),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| sandbox_name.starts_with(prefix))
+        .map(|(_, fault)| fault)
+    }
+}
+
+/// `reconcile-sandbox`: the default logic, or the fault the sandbox's name asks for.
+pub fn reconcile(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+) -> Result<ReconcileOutput, KubeError> {
+    match Fault::of(&input.sandbox.name) {
+        None => cubepod_guest::reconcile::reconcile(client, input),
+        Some(Fault::Trap) => panic!("faulty policy: trap requested by {}", input.sandbox.name),
+        Some(Fault::Loop) => spin_forever(),
+        Some(Fault::Oom) => hog_memory(),
+        Some(Fault::Escape) => escape(client, input),
+        Some(Fault::Noisy) => {
+            for line in 0..256 {
+                eprintln!("faulty policy: noisy line {line:04} {}", "x".repeat(40));
+            }
+            cubepod_guest::reconcile::reconcile(client, input)
+        }
+    }
+}
+
+fn spin_forever() -> ! {
+    let mut n = 0u64;
+    loop {
+        // black_box keeps the optimizer from proving the loop has no effect.
+        n = std::hint::black_box(n.wrapping_add(1));
+    }
+}
+
+fn hog_memory() -> ! {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        // Ones, not zeros: every page is written, so nothing can be left lazily unallocated.
+        hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
+        std::hint::black_box(&hoard);
+    }
+}
+
+/// A well-formed Secret, managed-by labels and all, in a namespace the host does not serve.
+fn escape(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+) -> Result<ReconcileOutput, KubeError> {
+    let name = "stolen-credentials";
+    let manifest = format!(
+        r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"{name}","namespace":"kube-system","labels":{{"app.kubernetes.io/managed-by":"cubepod-controller","cubepod.io/sandbox":"{sandbox}"}}}},"stringData":{{"token":"x"}}}}"#,
+        sandbox = input.sandbox.name,
+    );
+    client.ensure_secret("kube-system", name, &manifest)?;
+    Err(KubeError::Other(
+        "faulty policy: the host let a Secret into kube-system".to_string(),
+    ))
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    use cubepod_guest::bindings::exports::cubepod::controller::policy::Guest;
+    use cubepod_guest::bindings::{
+        CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
+        ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
+    };
+    use cubepod_guest::client::HostKubeClient;
+
+    struct Faulty;
+
+    impl Guest for Faulty {
+        fn describe() -> PolicyInfo {
+            crate::describe()
+        }
+
+        fn reconcile_sandbox(input: ReconcileInput) -> Result<ReconcileOutput, KubeError> {
+            crate::reconcile(&mut HostKubeClient, &input)
+        }
+
+        fn cleanup_sandbox(
+            now: Timestamp,
+            sandbox: Sandbox,
+            observed: ObservedChildren,
+        ) -> Result<CleanupOutput, KubeError> {
+            cubepod_guest::cleanup::cleanup(&mut HostKubeClient, now, &sandbox, &observed)
+        }
+
+        fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
+            Ok(cubepod_guest::pool::reconcile_pool(&input))
+        }
+
+        fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
+            cubepod_guest::reaper::reap(now, &sandboxes)
+        }
+    }
+
+    cubepod_guest::bindings::export!(Faulty with_types_in cubepod_guest::bindings);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_pick_the_fault() {
+        assert_eq!(Fault::of("trap-x"), Some(Fault::Trap));
+        assert_eq!(Fault::of("loop-x"), Some(Fault::Loop));
+        assert_eq!(Fault::of("oom-x"), Some(Fault::Oom));
+        assert_eq!(Fault::of("escape-x"), Some(Fault::Escape));
+        assert_eq!(Fault::of("noisy-x"), Some(Fault::Noisy));
+        assert_eq!(Fault::of("dev-alice"), None);
+    }
+}

@@ -1,0 +1,65 @@
+//! The real binary, started on an ephemeral port against its embedded cluster.
+
+use std::time::Duration;
+
+use cubepod_tests::{Controller, metric};
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+#[test]
+fn seeded_cluster_converges_and_metrics_say_so() {
+    let controller = Controller::start(&[]);
+    let ready = controller.wait_for("/readyz", SETTLE, |status, _| status == 200);
+    assert!(ready.contains("policy: cubepod-default"), "{ready}");
+    assert!(ready.contains("cache: synced"), "{ready}");
+
+    // Seeded: dev-alice and its fork run, dev-bob is paused, ci-runner-7 is idle past its
+    // timeout and gets reaped, the pool fills to 3 running members.
+    let metrics = controller.wait_for("/metrics", SETTLE, |_, body| {
+        metric(body, "cubepod_active_sandboxes", &[]) == Some(5.0)
+            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(2.0)
+            && metric(
+                body,
+                "cubepod_warmpool_ready",
+                &[("namespace", "cubepod-workloads"), ("pool", "python-pool")],
+            ) == Some(3.0)
+    });
+    assert!(metric(&metrics, "cubepod_reaps_total", &[]).unwrap_or(0.0) >= 1.0);
+    assert!(
+        metric(
+            &metrics,
+            "cubepod_reconciles_total",
+            &[("kind", "sandbox"), ("result", "ok")]
+        )
+        .unwrap_or(0.0)
+            > 0.0
+    );
+    let pvc_creates = metric(
+        &metrics,
+        "cubepod_kube_requests_total",
+        &[
+            ("verb", "create"),
+            ("resource", "persistentvolumeclaims"),
+            ("result", "ok"),
+        ],
+    );
+    // Two PVCs for each of the 7 sandboxes that ever started (3 pool members, 2 running, the
+    // reaped one, and dev-bob, paused but with its volumes), none twice.
+    assert_eq!(pvc_creates, Some(14.0));
+    assert_eq!(metric(&metrics, "cubepod_guest_traps_total", &[]), None);
+
+    let (status, body) = controller.get("/healthz").unwrap();
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let (status, _) = controller.get("/nope").unwrap();
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn sigterm_exits_zero_promptly() {
+    let mut controller = Controller::start(&[]);
+    controller.wait_for("/readyz", SETTLE, |status, _| status == 200);
+    let status = controller
+        .terminate(Duration::from_secs(15))
+        .expect("exited after SIGTERM");
+    assert!(status.success(), "exit status {status:?}");
+}
