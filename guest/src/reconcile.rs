@@ -36,20 +36,19 @@ pub fn reconcile(
     }
     let fork = match fork_plan(input) {
         Ok(fork) => fork,
-        Err(problem) => {
+        Err(ForkBlocked::SourceMissing(problem)) => {
             refuse(&mut out, &problem, now);
             out.requeue_after_seconds = Some(WAIT_FOR_SOURCE_SECONDS);
             return Ok(out);
         }
+        Err(ForkBlocked::SourceNotReady(message)) => {
+            mark_spec_valid(&mut out, now);
+            starting(&mut out, "ForkSourceNotReady", &message, now);
+            out.requeue_after_seconds = Some(WAIT_FOR_SOURCE_SECONDS);
+            return Ok(out);
+        }
     };
-    set_condition(
-        &mut out.status.conditions,
-        SPEC_VALID,
-        ConditionStatus::True,
-        "Valid",
-        "",
-        now,
-    );
+    mark_spec_valid(&mut out, now);
 
     if let Some(member) = sandbox.status.claimed_member.clone() {
         mirror_claimed_member(
@@ -68,6 +67,25 @@ pub fn reconcile(
     Ok(out)
 }
 
+fn mark_spec_valid(out: &mut ReconcileOutput, now: i64) {
+    set_condition(
+        &mut out.status.conditions,
+        SPEC_VALID,
+        ConditionStatus::True,
+        "Valid",
+        "",
+        now,
+    );
+}
+
+/// Why a fork cannot start yet.
+enum ForkBlocked {
+    /// The source does not exist: the spec names something that is not there.
+    SourceMissing(validate::Invalid),
+    /// The source exists but has no volumes yet: wait for it.
+    SourceNotReady(String),
+}
+
 /// The PVCs to clone, when this sandbox is a fork whose volumes are still to be made.
 #[derive(Default)]
 struct ForkPlan {
@@ -75,7 +93,7 @@ struct ForkPlan {
     workspace: Option<String>,
 }
 
-fn fork_plan(input: &ReconcileInput) -> Result<ForkPlan, validate::Invalid> {
+fn fork_plan(input: &ReconcileInput) -> Result<ForkPlan, ForkBlocked> {
     let sandbox = &input.sandbox;
     let Some(source_name) = &sandbox.spec.fork_from else {
         return Ok(ForkPlan::default());
@@ -92,25 +110,21 @@ fn fork_plan(input: &ReconcileInput) -> Result<ForkPlan, validate::Invalid> {
         // Cloned already: the source may come and go as it likes.
         return Ok(ForkPlan::default());
     }
-    let source = input
-        .fork_source
-        .as_ref()
-        .ok_or_else(|| validate::Invalid {
+    let source = input.fork_source.as_ref().ok_or_else(|| {
+        ForkBlocked::SourceMissing(validate::Invalid {
             reason: "ForkSourceNotFound",
             message: format!(
-                "spec.forkFrom names {source_name:?}, which is not a Sandbox in namespace {:?}: \
-             create it, or recreate this sandbox without forkFrom",
+                "spec.forkFrom names {source_name:?}, which is not a Sandbox in namespace \
+                     {:?}: create it, or recreate this sandbox without forkFrom",
                 sandbox.namespace
             ),
-        })?;
+        })
+    })?;
     let (Some(rootfs), Some(workspace)) = (&source.status.rootfs_pvc, &source.status.workspace_pvc)
     else {
-        return Err(validate::Invalid {
-            reason: "ForkSourceNotReady",
-            message: format!(
-                "the fork source {source_name:?} has no volumes yet; the fork starts when it has"
-            ),
-        });
+        return Err(ForkBlocked::SourceNotReady(format!(
+            "the fork source {source_name:?} has no volumes yet; the fork starts when it has"
+        )));
     };
     Ok(ForkPlan {
         rootfs: first_rootfs.then(|| rootfs.clone()),

@@ -312,6 +312,21 @@ fn fork_of_a_missing_source_creates_nothing_and_says_why() {
 }
 
 #[test]
+fn fork_of_a_source_without_volumes_waits_without_failing() {
+    let mut client = client();
+    let mut input = sandbox("b").forked_from("young").input();
+    input.fork_source = Some(sandbox("young").build());
+    let out = step(&mut client, &mut input, false);
+    assert!(client.calls.is_empty());
+    assert_eq!(out.status.phase, SandboxPhase::Pending);
+    let valid = status::condition(&out.status.conditions, "SpecValid").unwrap();
+    assert_eq!(valid.status, ConditionStatus::True);
+    let ready = status::condition(&out.status.conditions, "Ready").unwrap();
+    assert_eq!(ready.reason, "ForkSourceNotReady");
+    assert_eq!(out.requeue_after_seconds, Some(10));
+}
+
+#[test]
 fn deleted_sandbox_deletes_every_child_then_reports_done() {
     let mut client = client();
     let mut input = sandbox("a").input();

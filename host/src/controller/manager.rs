@@ -1,6 +1,7 @@
 //! `ControllerManager`: reflectors fill the cache, workers reconcile keys through the policy,
 //! ticks drive the idle reaper and the warm pools, and shutdown drains in-flight work.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -218,12 +219,15 @@ impl ControllerManager {
     pub async fn reap(&self) -> Result<usize, ReconcileError> {
         let started = Instant::now();
         let now = time::now();
-        let sandboxes = self
-            .cache
-            .sandboxes()
-            .into_iter()
-            .map(|s| s.sandbox)
+        let snapshot = self.cache.sandboxes();
+        let versions: HashMap<ObjectRef, String> = snapshot
+            .iter()
+            .map(|s| {
+                let key = ObjectRef::new(&s.sandbox.namespace, &s.sandbox.name);
+                (key, s.resource_version.clone())
+            })
             .collect();
+        let sandboxes = snapshot.into_iter().map(|s| s.sandbox).collect();
         let call = self
             .call_guest("reap", move |module, context| {
                 module.reap(context, now, sandboxes)
@@ -245,9 +249,16 @@ impl ControllerManager {
                 decision.reason
             );
             let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
-            writer
-                .write_status(Resource::Sandbox, &target, patch)
-                .await?;
+            // Decided on what the cache held: if the sandbox moved on since, it is not marked
+            // now, and the next tick decides again on fresh data.
+            let version = versions.get(&target).map(String::as_str);
+            if let Err(error) = writer
+                .write_status(Resource::Sandbox, &target, version, patch)
+                .await
+            {
+                tracing::info!(%target, %error, "not marked idle this tick");
+                continue;
+            }
             self.metrics.reaps.inc();
             self.queue.add(WorkKey::Sandbox(target));
             paused += 1;
@@ -384,7 +395,12 @@ impl ControllerManager {
             } else if out.status != object.sandbox.status {
                 let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
                 writer
-                    .write_status(Resource::Sandbox, target, patch)
+                    .write_status(
+                        Resource::Sandbox,
+                        target,
+                        Some(&object.resource_version),
+                        patch,
+                    )
                     .await?;
             }
             return Ok(None);
@@ -445,7 +461,12 @@ impl ControllerManager {
         if out.status != object.sandbox.status {
             let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
             writer
-                .write_status(Resource::Sandbox, target, patch)
+                .write_status(
+                    Resource::Sandbox,
+                    target,
+                    Some(&object.resource_version),
+                    patch,
+                )
                 .await?;
         }
         Ok(out
@@ -490,7 +511,12 @@ impl ControllerManager {
         if out.status != object.pool.status {
             let patch = pool::status_patch(&out.status, object.pool.generation);
             writer
-                .write_status(Resource::PodWarmPool, target, patch)
+                .write_status(
+                    Resource::PodWarmPool,
+                    target,
+                    Some(&object.resource_version),
+                    patch,
+                )
                 .await?;
         }
         Ok(None)

@@ -65,13 +65,20 @@ impl Writer<'_> {
         }
     }
 
-    /// Writes a status through the `status` subresource.
+    /// Writes a status through the `status` subresource. With `resource_version`, only over
+    /// the version it was computed from: a concurrent write (the reaper's mark, another
+    /// replica) makes it a Conflict, and the key is reconciled again on fresh data instead of
+    /// overwriting what it did not see.
     pub async fn write_status(
         &self,
         resource: Resource,
         target: &ObjectRef,
-        patch: Value,
+        resource_version: Option<&str>,
+        mut patch: Value,
     ) -> ApiResult<()> {
+        if let (Some(version), Some(fields)) = (resource_version, patch.as_object_mut()) {
+            fields.insert("metadata".to_string(), json!({"resourceVersion": version}));
+        }
         match self
             .cluster
             .patch_status(resource, &target.namespace, &target.name, patch)
