@@ -1,15 +1,52 @@
 //! One reconcile decision, natively: `cargo bench -p cubepod-guest --bench decision`.
 //! Prints p50 and p99 over many runs of the two hot decisions (a converged resync and a new
-//! sandbox's creation), each with a fresh recording client.
+//! sandbox's creation), each against a null client that accepts every call at no cost, so
+//! that the numbers are the policy's own (decision and manifest serialization), not a test
+//! double's.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cubepod_guest::fixtures::{observe, sandbox};
-use cubepod_guest::reconcile;
-use cubepod_guest::recording::RecordingClient;
+use cubepod_guest::bindings::{ObservedChildren, ObservedPod, ObservedPvc, SandboxPhase};
+use cubepod_guest::client::{KubeClient, KubeResult};
+use cubepod_guest::fixtures::sandbox;
+use cubepod_guest::{names, reconcile};
 
 const RUNS: usize = 20_000;
+
+/// Accepts every call and only counts them; `ensure-pod` answers with no IP yet.
+#[derive(Default)]
+struct NullClient {
+    calls: u32,
+}
+
+impl NullClient {
+    fn call(&mut self) -> KubeResult<()> {
+        self.calls += 1;
+        Ok(())
+    }
+}
+
+impl KubeClient for NullClient {
+    fn ensure_pvc(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn delete_pvc(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn ensure_pod(&mut self, _: &str, _: &str, _: &str) -> KubeResult<Option<String>> {
+        self.call().map(|()| None)
+    }
+    fn delete_pod(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn ensure_secret(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+}
 
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
@@ -43,23 +80,49 @@ fn micros(d: Duration) -> f64 {
 }
 
 fn main() {
-    let new = sandbox("bench").input();
-    measure("native: new sandbox", || {
-        let mut client = RecordingClient::default();
-        black_box(reconcile::reconcile(&mut client, black_box(&new)).ok());
-    });
+    let name = "bench";
+    let new = sandbox(name).input();
+    let mut client = NullClient::default();
+    let created = reconcile::reconcile(&mut client, &new).expect("a new sandbox reconciles");
+    assert_eq!(client.calls, 4, "a new sandbox makes 4 kube-client calls");
 
-    let mut converged = sandbox("bench").input();
-    let mut client = RecordingClient {
-        pod_ip: Some("10.0.0.1".into()),
-        ..Default::default()
+    // The same sandbox once its children are in the cache and its Pod is ready.
+    let mut converged = new.clone();
+    converged.sandbox.status = created.status;
+    converged.observed = ObservedChildren {
+        pvcs: vec![
+            ObservedPvc {
+                name: names::workspace_pvc(name),
+                deleting: false,
+            },
+            ObservedPvc {
+                name: names::rootfs_pvc(name, 1),
+                deleting: false,
+            },
+        ],
+        pod: Some(ObservedPod {
+            name: names::pod(name),
+            deleting: false,
+            ip: Some("10.0.0.1".to_string()),
+            ready: true,
+            rootfs_generation: Some(1),
+        }),
+        secret: true,
     };
-    if let Ok(out) = reconcile::reconcile(&mut client, &converged) {
-        converged.sandbox.status = out.status;
-    }
-    converged.observed = observe(&client, "bench", true);
+    let mut client = NullClient::default();
+    let out =
+        reconcile::reconcile(&mut client, &converged).expect("a converged sandbox reconciles");
+    assert_eq!(client.calls, 0, "a converged sandbox makes no calls");
+    assert_eq!(out.status.phase, SandboxPhase::Running);
+
+    measure("native: new sandbox", || {
+        let mut client = NullClient::default();
+        black_box(reconcile::reconcile(&mut client, black_box(&new)).ok());
+        black_box(client.calls);
+    });
     measure("native: converged resync", || {
-        let mut client = RecordingClient::default();
+        let mut client = NullClient::default();
         black_box(reconcile::reconcile(&mut client, black_box(&converged)).ok());
+        black_box(client.calls);
     });
 }

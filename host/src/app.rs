@@ -104,7 +104,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         pod_start_delay: args.pod_start_delay,
         ..MemoryClusterConfig::default()
     });
-    let seeded = crate::embedded::seed(memory.as_ref()).await?;
+    let seeded = crate::embedded::seed(memory.as_ref(), &args.seeds).await?;
     tracing::info!(
         objects = seeded,
         "no kubeconfig or in-cluster environment: running against the embedded in-memory \

@@ -86,6 +86,11 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_EMBEDDED")]
     pub embedded: bool,
 
+    /// Embedded cluster: more objects to create at start, besides deploy/examples: YAML files
+    /// or folders of them (Sandboxes and PodWarmPools). Repeatable.
+    #[arg(long = "seed", env = "CUBEPOD_SEED", value_delimiter = ',')]
+    pub seeds: Vec<PathBuf>,
+
     /// Embedded cluster: how long a created Pod takes to turn Running and Ready.
     #[arg(long, env = "CUBEPOD_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     pub pod_start_delay: Duration,

@@ -1,6 +1,8 @@
 //! The embedded cluster's seed: the example manifests of `deploy/examples/`, compiled in, so
 //! that `cubepod-controller run` with no cluster shows the whole lifecycle at once.
 
+use std::path::{Path, PathBuf};
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -39,6 +41,11 @@ pub enum SeedError {
     },
     #[error("{file}: {why}")]
     Object { file: String, why: String },
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Parses YAML documents (`---`-separated) into Kubernetes objects.
@@ -56,6 +63,35 @@ pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Value>, SeedError> 
     Ok(objects)
 }
 
+/// The YAML files at `path`: the file itself, or a folder's `*.yaml`/`*.yml`, by name.
+fn read_yaml_files(path: &Path) -> Result<Vec<(String, String)>, SeedError> {
+    let read_error = |source| SeedError::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let files = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(read_error)?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).map_err(|source| SeedError::Read {
+                path: file.display().to_string(),
+                source,
+            })?;
+            Ok((file.display().to_string(), text))
+        })
+        .collect()
+}
+
 fn resource_of(object: &Value) -> Option<Resource> {
     match object["kind"].as_str()? {
         "Sandbox" => Some(Resource::Sandbox),
@@ -64,17 +100,33 @@ fn resource_of(object: &Value) -> Option<Resource> {
     }
 }
 
-/// Creates every example object in `cluster`; returns how many.
-pub async fn seed(cluster: &dyn Cluster) -> Result<usize, SeedError> {
+/// Creates every example object in `cluster`, then the objects of the `extra` YAML files (or
+/// folders of them); returns how many.
+pub async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, SeedError> {
+    let mut sources: Vec<(String, String)> = EXAMPLES
+        .iter()
+        .map(|(file, text)| (file.to_string(), text.to_string()))
+        .collect();
+    for path in extra {
+        sources.extend(read_yaml_files(path)?);
+    }
     let mut created = 0;
-    for (file, text) in EXAMPLES {
+    for (file, text) in &sources {
         for object in parse_documents(file, text)? {
             let fail = |why: String| SeedError::Object {
                 file: file.to_string(),
                 why,
             };
-            let resource = resource_of(&object)
-                .ok_or_else(|| fail(format!("kind {} is not seeded", object["kind"])))?;
+            // A folder of manifests often holds its kustomization too: not an object to create.
+            if object["kind"] == "Kustomization" {
+                continue;
+            }
+            let resource = resource_of(&object).ok_or_else(|| {
+                fail(format!(
+                    "kind {} cannot be seeded: only Sandbox and PodWarmPool",
+                    object["kind"]
+                ))
+            })?;
             let namespace = object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("cubepod-workloads")

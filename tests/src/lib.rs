@@ -3,8 +3,9 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The binary `cargo test --workspace` built beside this test executable.
@@ -23,6 +24,39 @@ pub fn binary() -> PathBuf {
         assert!(status.success(), "building cubepod-controller failed");
     }
     binary
+}
+
+mod wasm_build {
+    include!("../../host/wasm_build.rs");
+}
+
+/// The workspace root.
+pub fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the workspace")
+}
+
+/// `tests/policies/faulty` built as a component (once per test run): a policy that traps,
+/// loops, hogs memory or writes outside its namespaces for sandboxes named `trap-`, `loop-`,
+/// `oom-`, `escape-`, and behaves as the default policy otherwise.
+pub fn faulty_policy() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        wasm_build::build_policy_component(
+            workspace(),
+            "cubepod-faulty-policy",
+            "cubepod_faulty_policy",
+        )
+        .unwrap_or_else(|why| panic!("{why}"))
+    })
+}
+
+/// Writes `yaml` to a file in `dir` and returns its path, for `--seed`.
+pub fn seed_file(dir: &Path, yaml: &str) -> PathBuf {
+    let path = dir.join("seed.yaml");
+    std::fs::write(&path, yaml).expect("write seed file");
+    path
 }
 
 /// A loopback port free at the time of asking.

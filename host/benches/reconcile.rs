@@ -1,0 +1,512 @@
+//! One reconcile decision of the default policy, through the wasm component (a fresh store per
+//! call, as the controller makes it) and natively (the same Rust, called directly):
+//! `cargo bench -p cubepod-host --bench reconcile`.
+//!
+//! Two inputs: a converged resync (children observed, Pod ready: no kube-client call) and a new
+//! sandbox (4 calls: two PVCs, the Secret, the Pod). The wasm path's cluster answers at once,
+//! and the native path's client accepts every call at no cost, so both measure the decision;
+//! the wasm path also pays for what the host does per call (store, instantiation, copying the
+//! input in and the output out, the boundary's parse of every manifest). Also prints the
+//! component's size and its one-time load time, without and with the precompiled cache.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cubepod_guest::bindings as guest;
+use cubepod_guest::client::{KubeClient, KubeResult};
+use cubepod_guest::{fixtures, names, reconcile};
+use cubepod_host::kube::boundary::Boundary;
+use cubepod_host::kube::{
+    ApiError, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
+};
+use cubepod_host::runtime::bindings as host;
+use cubepod_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+const WASM_RUNS: usize = 5_000;
+const NATIVE_RUNS: usize = 20_000;
+/// Loads timed per load variant (the median is printed).
+const LOADS: usize = 3;
+
+// ---- the doubles --------------------------------------------------------------------------
+
+/// The native path's client: accepts every call and only counts them; `ensure-pod` answers
+/// with no IP yet (as the wasm path's cluster does: the object it creates has no status).
+#[derive(Default)]
+struct NullClient {
+    calls: u32,
+}
+
+impl NullClient {
+    fn call(&mut self) -> KubeResult<()> {
+        self.calls += 1;
+        Ok(())
+    }
+}
+
+impl KubeClient for NullClient {
+    fn ensure_pvc(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn delete_pvc(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn ensure_pod(&mut self, _: &str, _: &str, _: &str) -> KubeResult<Option<String>> {
+        self.call().map(|()| None)
+    }
+    fn delete_pod(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn ensure_secret(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+}
+
+/// The wasm path's cluster: every request completes at once. A create returns the object, a
+/// delete succeeds, nothing can be read back, lists are empty and watches end at once.
+struct InstantCluster;
+
+impl Cluster for InstantCluster {
+    fn create(&self, _: Resource, _: &str, object: Value) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async move { Ok(object) })
+    }
+
+    fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let missing = ApiError::not_found(resource, namespace, name);
+        Box::pin(async move { Err(missing) })
+    }
+
+    fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn patch(
+        &self,
+        _: Resource,
+        _: &str,
+        _: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async move { Ok(patch) })
+    }
+
+    fn patch_status(
+        &self,
+        _: Resource,
+        _: &str,
+        _: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async move { Ok(patch) })
+    }
+
+    fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        Box::pin(async { Ok(ObjectList::default()) })
+    }
+
+    fn watch(
+        &self,
+        _: &Scope,
+        _: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        // The sender is dropped here: the stream is closed from the start.
+        let (_, events) = mpsc::channel(1);
+        Box::pin(async move { Ok(events) })
+    }
+}
+
+// ---- the inputs ---------------------------------------------------------------------------
+
+/// The two inputs, natively. The converged one is the new sandbox after its first reconcile,
+/// with the children that reconcile created observed and the Pod ready.
+fn native_inputs() -> (guest::ReconcileInput, guest::ReconcileInput) {
+    let name = "bench";
+    let new = fixtures::sandbox(name).input();
+    let created =
+        reconcile::reconcile(&mut NullClient::default(), &new).expect("a new sandbox reconciles");
+    let mut converged = new.clone();
+    converged.sandbox.status = created.status;
+    let generation = converged.sandbox.spec.rootfs_generation;
+    let pvc = |name: String| guest::ObservedPvc {
+        name,
+        deleting: false,
+    };
+    converged.observed = guest::ObservedChildren {
+        pvcs: vec![
+            pvc(names::workspace_pvc(name)),
+            pvc(names::rootfs_pvc(name, generation)),
+        ],
+        pod: Some(guest::ObservedPod {
+            name: names::pod(name),
+            deleting: false,
+            ip: Some("10.0.0.1".to_string()),
+            ready: true,
+            rootfs_generation: Some(generation),
+        }),
+        secret: true,
+    };
+    (new, converged)
+}
+
+/// The host-side twin of a native input: the same sandbox, the same observed children.
+fn host_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
+    host::ReconcileInput {
+        now: input.now,
+        sandbox: host_sandbox(&input.sandbox),
+        observed: host::ObservedChildren {
+            pvcs: input
+                .observed
+                .pvcs
+                .iter()
+                .map(|p| host::ObservedPvc {
+                    name: p.name.clone(),
+                    deleting: p.deleting,
+                })
+                .collect(),
+            pod: input.observed.pod.as_ref().map(|p| host::ObservedPod {
+                name: p.name.clone(),
+                deleting: p.deleting,
+                ip: p.ip.clone(),
+                ready: p.ready,
+                rootfs_generation: p.rootfs_generation,
+            }),
+            secret: input.observed.secret,
+        },
+        fork_source: input.fork_source.as_ref().map(host_sandbox),
+        pool_candidates: input.pool_candidates.clone(),
+        claimed_member: input.claimed_member.as_ref().map(host_sandbox),
+        fresh_token: input.fresh_token.clone(),
+    }
+}
+
+fn host_sandbox(s: &guest::Sandbox) -> host::Sandbox {
+    let spec = &s.spec;
+    host::Sandbox {
+        namespace: s.namespace.clone(),
+        name: s.name.clone(),
+        uid: s.uid.clone(),
+        generation: s.generation,
+        deleting: s.deleting,
+        last_activity: s.last_activity,
+        pool: s.pool.clone(),
+        claimed_by: s.claimed_by.clone(),
+        spec: host::SandboxSpec {
+            image: spec.image.clone(),
+            desired_state: match spec.desired_state {
+                guest::DesiredState::Running => host::DesiredState::Running,
+                guest::DesiredState::Paused => host::DesiredState::Paused,
+            },
+            rootfs_generation: spec.rootfs_generation,
+            fork_from: spec.fork_from.clone(),
+            idle_timeout_seconds: spec.idle_timeout_seconds,
+            cpu: spec.cpu.clone(),
+            memory: spec.memory.clone(),
+            storage_class: spec.storage_class.clone(),
+            rootfs_size: spec.rootfs_size.clone(),
+            workspace_size: spec.workspace_size.clone(),
+            runtime_class: spec.runtime_class.clone(),
+            warm_pool: spec.warm_pool.clone(),
+        },
+        status: host_status(&s.status),
+    }
+}
+
+fn host_status(s: &guest::SandboxStatus) -> host::SandboxStatus {
+    host::SandboxStatus {
+        phase: match s.phase {
+            guest::SandboxPhase::Pending => host::SandboxPhase::Pending,
+            guest::SandboxPhase::Running => host::SandboxPhase::Running,
+            guest::SandboxPhase::Paused => host::SandboxPhase::Paused,
+            guest::SandboxPhase::Terminating => host::SandboxPhase::Terminating,
+            guest::SandboxPhase::Failed => host::SandboxPhase::Failed,
+        },
+        pod_ip: s.pod_ip.clone(),
+        rootfs_pvc: s.rootfs_pvc.clone(),
+        workspace_pvc: s.workspace_pvc.clone(),
+        observed_generation: s.observed_generation,
+        conditions: s
+            .conditions
+            .iter()
+            .map(|c| host::Condition {
+                kind: c.kind.clone(),
+                status: match c.status {
+                    guest::ConditionStatus::True => host::ConditionStatus::True,
+                    guest::ConditionStatus::False => host::ConditionStatus::False,
+                    guest::ConditionStatus::Unknown => host::ConditionStatus::Unknown,
+                },
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                last_transition_time: c.last_transition_time,
+            })
+            .collect(),
+        started_at: s.started_at,
+        idle_paused_at: s.idle_paused_at,
+        claimed_member: s.claimed_member.clone(),
+    }
+}
+
+// ---- measuring ----------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+struct Percentiles {
+    p50: Duration,
+    p99: Duration,
+}
+
+/// Warms up on a tenth of `runs`, then times `run` alone `runs` times; `setup` (untimed)
+/// makes each run's argument.
+fn measure<S>(runs: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(S)) -> Percentiles {
+    for _ in 0..runs / 10 {
+        run(setup());
+    }
+    let mut samples: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let arg = setup();
+            let start = Instant::now();
+            run(arg);
+            start.elapsed()
+        })
+        .collect();
+    samples.sort();
+    Percentiles {
+        p50: samples[samples.len() / 2],
+        p99: samples[samples.len() * 99 / 100],
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Median time of `LOADS` loads of the default policy, each by a fresh engine from `config`
+/// (after `prepare`, untimed).
+fn time_loads(config: &RuntimeConfig, mut prepare: impl FnMut()) -> Duration {
+    median(
+        (0..LOADS)
+            .map(|_| {
+                prepare();
+                let engine = PolicyEngine::new(config.clone()).expect("engine");
+                let start = Instant::now();
+                let module = engine
+                    .load(DEFAULT_POLICY)
+                    .expect("the default policy loads");
+                let took = start.elapsed();
+                drop(black_box(module));
+                took
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    // ---- one-time costs ----
+    let cache = tempfile::tempdir().expect("a temp dir");
+    let uncached = RuntimeConfig::default();
+    let cached = RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..RuntimeConfig::default()
+    };
+    let clear_cache = || {
+        for entry in std::fs::read_dir(cache.path()).expect("the cache dir") {
+            std::fs::remove_file(entry.expect("a cache entry").path()).expect("removable");
+        }
+    };
+    let load_none = time_loads(&uncached, || {});
+    let load_cold = time_loads(&cached, clear_cache);
+    let load_warm = time_loads(&cached, || {});
+    let cwasm: u64 = std::fs::read_dir(cache.path())
+        .expect("the cache dir")
+        .map(|e| {
+            e.expect("a cache entry")
+                .metadata()
+                .expect("metadata")
+                .len()
+        })
+        .sum();
+
+    // ---- the two paths, set up ----
+    let engine = PolicyEngine::new(RuntimeConfig::default()).expect("engine");
+    let module = engine
+        .load(DEFAULT_POLICY)
+        .expect("the default policy loads");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    // This thread is outside the runtime: the guest's host calls block_on its handle.
+    let ctx = CallContext::new(
+        Arc::new(InstantCluster),
+        Arc::new(Boundary::new([fixtures::NAMESPACE])),
+        runtime.handle().clone(),
+    );
+
+    let (new, converged) = native_inputs();
+    let cases = [("converged resync", converged, 0), ("new sandbox", new, 4)];
+
+    // ---- sanity: both paths decide the same ----
+    for (label, native, calls) in &cases {
+        let mut client = NullClient::default();
+        let out = reconcile::reconcile(&mut client, native).expect("native reconcile");
+        let call = module
+            .reconcile_sandbox(&ctx, host_input(native))
+            .expect("the wasm call runs");
+        let wasm = call.value.expect("wasm reconcile");
+        assert_eq!(client.calls, *calls, "{label}: native kube-client calls");
+        assert_eq!(call.host_calls, *calls, "{label}: wasm kube-client calls");
+        assert_eq!(
+            wasm.status.phase,
+            host_status(&out.status).phase,
+            "{label}: phase"
+        );
+        assert_eq!(wasm.status, host_status(&out.status), "{label}: status");
+        assert_eq!(wasm.events.len(), out.events.len(), "{label}: events");
+    }
+
+    // ---- timing ----
+    println!();
+    println!(
+        "default policy: component {} bytes ({:.0} KiB), precompiled {:.0} KiB",
+        DEFAULT_POLICY.len(),
+        DEFAULT_POLICY.len() as f64 / 1024.0,
+        cwasm as f64 / 1024.0
+    );
+    println!(
+        "load (compile, check, pre-instantiate, describe), median of {LOADS}: \
+         no cache {:.1} ms | cache miss (compile + write) {:.1} ms | cache hit {:.1} ms",
+        millis(load_none),
+        millis(load_cold),
+        millis(load_warm)
+    );
+    println!();
+    println!(
+        "{:<18} {:>5} {:>11} {:>11} {:>11} {:>11} {:>12}",
+        "input", "calls", "native p50", "native p99", "wasm p50", "wasm p99", "wasm/native"
+    );
+    for (label, native, calls) in &cases {
+        let n = measure(
+            NATIVE_RUNS,
+            || (),
+            |()| {
+                let mut client = NullClient::default();
+                black_box(reconcile::reconcile(&mut client, black_box(native)).ok());
+                black_box(client.calls);
+            },
+        );
+        let input = host_input(native);
+        let w = measure(
+            WASM_RUNS,
+            || input.clone(),
+            |input| {
+                black_box(module.reconcile_sandbox(&ctx, black_box(input)).ok());
+            },
+        );
+        println!(
+            "{label:<18} {calls:>5} {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>11.1}x",
+            micros(n.p50),
+            micros(n.p99),
+            micros(w.p50),
+            micros(w.p99),
+            w.p50.as_secs_f64() / n.p50.as_secs_f64()
+        );
+    }
+
+    // ---- where the wasm path's time goes ----
+    // `describe` is a fresh store, an instantiation and a trivial export: the floor of any call.
+    let floor = measure(
+        WASM_RUNS,
+        || (),
+        |()| {
+            black_box(module.describe().ok());
+        },
+    );
+    // What the host does for the new sandbox's 4 calls besides the guest: the boundary parses
+    // each manifest (the cluster here costs nothing).
+    let manifests = manifests_of(&cases[1].1);
+    let boundary = Boundary::new([fixtures::NAMESPACE]);
+    let parse = measure(
+        NATIVE_RUNS,
+        || (),
+        |()| {
+            for (resource, name, manifest) in &manifests {
+                black_box(
+                    boundary
+                        .check(*resource, fixtures::NAMESPACE, name, Some(manifest))
+                        .ok(),
+                );
+            }
+        },
+    );
+    println!();
+    println!(
+        "wasm floor: describe (fresh store + instantiate + empty export) p50 {:.2} µs, p99 {:.2} µs",
+        micros(floor.p50),
+        micros(floor.p99)
+    );
+    println!(
+        "host side of the new sandbox's 4 calls: boundary check (manifest parse) p50 {:.2} µs, p99 {:.2} µs",
+        micros(parse.p50),
+        micros(parse.p99)
+    );
+    drop(runtime);
+}
+
+/// The manifests the native policy writes for `input`, with their kind and name.
+fn manifests_of(input: &guest::ReconcileInput) -> Vec<(Resource, String, String)> {
+    #[derive(Default)]
+    struct Capture(Vec<(Resource, String, String)>);
+    impl Capture {
+        fn keep(&mut self, resource: Resource, name: &str, manifest: &str) -> KubeResult<()> {
+            self.0
+                .push((resource, name.to_string(), manifest.to_string()));
+            Ok(())
+        }
+    }
+    impl KubeClient for Capture {
+        fn ensure_pvc(&mut self, _: &str, name: &str, manifest: &str) -> KubeResult<()> {
+            self.keep(Resource::PersistentVolumeClaim, name, manifest)
+        }
+        fn delete_pvc(&mut self, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+        fn ensure_pod(
+            &mut self,
+            _: &str,
+            name: &str,
+            manifest: &str,
+        ) -> KubeResult<Option<String>> {
+            self.keep(Resource::Pod, name, manifest).map(|()| None)
+        }
+        fn delete_pod(&mut self, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+        fn ensure_secret(&mut self, _: &str, name: &str, manifest: &str) -> KubeResult<()> {
+            self.keep(Resource::Secret, name, manifest)
+        }
+        fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+    }
+    let mut capture = Capture::default();
+    reconcile::reconcile(&mut capture, input).expect("native reconcile");
+    capture.0
+}

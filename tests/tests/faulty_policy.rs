@@ -1,0 +1,81 @@
+//! A policy that traps, loops or allocates without bound on some sandboxes fails only their
+//! reconciles: the others converge, `/healthz` stays healthy, and every failure is counted. A
+//! write outside the allowed namespaces is refused at the boundary and counted.
+
+use std::time::Duration;
+
+use cubepod_tests::{Controller, faulty_policy, metric, seed_file};
+
+const SETTLE: Duration = Duration::from_secs(90);
+
+const SEED: &str = r#"
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: trap-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+---
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: loop-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+---
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: oom-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+---
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: escape-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+"#;
+
+fn traps(body: &str, reason: &str) -> f64 {
+    metric(
+        body,
+        "cubepod_guest_traps_total",
+        &[("export", "reconcile-sandbox"), ("reason", reason)],
+    )
+    .unwrap_or(0.0)
+}
+
+#[test]
+fn misbehaving_reconciles_fail_alone_and_the_controller_lives_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = seed_file(dir.path(), SEED);
+    let policy = format!("--policy={}", faulty_policy().display());
+    let seed = format!("--seed={}", seed.display());
+    let controller = Controller::start(&[
+        &policy,
+        &seed,
+        "--guest-deadline=200ms",
+        "--guest-memory-mib=16",
+    ]);
+    let ready = controller.wait_for("/readyz", SETTLE, |status, _| status == 200);
+    assert!(ready.contains("policy: cubepod-faulty"), "{ready}");
+
+    // Each fault is met, counted under its own reason, and retried.
+    let body = controller.wait_for("/metrics", SETTLE, |_, body| {
+        traps(body, "trap") >= 2.0 && traps(body, "timeout") >= 2.0 && traps(body, "memory") >= 2.0
+    });
+    let refusals = metric(
+        &body,
+        "cubepod_boundary_refusals_total",
+        &[("verb", "create"), ("resource", "secrets")],
+    );
+    assert!(
+        refusals.unwrap_or(0.0) >= 1.0,
+        "no refusal counted:\n{body}"
+    );
+
+    // Meanwhile every well-behaved sandbox converged as with the default policy.
+    controller.wait_for("/metrics", SETTLE, |_, body| {
+        metric(body, "cubepod_active_sandboxes", &[]) == Some(5.0)
+            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(2.0)
+    });
+    for _ in 0..5 {
+        let (status, body) = controller.get("/healthz").unwrap();
+        assert_eq!((status, body.as_str()), (200, "ok\n"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
