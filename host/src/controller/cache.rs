@@ -166,7 +166,7 @@ impl Cache {
                 }
                 vec![WorkKey::Sandbox(owner)]
             }
-            Resource::Event => Vec::new(),
+            Resource::Event | Resource::Lease => Vec::new(),
         }
     }
 
@@ -213,7 +213,7 @@ impl Cache {
                     }
                     inner.children.retain(|_, e| !e.is_empty());
                 }
-                Resource::Event => {}
+                Resource::Event | Resource::Lease => {}
             }
         }
         for item in items {

@@ -26,6 +26,8 @@ pub enum Resource {
     PersistentVolumeClaim,
     Secret,
     Event,
+    /// coordination.k8s.io/v1 Lease: leader election.
+    Lease,
 }
 
 impl Resource {
@@ -37,6 +39,7 @@ impl Resource {
             Resource::PersistentVolumeClaim => "PersistentVolumeClaim",
             Resource::Secret => "Secret",
             Resource::Event => "Event",
+            Resource::Lease => "Lease",
         }
     }
 
@@ -49,6 +52,7 @@ impl Resource {
             Resource::PersistentVolumeClaim => "persistentvolumeclaims",
             Resource::Secret => "secrets",
             Resource::Event => "events",
+            Resource::Lease => "leases",
         }
     }
 
@@ -56,8 +60,22 @@ impl Resource {
     pub const fn api_version(self) -> &'static str {
         match self {
             Resource::Sandbox | Resource::PodWarmPool => "cubepod.io/v1alpha1",
+            Resource::Lease => "coordination.k8s.io/v1",
             _ => "v1",
         }
+    }
+
+    /// The REST path of the collection in `namespace`:
+    /// `/api/v1/namespaces/ns/pods`, `/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes`.
+    pub fn collection_path(self, namespace: &str) -> String {
+        let version = self.api_version();
+        let root = if version.contains('/') { "apis" } else { "api" };
+        format!("/{root}/{version}/namespaces/{namespace}/{}", self.plural())
+    }
+
+    /// The REST path of one object.
+    pub fn object_path(self, namespace: &str, name: &str) -> String {
+        format!("{}/{name}", self.collection_path(namespace))
     }
 
     /// The children a policy may write through `kube-client`.

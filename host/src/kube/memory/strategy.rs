@@ -81,7 +81,7 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiResult<(
             let status = bound_claim_status(fields.get("spec"));
             fields.insert("status".into(), status);
         }
-        Resource::Secret | Resource::Event => {}
+        Resource::Secret | Resource::Event | Resource::Lease => {}
     }
     prepare_for_update(resource, object)
 }
