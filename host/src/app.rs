@@ -7,17 +7,14 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::config::RunArgs;
-use crate::controller::cache::Cache;
-use crate::controller::health::{ActivePolicy, Health};
+use crate::controller::health::Health;
 use crate::controller::manager::{ControllerManager, ManagerConfig};
-use crate::controller::policy::PolicySlot;
-use crate::controller::queue::{Backoff, WorkQueue};
+use crate::controller::queue::Backoff;
 use crate::kube::Cluster;
-use crate::kube::boundary::Boundary;
 use crate::kube::instrumented::InstrumentedCluster;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use crate::metrics::Metrics;
-use crate::runtime::{CallContext, PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
+use crate::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
 use crate::server::{self, ServerState};
 
 #[derive(Debug, thiserror::Error)]
@@ -139,47 +136,22 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         .policy_swaps
         .with_label_values(&["applied"])
         .inc_by(0);
-    health.set_policy(ActivePolicy {
-        name: info.name.clone(),
-        version: info.version.clone(),
-        contract_version: info.contract_version.clone(),
-        digest: module.digest().to_string(),
-    });
-
-    let boundary = Arc::new(Boundary::new(args.namespaces.iter().cloned()));
-    let observer_metrics = metrics.clone();
-    let context = CallContext {
-        cluster: cluster.clone(),
-        boundary,
-        handle: tokio::runtime::Handle::current(),
-        host_call_timeout: args.host_call_timeout,
-        observer: Some(Arc::new(move |record: crate::runtime::HostCallRecord| {
-            if record.refused {
-                observer_metrics
-                    .boundary_refusals
-                    .with_label_values(&[record.verb, record.resource.plural()])
-                    .inc();
-            }
-        })),
-    };
-    let manager = Arc::new(ControllerManager {
+    let manager = ControllerManager::new(
         cluster,
-        cache: Arc::new(Cache::default()),
-        queue: WorkQueue::new(Backoff::default()),
-        policy: PolicySlot::new(module),
-        context,
-        metrics: metrics.clone(),
-        health: health.clone(),
-        config: ManagerConfig {
+        module,
+        ManagerConfig {
             namespaces: args.namespaces.clone(),
             concurrency: args.concurrency as usize,
             reap_interval: args.reap_interval,
             pool_interval: args.pool_interval,
             max_pool_replicas: args.max_pool_replicas,
             shutdown_timeout: args.shutdown_timeout,
+            host_call_timeout: args.host_call_timeout,
             backoff: Backoff::default(),
         },
-    });
+        metrics.clone(),
+        health.clone(),
+    );
 
     let (bound, server_task) = server::serve(
         args.listen,

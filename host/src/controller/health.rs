@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use crate::model::time;
+use crate::runtime::PolicyModule;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActivePolicy {
@@ -12,6 +13,18 @@ pub struct ActivePolicy {
     pub version: String,
     pub contract_version: String,
     pub digest: String,
+}
+
+impl ActivePolicy {
+    pub fn of(module: &PolicyModule) -> Self {
+        let info = module.info();
+        Self {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            contract_version: info.contract_version.clone(),
+            digest: module.digest().to_string(),
+        }
+    }
 }
 
 #[derive(Default)]

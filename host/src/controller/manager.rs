@@ -11,16 +11,17 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::cache::Cache;
-use super::health::Health;
+use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 use super::reflector::Reflector;
 use super::writer::Writer;
+use crate::kube::boundary::Boundary;
 use crate::kube::{ApiError, Cluster, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, children, pool, sandbox, time};
 use crate::runtime::bindings::{KubeError, PoolInput, ReconcileInput};
-use crate::runtime::{CallContext, Effect, GuestCall, PolicyModule, RuntimeError};
+use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
 
 #[derive(Clone, Debug)]
 pub struct ManagerConfig {
@@ -30,7 +31,25 @@ pub struct ManagerConfig {
     pub pool_interval: Duration,
     pub max_pool_replicas: u32,
     pub shutdown_timeout: Duration,
+    /// Bound of one API request made for the policy.
+    pub host_call_timeout: Duration,
     pub backoff: Backoff,
+}
+
+impl ManagerConfig {
+    /// Defaults for `namespaces`, as the command line has them.
+    pub fn for_namespaces(namespaces: Vec<String>) -> Self {
+        Self {
+            namespaces,
+            concurrency: 8,
+            reap_interval: Duration::from_secs(30),
+            pool_interval: Duration::from_secs(10),
+            max_pool_replicas: 100,
+            shutdown_timeout: Duration::from_secs(10),
+            host_call_timeout: Duration::from_secs(10),
+            backoff: Backoff::default(),
+        }
+    }
 }
 
 /// Why one reconcile failed; it is retried with backoff, the controller goes on.
@@ -83,6 +102,41 @@ pub struct ControllerManager {
 }
 
 impl ControllerManager {
+    /// A manager over `cluster` running `module`, with the policy confined to the configured
+    /// namespaces. Call from within a tokio runtime: the policy's API calls use its handle.
+    pub fn new(
+        cluster: Arc<dyn Cluster>,
+        module: PolicyModule,
+        config: ManagerConfig,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+    ) -> Arc<Self> {
+        let boundary = Arc::new(Boundary::new(config.namespaces.iter().cloned()));
+        let refusals = metrics.clone();
+        let context =
+            CallContext::new(cluster.clone(), boundary, tokio::runtime::Handle::current())
+                .with_host_call_timeout(config.host_call_timeout)
+                .with_observer(Arc::new(move |record: HostCallRecord| {
+                    if record.refused {
+                        refusals
+                            .boundary_refusals
+                            .with_label_values(&[record.verb, record.resource.plural()])
+                            .inc();
+                    }
+                }));
+        health.set_policy(ActivePolicy::of(&module));
+        Arc::new(Self {
+            cluster,
+            cache: Arc::new(Cache::default()),
+            queue: WorkQueue::new(config.backoff),
+            policy: PolicySlot::new(module),
+            context,
+            metrics,
+            health,
+            config,
+        })
+    }
+
     /// Runs until `shutdown` turns true, then stops the ticks, lets in-flight reconciles finish
     /// within `shutdown_timeout`, and returns.
     pub async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {

@@ -1,0 +1,282 @@
+//! The control loop in-process against the in-memory cluster: whole lifecycles as a user sees
+//! them in the cluster, driven only by writes to Sandbox and PodWarmPool objects.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cubepod_host::controller::health::Health;
+use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::kube::{Cluster, Resource};
+use cubepod_host::metrics::Metrics;
+use cubepod_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const NS: &str = "cubepod-workloads";
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Running {
+    cluster: Arc<MemoryCluster>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start() -> Running {
+    let cluster = MemoryCluster::new(MemoryClusterConfig {
+        pod_start_delay: Duration::from_millis(20),
+        pod_stop_delay: Duration::from_millis(20),
+        ..MemoryClusterConfig::default()
+    });
+    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+    let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
+    let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
+    config.pool_interval = Duration::from_millis(200);
+    let manager = ControllerManager::new(
+        cluster.clone(),
+        module,
+        config,
+        Arc::new(Metrics::new()),
+        Arc::new(Health::default()),
+    );
+    let (stop, shutdown) = watch::channel(false);
+    let task = tokio::spawn(manager.run(shutdown));
+    Running {
+        cluster,
+        stop,
+        task,
+    }
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+
+    async fn create(&self, resource: Resource, object: Value) {
+        self.cluster.create(resource, NS, object).await.unwrap();
+    }
+
+    async fn get(&self, resource: Resource, name: &str) -> Option<Value> {
+        self.cluster.get(resource, NS, name).await.ok()
+    }
+
+    fn names(&self, resource: Resource) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .cluster
+            .objects(resource)
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Waits until `check` holds for the cluster; panics with `what` after [`PATIENCE`].
+    async fn until(&self, what: &str, check: impl Fn(&Running) -> bool) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !check(self) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never: {what}\nsandboxes {:?}\npods {:?}\npvcs {:?}",
+                self.names(Resource::Sandbox),
+                self.names(Resource::Pod),
+                self.names(Resource::PersistentVolumeClaim)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn sandbox(&self, name: &str) -> Value {
+        self.cluster
+            .objects(Resource::Sandbox)
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == name)
+            .unwrap_or(Value::Null)
+    }
+
+    fn pool_ready(&self, pool: &str) -> Option<u64> {
+        self.cluster
+            .objects(Resource::PodWarmPool)
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == pool)
+            .and_then(|o| o["status"]["ready"].as_u64())
+    }
+
+    fn phase(&self, name: &str) -> String {
+        self.sandbox(name)["status"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+fn sandbox(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_lives_through_pause_resume_reset_and_delete() {
+    let c = start().await;
+    c.create(Resource::Sandbox, sandbox("s", json!({"image": "img"})))
+        .await;
+    c.until("s runs", |c| c.phase("s") == "Running").await;
+    let s = c.sandbox("s");
+    assert_eq!(s["metadata"]["finalizers"], json!(["cubepod.io/cleanup"]));
+    assert_eq!(s["status"]["rootfsPVC"], "s-rootfs-g1");
+    assert!(
+        s["status"]["podIP"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("10.244."))
+    );
+    assert_eq!(
+        c.names(Resource::PersistentVolumeClaim),
+        ["s-rootfs-g1", "s-workspace"]
+    );
+    assert_eq!(c.names(Resource::Secret), ["s-credentials"]);
+
+    let patch = |spec: Value| json!({"spec": spec});
+    c.cluster
+        .patch(
+            Resource::Sandbox,
+            NS,
+            "s",
+            patch(json!({"desiredState": "Paused"})),
+        )
+        .await
+        .unwrap();
+    c.until("s pauses", |c| {
+        c.phase("s") == "Paused" && c.names(Resource::Pod).is_empty()
+    })
+    .await;
+    assert_eq!(
+        c.names(Resource::PersistentVolumeClaim),
+        ["s-rootfs-g1", "s-workspace"]
+    );
+    assert_eq!(c.sandbox("s")["status"]["podIP"], Value::Null);
+
+    c.cluster
+        .patch(
+            Resource::Sandbox,
+            NS,
+            "s",
+            patch(json!({"desiredState": "Running", "rootfsGeneration": 2})),
+        )
+        .await
+        .unwrap();
+    c.until("s runs on generation 2", |c| {
+        c.phase("s") == "Running" && c.sandbox("s")["status"]["rootfsPVC"] == "s-rootfs-g2"
+    })
+    .await;
+    assert_eq!(
+        c.names(Resource::PersistentVolumeClaim),
+        ["s-rootfs-g2", "s-workspace"]
+    );
+    let pod = c.get(Resource::Pod, "s").await.unwrap();
+    assert_eq!(
+        pod["metadata"]["labels"]["cubepod.io/rootfs-generation"],
+        "2"
+    );
+    let paused = c.sandbox("s")["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Paused")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        paused["status"], "False",
+        "no stale Paused condition: {paused}"
+    );
+
+    c.cluster.delete(Resource::Sandbox, NS, "s").await.unwrap();
+    c.until("s and its children are gone", |c| {
+        c.names(Resource::Sandbox).is_empty()
+            && c.names(Resource::Pod).is_empty()
+            && c.names(Resource::PersistentVolumeClaim).is_empty()
+            && c.names(Resource::Secret).is_empty()
+    })
+    .await;
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_clones_its_source_and_a_claim_adopts_a_member_the_pool_replaces() {
+    let c = start().await;
+    c.create(Resource::Sandbox, sandbox("src", json!({"image": "img"})))
+        .await;
+    c.create(
+        Resource::Sandbox,
+        sandbox("fork", json!({"image": "img", "forkFrom": "src"})),
+    )
+    .await;
+    c.create(
+        Resource::PodWarmPool,
+        json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+            "metadata": {"name": "pool", "namespace": NS},
+            "spec": {"replicas": 2, "template": {"image": "py"}},
+        }),
+    )
+    .await;
+    c.until("the fork runs", |c| c.phase("fork") == "Running")
+        .await;
+    let fork_ws = c
+        .get(Resource::PersistentVolumeClaim, "fork-workspace")
+        .await
+        .unwrap();
+    assert_eq!(fork_ws["spec"]["dataSource"]["name"], "src-workspace");
+    let fork_root = c
+        .get(Resource::PersistentVolumeClaim, "fork-rootfs-g1")
+        .await
+        .unwrap();
+    assert_eq!(fork_root["spec"]["dataSource"]["name"], "src-rootfs-g1");
+
+    c.until("the pool is ready", |c| c.pool_ready("pool") == Some(2))
+        .await;
+    c.create(
+        Resource::Sandbox,
+        sandbox("claim", json!({"image": "py", "warmPool": "pool"})),
+    )
+    .await;
+    c.until("the claim runs on a member", |c| {
+        c.phase("claim") == "Running" && c.sandbox("claim")["status"]["podIP"].is_string()
+    })
+    .await;
+    let member = c.sandbox("claim")["status"]["claimedMember"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let adopted = c.sandbox(&member);
+    assert_eq!(
+        adopted["metadata"]["labels"]["cubepod.io/claimed-by"],
+        "claim"
+    );
+    assert_eq!(adopted["metadata"]["ownerReferences"][0]["name"], "claim");
+    assert_eq!(
+        c.sandbox("claim")["status"]["podIP"],
+        adopted["status"]["podIP"]
+    );
+    // The claim made no children of its own.
+    assert!(c.get(Resource::Pod, "claim").await.is_none());
+
+    c.until("the pool refills", |c| {
+        c.pool_ready("pool") == Some(2) && c.names(Resource::Sandbox).len() == 6
+    })
+    .await;
+
+    c.cluster
+        .delete(Resource::Sandbox, NS, "claim")
+        .await
+        .unwrap();
+    c.until("the claim takes its member along", |c| {
+        !c.names(Resource::Sandbox).contains(&member) && !c.names(Resource::Pod).contains(&member)
+    })
+    .await;
+    c.stop().await;
+}
