@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
+use super::inputs;
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 use super::reflector::Reflector;
@@ -20,7 +21,7 @@ use crate::kube::boundary::Boundary;
 use crate::kube::{ApiError, Cluster, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, children, pool, sandbox, time};
-use crate::runtime::bindings::{KubeError, PoolInput, ReconcileInput};
+use crate::runtime::bindings::KubeError;
 use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
 
 #[derive(Clone, Debug)]
@@ -465,37 +466,7 @@ impl ControllerManager {
                 object = updated;
             }
         }
-        let sandbox = object.sandbox.clone();
-        let input = ReconcileInput {
-            now,
-            observed: self.cache.observed(target),
-            fork_source: sandbox
-                .spec
-                .fork_from
-                .as_ref()
-                .and_then(|source| {
-                    self.cache
-                        .sandbox(&ObjectRef::new(&target.namespace, source))
-                })
-                .map(|s| s.sandbox),
-            pool_candidates: match (&sandbox.spec.warm_pool, &sandbox.status.claimed_member) {
-                (Some(pool), None) => self
-                    .cache
-                    .pool_candidates(&ObjectRef::new(&target.namespace, pool)),
-                _ => Vec::new(),
-            },
-            claimed_member: sandbox
-                .status
-                .claimed_member
-                .as_ref()
-                .and_then(|member| {
-                    self.cache
-                        .sandbox(&ObjectRef::new(&target.namespace, member))
-                })
-                .map(|s| s.sandbox),
-            fresh_token: fresh_token(),
-            sandbox,
-        };
+        let input = inputs::reconcile_input(&self.cache, &object.sandbox, now, fresh_token());
         let call = self
             .call_guest("reconcile-sandbox", move |module, context| {
                 module.reconcile_sandbox(context, input)
@@ -535,12 +506,12 @@ impl ControllerManager {
             }
             return Ok(None);
         };
-        let input = PoolInput {
-            now: time::now(),
-            pool: object.pool.clone(),
-            members: self.cache.pool_members(target),
-            max_replicas: self.config.max_pool_replicas,
-        };
+        let input = inputs::pool_input(
+            &self.cache,
+            &object.pool,
+            time::now(),
+            self.config.max_pool_replicas,
+        );
         let call = self
             .call_guest("reconcile-pool", move |module, context| {
                 module.reconcile_pool(context, input)
@@ -578,7 +549,7 @@ impl ControllerManager {
 }
 
 /// A fresh credential for a sandbox whose Secret is created now: 32 random bytes, hex.
-fn fresh_token() -> String {
+pub fn fresh_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     hex::encode(bytes)

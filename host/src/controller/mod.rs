@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod events;
 pub mod health;
+pub mod inputs;
 pub mod manager;
 pub mod policy;
 pub mod queue;

@@ -106,6 +106,19 @@ pub enum Effect {
     },
 }
 
+/// One `kube-client` call as the guest made it, and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeCall {
+    /// The import: `ensure-pvc`, `delete-pod`, ...
+    pub op: &'static str,
+    pub namespace: String,
+    pub name: String,
+    /// The manifest of an `ensure-*`, as the guest serialized it.
+    pub manifest: Option<String>,
+    /// `Err` with the error the guest got back.
+    pub result: Result<(), KubeError>,
+}
+
 /// What an export returned, and what it did on the way.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GuestCall<T> {
@@ -113,6 +126,8 @@ pub struct GuestCall<T> {
     pub effects: Vec<Effect>,
     /// `kube-client` calls the guest made, refused ones included.
     pub host_calls: u32,
+    /// Those calls, in order.
+    pub calls: Vec<KubeCall>,
 }
 
 impl PolicyModule {
@@ -223,6 +238,7 @@ pub(crate) fn call<R>(
                 value,
                 effects: state.effects,
                 host_calls: state.host_calls,
+                calls: state.calls,
             })
         }
         Err(error) => Err(failure(engine.config(), export, store.data(), error)),

@@ -29,7 +29,7 @@ use wasmtime_wasi_io::poll::Pollable;
 use wasmtime_wasi_io::streams::{OutputStream, StreamResult};
 
 use super::bindings::{self, KubeError, RetryAfter};
-use super::call::{CallContext, Effect, HostCallRecord};
+use super::call::{CallContext, Effect, HostCallRecord, KubeCall};
 use crate::kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
 
 /// The WASI interfaces linked, by name without version (`wasi:cli/stdin`); any 0.2.x version.
@@ -107,6 +107,7 @@ pub(crate) struct HostState {
     ctx: Option<CallContext>,
     pub(crate) effects: Vec<Effect>,
     pub(crate) host_calls: u32,
+    pub(crate) calls: Vec<KubeCall>,
     started: Instant,
     in_host_calls: Duration,
 }
@@ -130,6 +131,7 @@ impl HostState {
             ctx,
             effects: Vec::new(),
             host_calls: 0,
+            calls: Vec::new(),
             started: Instant::now(),
             in_host_calls: Duration::ZERO,
         }
@@ -149,6 +151,25 @@ impl HostState {
             .collect::<Vec<_>>()
             .join(" ");
         (!text.is_empty()).then_some(text)
+    }
+
+    /// Logs one `kube-client` call for [`GuestCall::calls`](super::GuestCall::calls).
+    fn log<T>(
+        &mut self,
+        op: &'static str,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+        result: Result<T, KubeError>,
+    ) -> Result<T, KubeError> {
+        self.calls.push(KubeCall {
+            op,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            manifest: manifest.map(str::to_string),
+            result: result.as_ref().map(drop).map_err(Clone::clone),
+        });
+        result
     }
 
     fn observe(&self, record: HostCallRecord) {
@@ -367,17 +388,20 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Result<(), KubeError> {
-        self.ensure(
-            Resource::PersistentVolumeClaim,
-            &namespace,
-            &name,
-            &manifest,
-        )
-        .map(drop)
+        let result = self
+            .ensure(
+                Resource::PersistentVolumeClaim,
+                &namespace,
+                &name,
+                &manifest,
+            )
+            .map(drop);
+        self.log("ensure-pvc", &namespace, &name, Some(&manifest), result)
     }
 
     fn delete_pvc(&mut self, namespace: String, name: String) -> Result<(), KubeError> {
-        self.delete(Resource::PersistentVolumeClaim, &namespace, &name)
+        let result = self.delete(Resource::PersistentVolumeClaim, &namespace, &name);
+        self.log("delete-pvc", &namespace, &name, None, result)
     }
 
     fn ensure_pod(
@@ -386,12 +410,15 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Result<Option<String>, KubeError> {
-        let created = self.ensure(Resource::Pod, &namespace, &name, &manifest)?;
-        Ok(self.pod_ip(&namespace, &name, created))
+        let result = self
+            .ensure(Resource::Pod, &namespace, &name, &manifest)
+            .map(|created| self.pod_ip(&namespace, &name, created));
+        self.log("ensure-pod", &namespace, &name, Some(&manifest), result)
     }
 
     fn delete_pod(&mut self, namespace: String, name: String) -> Result<(), KubeError> {
-        self.delete(Resource::Pod, &namespace, &name)
+        let result = self.delete(Resource::Pod, &namespace, &name);
+        self.log("delete-pod", &namespace, &name, None, result)
     }
 
     fn ensure_secret(
@@ -400,12 +427,15 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Result<(), KubeError> {
-        self.ensure(Resource::Secret, &namespace, &name, &manifest)
-            .map(drop)
+        let result = self
+            .ensure(Resource::Secret, &namespace, &name, &manifest)
+            .map(drop);
+        self.log("ensure-secret", &namespace, &name, Some(&manifest), result)
     }
 
     fn delete_secret(&mut self, namespace: String, name: String) -> Result<(), KubeError> {
-        self.delete(Resource::Secret, &namespace, &name)
+        let result = self.delete(Resource::Secret, &namespace, &name);
+        self.log("delete-secret", &namespace, &name, None, result)
     }
 }
 

@@ -20,7 +20,7 @@ mod engine;
 mod host;
 mod module;
 
-pub use call::{CallContext, Effect, GuestCall, HostCallObserver, HostCallRecord};
+pub use call::{CallContext, Effect, GuestCall, HostCallObserver, HostCallRecord, KubeCall};
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{PolicyEngine, RuntimeConfig};
 pub use module::{PolicyModule, world_exports, world_imports};
