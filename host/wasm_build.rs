@@ -83,8 +83,24 @@ pub fn build_policy_component(
     package: &str,
     lib_name: &str,
 ) -> Result<PathBuf, String> {
+    build_policy_variant(workspace, package, lib_name, None)
+}
+
+/// As [`build_policy_component`], with one cargo feature of the package turned on. Each variant
+/// gets a target dir of its own: they share the output file name, and two test processes may
+/// build two variants at once.
+#[allow(dead_code)]
+pub fn build_policy_variant(
+    workspace: &Path,
+    package: &str,
+    lib_name: &str,
+    feature: Option<&str>,
+) -> Result<PathBuf, String> {
     check_wasm_target(workspace)?;
-    let target_dir = wasm_target_dir(workspace, package);
+    let target_dir = match feature {
+        None => wasm_target_dir(workspace, package),
+        Some(feature) => wasm_target_dir(workspace, &format!("{package}+{feature}")),
+    };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(&cargo);
     command
@@ -93,6 +109,9 @@ pub fn build_policy_component(
         .args(["--profile", WASM_PROFILE])
         .arg("--target-dir")
         .arg(&target_dir);
+    if let Some(feature) = feature {
+        command.args(["--features", feature]);
+    }
     for (key, _) in std::env::vars_os() {
         if let Some(key) = key.to_str()
             && leaks_into_nested_cargo(key)

@@ -7,7 +7,8 @@
 //! and the native path's client accepts every call at no cost, so both measure the decision;
 //! the wasm path also pays for what the host does per call (store, instantiation, copying the
 //! input in and the output out, the boundary's parse of every manifest). Also prints the
-//! component's size and its one-time load time, without and with the precompiled cache.
+//! component's size, its one-time load time without and with the precompiled cache, and where
+//! the wasm path's time goes (bare stores on both wasmtime allocators, the host-side pieces).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -261,6 +262,8 @@ fn host_status(s: &guest::SandboxStatus) -> host::SandboxStatus {
 struct Percentiles {
     p50: Duration,
     p99: Duration,
+    /// Minor page faults of the process per timed run (Linux only).
+    faults: Option<f64>,
 }
 
 /// Warms up on a tenth of `runs`, then times `run` alone `runs` times; `setup` (untimed)
@@ -269,6 +272,7 @@ fn measure<S>(runs: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(S))
     for _ in 0..runs / 10 {
         run(setup());
     }
+    let faults_before = minor_faults();
     let mut samples: Vec<Duration> = (0..runs)
         .map(|_| {
             let arg = setup();
@@ -277,11 +281,28 @@ fn measure<S>(runs: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(S))
             start.elapsed()
         })
         .collect();
+    let faults = minor_faults()
+        .zip(faults_before)
+        .map(|(after, before)| after.saturating_sub(before) as f64 / runs as f64);
     samples.sort();
     Percentiles {
         p50: samples[samples.len() / 2],
         p99: samples[samples.len() * 99 / 100],
+        faults,
     }
+}
+
+/// The process's minor page faults so far (`/proc/self/stat`), where there is such a file.
+fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the command name in parentheses, minflt is the 8th field (10th of the line).
+    let (_, fields) = stat.rsplit_once(')')?;
+    fields.split_whitespace().nth(7)?.parse().ok()
+}
+
+fn faults(p: Percentiles) -> String {
+    p.faults
+        .map_or_else(|| "n/a".to_string(), |f| format!("{f:.1}"))
 }
 
 fn micros(d: Duration) -> f64 {
@@ -399,8 +420,15 @@ fn main() {
     );
     println!();
     println!(
-        "{:<18} {:>5} {:>11} {:>11} {:>11} {:>11} {:>12}",
-        "input", "calls", "native p50", "native p99", "wasm p50", "wasm p99", "wasm/native"
+        "{:<18} {:>5} {:>11} {:>11} {:>11} {:>11} {:>16} {:>12}",
+        "input",
+        "calls",
+        "native p50",
+        "native p99",
+        "wasm p50",
+        "wasm p99",
+        "wasm/native p50",
+        "wasm faults"
     );
     for (label, native, calls) in &cases {
         let n = measure(
@@ -421,12 +449,13 @@ fn main() {
             },
         );
         println!(
-            "{label:<18} {calls:>5} {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>11.1}x",
+            "{label:<18} {calls:>5} {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>15.1}x {:>12}",
             micros(n.p50),
             micros(n.p99),
             micros(w.p50),
             micros(w.p99),
-            w.p50.as_secs_f64() / n.p50.as_secs_f64()
+            w.p50.as_secs_f64() / n.p50.as_secs_f64(),
+            faults(w)
         );
     }
 
@@ -439,35 +468,221 @@ fn main() {
             black_box(module.describe().ok());
         },
     );
-    // What the host does for the new sandbox's 4 calls besides the guest: the boundary parses
-    // each manifest (the cluster here costs nothing).
+    // The same without the runtime's host state, on both allocators.
+    let converged_input = host_input(&cases[0].1);
+    let new_input = host_input(&cases[1].1);
+    let bare = [
+        (
+            "on-demand alloc.",
+            bare_calls(false, &converged_input, &new_input),
+        ),
+        (
+            "pooling alloc. (what-if)",
+            bare_calls(true, &converged_input, &new_input),
+        ),
+    ];
+    // The WASI context every store gets (empty, but built per call).
+    let wasi = measure(
+        WASM_RUNS,
+        || (),
+        |()| {
+            black_box(
+                wasmtime_wasi::WasiCtxBuilder::new()
+                    .allow_tcp(false)
+                    .allow_udp(false)
+                    .allow_ip_name_lookup(false)
+                    .build(),
+            );
+        },
+    );
+    // One host call's trip through the runtime: `block_on` of an instant future under a timeout.
+    let handle = runtime.handle().clone();
+    let trip = measure(
+        NATIVE_RUNS,
+        || (),
+        |()| {
+            black_box(handle.block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), std::future::ready(())).await
+            }))
+            .ok();
+        },
+    );
+    // The boundary's parse of the new sandbox's 4 manifests (the cluster here costs nothing),
+    // then the JSON work each `ensure-*` does with the parsed object: one clone to send, one
+    // for the effect, and the drops.
     let manifests = manifests_of(&cases[1].1);
     let boundary = Boundary::new([fixtures::NAMESPACE]);
+    let check = |resource: Resource, name: &str, manifest: &str| {
+        boundary
+            .check(resource, fixtures::NAMESPACE, name, Some(manifest))
+            .expect("the boundary admits the default policy's manifests")
+            .expect("a write's manifest")
+    };
     let parse = measure(
         NATIVE_RUNS,
         || (),
         |()| {
             for (resource, name, manifest) in &manifests {
-                black_box(
-                    boundary
-                        .check(*resource, fixtures::NAMESPACE, name, Some(manifest))
-                        .ok(),
-                );
+                black_box(check(*resource, name, manifest));
+            }
+        },
+    );
+    let parse_clone = measure(
+        NATIVE_RUNS,
+        || (),
+        |()| {
+            for (resource, name, manifest) in &manifests {
+                let object = check(*resource, name, manifest);
+                let sent = black_box(object.clone());
+                black_box(sent.clone());
             }
         },
     );
     println!();
-    println!(
-        "wasm floor: describe (fresh store + instantiate + empty export) p50 {:.2} µs, p99 {:.2} µs",
-        micros(floor.p50),
-        micros(floor.p99)
+    println!("where the wasm path's time goes (p50, p99, minor page faults per run):");
+    let row = |what: &str, p: Percentiles| {
+        println!(
+            "  {what:<82} {:>8.2} µs {:>8.2} µs {:>6}",
+            micros(p.p50),
+            micros(p.p99),
+            faults(p)
+        );
+    };
+    row(
+        "describe: fresh store + instantiate + trivial export",
+        floor,
     );
-    println!(
-        "host side of the new sandbox's 4 calls: boundary check (manifest parse) p50 {:.2} µs, p99 {:.2} µs",
-        micros(parse.p50),
-        micros(parse.p99)
+    for (allocator, runs) in &bare {
+        match runs {
+            Ok(runs) => {
+                for (what, p) in runs {
+                    let what = match what {
+                        Bare::Instantiate => "instantiate only",
+                        Bare::Describe => "instantiate + describe",
+                        Bare::Converged => "instantiate + converged resync",
+                        Bare::NewSandbox => "instantiate + new sandbox (null kube-client)",
+                    };
+                    row(&format!("bare store, {allocator}: {what}"), *p);
+                }
+            }
+            Err(e) => println!("  bare store, {allocator}: failed: {e:#}"),
+        }
+    }
+    row("WasiCtx build (per store)", wasi);
+    row("one host call's block_on + timeout, instant future", trip);
+    row("boundary check of the new sandbox's 4 manifests", parse);
+    row(
+        "  + the 2 clones of each parsed manifest that ensure makes",
+        parse_clone,
     );
     drop(runtime);
+}
+
+/// What runs in a bare store.
+#[derive(Clone, Copy)]
+enum Bare {
+    Instantiate,
+    Describe,
+    Converged,
+    NewSandbox,
+}
+
+/// The data of a bare store: `kube-client` accepts every call at once (no boundary, no
+/// cluster, no runtime), every other import traps.
+struct NullHost;
+
+impl host::cubepod::controller::types::Host for NullHost {}
+
+impl host::cubepod::controller::kube_client::Host for NullHost {
+    fn ensure_pvc(&mut self, _: String, _: String, _: String) -> Result<(), host::KubeError> {
+        Ok(())
+    }
+    fn delete_pvc(&mut self, _: String, _: String) -> Result<(), host::KubeError> {
+        Ok(())
+    }
+    fn ensure_pod(
+        &mut self,
+        _: String,
+        _: String,
+        _: String,
+    ) -> Result<Option<String>, host::KubeError> {
+        Ok(None)
+    }
+    fn delete_pod(&mut self, _: String, _: String) -> Result<(), host::KubeError> {
+        Ok(())
+    }
+    fn ensure_secret(&mut self, _: String, _: String, _: String) -> Result<(), host::KubeError> {
+        Ok(())
+    }
+    fn delete_secret(&mut self, _: String, _: String) -> Result<(), host::KubeError> {
+        Ok(())
+    }
+}
+
+/// Calls of the default policy in a fresh bare store (no WASI context, no limiter, no epoch
+/// callback, a [`NullHost`]), on wasmtime's default on-demand allocator (the runtime's) or on
+/// the pooling allocator: what instantiation and the guest cost without the runtime's host
+/// side, and what the allocator changes.
+fn bare_calls(
+    pooling: bool,
+    converged: &host::ReconcileInput,
+    new: &host::ReconcileInput,
+) -> wasmtime::Result<Vec<(Bare, Percentiles)>> {
+    use wasmtime::component::{Component, HasSelf, Linker};
+    let mut config = wasmtime::Config::new();
+    config.epoch_interruption(true).wasm_component_model(true);
+    if pooling {
+        let mut pool = wasmtime::PoolingAllocationConfig::new();
+        pool.total_component_instances(16)
+            .total_core_instances(128)
+            .total_memories(16)
+            .total_tables(128)
+            .max_memory_size(64 << 20);
+        config.allocation_strategy(pool);
+    }
+    let engine = wasmtime::Engine::new(&config)?;
+    let component = Component::new(&engine, DEFAULT_POLICY)?;
+    let mut linker = Linker::<NullHost>::new(&engine);
+    host::PolicyModule::add_to_linker::<NullHost, HasSelf<NullHost>>(&mut linker, |h| h)?;
+    linker.define_unknown_imports_as_traps(&component)?;
+    let pre = host::PolicyModulePre::new(linker.instantiate_pre(&component)?)?;
+    let run = |what: Bare| -> wasmtime::Result<()> {
+        let mut store = wasmtime::Store::new(&engine, NullHost);
+        // The epoch never moves on this engine: any deadline ahead of it is never reached.
+        store.set_epoch_deadline(1);
+        let instance = pre.instantiate(&mut store)?;
+        let policy = instance.cubepod_controller_policy();
+        let input = match what {
+            Bare::Instantiate => return Ok(()),
+            Bare::Describe => {
+                black_box(policy.call_describe(&mut store)?);
+                return Ok(());
+            }
+            Bare::Converged => converged,
+            Bare::NewSandbox => new,
+        };
+        let out = policy.call_reconcile_sandbox(&mut store, input)?;
+        assert!(out.is_ok(), "the reconcile succeeds");
+        black_box(out.ok());
+        Ok(())
+    };
+    [
+        Bare::Instantiate,
+        Bare::Describe,
+        Bare::Converged,
+        Bare::NewSandbox,
+    ]
+    .into_iter()
+    .map(|what| {
+        run(what)?;
+        let p = measure(
+            WASM_RUNS,
+            || (),
+            |()| run(what).expect("it ran once already"),
+        );
+        Ok((what, p))
+    })
+    .collect()
 }
 
 /// The manifests the native policy writes for `input`, with their kind and name.

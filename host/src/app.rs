@@ -8,22 +8,33 @@ use tokio::sync::watch;
 
 use crate::config::RunArgs;
 use crate::controller::health::Health;
+use crate::controller::leader::{ElectionConfig, LeaderElection};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
+use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
-use crate::kube::Cluster;
 use crate::kube::instrumented::InstrumentedCluster;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use crate::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use crate::kube::{ApiErrorKind, Cluster, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
 use crate::server::{self, ServerState};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error("Kubernetes connection: {0}")]
+    Kube(#[from] crate::kube::rest::RestError),
     #[error(
-        "found a Kubernetes configuration ({0}), but this build of cubepod-controller reconciles \
-         only its embedded in-memory cluster; pass --embedded to run it"
+        "the {kind} CRD is not installed in this cluster ({why}): install it with \
+         `kubectl apply -k deploy/` (or `kubectl apply -f deploy/crds/`)"
     )]
-    RealClusterUnsupported(String),
+    CrdMissing { kind: &'static str, why: String },
+    #[error("cannot list {kind}s in namespace {namespace}: {why}")]
+    Preflight {
+        kind: &'static str,
+        namespace: String,
+        why: String,
+    },
     #[error("policy module {path}: {source}")]
     PolicyFile {
         path: PathBuf,
@@ -43,23 +54,59 @@ pub enum StartError {
     },
 }
 
-/// Where a real cluster's configuration would come from, if there is one.
-fn kubernetes_config() -> Option<String> {
-    if let Ok(host) = std::env::var("KUBERNETES_SERVICE_HOST")
-        && !host.is_empty()
+/// The cluster to reconcile: the Kubernetes API when a kubeconfig or in-cluster environment is
+/// found (and `--embedded` is not given), else the embedded in-memory cluster, seeded.
+async fn connect(args: &RunArgs) -> Result<Arc<dyn Cluster>, StartError> {
+    if !args.embedded
+        && let Some((connection, source)) = ConnectionConfig::load()?
     {
-        return Some(format!(
-            "in-cluster environment, KUBERNETES_SERVICE_HOST={host}"
-        ));
+        tracing::info!(%source, server = %connection.server, "using the Kubernetes API");
+        let rest = RestCluster::new(connection, RestOptions::default())?;
+        preflight(rest.as_ref(), &args.namespaces).await?;
+        return Ok(rest);
     }
-    if let Ok(path) = std::env::var("KUBECONFIG")
-        && !path.is_empty()
-    {
-        return Some(format!("KUBECONFIG={path}"));
+    let memory = MemoryCluster::new(MemoryClusterConfig {
+        pod_start_delay: args.pod_start_delay,
+        ..MemoryClusterConfig::default()
+    });
+    let seeded = crate::embedded::seed(memory.as_ref(), &args.seeds).await?;
+    tracing::info!(
+        objects = seeded,
+        "no kubeconfig or in-cluster environment: running against the embedded in-memory \
+         cluster, seeded from deploy/examples"
+    );
+    Ok(memory)
+}
+
+/// Fails fast, with the command that fixes it, when the CRDs are missing or the controller may
+/// not read what it reconciles.
+async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), StartError> {
+    for namespace in namespaces {
+        for resource in [Resource::Sandbox, Resource::PodWarmPool] {
+            let scope = Scope {
+                resource,
+                namespace: namespace.clone(),
+                label_selector: None,
+            };
+            match cluster.list(&scope).await {
+                Ok(_) => {}
+                Err(error) if error.is(ApiErrorKind::NotFound) => {
+                    return Err(StartError::CrdMissing {
+                        kind: resource.kind(),
+                        why: error.message,
+                    });
+                }
+                Err(error) => {
+                    return Err(StartError::Preflight {
+                        kind: resource.kind(),
+                        namespace: namespace.clone(),
+                        why: error.to_string(),
+                    });
+                }
+            }
+        }
     }
-    let home = std::env::var_os("HOME")?;
-    let default = PathBuf::from(home).join(".kube").join("config");
-    default.exists().then(|| default.display().to_string())
+    Ok(())
 }
 
 /// Loads the policy the flags name, or the built-in default.
@@ -89,25 +136,10 @@ pub fn load_policy(
 
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
-    if !args.embedded
-        && let Some(found) = kubernetes_config()
-    {
-        return Err(StartError::RealClusterUnsupported(found));
-    }
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
-
-    let memory = MemoryCluster::new(MemoryClusterConfig {
-        pod_start_delay: args.pod_start_delay,
-        ..MemoryClusterConfig::default()
-    });
-    let seeded = crate::embedded::seed(memory.as_ref(), &args.seeds).await?;
-    tracing::info!(
-        objects = seeded,
-        "no kubeconfig or in-cluster environment: running against the embedded in-memory \
-         cluster, seeded from deploy/examples"
-    );
-    let cluster: Arc<dyn Cluster> = InstrumentedCluster::new(memory, metrics.clone());
+    let cluster: Arc<dyn Cluster> =
+        InstrumentedCluster::new(connect(&args).await?, metrics.clone());
 
     let engine = PolicyEngine::new(RuntimeConfig {
         call_deadline: args.guest_deadline,
@@ -132,10 +164,10 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         .policy_info
         .with_label_values(&[info.name.as_str(), info.version.as_str(), module.digest()])
         .set(1);
-    metrics
-        .policy_swaps
-        .with_label_values(&["applied"])
-        .inc_by(0);
+    // Both results show from the start, so that a rate() over them is defined.
+    for result in ["applied", "rejected"] {
+        metrics.policy_swaps.with_label_values(&[result]).inc_by(0);
+    }
     let manager = ControllerManager::new(
         cluster,
         module,
@@ -168,6 +200,34 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     })?;
     tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
 
+    if args.leader_elect {
+        // A replica starts as a follower and reconciles only once it holds the Lease.
+        let leadership = health.leadership.clone();
+        leadership.start_following();
+        let election = LeaderElection::new(
+            manager.cluster.clone(),
+            ElectionConfig {
+                namespace: args.lease_namespace.clone(),
+                name: args.lease_name.clone(),
+                identity: args.identity(),
+                lease_duration: args.lease_duration,
+                renew_deadline: args.lease_renew_deadline,
+                retry_period: args.lease_retry_period,
+            },
+            leadership,
+        );
+        tokio::spawn(election.run(shutdown.clone()));
+    }
+    if let Some(path) = &args.policy {
+        let watcher = PolicyWatcher::new(
+            path.clone(),
+            engine.clone(),
+            manager.clone(),
+            args.policy_poll_interval,
+        );
+        tracing::info!(path = %path.display(), "watching the policy file for new modules");
+        tokio::spawn(watcher.run(shutdown.clone()));
+    }
     manager.run(shutdown).await;
     server_task.abort();
     drop(engine);

@@ -17,11 +17,15 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controller. With no kubeconfig and no in-cluster environment it runs against an
     /// embedded in-memory cluster seeded with the examples of deploy/examples/.
     Run(RunArgs),
+    /// Test or inspect a policy module without a cluster.
+    Policy(PolicyArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -30,6 +34,10 @@ pub struct RunArgs {
     /// built-in default policy.
     #[arg(long, env = "CUBEPOD_POLICY")]
     pub policy: Option<PathBuf>,
+
+    /// How often the policy file is checked for a new module, besides on file events.
+    #[arg(long, env = "CUBEPOD_POLICY_POLL_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub policy_poll_interval: Duration,
 
     /// Namespaces whose Sandboxes and PodWarmPools are reconciled; the policy may write only
     /// there. Comma-separated.
@@ -95,15 +103,119 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     pub pod_start_delay: Duration,
 
+    /// Elect a leader among replicas with a coordination.k8s.io Lease; only the leader
+    /// reconciles.
+    #[arg(long, env = "CUBEPOD_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader Lease (the controller's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "cubepod-system")]
+    pub lease_namespace: String,
+
+    /// Name of the leader Lease.
+    #[arg(long, env = "CUBEPOD_LEASE_NAME", default_value = "cubepod-controller")]
+    pub lease_name: String,
+
+    /// This replica's identity in the Lease. Default: the Pod's name, else host name and PID.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// How long a Lease holds without renewal before another replica may take it.
+    #[arg(long, env = "CUBEPOD_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How long a leader keeps reconciling while it fails to renew.
+    #[arg(long, env = "CUBEPOD_LEASE_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub lease_renew_deadline: Duration,
+
+    /// How often the Lease is renewed or tried.
+    #[arg(long, env = "CUBEPOD_LEASE_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub lease_retry_period: Duration,
+
     /// Log format: text or json.
     #[arg(long, env = "CUBEPOD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
 
 impl RunArgs {
+    pub fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "cubepod-controller".to_string());
+            format!("{host}-{}", std::process::id())
+        })
+    }
+
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("cubepod-controller-cache"))
     }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum PolicyCommand {
+    /// Run scenario files against a policy module, with no cluster.
+    ///
+    /// Each scenario runs on a scratch in-memory cluster, through the same sandboxed runtime
+    /// and limits as the controller. Prints PASS or FAIL per scenario (with a diff), then
+    /// "N passed, M failed"; exits 1 if any failed, 2 if it could not run. With no SCENARIO,
+    /// runs the built-in conformance cases that a hot swap runs. The scenario format is
+    /// described in tests/scenarios/README.md.
+    Test(PolicyTestArgs),
+    /// Show what a policy module is, and whether it fits the contract.
+    ///
+    /// Prints its name, version, contract version, digest, size, imports and exports; a
+    /// module that does not fit the contract (or fails the conformance self-test) is named as
+    /// such, with why, and the exit code is 1.
+    Inspect(PolicyInspectArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyTestArgs {
+    /// The policy: a wasm component file, or `builtin:default` for the policy built into
+    /// this binary.
+    pub module: PathBuf,
+
+    /// Scenario files (YAML), or folders searched for *.yaml and *.yml.
+    #[arg(value_name = "SCENARIO")]
+    pub scenarios: Vec<PathBuf>,
+
+    /// Also write a JUnit XML report here, for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Time bound of one call into the policy (epoch deadline), as `run --guest-deadline`.
+    #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub guest_deadline: Duration,
+
+    /// Memory bound of one call into the policy, in MiB, as `run --guest-memory-mib`.
+    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub guest_memory_mib: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyInspectArgs {
+    /// The policy: a wasm component file, or `builtin:default` for the policy built into
+    /// this binary.
+    pub module: PathBuf,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Time bound of one policy call during the conformance self-test.
+    #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub guest_deadline: Duration,
+
+    /// Memory bound of one policy call during the conformance self-test, in MiB.
+    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub guest_memory_mib: u32,
 }

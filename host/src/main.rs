@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use cubepod_host::config::{Cli, Command};
+use cubepod_host::config::{Cli, Command, PolicyCommand};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging(format: &str) {
@@ -38,6 +38,40 @@ async fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+        Command::Policy(args) => policy(args.command).await,
+    }
+}
+
+/// `policy test` and `policy inspect`: 0 on success, 1 when a scenario failed or the module
+/// does not fit, 2 when the command could not run. Their policy calls block on the cluster, so
+/// they run on a blocking thread.
+async fn policy(command: PolicyCommand) -> ExitCode {
+    // Warnings only, on stderr: stdout is the report.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let handle = tokio::runtime::Handle::current();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let mut out = std::io::stdout().lock();
+        match &command {
+            PolicyCommand::Test(args) => cubepod_host::scenario::cli::test(args, &handle, &mut out),
+            PolicyCommand::Inspect(args) => cubepod_host::inspect::run(args, &handle, &mut out),
+        }
+    })
+    .await;
+    match outcome {
+        Ok(Ok(true)) => ExitCode::SUCCESS,
+        Ok(Ok(false)) => ExitCode::from(1),
+        Ok(Err(error)) => {
+            eprintln!("cubepod-controller: {error}");
+            ExitCode::from(2)
+        }
+        Err(error) => {
+            eprintln!("cubepod-controller: the policy command ended abnormally: {error}");
+            ExitCode::from(2)
         }
     }
 }

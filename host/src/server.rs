@@ -68,7 +68,8 @@ pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<
             } else {
                 "cache: syncing"
             };
-            let body = format!("{policy_line}\n{cache_line}\n");
+            let leader_line = state.health.leadership.state().describe();
+            let body = format!("{policy_line}\n{cache_line}\n{leader_line}\n");
             let status = if policy.is_some() && synced {
                 StatusCode::OK
             } else {

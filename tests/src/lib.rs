@@ -8,22 +8,44 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The binary `cargo test --workspace` built beside this test executable.
+/// The binary `cargo test --workspace` built beside this test executable. Running only this
+/// package's tests does not rebuild it, so a binary older than its sources is refused rather
+/// than silently tested.
 pub fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let target_dir = exe
+    let binary = exe
         .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let binary = target_dir.join("cubepod-controller");
-    if !binary.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "cubepod-host", "--bin", "cubepod-controller"])
-            .status()
-            .expect("cargo build");
-        assert!(status.success(), "building cubepod-controller failed");
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("cubepod-controller");
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
+    let sources = ["host/src", "guest/src", "wit"].map(|dir| workspace().join(dir));
+    let newest_source = sources.iter().filter_map(|dir| newest_file(dir)).max();
+    match (built, newest_source) {
+        (Some(built), Some(source)) if built >= source => binary,
+        (Some(_), None) => binary,
+        _ => panic!(
+            "{} is missing or older than its sources: run the tests with \
+             `cargo test --workspace`, or `cargo build -p cubepod-host` first",
+            binary.display()
+        ),
     }
-    binary
+}
+
+/// The latest modification time of any file under `dir`.
+fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                newest_file(&path)
+            } else {
+                entry.metadata().and_then(|m| m.modified()).ok()
+            }
+        })
+        .max()
 }
 
 mod wasm_build {
@@ -35,6 +57,26 @@ pub fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ is inside the workspace")
+}
+
+/// A variant of the faulty policy with one cargo feature on (`always-trap`, `always-loop`,
+/// `nonconforming`), built once per test run.
+pub fn faulty_policy_variant(feature: &'static str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(&'static str, PathBuf)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, path)) = built.iter().find(|(f, _)| *f == feature) {
+        return path.clone();
+    }
+    let path = wasm_build::build_policy_variant(
+        workspace(),
+        "cubepod-faulty-policy",
+        "cubepod_faulty_policy",
+        Some(feature),
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    built.push((feature, path.clone()));
+    path
 }
 
 /// `tests/policies/faulty` built as a component (once per test run): a policy that traps,
@@ -70,43 +112,110 @@ pub fn free_port() -> u16 {
 pub struct Controller {
     pub child: Child,
     pub addr: SocketAddr,
-    _cache: tempfile::TempDir,
+    /// Holds the policy cache and the log file.
+    dir: tempfile::TempDir,
 }
 
 impl Controller {
     /// Starts `cubepod-controller run --embedded` on a free loopback port with fast ticks,
     /// plus `extra` flags.
     pub fn start(extra: &[&str]) -> Controller {
-        let port = free_port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
-        let cache = tempfile::tempdir().expect("temp dir");
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--embedded".into(),
-            format!("--listen={addr}"),
-            "--pod-start-delay=100ms".into(),
-            "--reap-interval=1s".into(),
-            "--pool-interval=1s".into(),
-            format!("--cache-dir={}", cache.path().display()),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(binary())
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start cubepod-controller");
-        let controller = Controller {
-            child,
-            addr,
-            _cache: cache,
-        };
+        let controller = Controller::spawn(&["--embedded"], extra, None);
         controller.wait_for("/healthz", Duration::from_secs(60), |status, _| {
             status == 200
         });
         controller
+    }
+
+    /// Starts `cubepod-controller run` against the Kubernetes API that `kubeconfig` names
+    /// (through `KUBECONFIG`), plus `extra` flags. Does not wait: the process may exit at
+    /// start (see [`Controller::wait_exit`]).
+    pub fn start_with_kubeconfig(kubeconfig: &Path, extra: &[&str]) -> Controller {
+        Controller::spawn(&[], extra, Some(kubeconfig))
+    }
+
+    fn spawn(mode: &[&str], extra: &[&str], kubeconfig: Option<&Path>) -> Controller {
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = dir.path().join("cache");
+        let log = std::fs::File::create(dir.path().join("controller.log")).expect("log file");
+        let errors = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr file");
+        let mut args: Vec<String> = vec!["run".into()];
+        args.extend(mode.iter().map(|s| s.to_string()));
+        args.extend([
+            format!("--listen={addr}"),
+            "--pod-start-delay=100ms".into(),
+            "--reap-interval=1s".into(),
+            "--pool-interval=1s".into(),
+            format!("--cache-dir={}", cache.display()),
+            "--log-format=json".into(),
+        ]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut command = Command::new(binary());
+        command
+            .args(&args)
+            .env("RUST_LOG", "info")
+            // Never the developer's own cluster: only what the test names.
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(errors));
+        if let Some(kubeconfig) = kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let child = command.spawn().expect("start cubepod-controller");
+        Controller { child, addr, dir }
+    }
+
+    /// What the process wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// Kills the process at once (SIGKILL), as a node failure would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The controller's log so far: one JSON object per line.
+    pub fn logs(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.path().join("controller.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Waits until a log line's fields satisfy `matches`; returns it.
+    pub fn wait_for_log(
+        &self,
+        timeout: Duration,
+        matches: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.logs().into_iter().find(|l| matches(&l["fields"])) {
+                return line;
+            }
+            assert!(Instant::now() < deadline, "no such log line in time");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// GETs `path`: (status, body). Plain HTTP/1.1 over loopback is all the server needs.
@@ -195,3 +304,4 @@ pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         }
     })
 }
+pub mod apiserver;

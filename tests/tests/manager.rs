@@ -280,3 +280,51 @@ async fn a_fork_clones_its_source_and_a_claim_adopts_a_member_the_pool_replaces(
     .await;
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_spec_is_reported_in_status_and_fixing_it_recovers() {
+    let c = start().await;
+    c.create(
+        Resource::Sandbox,
+        sandbox("bad", json!({"image": "img", "desiredState": "Sleeping"})),
+    )
+    .await;
+    c.until("the problem is in the status", |c| {
+        c.sandbox("bad")["status"]["conditions"]
+            .as_array()
+            .is_some_and(|conditions| {
+                conditions.iter().any(|cond| {
+                    cond["type"] == "SpecValid"
+                        && cond["status"] == "False"
+                        && cond["message"].as_str().is_some_and(|m| {
+                            m.contains("spec.desiredState") && m.contains("Sleeping")
+                        })
+                })
+            })
+    })
+    .await;
+    assert_eq!(c.phase("bad"), "Failed");
+    assert!(
+        c.names(Resource::PersistentVolumeClaim).is_empty(),
+        "nothing made for a bad spec"
+    );
+    let warned = c.cluster.objects(Resource::Event).into_iter().any(|e| {
+        e["reason"] == "InvalidSpec"
+            && e["involvedObject"]["name"] == "bad"
+            && e["type"] == "Warning"
+    });
+    assert!(warned, "an Event says what is wrong");
+
+    c.cluster
+        .patch(
+            Resource::Sandbox,
+            NS,
+            "bad",
+            json!({"spec": {"desiredState": "Running"}}),
+        )
+        .await
+        .unwrap();
+    c.until("the fixed sandbox runs", |c| c.phase("bad") == "Running")
+        .await;
+    c.stop().await;
+}

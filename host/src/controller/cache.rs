@@ -11,7 +11,7 @@ use super::queue::WorkKey;
 use crate::kube::{Resource, WatchEventType};
 use crate::model::meta::Meta;
 use crate::model::sandbox::SandboxObject;
-use crate::model::{ModelError, ObjectRef, children, pool, sandbox};
+use crate::model::{ObjectRef, Unreadable, children, pool, sandbox};
 use crate::runtime::bindings::{
     ConditionStatus, ObservedChildren, ObservedPod, PoolMember, SandboxPhase, WarmPool,
 };
@@ -39,9 +39,9 @@ impl Children {
 struct Inner {
     sandboxes: HashMap<ObjectRef, SandboxObject>,
     /// Sandboxes that could not be read, with why: reported in their status, not reconciled.
-    unreadable: HashMap<ObjectRef, ModelError>,
+    unreadable: HashMap<ObjectRef, Unreadable>,
     pools: HashMap<ObjectRef, PoolObject>,
-    unreadable_pools: HashMap<ObjectRef, ModelError>,
+    unreadable_pools: HashMap<ObjectRef, Unreadable>,
     children: HashMap<ObjectRef, Children>,
 }
 
@@ -110,7 +110,7 @@ impl Cache {
                     }
                     Err(error) => {
                         inner.sandboxes.remove(&key);
-                        inner.unreadable.insert(key, error);
+                        inner.unreadable.insert(key, Unreadable::new(error, object));
                     }
                 }
                 keys
@@ -137,7 +137,9 @@ impl Cache {
                         }
                         Err(error) => {
                             inner.pools.remove(&key);
-                            inner.unreadable_pools.insert(key.clone(), error);
+                            inner
+                                .unreadable_pools
+                                .insert(key.clone(), Unreadable::new(error, object));
                         }
                     }
                 }
@@ -228,7 +230,7 @@ impl Cache {
         self.read().sandboxes.get(key).cloned()
     }
 
-    pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<ModelError> {
+    pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<Unreadable> {
         self.read().unreadable.get(key).cloned()
     }
 
@@ -236,7 +238,7 @@ impl Cache {
         self.read().pools.get(key).cloned()
     }
 
-    pub fn unreadable_pool(&self, key: &ObjectRef) -> Option<ModelError> {
+    pub fn unreadable_pool(&self, key: &ObjectRef) -> Option<Unreadable> {
         self.read().unreadable_pools.get(key).cloned()
     }
 

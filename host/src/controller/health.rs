@@ -1,9 +1,10 @@
 //! What `/healthz` and `/readyz` report: the loop's heartbeat, cache sync and the policy.
 
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use super::leader::{LeaderState, Leadership};
 use crate::model::time;
 use crate::runtime::PolicyModule;
 
@@ -27,8 +28,9 @@ impl ActivePolicy {
     }
 }
 
-#[derive(Default)]
 pub struct Health {
+    /// Whether this replica may reconcile (leader election).
+    pub leadership: Arc<Leadership>,
     /// Unix milliseconds of the control loop's last heartbeat.
     heartbeat: AtomicI64,
     synced: AtomicBool,
@@ -37,6 +39,17 @@ pub struct Health {
 
 fn now_millis() -> i64 {
     jiff::Timestamp::now().as_millisecond()
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            leadership: Leadership::new(LeaderState::Disabled),
+            heartbeat: AtomicI64::default(),
+            synced: AtomicBool::default(),
+            policy: RwLock::default(),
+        }
+    }
 }
 
 impl Health {

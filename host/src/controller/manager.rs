@@ -20,7 +20,7 @@ use super::writer::Writer;
 use crate::kube::boundary::Boundary;
 use crate::kube::{ApiError, Cluster, Resource, Scope};
 use crate::metrics::Metrics;
-use crate::model::{ObjectRef, children, pool, sandbox, time};
+use crate::model::{ObjectRef, Unreadable, children, pool, sandbox, time};
 use crate::runtime::bindings::KubeError;
 use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
 
@@ -168,7 +168,20 @@ impl ControllerManager {
                 background.spawn(reflector.run(shutdown.clone()));
             }
         }
-        background.spawn(self.clone().heartbeat(synced, shutdown.clone()));
+        background.spawn(self.clone().heartbeat(synced.clone(), shutdown.clone()));
+
+        // No reconcile before every cache has listed once: a sandbox reconciled before its
+        // Pods are in the cache would look as if it had none, and its children be sent again.
+        let mut waiting = shutdown.clone();
+        while !synced
+            .iter()
+            .all(|f| f.load(std::sync::atomic::Ordering::Acquire))
+        {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = waiting.changed() => break,
+            }
+        }
         background.spawn(self.clone().reap_ticks(shutdown.clone()));
         background.spawn(self.clone().pool_ticks(shutdown.clone()));
 
@@ -176,7 +189,18 @@ impl ControllerManager {
         for _ in 0..self.config.concurrency.max(1) {
             let manager = self.clone();
             workers.spawn(async move {
+                let leadership = manager.health.leadership.clone();
                 while let Some(key) = manager.queue.next().await {
+                    if !leadership.may_reconcile() {
+                        // Not the leader (any more): keep the key for when this replica leads.
+                        manager.queue.done(&key);
+                        manager.queue.add(key);
+                        tokio::select! {
+                            _ = leadership.wait_until_leading() => {}
+                            _ = manager.queue.closed() => {}
+                        }
+                        continue;
+                    }
                     manager.process(key).await;
                 }
             });
@@ -245,7 +269,7 @@ impl ControllerManager {
                 _ = interval.tick() => {}
                 _ = shutdown.changed() => return,
             }
-            if !self.health.synced() {
+            if !self.health.synced() || !self.health.leadership.may_reconcile() {
                 continue;
             }
             if let Err(error) = self.reap().await {
@@ -261,6 +285,9 @@ impl ControllerManager {
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = shutdown.changed() => return,
+            }
+            if !self.health.leadership.may_reconcile() {
+                continue;
             }
             self.metrics.pool_ticks.inc();
             for pool in self.cache.pool_keys() {
@@ -296,6 +323,12 @@ impl ControllerManager {
         let mut paused = 0;
         for decision in call.value {
             let target = ObjectRef::new(&decision.namespace, &decision.name);
+            // Only a sandbox the policy was handed may be paused: a decision about any other
+            // is the policy's mistake, not an instruction.
+            let Some(version) = versions.get(&target).map(String::as_str) else {
+                tracing::warn!(%target, "the reaper named a sandbox it was not given; ignored");
+                continue;
+            };
             tracing::info!(
                 namespace = %decision.namespace,
                 name = %decision.name,
@@ -303,12 +336,11 @@ impl ControllerManager {
                 "pausing idle sandbox: {}",
                 decision.reason
             );
+            // Marked only over the version the decision saw: if the sandbox moved on since,
+            // the next tick decides again on fresh data.
             let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
-            // Decided on what the cache held: if the sandbox moved on since, it is not marked
-            // now, and the next tick decides again on fresh data.
-            let version = versions.get(&target).map(String::as_str);
             if let Err(error) = writer
-                .write_status(Resource::Sandbox, &target, version, patch)
+                .write_status(Resource::Sandbox, &target, Some(version), patch)
                 .await
             {
                 tracing::info!(%target, %error, "not marked idle this tick");
@@ -425,8 +457,9 @@ impl ControllerManager {
 
     async fn reconcile_sandbox(&self, target: &ObjectRef) -> Outcome {
         let Some(mut object) = self.cache.sandbox(target) else {
-            if let Some(error) = self.cache.unreadable_sandbox(target) {
-                tracing::warn!(%target, %error, "sandbox cannot be read; fix its spec");
+            if let Some(bad) = self.cache.unreadable_sandbox(target) {
+                self.report_unreadable(Resource::Sandbox, target, &bad)
+                    .await?;
             }
             return Ok(None);
         };
@@ -499,10 +532,39 @@ impl ControllerManager {
             .map(|s| Duration::from_secs(u64::from(s))))
     }
 
+    /// An object whose spec cannot be read gets a status and an Event that say which field
+    /// and why, once per problem; nothing else is done for it until it is fixed.
+    async fn report_unreadable(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        bad: &Unreadable,
+    ) -> Result<(), ReconcileError> {
+        if bad.reported {
+            return Ok(());
+        }
+        tracing::warn!(%target, error = %bad.error, "cannot read the spec; fix it");
+        let writer = self.writer();
+        let patch = bad.status_patch(resource == Resource::Sandbox);
+        writer
+            .write_status(resource, target, Some(&bad.resource_version), patch)
+            .await?;
+        let event = crate::runtime::bindings::Event {
+            kind: crate::runtime::bindings::EventType::Warning,
+            reason: "InvalidSpec".to_string(),
+            message: bad.error.to_string(),
+        };
+        writer
+            .post_events(resource.kind(), target, &bad.uid, &[event])
+            .await;
+        Ok(())
+    }
+
     async fn reconcile_pool(&self, target: &ObjectRef) -> Outcome {
         let Some(object) = self.cache.pool(target) else {
-            if let Some(error) = self.cache.unreadable_pool(target) {
-                tracing::warn!(%target, %error, "warm pool cannot be read; fix its spec");
+            if let Some(bad) = self.cache.unreadable_pool(target) {
+                self.report_unreadable(Resource::PodWarmPool, target, &bad)
+                    .await?;
             }
             return Ok(None);
         };

@@ -187,6 +187,17 @@ impl WorkQueue {
         self.lock().processing.len()
     }
 
+    /// Resolves once the queue is shut down.
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.lock().shut_down {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     pub fn shut_down(&self) {
         self.lock().shut_down = true;
         self.notify.notify_waiters();

@@ -5,6 +5,7 @@
 pub mod boundary;
 pub mod instrumented;
 pub mod memory;
+pub mod rest;
 
 use std::fmt;
 use std::future::Future;

@@ -20,6 +20,61 @@ pub struct ModelError {
     pub problem: String,
 }
 
+/// An object of ours that could not be read: what the controller needs to say so in its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub error: ModelError,
+    pub uid: String,
+    pub resource_version: String,
+    pub generation: i64,
+    /// Its status already carries this error, so there is nothing more to write.
+    pub reported: bool,
+}
+
+/// The condition type under which a spec's problems are reported.
+pub const SPEC_VALID: &str = "SpecValid";
+
+impl Unreadable {
+    pub fn new(error: ModelError, object: &serde_json::Value) -> Self {
+        let meta = meta::Meta::read(object);
+        let message = error.to_string();
+        let reported = object["status"]["conditions"]
+            .as_array()
+            .is_some_and(|conditions| {
+                conditions.iter().any(|c| {
+                    c["type"] == SPEC_VALID && c["status"] == "False" && c["message"] == message
+                })
+            });
+        Self {
+            error,
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            generation: meta.generation,
+            reported,
+        }
+    }
+
+    /// The status that tells the user what to fix: SpecValid and Ready false, with why.
+    pub fn status_patch(&self, with_phase: bool) -> serde_json::Value {
+        let now = time::format(time::now());
+        let condition = |kind: &str| {
+            serde_json::json!({
+                "type": kind, "status": "False", "reason": "InvalidSpec",
+                "message": self.error.to_string(), "lastTransitionTime": now,
+                "observedGeneration": self.generation,
+            })
+        };
+        let mut status = serde_json::json!({
+            "observedGeneration": self.generation,
+            "conditions": [condition(SPEC_VALID), condition("Ready")],
+        });
+        if with_phase {
+            status["phase"] = "Failed".into();
+        }
+        serde_json::json!({ "status": status })
+    }
+}
+
 /// Where an object lives: the work queue's key and the caches' index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {

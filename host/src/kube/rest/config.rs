@@ -2,7 +2,6 @@
 //! (its current context) or from a pod's service account. Everything is read and decoded here,
 //! so that a mistake is reported at start, naming the file and the field.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -117,7 +116,9 @@ impl ConnectionConfig {
     /// account when `KUBERNETES_SERVICE_HOST` is set, else `~/.kube/config`. `None` when there
     /// is none of these; the second value describes the source, for logs.
     pub fn load() -> Result<Option<(Self, String)>, RestError> {
-        Self::load_with(SERVICE_ACCOUNT_DIR.as_ref(), |name| std::env::var(name).ok())
+        Self::load_with(SERVICE_ACCOUNT_DIR.as_ref(), |name| {
+            std::env::var(name).ok()
+        })
     }
 
     /// [`Self::load`] with the environment and the service-account folder given.
@@ -153,12 +154,7 @@ impl ConnectionConfig {
         let file: KubeconfigFile = serde_yaml_ng::from_str(&text)
             .map_err(|e| RestError::invalid(&origin, format!("not a valid kubeconfig: {e}")))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Kubeconfig {
-            origin,
-            base,
-            file,
-        }
-        .current()
+        Kubeconfig { origin, base, file }.current()
     }
 
     /// A pod's service account: `root` holds `token`, `ca.crt` and `namespace` (default
@@ -168,9 +164,9 @@ impl ConnectionConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, RestError> {
         let var = |name: &str| {
-            env(name)
-                .filter(|value| !value.is_empty())
-                .ok_or_else(|| RestError::invalid("in-cluster configuration", format!("{name} is not set")))
+            env(name).filter(|value| !value.is_empty()).ok_or_else(|| {
+                RestError::invalid("in-cluster configuration", format!("{name} is not set"))
+            })
         };
         let host = var("KUBERNETES_SERVICE_HOST")?;
         let port = var("KUBERNETES_SERVICE_PORT")?;
@@ -241,10 +237,16 @@ fn normalize_server(origin: &str, server: &str) -> Result<String, RestError> {
         }
     }
     if uri.host().is_none_or(str::is_empty) {
-        return Err(RestError::invalid(origin, format!("{server:?} names no host")));
+        return Err(RestError::invalid(
+            origin,
+            format!("{server:?} names no host"),
+        ));
     }
     if uri.query().is_some() {
-        return Err(RestError::invalid(origin, format!("{server:?} must not have a query")));
+        return Err(RestError::invalid(
+            origin,
+            format!("{server:?} must not have a query"),
+        ));
     }
     Ok(server.trim_end_matches('/').to_owned())
 }
@@ -364,6 +366,13 @@ impl Kubeconfig<'_> {
             cluster.certificate_authority_data.as_deref(),
         )?;
 
+        // As kubectl: trusting a CA and trusting anyone at once is a mistake, not a choice.
+        if cluster.insecure_skip_tls_verify && ca.is_some() {
+            return Err(self.invalid(format!(
+                "{} is true and a certificate-authority is set; only one is allowed",
+                cluster_field("insecure-skip-tls-verify")
+            )));
+        }
         let mut tls = TlsSettings {
             ca,
             insecure_skip_verify: cluster.insecure_skip_tls_verify,
@@ -397,10 +406,16 @@ impl Kubeconfig<'_> {
             ));
         }
         if user.auth_provider.is_some() {
-            return Err(unsupported("auth-provider", "is not supported; use a token, tokenFile or client certificate"));
+            return Err(unsupported(
+                "auth-provider",
+                "is not supported; use a token, tokenFile or client certificate",
+            ));
         }
         if user.username.is_some() || user.password.is_some() {
-            return Err(unsupported("username", "(basic authentication) is not supported"));
+            return Err(unsupported(
+                "username",
+                "(basic authentication) is not supported",
+            ));
         }
 
         // As client-go: a token file, when given, wins over an inline token.
@@ -408,8 +423,8 @@ impl Kubeconfig<'_> {
             (Some(file), _) if !file.is_empty() => {
                 let what = format!("{}: {}", self.origin, field("tokenFile"));
                 let path = self.resolve(file);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| RestError::read(&what, &path, e))?;
+                let text =
+                    std::fs::read_to_string(&path).map_err(|e| RestError::read(&what, &path, e))?;
                 Token::new(&format!("{what} {}", path.display()), &text)?;
                 Credentials::TokenFile { path, origin: what }
             }
@@ -487,11 +502,10 @@ impl Kubeconfig<'_> {
     }
 }
 
-/// The entry named `name`; the last wins, as when kubectl merges.
+/// The entry named `name`; the first wins, as when kubectl merges files.
 fn find<'a, T: Default>(entries: &'a [Named<T>], name: &str) -> Option<&'a T> {
-    let by_name: BTreeMap<&str, &T> = entries
+    entries
         .iter()
-        .map(|entry| (entry.name.as_str(), &entry.value))
-        .collect();
-    by_name.get(name).copied()
+        .find(|entry| entry.name == name)
+        .map(|entry| &entry.value)
 }

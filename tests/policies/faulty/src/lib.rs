@@ -10,6 +10,9 @@
 //! - `noisy-`: writes 16 KiB to stderr, then reconciles as the default policy does (a policy
 //!   that logs must not fail for it).
 //!
+//! The features `always-trap`, `always-loop` and `nonconforming` apply one misbehaviour to
+//! every sandbox, for the hot-swap tests: such a module must fail the host's self-test.
+//!
 //! Built by `host/tests/runtime.rs` with
 //! `cargo build -p cubepod-faulty-policy --target wasm32-wasip2 --profile guest-release`.
 
@@ -34,10 +37,21 @@ pub enum Fault {
     Oom,
     Escape,
     Noisy,
+    /// Does nothing and reports nothing changed: no children for a new sandbox.
+    Idle,
 }
 
 impl Fault {
     pub fn of(sandbox_name: &str) -> Option<Fault> {
+        if cfg!(feature = "always-trap") {
+            return Some(Fault::Trap);
+        }
+        if cfg!(feature = "always-loop") {
+            return Some(Fault::Loop);
+        }
+        if cfg!(feature = "nonconforming") {
+            return Some(Fault::Idle);
+        }
         [
             ("trap-", Fault::Trap),
             ("loop-", Fault::Loop),
@@ -62,6 +76,12 @@ pub fn reconcile(
         Some(Fault::Loop) => spin_forever(),
         Some(Fault::Oom) => hog_memory(),
         Some(Fault::Escape) => escape(client, input),
+        Some(Fault::Idle) => Ok(ReconcileOutput {
+            status: input.sandbox.status.clone(),
+            requeue_after_seconds: None,
+            claim: None,
+            events: Vec::new(),
+        }),
         Some(Fault::Noisy) => {
             for line in 0..256 {
                 eprintln!("faulty policy: noisy line {line:04} {}", "x".repeat(40));

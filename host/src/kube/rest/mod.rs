@@ -1,0 +1,321 @@
+//! [`RestCluster`]: the Kubernetes API over HTTPS, behind the same [`Cluster`] seam as the
+//! in-memory cluster. No client framework: hyper, rustls and serde_json.
+//!
+//! Semantics are the API server's own: create is a POST to the collection (AlreadyExists when
+//! the name is taken), delete a DELETE with `propagationPolicy: Background` (NotFound when
+//! gone), patches are JSON merge patches; the caller decides which errors mean done. Transient
+//! failures are retried here (see [`retry`]); watches stream (see [`watch`]).
+
+mod auth;
+mod config;
+mod error;
+mod retry;
+mod status;
+mod tls;
+mod transport;
+mod watch;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Method;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+pub use self::config::{
+    ConnectionConfig, Credentials, Pem, SERVICE_ACCOUNT_DIR, TlsSettings, Token,
+};
+pub use self::error::RestError;
+
+use self::transport::{Call, Transport};
+use super::{
+    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
+};
+
+const JSON: &str = "application/json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+
+/// Query values: everything but RFC 3986's unreserved characters is escaped.
+const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+#[derive(Clone, Debug)]
+pub struct RestOptions {
+    /// Bound on one attempt: connect, send, and the whole response (a watch: its headers).
+    pub request_timeout: Duration,
+    /// Retries of a transient failure (429, 5xx, connection errors, timeouts).
+    pub max_retries: u32,
+    /// First backoff delay; doubles per retry, with jitter.
+    pub retry_base: Duration,
+    /// Longest backoff delay.
+    pub retry_max: Duration,
+    /// How old a token read from a file may get before it is read again.
+    pub token_refresh: Duration,
+    /// A watch's `timeoutSeconds`: the server ends it then, and the caller resumes.
+    pub watch_timeout: Duration,
+}
+
+impl Default for RestOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(30),
+            max_retries: 5,
+            retry_base: Duration::from_millis(200),
+            retry_max: Duration::from_secs(10),
+            token_refresh: Duration::from_secs(60),
+            watch_timeout: Duration::from_secs(290),
+        }
+    }
+}
+
+pub struct RestCluster {
+    transport: Transport,
+    server: String,
+    options: RestOptions,
+}
+
+impl fmt::Debug for RestCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestCluster")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RestCluster {
+    /// Builds the client (TLS roots, client certificate, connection pool). Nothing is sent yet.
+    pub fn new(conn: ConnectionConfig, options: RestOptions) -> Result<Arc<Self>, RestError> {
+        if conn.server.starts_with("http://") && !matches!(conn.credentials, Credentials::None) {
+            tracing::warn!(server = %conn.server, "sending a bearer token over plain http://");
+        }
+        let transport = Transport::new(&conn, &options)?;
+        Ok(Arc::new(Self {
+            transport,
+            server: conn.server,
+            options,
+        }))
+    }
+
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    async fn call_json(&self, call: Call) -> ApiResult<Value> {
+        let body = self.transport.send(&call).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Other,
+                format!(
+                    "{} {}: the response is not JSON: {e}",
+                    call.method, call.path
+                ),
+            )
+        })
+    }
+
+    async fn write(
+        &self,
+        method: Method,
+        path: String,
+        body: &Value,
+        content_type: &'static str,
+    ) -> ApiResult<Value> {
+        let bytes = serde_json::to_vec(body).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Invalid,
+                format!("cannot serialize the request: {e}"),
+            )
+        })?;
+        self.call_json(Call::new(method, path).with_body(bytes, content_type))
+            .await
+    }
+
+    async fn list_scope(&self, scope: &Scope) -> ApiResult<ObjectList> {
+        let mut path = collection(scope.resource, &scope.namespace);
+        if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
+            path.push_str("?labelSelector=");
+            path.push_str(&encode(selector));
+        }
+        let list = self.call_json(Call::new(Method::GET, path)).await?;
+        let resource_version = list
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let items = match list.get("items") {
+            Some(Value::Array(items)) => items.clone(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(_) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::Other,
+                    format!("list of {}: items is not an array", scope.resource),
+                ));
+            }
+        };
+        // A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them.
+        let items = items
+            .into_iter()
+            .map(|mut item| {
+                if let Some(fields) = item.as_object_mut() {
+                    fields
+                        .entry("kind")
+                        .or_insert_with(|| scope.resource.kind().into());
+                    fields
+                        .entry("apiVersion")
+                        .or_insert_with(|| scope.resource.api_version().into());
+                }
+                item
+            })
+            .collect();
+        Ok(ObjectList {
+            items,
+            resource_version,
+        })
+    }
+
+    async fn watch_scope(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+    ) -> ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>> {
+        let mut path = collection(scope.resource, &scope.namespace);
+        path.push_str(&format!(
+            "?watch=1&allowWatchBookmarks=true&timeoutSeconds={}",
+            self.options.watch_timeout.as_secs().max(1)
+        ));
+        if !resource_version.is_empty() {
+            path.push_str("&resourceVersion=");
+            path.push_str(&encode(resource_version));
+        }
+        if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
+            path.push_str("&labelSelector=");
+            path.push_str(&encode(selector));
+        }
+        let body = self.transport.open(&Call::new(Method::GET, path)).await?;
+        // Past the server's own timeout by a request's worth, the stream is taken for dead.
+        let idle_limit = self.options.watch_timeout + self.options.request_timeout;
+        let what = format!("watch {} in {:?}", scope.resource, scope.namespace);
+        Ok(watch::spawn(body, idle_limit, what))
+    }
+}
+
+/// The collection's path; an empty namespace means all namespaces.
+fn collection(resource: Resource, namespace: &str) -> String {
+    if !namespace.is_empty() {
+        return resource.collection_path(namespace);
+    }
+    let version = resource.api_version();
+    let root = if version.contains('/') { "apis" } else { "api" };
+    format!("/{root}/{version}/{}", resource.plural())
+}
+
+fn encode(value: &str) -> String {
+    utf8_percent_encode(value, QUERY_VALUE).to_string()
+}
+
+impl Cluster for RestCluster {
+    fn create(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let path = resource.collection_path(namespace);
+        Box::pin(async move { self.write(Method::POST, path, &object, JSON).await })
+    }
+
+    fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let path = resource.object_path(namespace, name);
+        Box::pin(async move { self.call_json(Call::new(Method::GET, path)).await })
+    }
+
+    fn delete(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<()>> {
+        let path = resource.object_path(namespace, name);
+        Box::pin(async move {
+            let options = json!({
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "propagationPolicy": "Background",
+            });
+            let call =
+                Call::new(Method::DELETE, path).with_body(options.to_string().into_bytes(), JSON);
+            // 200 (the object, or a Status) and 202 (accepted) both mean done: no body to read.
+            self.transport.send(&call).await.map(drop)
+        })
+    }
+
+    fn patch(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let path = resource.object_path(namespace, name);
+        Box::pin(async move { self.write(Method::PATCH, path, &patch, MERGE_PATCH).await })
+    }
+
+    fn patch_status(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let path = format!("{}/status", resource.object_path(namespace, name));
+        Box::pin(async move { self.write(Method::PATCH, path, &patch, MERGE_PATCH).await })
+    }
+
+    fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let scope = scope.clone();
+        Box::pin(async move { self.list_scope(&scope).await })
+    }
+
+    fn watch(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        let scope = scope.clone();
+        let resource_version = resource_version.to_owned();
+        Box::pin(async move { self.watch_scope(&scope, &resource_version).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(collection(Resource::Pod, ""), "/api/v1/pods");
+        assert_eq!(
+            collection(Resource::Sandbox, ""),
+            "/apis/cubepod.io/v1alpha1/sandboxes"
+        );
+        assert_eq!(
+            collection(Resource::Pod, "ns"),
+            "/api/v1/namespaces/ns/pods"
+        );
+        assert_eq!(
+            encode("app.kubernetes.io/managed-by=cubepod-controller,a!=b"),
+            "app.kubernetes.io%2Fmanaged-by%3Dcubepod-controller%2Ca%21%3Db"
+        );
+    }
+}

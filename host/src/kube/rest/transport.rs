@@ -1,0 +1,308 @@
+//! One request to the API server, made reliable: the bearer token attached, a time bound on
+//! each attempt, transient failures retried (see [`super::retry`]), a 401 retried once with a
+//! re-read token, and everything else turned into an [`ApiError`] carrying the Status message.
+//! One pooled client serves every request: connections are reused, HTTP/2 where the server
+//! offers it in ALPN, HTTP/1.1 otherwise (and for plain http://).
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use hyper::{Method, Request, StatusCode};
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::ServerName;
+
+use super::RestOptions;
+use super::auth::Bearer;
+use super::config::ConnectionConfig;
+use super::error::RestError;
+use super::retry::{self, Backoff};
+use super::{status, tls};
+use crate::kube::{ApiError, ApiErrorKind, ApiResult};
+
+const USER_AGENT_VALUE: &str = concat!("cubepod-controller/", env!("CARGO_PKG_VERSION"));
+/// Idle pooled connections are closed after this; the API server's own limit is longer.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Pings on HTTP/2 and TCP keepalive: a dead peer is noticed even on a quiet watch.
+const KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// A request, kept whole so that it can be sent again.
+pub struct Call {
+    pub method: Method,
+    /// Path and query, appended to the server URL.
+    pub path: String,
+    /// JSON body and its content type.
+    pub body: Option<(Bytes, &'static str)>,
+}
+
+impl Call {
+    pub fn new(method: Method, path: String) -> Self {
+        Self {
+            method,
+            path,
+            body: None,
+        }
+    }
+
+    pub fn with_body(mut self, body: Vec<u8>, content_type: &'static str) -> Self {
+        self.body = Some((Bytes::from(body), content_type));
+        self
+    }
+}
+
+enum Reply {
+    Body(Bytes),
+    Stream(Incoming),
+}
+
+/// Why an attempt failed, and so what to do next.
+enum Failure {
+    /// Retry with backoff.
+    Transient(ApiError),
+    /// 401: re-read the token and retry once.
+    Unauthorized(ApiError),
+    Final(ApiError),
+}
+
+pub struct Transport {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    server: String,
+    bearer: Bearer,
+    backoff: Backoff,
+    max_retries: u32,
+    request_timeout: Duration,
+}
+
+impl Transport {
+    pub fn new(conn: &ConnectionConfig, options: &RestOptions) -> Result<Self, RestError> {
+        let tls = tls::client_config(&conn.tls)?;
+        let mut http = HttpConnector::new();
+        // The TLS layer above handles https; this one only opens TCP.
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_keepalive(Some(KEEPALIVE));
+        http.set_connect_timeout(Some(options.request_timeout));
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let builder = match &conn.tls.server_name {
+            Some(name) => {
+                let name = ServerName::try_from(name.clone()).map_err(|e| {
+                    RestError::invalid(
+                        &conn.source,
+                        format!("tls-server-name {name:?} is not a valid name: {e}"),
+                    )
+                })?;
+                builder.with_server_name_resolver(FixedServerNameResolver::new(name))
+            }
+            None => builder,
+        };
+        let connector = builder.enable_http1().enable_http2().wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .http2_keep_alive_interval(KEEPALIVE)
+            .build(connector);
+        Ok(Self {
+            client,
+            server: conn.server.clone(),
+            bearer: Bearer::new(&conn.credentials, options.token_refresh),
+            backoff: Backoff {
+                base: options.retry_base,
+                max: options.retry_max,
+            },
+            max_retries: options.max_retries,
+            request_timeout: options.request_timeout,
+        })
+    }
+
+    /// Sends `call` and returns the body of its 2xx response.
+    pub async fn send(&self, call: &Call) -> ApiResult<Bytes> {
+        match self.execute(call, false).await? {
+            Reply::Body(body) => Ok(body),
+            Reply::Stream(_) => unreachable!("a non-streaming call reads its body"),
+        }
+    }
+
+    /// Sends `call` and returns its 2xx response's body unread, for streaming.
+    pub async fn open(&self, call: &Call) -> ApiResult<Incoming> {
+        match self.execute(call, true).await? {
+            Reply::Stream(body) => Ok(body),
+            Reply::Body(_) => unreachable!("a streaming call leaves its body unread"),
+        }
+    }
+
+    async fn execute(&self, call: &Call, stream: bool) -> ApiResult<Reply> {
+        let mut retries = 0;
+        let mut reauthenticated = false;
+        loop {
+            let error = match self.attempt(call, stream).await {
+                Ok(reply) => return Ok(reply),
+                Err(Failure::Final(error)) => return Err(error),
+                Err(Failure::Unauthorized(error)) => {
+                    if !reauthenticated && self.bearer.reload() {
+                        reauthenticated = true;
+                        tracing::debug!(method = %call.method, path = %call.path, "401 Unauthorized; retrying with the token re-read");
+                        continue;
+                    }
+                    return Err(error);
+                }
+                Err(Failure::Transient(error)) => error,
+            };
+            let delay = error
+                .retry_after
+                .unwrap_or_else(|| self.backoff.delay(retries));
+            if retries >= self.max_retries {
+                return Err(ApiError {
+                    kind: ApiErrorKind::Unavailable,
+                    message: format!("{} (gave up after {retries} retries)", error.message),
+                    retry_after: Some(delay),
+                });
+            }
+            tracing::debug!(
+                method = %call.method,
+                path = %call.path,
+                retry = retries + 1,
+                ?delay,
+                %error,
+                "transient failure; retrying"
+            );
+            tokio::time::sleep(delay).await;
+            retries += 1;
+        }
+    }
+
+    /// One attempt under the request timeout (for a stream: until its response headers).
+    async fn attempt(&self, call: &Call, stream: bool) -> Result<Reply, Failure> {
+        let request = self.request(call).map_err(Failure::Final)?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| self.transport_failure(call, &e))?;
+            let code = response.status();
+            if code.is_success() {
+                if stream {
+                    return Ok(Reply::Stream(response.into_body()));
+                }
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| self.transport_failure(call, &e))?;
+                return Ok(Reply::Body(body.to_bytes()));
+            }
+            let retry_after = retry::retry_after(response.headers());
+            // A body cut short still leaves the status to report.
+            let body = match response.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            let error = status::from_response(code, &body, retry_after);
+            Err(if code == StatusCode::UNAUTHORIZED {
+                Failure::Unauthorized(error)
+            } else if retry::is_transient(code) {
+                Failure::Transient(error)
+            } else {
+                Failure::Final(error)
+            })
+        };
+        match tokio::time::timeout(self.request_timeout, exchange).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure::Transient(ApiError::new(
+                ApiErrorKind::Unavailable,
+                format!(
+                    "{} {}: no response within {:?}",
+                    call.method, call.path, self.request_timeout
+                ),
+            ))),
+        }
+    }
+
+    fn request(&self, call: &Call) -> ApiResult<Request<Full<Bytes>>> {
+        let mut builder = Request::builder()
+            .method(call.method.clone())
+            .uri(format!("{}{}", self.server, call.path))
+            .header(ACCEPT, "application/json")
+            .header(USER_AGENT, USER_AGENT_VALUE);
+        if let Some(token) = self.bearer.header() {
+            builder = builder.header(AUTHORIZATION, token);
+        }
+        let body = match &call.body {
+            Some((bytes, content_type)) => {
+                builder = builder.header(CONTENT_TYPE, *content_type);
+                Full::new(bytes.clone())
+            }
+            None => Full::new(Bytes::new()),
+        };
+        builder.body(body).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Other,
+                format!(
+                    "{} {}: cannot build the request: {e}",
+                    call.method, call.path
+                ),
+            )
+        })
+    }
+
+    /// A failure below HTTP: TLS refusals are final (trying again cannot help), the rest
+    /// (refused, reset, DNS, a body cut short) transient.
+    fn transport_failure(&self, call: &Call, error: &(dyn StdError + 'static)) -> Failure {
+        let message = format!(
+            "{} {}{}: {}",
+            call.method,
+            self.server,
+            call.path,
+            chain(error)
+        );
+        if has_tls_error(error) {
+            Failure::Final(ApiError::new(ApiErrorKind::Other, message))
+        } else {
+            Failure::Transient(ApiError::new(ApiErrorKind::Unavailable, message))
+        }
+    }
+}
+
+/// The error and its causes, `: `-separated, each said once.
+fn chain(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let line = cause.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether a rustls error is among the causes. An io::Error hides its inner error from
+/// `source()`, so it is opened by hand.
+fn has_tls_error(error: &(dyn StdError + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if error.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            && has_tls_error(inner)
+        {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}

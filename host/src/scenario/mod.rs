@@ -1,0 +1,55 @@
+//! Testing a policy without a cluster: `cubepod-controller policy test MODULE [SCENARIO...]`
+//! runs scenario files (the objects in the cluster, the steps, what must hold after each)
+//! through the same sandboxed runtime the controller uses, on a scratch in-memory cluster; and
+//! [`conformance::self_test`] runs the built-in conformance cases that hot swap requires of a
+//! new module.
+//!
+//! - [`format`]: the scenario file, parsed strictly, with errors that say where;
+//! - [`scratch`]: the scratch cluster, and each step carried out as the controller would;
+//! - [`runner`] and `expect`: one scenario, its expectations checked;
+//! - [`diff`]: readable expected-vs-actual;
+//! - [`junit`]: the report for CI systems;
+//! - [`conformance`]: policy-agnostic invariants on built-in situations;
+//! - [`cli`]: the `policy test` command.
+
+pub mod cli;
+pub mod conformance;
+pub mod diff;
+mod expect;
+pub mod format;
+pub mod junit;
+pub mod runner;
+pub mod scratch;
+
+pub use conformance::{SelfTestError, self_test};
+pub use format::{FormatError, Scenario};
+pub use runner::Report;
+
+/// One runtime and one loaded default policy for the unit tests of this module.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::sync::OnceLock;
+
+    use crate::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
+
+    pub fn runtime() -> &'static tokio::runtime::Runtime {
+        static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        RT.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap()
+        })
+    }
+
+    pub fn default_policy() -> &'static PolicyModule {
+        static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+        MODULE.get_or_init(|| {
+            PolicyEngine::new(RuntimeConfig::default())
+                .unwrap()
+                .load(DEFAULT_POLICY)
+                .unwrap()
+        })
+    }
+}

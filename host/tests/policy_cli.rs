@@ -1,0 +1,359 @@
+//! `cubepod-controller policy test` and `policy inspect`, run as the built binary: the default
+//! policy passes `tests/scenarios/` (the lifecycle table), a wrong scenario fails with a
+//! readable diff and a non-zero exit, the JUnit report is well-formed XML, and inspect names
+//! what a module is, or why it does not fit the contract.
+//!
+//! Run: `cargo test -p cubepod-host --test policy_cli`
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cubepod_host::runtime::{CONTRACT_VERSION, DEFAULT_POLICY};
+use sha2::{Digest, Sha256};
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+}
+
+fn wrong_scenarios() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scenarios-wrong")
+}
+
+/// Runs the binary from the workspace root (so that `tests/scenarios` resolves as in CI).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_cubepod-controller"))
+        .args(args)
+        .current_dir(workspace())
+        // The flags' environment variables must not leak in from the developer's shell.
+        .env_remove("CUBEPOD_GUEST_DEADLINE")
+        .env_remove("CUBEPOD_GUEST_MEMORY_MIB")
+        .output()
+        .expect("the binary runs");
+    (
+        status.code().expect("exited, not killed"),
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    )
+}
+
+/// The closing `N passed, M failed` line, alone on its line.
+fn summary(stdout: &str) -> (usize, usize) {
+    let last = stdout.lines().last().expect("some output");
+    let (passed, failed) = last
+        .strip_suffix(" failed")
+        .and_then(|s| s.split_once(" passed, "))
+        .unwrap_or_else(|| panic!("no summary line at the end: {stdout}"));
+    (passed.parse().unwrap(), failed.parse().unwrap())
+}
+
+#[test]
+fn the_default_policy_passes_the_lifecycle_scenarios() {
+    let (code, stdout, stderr) = run(&["policy", "test", "builtin:default", "tests/scenarios"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let files = std::fs::read_dir(workspace().join("tests/scenarios"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "yaml")
+        })
+        .count();
+    let (passed, failed) = summary(&stdout);
+    assert_eq!(failed, 0, "{stdout}");
+    assert!(
+        passed >= files && files >= 14,
+        "{passed} passed of {files} files"
+    );
+    assert_eq!(stdout.matches("\nPASS ").count(), passed, "{stdout}");
+    assert!(
+        stdout.contains("PASS reset to generation 2 replaces the rootfs and keeps the workspace (tests/scenarios/reset.yaml)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_module_file_works_like_the_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("policy.wasm");
+    std::fs::write(&module, DEFAULT_POLICY).unwrap();
+    let (code, stdout, stderr) = run(&[
+        "policy",
+        "test",
+        module.to_str().unwrap(),
+        "tests/scenarios/pause.yaml",
+        "tests/scenarios/warm-pool-claim.yaml",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(summary(&stdout), (2, 0), "{stdout}");
+}
+
+#[test]
+fn a_wrong_scenario_fails_with_a_readable_diff() {
+    let wrong = wrong_scenarios();
+    let (code, stdout, _) = run(&[
+        "policy",
+        "test",
+        "builtin:default",
+        "tests/scenarios/pause.yaml",
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(summary(&stdout), (1, 1), "{stdout}");
+    for expected in [
+        "FAIL a wrong expectation of pause (",
+        "    calls (- expected, + actual):\n        delete-pod a\n      - delete-pvc a-workspace\n",
+        "    status.phase: expected \"Running\", got \"Paused\"\n",
+        "    status.conditions[type=Paused].status: expected false, got \"True\" (YAML reads an unquoted False as a boolean: write \"False\")\n",
+        "    PersistentVolumeClaim/a-workspace: expected absent, exists\n",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn the_junit_report_is_well_formed_with_a_failure_element() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("out.xml");
+    let wrong = wrong_scenarios();
+    let (code, stdout, _) = run(&[
+        "policy",
+        "test",
+        "builtin:default",
+        "--junit",
+        report.to_str().unwrap(),
+        "tests/scenarios/pause.yaml",
+        "tests/scenarios/fork.yaml",
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    let xml = std::fs::read_to_string(&report).unwrap();
+    check_well_formed(&xml);
+    assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
+    assert!(xml.contains(
+        "<testsuites name=\"cubepod-controller policy test\" tests=\"3\" failures=\"1\""
+    ));
+    assert_eq!(xml.matches("<testsuite ").count(), 3, "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+    assert!(
+        xml.contains("testcase name=\"a wrong expectation of pause\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("status.phase: expected &quot;Running&quot;, got &quot;Paused&quot;"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn a_scenario_with_a_typo_names_file_field_and_line_and_the_rest_still_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.yaml");
+    std::fs::write(
+        &typo,
+        "now: \"2026-01-01T00:00:00Z\"\nreconcile: a\nexpect:\n  cals: []\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&[
+        "policy",
+        "test",
+        "builtin:default",
+        typo.to_str().unwrap(),
+        "tests/scenarios/resume.yaml",
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(summary(&stdout), (1, 1), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("unknown field `cals`"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("typo.yaml: expect: unknown field `cals`"),
+        "{line}"
+    );
+    assert!(line.contains("line 4"), "{line}");
+}
+
+#[test]
+fn without_scenarios_it_runs_the_conformance_cases() {
+    let (code, stdout, stderr) = run(&["policy", "test", "builtin:default"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("PASS new running sandbox (builtin:conformance/new-sandbox.yaml)"));
+    let (passed, failed) = summary(&stdout);
+    assert_eq!((failed, passed >= 5), (0, true), "{stdout}");
+}
+
+#[test]
+fn a_missing_scenario_path_or_module_is_a_usage_error() {
+    let (code, _, stderr) = run(&["policy", "test", "builtin:default", "tests/no-such-dir"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("tests/no-such-dir"), "{stderr}");
+    let (code, _, stderr) = run(&["policy", "test", "/no/such/policy.wasm", "tests/scenarios"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("/no/such/policy.wasm"), "{stderr}");
+}
+
+#[test]
+fn inspect_names_the_default_policy() {
+    let (code, stdout, stderr) = run(&["policy", "inspect", "builtin:default"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let digest = hex::encode(Sha256::digest(DEFAULT_POLICY));
+    for expected in [
+        "name:      cubepod-default\n".to_string(),
+        "version:   0.1.0\n".to_string(),
+        format!("contract:  {CONTRACT_VERSION} (the host speaks {CONTRACT_VERSION})\n"),
+        format!("digest:    sha256:{digest}\n"),
+        format!("size:      {} bytes\n", DEFAULT_POLICY.len()),
+        format!("imports:\n  cubepod:controller/types@{CONTRACT_VERSION}\n"),
+        format!("  cubepod:controller/kube-client@{CONTRACT_VERSION}\n"),
+        format!("exports:\n  cubepod:controller/policy@{CONTRACT_VERSION}\n"),
+        format!("fits the contract cubepod:controller@{CONTRACT_VERSION}: yes"),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+
+    let (code, stdout, _) = run(&["policy", "inspect", "--json", "builtin:default"]);
+    assert_eq!(code, 0, "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["name"], "cubepod-default");
+    assert_eq!(json["contractVersion"], CONTRACT_VERSION);
+    assert_eq!(json["digest"], digest.as_str());
+    assert_eq!(json["fits"], true);
+}
+
+#[test]
+fn inspect_says_why_garbage_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.wasm");
+    let script = b"#!/bin/sh\necho not a policy\n";
+    std::fs::write(&garbage, script).unwrap();
+    let (code, stdout, _) = run(&["policy", "inspect", garbage.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "does not fit the contract cubepod:controller@{CONTRACT_VERSION}: it is not WebAssembly at all"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("size:      {} bytes", script.len())),
+        "{stdout}"
+    );
+
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let (code, stdout, _) = run(&["policy", "inspect", core.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("it is a core WebAssembly module, not a component"),
+        "{stdout}"
+    );
+}
+
+/// A component of another world: it imports `kube-client` of contract 0.2.0 and exports
+/// nothing. Encoded by hand (component binary format: a type section with one empty instance
+/// type, an import section importing it under the interface's name).
+fn other_world_component() -> Vec<u8> {
+    let name = b"cubepod:controller/kube-client@0.2.0";
+    let mut import = vec![0x01, 0x00, name.len() as u8];
+    import.extend_from_slice(name);
+    import.extend_from_slice(&[0x05, 0x00]);
+    let mut bytes = b"\0asm\x0d\x00\x01\x00".to_vec();
+    bytes.extend_from_slice(&[0x07, 0x03, 0x01, 0x42, 0x00]);
+    bytes.extend_from_slice(&[0x0a, import.len() as u8]);
+    bytes.extend_from_slice(&import);
+    bytes
+}
+
+#[test]
+fn inspect_says_why_a_component_of_another_world_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.wasm");
+    std::fs::write(&other, other_world_component()).unwrap();
+    let (code, stdout, _) = run(&["policy", "inspect", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    for expected in [
+        "imports:\n  cubepod:controller/kube-client@0.2.0\n".to_string(),
+        "exports:   none\n".to_string(),
+        format!("does not fit the contract cubepod:controller@{CONTRACT_VERSION}: "),
+        format!("missing export cubepod:controller/policy@{CONTRACT_VERSION}"),
+        format!(
+            "the component was built against contract 0.2.0, the host speaks {CONTRACT_VERSION}"
+        ),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+/// Enough of XML 1.0 to catch what a hand-written writer gets wrong: elements nest and close,
+/// attribute values are quoted without a raw `<` or `&`, text has no raw `<`, and every `&`
+/// starts a known entity.
+fn check_well_formed(xml: &str) {
+    let body = xml
+        .strip_prefix("<?xml version=\"1.0\" encoding=\"UTF-8\"?>")
+        .expect("an XML declaration");
+    let mut open: Vec<String> = Vec::new();
+    let mut rest = body;
+    while let Some(start) = rest.find('<') {
+        check_text(&rest[..start]);
+        let end = rest[start..].find('>').expect("a tag ends") + start;
+        let tag = &rest[start + 1..end];
+        rest = &rest[end + 1..];
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(open.pop().as_deref(), Some(name), "misnested </{name}>");
+            continue;
+        }
+        let self_closing = tag.ends_with('/');
+        let tag = tag.trim_end_matches('/');
+        let (name, mut attrs) = tag.split_once(' ').unwrap_or((tag, ""));
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()),
+            "bad element name {name:?}"
+        );
+        while !attrs.trim().is_empty() {
+            let (key, value) = attrs.trim_start().split_once("=\"").expect("key=\"value\"");
+            assert!(
+                key.chars().all(|c| c.is_ascii_alphanumeric()),
+                "bad key {key:?}"
+            );
+            let close = value.find('"').expect("a closing quote");
+            check_text(&value[..close]);
+            attrs = &value[close + 1..];
+        }
+        if !self_closing {
+            open.push(name.to_string());
+        }
+    }
+    check_text(rest);
+    assert!(open.is_empty(), "unclosed: {open:?}");
+}
+
+fn check_text(text: &str) {
+    assert!(!text.contains('<'), "raw < in {text:?}");
+    for (index, _) in text.match_indices('&') {
+        let entity = &text[index..];
+        assert!(
+            ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                .iter()
+                .any(|e| entity.starts_with(e)),
+            "bare & in {text:?}"
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! The discovery documents a client reads to find the API, and the CRDs in it.
+
+use serde_json::{Value, json};
+
+use super::routes::{self, RESOURCES};
+
+/// `GET /version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "31",
+        "gitVersion": "v1.31.0-cubepod-fake",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2024-08-13T00:00:00Z",
+        "goVersion": "go1.22.5",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+/// `GET /api`.
+pub fn core_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1" }],
+    })
+}
+
+/// `GET /apis`: the named groups, each with its one version.
+pub fn groups(crds_installed: bool) -> Value {
+    let groups: Vec<Value> = routes::group_versions(crds_installed)
+        .into_iter()
+        .filter_map(|gv| {
+            gv.split_once('/')
+                .map(|(group, version)| (gv, group, version))
+        })
+        .map(|(gv, group, version)| {
+            let version = json!({ "groupVersion": gv, "version": version });
+            json!({ "name": group, "versions": [version], "preferredVersion": version })
+        })
+        .collect();
+    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+/// `GET /api/v1`, `GET /apis/{group}/{version}`: the resources, and their status subresources.
+pub fn resources(group_version: &str) -> Value {
+    let verbs = json!(["create", "delete", "get", "list", "patch", "watch"]);
+    let mut resources = Vec::new();
+    for resource in RESOURCES
+        .into_iter()
+        .filter(|r| r.api_version() == group_version)
+    {
+        resources.push(json!({
+            "name": resource.plural(),
+            "singularName": resource.kind().to_lowercase(),
+            "namespaced": true,
+            "kind": resource.kind(),
+            "verbs": verbs,
+        }));
+        if routes::has_status(resource) {
+            resources.push(json!({
+                "name": format!("{}/status", resource.plural()),
+                "singularName": "",
+                "namespaced": true,
+                "kind": resource.kind(),
+                "verbs": ["get", "patch"],
+            }));
+        }
+    }
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    })
+}

@@ -1,0 +1,395 @@
+//! One request, end to end: faults, auth, routing, the verb against the MemoryCluster, the
+//! response and its record.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use cubepod_host::kube::memory::MemoryCluster;
+use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use serde_json::{Value, json};
+
+use super::body::{self, Body};
+use super::discovery;
+use super::faults::{FaultInjector, Outcome};
+use super::requests::{RequestLog, RequestRecord};
+use super::routes::{self, Query, Route};
+use super::status::{self, Failure};
+use super::watch::{WatchBody, WatchPlan};
+
+/// The API server's own limit on a request body (3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+const MERGE_PATCH: &str = "application/merge-patch+json";
+
+/// What every connection of one server shares.
+pub struct Shared {
+    pub cluster: Arc<MemoryCluster>,
+    pub token: RwLock<Option<String>>,
+    pub crds_installed: AtomicBool,
+    pub faults: FaultInjector,
+    pub requests: RequestLog,
+    /// A watch's length when the client names no `timeoutSeconds`.
+    pub watch_timeout: Duration,
+    pub bookmark_interval: Option<Duration>,
+}
+
+/// The service error that makes hyper drop the connection (HTTP/2: reset the stream) without
+/// a response, for `FaultAction::Reset`.
+#[derive(Debug, thiserror::Error)]
+#[error("connection reset by an injected fault")]
+pub struct ConnectionReset;
+
+pub async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, ConnectionReset> {
+    let method = request.method().clone();
+    let version = request.version();
+    let path = request.uri().path().to_owned();
+    let route = routes::parse(&path, shared.crds_installed.load(Ordering::Relaxed));
+    let query = Query::parse(request.uri().query().unwrap_or_default());
+    let resource = route.as_ref().and_then(Route::resource);
+    let watch = method == Method::GET
+        && matches!(route, Some(Route::Collection { .. }))
+        && query.as_ref().is_ok_and(|q| q.watch);
+
+    let decision = shared.faults.decide(&method, resource, watch);
+    if !decision.delay.is_zero() {
+        tokio::time::sleep(decision.delay).await;
+    }
+    let response = match decision.outcome {
+        Outcome::Reset => None,
+        Outcome::Respond {
+            code,
+            reason,
+            retry_after,
+        } => {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut failure = Failure::new(code, reason, "injected fault");
+            failure.retry_after = retry_after;
+            Some(failure.into_response())
+        }
+        Outcome::Proceed { end_watch_after } => {
+            let answer = match authorize(&shared, request.headers()) {
+                Ok(()) => serve(&shared, request, route, query, end_watch_after).await,
+                Err(failure) => Err(failure),
+            };
+            Some(answer.unwrap_or_else(Failure::into_response))
+        }
+    };
+    shared.requests.record(RequestRecord {
+        method,
+        version,
+        path,
+        resource,
+        watch,
+        status: response.as_ref().map(|r| r.status().as_u16()),
+    });
+    response.ok_or(ConnectionReset)
+}
+
+/// With a token configured, only `Authorization: Bearer <token>` gets in.
+fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), Failure> {
+    let expected = shared.token.read().unwrap_or_else(PoisonError::into_inner);
+    let Some(expected) = expected.as_deref() else {
+        return Ok(());
+    };
+    let given = headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    if given == Some(expected) {
+        Ok(())
+    } else {
+        Err(Failure::unauthorized())
+    }
+}
+
+async fn serve(
+    shared: &Shared,
+    request: Request<Incoming>,
+    route: Option<Route>,
+    query: Result<Query, routes::QueryError>,
+    end_watch_after: Option<u32>,
+) -> Result<Response<Body>, Failure> {
+    let route = route.ok_or_else(Failure::no_route)?;
+    let method = request.method().clone();
+    let crds = shared.crds_installed.load(Ordering::Relaxed);
+    let document = match (&route, &method) {
+        (Route::Version, &Method::GET) => Some(discovery::version()),
+        (Route::CoreVersions, &Method::GET) => Some(discovery::core_versions()),
+        (Route::Groups, &Method::GET) => Some(discovery::groups(crds)),
+        (Route::Resources { group_version }, &Method::GET) => {
+            Some(discovery::resources(group_version))
+        }
+        _ => None,
+    };
+    if let Some(document) = document {
+        return Ok(body::json(StatusCode::OK, &document));
+    }
+    let cluster = &shared.cluster;
+    match route {
+        Route::Collection {
+            resource,
+            namespace,
+        } => {
+            let query = query.map_err(|error| Failure::bad_request(error.to_string()))?;
+            let scope = Scope {
+                resource,
+                namespace,
+                label_selector: query.label_selector.clone().filter(|s| !s.is_empty()),
+            };
+            match method {
+                Method::GET if query.watch => {
+                    let plan = WatchPlan {
+                        resource,
+                        timeout: query
+                            .timeout
+                            .filter(|t| !t.is_zero())
+                            .unwrap_or(shared.watch_timeout),
+                        bookmarks: query.allow_watch_bookmarks,
+                        bookmark_interval: shared.bookmark_interval,
+                        end_after: end_watch_after,
+                    };
+                    watch(cluster, &scope, query.resource_version.as_deref(), plan).await
+                }
+                Method::GET => list(cluster, &scope).await,
+                Method::POST if !scope.namespace.is_empty() => {
+                    let object = read_object(request).await?;
+                    create(cluster, resource, &scope.namespace, object).await
+                }
+                _ => Err(Failure::method_not_allowed(&method)),
+            }
+        }
+        Route::Object {
+            resource,
+            namespace,
+            name,
+            status,
+        } => {
+            let api = |error| Failure::from_api(&error, resource, Some(&name));
+            match method {
+                Method::GET => {
+                    let object = cluster
+                        .get(resource, &namespace, &name)
+                        .await
+                        .map_err(api)?;
+                    Ok(body::json(StatusCode::OK, &object))
+                }
+                Method::PATCH => {
+                    check_merge_patch(request.headers())?;
+                    let patch = read_object(request).await?;
+                    let patched = if status {
+                        cluster
+                            .patch_status(resource, &namespace, &name, patch)
+                            .await
+                    } else {
+                        cluster.patch(resource, &namespace, &name, patch).await
+                    };
+                    Ok(body::json(StatusCode::OK, &patched.map_err(api)?))
+                }
+                Method::DELETE if !status => {
+                    let options = read_json(request).await?;
+                    delete(cluster, resource, &namespace, &name, options.as_ref()).await
+                }
+                _ => Err(Failure::method_not_allowed(&method)),
+            }
+        }
+        // A discovery path with a verb other than GET.
+        _ => Err(Failure::method_not_allowed(&method)),
+    }
+}
+
+async fn list(cluster: &MemoryCluster, scope: &Scope) -> Result<Response<Body>, Failure> {
+    let resource = scope.resource;
+    let list = cluster
+        .list(scope)
+        .await
+        .map_err(|error| Failure::from_api(&error, resource, None))?;
+    let document = json!({
+        "kind": format!("{}List", resource.kind()),
+        "apiVersion": resource.api_version(),
+        "metadata": { "resourceVersion": list.resource_version },
+        "items": list.items,
+    });
+    Ok(body::json(StatusCode::OK, &document))
+}
+
+/// A watch from `resource_version`; without one (or from `"0"`) the stream starts with an
+/// ADDED event for each object, as the API server's does.
+async fn watch(
+    cluster: &Arc<MemoryCluster>,
+    scope: &Scope,
+    resource_version: Option<&str>,
+    plan: WatchPlan,
+) -> Result<Response<Body>, Failure> {
+    let api = |error| Failure::from_api(&error, scope.resource, None);
+    let (initial, from) = match resource_version.unwrap_or_default() {
+        "" | "0" => {
+            let list = cluster.list(scope).await.map_err(api)?;
+            (list.items, list.resource_version)
+        }
+        version if version.parse::<u64>().is_ok() => (Vec::new(), version.to_owned()),
+        version => {
+            return Err(Failure::bad_request(format!(
+                "invalid resourceVersion: {version:?}"
+            )));
+        }
+    };
+    let events = cluster.watch(scope, &from).await.map_err(api)?;
+    let stream = WatchBody::new(Arc::clone(cluster), plan, initial, events);
+    let mut response = Response::new(stream.boxed_unsync());
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+async fn create(
+    cluster: &MemoryCluster,
+    resource: Resource,
+    namespace: &str,
+    mut object: Value,
+) -> Result<Response<Body>, Failure> {
+    generate_name(&mut object);
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let created = cluster
+        .create(resource, namespace, object)
+        .await
+        .map_err(|error| Failure::from_api(&error, resource, name.as_deref()))?;
+    Ok(body::json(StatusCode::CREATED, &created))
+}
+
+/// `metadata.generateName` without a name: the prefix and five random characters.
+fn generate_name(object: &mut Value) {
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let has_name = metadata
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let prefix = metadata.get("generateName").and_then(Value::as_str);
+    if let (false, Some(prefix)) = (has_name, prefix) {
+        let suffix: String = rand::rng()
+            .sample_iter(Alphanumeric)
+            .take(5)
+            .map(|c| char::from(c).to_ascii_lowercase())
+            .collect();
+        let name = format!("{prefix}{suffix}");
+        metadata.insert("name".into(), name.into());
+    }
+}
+
+/// Deletes, honouring DeleteOptions' `preconditions`. Answers with the object while it is
+/// still there (finalizers, a pod's grace period), else with a Success Status.
+async fn delete(
+    cluster: &MemoryCluster,
+    resource: Resource,
+    namespace: &str,
+    name: &str,
+    options: Option<&Value>,
+) -> Result<Response<Body>, Failure> {
+    let api = |error| Failure::from_api(&error, resource, Some(name));
+    let current = cluster.get(resource, namespace, name).await.map_err(api)?;
+    for field in ["uid", "resourceVersion"] {
+        let wanted = options
+            .and_then(|o| o.pointer(&format!("/preconditions/{field}")))
+            .and_then(Value::as_str);
+        let actual = current
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if let Some(wanted) = wanted.filter(|w| *w != actual) {
+            let message = format!(
+                "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
+            );
+            let mut failure = Failure::new(StatusCode::CONFLICT, "Conflict", message);
+            failure.target = Some((resource, name.to_owned()));
+            return Err(failure);
+        }
+    }
+    cluster
+        .delete(resource, namespace, name)
+        .await
+        .map_err(api)?;
+    match cluster.get(resource, namespace, name).await {
+        Ok(remaining) => Ok(body::json(StatusCode::OK, &remaining)),
+        Err(error) if error.is(ApiErrorKind::NotFound) => {
+            let uid = current.pointer("/metadata/uid").and_then(Value::as_str);
+            let success = status::success(resource, name, uid);
+            Ok(body::json(StatusCode::OK, &success))
+        }
+        Err(error) => Err(api(error)),
+    }
+}
+
+/// PATCH takes JSON merge patches only; the fake has no strategic merge or JSON patch.
+fn check_merge_patch(headers: &HeaderMap) -> Result<(), Failure> {
+    let media_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(str::trim)
+        .unwrap_or_default();
+    if media_type.eq_ignore_ascii_case(MERGE_PATCH) {
+        return Ok(());
+    }
+    Err(Failure::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UnsupportedMediaType",
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             {MERGE_PATCH} (got {media_type:?})"
+        ),
+    ))
+}
+
+/// The body as a JSON object; anything else is a 400.
+async fn read_object(request: Request<Incoming>) -> Result<Value, Failure> {
+    match read_json(request).await? {
+        Some(value @ Value::Object(_)) => Ok(value),
+        Some(_) => Err(Failure::bad_request(
+            "the request body must be a JSON object",
+        )),
+        None => Err(Failure::bad_request("the request body is empty")),
+    }
+}
+
+/// The body as JSON, `None` when empty.
+async fn read_json(request: Request<Incoming>) -> Result<Option<Value>, Failure> {
+    let bytes = read_body(request).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| Failure::bad_request(format!("the request body is not JSON: {error}")))
+}
+
+async fn read_body(request: Request<Incoming>) -> Result<Bytes, Failure> {
+    match Limited::new(request.into_body(), MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("the request body is larger than {MAX_BODY} bytes"),
+        )),
+        Err(error) => Err(Failure::bad_request(format!(
+            "reading the request body: {error}"
+        ))),
+    }
+}

@@ -1,0 +1,722 @@
+//! The fake API server over real HTTP: verbs, Status bodies, watches (and 410 after
+//! compaction), merge patches, auth, fault rules and HTTP/2, through a plain hyper + rustls
+//! client written here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use cubepod_host::kube::Resource;
+use cubepod_host::kube::memory::MemoryClusterConfig;
+use cubepod_tests::apiserver::{
+    FakeApiServer, FakeOptions, FaultAction, FaultRule, KubeconfigAuth, client_config,
+};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode, Version};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+const TOKEN: &str = "s3cret";
+const PODS: &str = "/api/v1/namespaces/ns/pods";
+const SANDBOXES: &str = "/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+
+fn start(options: FakeOptions) -> FakeApiServer {
+    FakeApiServer::start(FakeOptions {
+        token: Some(TOKEN.into()),
+        cluster_config: MemoryClusterConfig::instant(),
+        ..options
+    })
+    .expect("fake API server starts")
+}
+
+/// One connection per request: TLS with the server's CA, HTTP/1.1 or, when offered and
+/// negotiated, HTTP/2.
+struct Client {
+    server_url: String,
+    addr: std::net::SocketAddr,
+    tls: Option<TlsConnector>,
+    token: Option<String>,
+}
+
+impl Client {
+    fn new(server: &FakeApiServer, alpn: &[&[u8]]) -> Self {
+        let tls = server.url().starts_with("https").then(|| {
+            let config = client_config(server.ca_der(), alpn).expect("client TLS config");
+            TlsConnector::from(Arc::new(config))
+        });
+        Self {
+            server_url: server.url(),
+            addr: server.addr(),
+            tls,
+            token: Some(TOKEN.into()),
+        }
+    }
+
+    fn http1(server: &FakeApiServer) -> Self {
+        Self::new(server, &[b"http/1.1"])
+    }
+
+    fn with_token(mut self, token: Option<&str>) -> Self {
+        self.token = token.map(str::to_owned);
+        self
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Option<&Value>,
+    ) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+        let build = |uri: String| {
+            let mut request = Request::builder()
+                .method(method.clone())
+                .uri(uri)
+                .header(HOST, self.addr.to_string())
+                .header(CONTENT_TYPE, content_type);
+            if let Some(token) = &self.token {
+                request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+            }
+            request.body(Full::new(Bytes::from(bytes.clone())))
+        };
+        match &self.tls {
+            Some(connector) => {
+                let name = ServerName::try_from("localhost")?;
+                let stream = connector.connect(name, tcp).await?;
+                let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                // HTTP/2 takes the scheme and authority from an absolute URI.
+                let uri = if h2 {
+                    format!("{}{path}", self.server_url)
+                } else {
+                    path.to_owned()
+                };
+                exchange(stream, h2, build(uri)?).await
+            }
+            None => exchange(tcp, false, build(path.to_owned())?).await,
+        }
+    }
+
+    /// A request whose answer is read whole: (status, JSON body).
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let content_type = if method == Method::PATCH {
+            MERGE_PATCH
+        } else {
+            "application/json"
+        };
+        let response = self
+            .send(method, path, content_type, body.as_ref())
+            .await
+            .expect("request answered");
+        read_json(response).await
+    }
+}
+
+async fn exchange<IO>(
+    io: IO,
+    h2: bool,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
+    if h2 {
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await?;
+        tokio::spawn(connection);
+        Ok(sender.send_request(request).await?)
+    } else {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+        tokio::spawn(connection);
+        Ok(sender.send_request(request).await?)
+    }
+}
+
+async fn read_json(response: Response<Incoming>) -> (StatusCode, Value) {
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("whole body")
+        .to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes));
+    });
+    (status, value)
+}
+
+/// The lines of a watch response, one JSON event at a time.
+struct Events {
+    body: Incoming,
+    buffer: Vec<u8>,
+}
+
+impl Events {
+    fn new(response: Response<Incoming>) -> Self {
+        Self {
+            body: response.into_body(),
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next event; `None` when the stream ended. Panics after 10 s.
+    async fn next(&mut self) -> Option<Value> {
+        tokio::time::timeout(Duration::from_secs(10), self.read_line())
+            .await
+            .expect("a watch event or the stream's end within 10 s")
+    }
+
+    async fn read_line(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return Some(serde_json::from_slice(&line).expect("an event is JSON"));
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.buffer.extend_from_slice(&data);
+            }
+        }
+    }
+}
+
+fn pod(name: &str, app: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "labels": { "app": app } },
+        "spec": { "containers": [{ "name": "c", "image": "busybox" }] },
+    })
+}
+
+fn sandbox(name: &str) -> Value {
+    json!({
+        "apiVersion": "cubepod.io/v1alpha1",
+        "kind": "Sandbox",
+        "metadata": { "name": name },
+        "spec": { "image": "busybox" },
+    })
+}
+
+fn assert_status(body: &Value, code: u16, reason: &str) {
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["apiVersion"], "v1", "{body}");
+    assert_eq!(body["status"], "Failure", "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn create_conflict_list_get_delete() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+
+    let (code, created) = client.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(created["metadata"]["namespace"], "ns");
+    assert!(created["metadata"]["resourceVersion"].is_string());
+
+    let (code, again) = client.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert_status(&again, 409, "AlreadyExists");
+    assert_eq!(again["details"]["name"], "a");
+    assert_eq!(again["details"]["kind"], "pods");
+
+    client.call(Method::POST, PODS, Some(pod("b", "y"))).await;
+    let (code, list) = client
+        .call(Method::GET, &format!("{PODS}?labelSelector=app%3Dx"), None)
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(
+        list["metadata"]["resourceVersion"],
+        server.cluster().resource_version()
+    );
+    let names: Vec<&Value> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| &i["metadata"]["name"])
+        .collect();
+    assert_eq!(names, [&json!("a")]);
+
+    let (code, all) = client.call(Method::GET, "/api/v1/pods", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(all["items"].as_array().map(Vec::len), Some(2));
+
+    let (code, got) = client.call(Method::GET, &format!("{PODS}/a"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(got["metadata"]["uid"], created["metadata"]["uid"]);
+
+    let (code, deleted) = client
+        .call(Method::DELETE, &format!("{PODS}/a"), None)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["status"], "Success");
+    assert_eq!(deleted["details"]["uid"], created["metadata"]["uid"]);
+    let (code, missing) = client.call(Method::GET, &format!("{PODS}/a"), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_status(&missing, 404, "NotFound");
+    let (code, _) = client
+        .call(Method::DELETE, &format!("{PODS}/a"), None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    // The cluster saw the client's writes, and the log saw every request.
+    let writes = server.cluster().writes();
+    assert_eq!(writes.iter().filter(|w| w.verb == "create").count(), 3);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 9);
+    assert!(requests.iter().all(|r| r.resource == Some(Resource::Pod)));
+    assert_eq!(requests[1].status, Some(409));
+}
+
+#[tokio::test]
+async fn watch_from_a_lists_version_sees_a_later_create() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    client
+        .call(Method::POST, SANDBOXES, Some(sandbox("old")))
+        .await;
+    let (_, list) = client.call(Method::GET, SANDBOXES, None).await;
+    let version = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("list resourceVersion");
+
+    let path = format!("{SANDBOXES}?watch=1&resourceVersion={version}&timeoutSeconds=5");
+    let response = client
+        .send(Method::GET, &path, "application/json", None)
+        .await
+        .expect("watch answered");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut events = Events::new(response);
+
+    // The watch holds its connection open; other requests go on beside it.
+    let (code, _) = client
+        .call(Method::POST, SANDBOXES, Some(sandbox("new")))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let event = events.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], "new");
+
+    client
+        .call(
+            Method::PATCH,
+            &format!("{SANDBOXES}/new"),
+            Some(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await;
+    let event = events.next().await.expect("an event");
+    assert_eq!(event["type"], "MODIFIED", "{event}");
+}
+
+#[tokio::test]
+async fn watch_without_a_version_starts_with_the_objects_and_ends_with_a_bookmark() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    client.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    client.call(Method::POST, PODS, Some(pod("b", "y"))).await;
+
+    let path = format!(
+        "{PODS}?watch=true&labelSelector=app%3Dx&allowWatchBookmarks=true&timeoutSeconds=1"
+    );
+    let response = client
+        .send(Method::GET, &path, "application/json", None)
+        .await
+        .expect("watch answered");
+    let mut events = Events::new(response);
+    let first = events.next().await.expect("the existing object");
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["metadata"]["name"], "a");
+    let bookmark = events.next().await.expect("a bookmark at the timeout");
+    assert_eq!(bookmark["type"], "BOOKMARK", "{bookmark}");
+    assert_eq!(
+        bookmark["object"]["metadata"]["resourceVersion"],
+        server.cluster().resource_version()
+    );
+    assert_eq!(
+        events.next().await,
+        None,
+        "the stream ends after timeoutSeconds"
+    );
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_version_gets_a_410_error_event() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    client.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    let (_, list) = client.call(Method::GET, PODS, None).await;
+    let version = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_owned();
+    client.call(Method::POST, PODS, Some(pod("b", "x"))).await;
+    server.cluster().compact();
+
+    let path = format!("{PODS}?watch=1&resourceVersion={version}");
+    let response = client
+        .send(Method::GET, &path, "application/json", None)
+        .await
+        .expect("watch answered");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut events = Events::new(response);
+    let error = events.next().await.expect("an ERROR event");
+    assert_eq!(error["type"], "ERROR", "{error}");
+    assert_status(&error["object"], 410, "Expired");
+    assert_eq!(events.next().await, None);
+}
+
+#[tokio::test]
+async fn merge_patches_the_status_subresource_and_refuses_other_patch_types() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    client
+        .call(Method::POST, SANDBOXES, Some(sandbox("s")))
+        .await;
+
+    let status_path = format!("{SANDBOXES}/s/status");
+    let patch = json!({"status": {"phase": "Running"}, "spec": {"image": "ignored"}});
+    let (code, patched) = client.call(Method::PATCH, &status_path, Some(patch)).await;
+    assert_eq!(code, StatusCode::OK, "{patched}");
+    assert_eq!(patched["status"]["phase"], "Running");
+    assert_eq!(
+        patched["spec"]["image"], "busybox",
+        "/status writes status only"
+    );
+
+    let response = client
+        .send(
+            Method::PATCH,
+            &status_path,
+            "application/strategic-merge-patch+json",
+            Some(&json!({"status": {}})),
+        )
+        .await
+        .expect("answered");
+    let (code, refused) = read_json(response).await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_status(&refused, 415, "UnsupportedMediaType");
+
+    // A stale resourceVersion in the patch is a Conflict.
+    let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {"image": "x"}});
+    let (code, conflict) = client
+        .call(Method::PATCH, &format!("{SANDBOXES}/s"), Some(stale))
+        .await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert_status(&conflict, 409, "Conflict");
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_status_not_a_panic() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+
+    let response = client
+        .send(Method::POST, PODS, "application/json", None)
+        .await
+        .expect("answered");
+    let (code, empty) = read_json(response).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_status(&empty, 400, "BadRequest");
+
+    let (code, array) = client.call(Method::POST, PODS, Some(json!([1, 2]))).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_status(&array, 400, "BadRequest");
+
+    for path in [
+        "/api/v1/namespaces/ns/configmaps",
+        "/nope",
+        "/api/v1/namespaces/ns/pods/a/exec",
+    ] {
+        let (code, body) = client.call(Method::GET, path, None).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path}");
+        assert_status(&body, 404, "NotFound");
+    }
+    let (code, body) = client
+        .call(Method::GET, &format!("{PODS}?watch=maybe"), None)
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_status(&body, 400, "BadRequest");
+    let (code, body) = client
+        .call(
+            Method::GET,
+            &format!("{PODS}?watch=1&resourceVersion=abc"),
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    let (code, body) = client
+        .call(Method::PUT, &format!("{PODS}/a"), Some(pod("a", "x")))
+        .await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+    assert_status(&body, 405, "MethodNotAllowed");
+    let (code, _) = client
+        .call(Method::POST, "/api/v1/pods", Some(pod("a", "x")))
+        .await;
+    assert_eq!(
+        code,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "no create across namespaces"
+    );
+
+    // generateName, as event recorders use it.
+    let event = json!({"metadata": {"generateName": "sb."}, "reason": "Created"});
+    let (code, created) = client
+        .call(Method::POST, "/api/v1/namespaces/ns/events", Some(event))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let name = created["metadata"]["name"].as_str().expect("a name");
+    assert!(name.starts_with("sb.") && name.len() == 8, "{name}");
+}
+
+#[tokio::test]
+async fn a_missing_or_wrong_token_is_unauthorized_and_tokens_rotate() {
+    let server = start(FakeOptions::default());
+    for token in [None, Some("wrong")] {
+        let client = Client::http1(&server).with_token(token);
+        let (code, body) = client.call(Method::GET, PODS, None).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED, "token {token:?}");
+        assert_status(&body, 401, "Unauthorized");
+    }
+    server.set_token(Some("rotated"));
+    let (code, _) = Client::http1(&server).call(Method::GET, PODS, None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let rotated = Client::http1(&server).with_token(Some("rotated"));
+    let (code, _) = rotated.call(Method::GET, PODS, None).await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_503_rule_with_retry_after_fires_twice_then_requests_succeed() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    server.faults().add(
+        FaultRule::new(FaultAction::unavailable(1))
+            .method(Method::GET)
+            .resource(Resource::Pod)
+            .times(2),
+    );
+    // Not matched: a different verb goes through.
+    let (code, _) = client.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    assert_eq!(code, StatusCode::CREATED);
+
+    for _ in 0..2 {
+        let response = client
+            .send(Method::GET, &format!("{PODS}/a"), "application/json", None)
+            .await
+            .expect("answered");
+        assert_eq!(
+            response.headers().get(RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        let (code, body) = read_json(response).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert_status(&body, 503, "ServiceUnavailable");
+        assert_eq!(body["details"]["retryAfterSeconds"], 1);
+    }
+    let (code, _) = client.call(Method::GET, &format!("{PODS}/a"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(server.faults().rules().is_empty(), "the rule is spent");
+    let statuses: Vec<Option<u16>> = server.requests().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [Some(201), Some(503), Some(503), Some(200)]);
+}
+
+#[tokio::test]
+async fn reset_and_watch_limit_faults() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    server.faults().add(
+        FaultRule::new(FaultAction::Reset)
+            .resource(Resource::Secret)
+            .times(1),
+    );
+    let path = "/api/v1/namespaces/ns/secrets";
+    assert!(
+        client
+            .send(Method::GET, path, "application/json", None)
+            .await
+            .is_err()
+    );
+    assert_eq!(server.requests()[0].status, None);
+    let (code, _) = client.call(Method::GET, path, None).await;
+    assert_eq!(code, StatusCode::OK);
+
+    server
+        .faults()
+        .add(FaultRule::new(FaultAction::EndWatchAfter(1)).watch(true));
+    client.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    client.call(Method::POST, PODS, Some(pod("b", "x"))).await;
+    let response = client
+        .send(
+            Method::GET,
+            &format!("{PODS}?watch=1"),
+            "application/json",
+            None,
+        )
+        .await
+        .expect("watch answered");
+    let mut events = Events::new(response);
+    assert_eq!(events.next().await.expect("one event")["type"], "ADDED");
+    assert_eq!(events.next().await, None, "cut after one event");
+}
+
+#[tokio::test]
+async fn http2_is_negotiated_when_offered() {
+    let server = start(FakeOptions::default());
+    let both = Client::new(&server, &[b"h2", b"http/1.1"]);
+    let response = both
+        .send(Method::GET, PODS, "application/json", None)
+        .await
+        .expect("answered");
+    assert_eq!(response.version(), Version::HTTP_2);
+    assert_eq!(read_json(response).await.0, StatusCode::OK);
+
+    // A watch streams over HTTP/2 as well.
+    let response = both
+        .send(
+            Method::GET,
+            &format!("{PODS}?watch=1&timeoutSeconds=5"),
+            "",
+            None,
+        )
+        .await
+        .expect("watch answered");
+    let mut events = Events::new(response);
+    both.call(Method::POST, PODS, Some(pod("a", "x"))).await;
+    assert_eq!(events.next().await.expect("an event")["type"], "ADDED");
+
+    let response = Client::http1(&server)
+        .send(Method::GET, PODS, "application/json", None)
+        .await
+        .expect("answered");
+    assert_eq!(response.version(), Version::HTTP_11);
+    let versions: Vec<Version> = server.requests().iter().map(|r| r.version).collect();
+    assert_eq!(
+        versions,
+        [
+            Version::HTTP_2,
+            Version::HTTP_2,
+            Version::HTTP_2,
+            Version::HTTP_11
+        ]
+    );
+}
+
+#[tokio::test]
+async fn discovery_names_the_crds_until_they_are_uninstalled() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    let (code, version) = client.call(Method::GET, "/version", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(version["major"], "1");
+
+    let (code, resources) = client
+        .call(Method::GET, "/apis/cubepod.io/v1alpha1", None)
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(resources["kind"], "APIResourceList");
+    let names: Vec<&str> = resources["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "sandboxes",
+            "sandboxes/status",
+            "podwarmpools",
+            "podwarmpools/status"
+        ]
+    );
+
+    server.set_crds_installed(false);
+    let (code, body) = client
+        .call(Method::GET, "/apis/cubepod.io/v1alpha1", None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_status(&body, 404, "NotFound");
+    let (code, _) = client.call(Method::GET, SANDBOXES, None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (_, groups) = client.call(Method::GET, "/apis", None).await;
+    assert!(!groups.to_string().contains("cubepod.io"), "{groups}");
+
+    server.set_crds_installed(true);
+    let (code, _) = client.call(Method::GET, SANDBOXES, None).await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn plain_http_without_auth() {
+    let server = FakeApiServer::start(FakeOptions {
+        tls: false,
+        ..FakeOptions::default()
+    })
+    .expect("starts");
+    assert!(server.url().starts_with("http://"));
+    let client = Client::http1(&server).with_token(None);
+    let (code, _) = client.call(Method::GET, PODS, None).await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[test]
+fn starts_and_stops_outside_a_runtime_and_writes_a_kubeconfig() {
+    let mut server = FakeApiServer::start(FakeOptions::default()).expect("starts");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = server
+        .write_kubeconfig(
+            dir.path(),
+            &KubeconfigAuth::TokenFile(dir.path().join("token")),
+        )
+        .expect("kubeconfig written");
+    let text = std::fs::read_to_string(path).expect("kubeconfig read");
+    let config: Value = serde_yaml_ng::from_str(&text).expect("kubeconfig is YAML");
+    assert_eq!(config["current-context"], "fake");
+    assert_eq!(config["clusters"][0]["cluster"]["server"], server.url());
+    let ca = config["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("CA data");
+    use base64::Engine as _;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .expect("base64");
+    assert_eq!(pem, server.ca_pem().as_bytes());
+    assert!(config["users"][0]["user"]["tokenFile"].is_string());
+
+    // Seeding without a runtime works; then the server stops and refuses connections.
+    server
+        .cluster()
+        .insert(
+            Resource::Secret,
+            json!({"metadata": {"name": "s", "namespace": "ns"}}),
+        )
+        .expect("seeded");
+    let addr = server.addr();
+    server.shutdown();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still accepting after shutdown"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

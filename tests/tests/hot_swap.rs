@@ -1,0 +1,149 @@
+//! Hot swap in a live controller: the policy file is replaced while the process runs. A good
+//! module takes over between reconciles, in the same process, and every object is reconciled
+//! under it; a bad one is refused with its reason and the running module stays.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
+use cubepod_tests::{Controller, faulty_policy, faulty_policy_variant, metric, seed_file};
+
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// Replaces the policy file as a ConfigMap update does: write beside it, then rename over it.
+fn replace(path: &Path, bytes: &[u8]) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, bytes).unwrap();
+    std::fs::rename(&staged, path).unwrap();
+}
+
+fn swaps(body: &str, result: &str) -> f64 {
+    metric(body, "cubepod_policy_swaps_total", &[("result", result)]).unwrap_or(-1.0)
+}
+
+/// The default policy with its contract's package version changed from 0.1.0 to 0.9.0 in
+/// every import and export name: a module built against another version of `wit/`.
+fn other_contract_version() -> Vec<u8> {
+    let mut bytes = DEFAULT_POLICY.to_vec();
+    let from = b"cubepod:controller/";
+    let mut i = 0;
+    while let Some(at) = bytes[i..].windows(from.len()).position(|w| w == from) {
+        let start = i + at + from.len();
+        if let Some(version) = bytes[start..].windows(6).position(|w| w == b"@0.1.0")
+            && version < 24
+        {
+            bytes[start + version + 3] = b'9';
+        }
+        i = start;
+    }
+    assert_ne!(bytes, DEFAULT_POLICY, "no versioned name found to change");
+    bytes
+}
+
+#[test]
+fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.wasm");
+    std::fs::write(&policy, DEFAULT_POLICY).unwrap();
+    // A sandbox that the default policy runs and the faulty one tries to escape with.
+    let seed = seed_file(
+        dir.path(),
+        "apiVersion: cubepod.io/v1alpha1\nkind: Sandbox\n\
+         metadata: {name: escape-x, namespace: cubepod-workloads}\n\
+         spec: {image: ghcr.io/cubepod/sandbox-base:1.0}\n",
+    );
+    let mut controller = Controller::start(&[
+        &format!("--policy={}", policy.display()),
+        &format!("--seed={}", seed.display()),
+        "--policy-poll-interval=200ms",
+        "--guest-deadline=200ms",
+        "--guest-memory-mib=16",
+    ]);
+    controller.wait_for("/metrics", PATIENCE, |_, body| {
+        metric(body, "cubepod_active_sandboxes", &[]) == Some(6.0)
+    });
+    let ready = controller.wait_for("/readyz", PATIENCE, |s, _| s == 200);
+    assert!(ready.contains("policy: cubepod-default"), "{ready}");
+
+    let refusals: [(&str, Vec<u8>); 5] = [
+        ("compile", b"not a wasm component".to_vec()),
+        ("contract", other_contract_version()),
+        (
+            "self_test",
+            std::fs::read(faulty_policy_variant("nonconforming")).unwrap(),
+        ),
+        (
+            "self_test",
+            std::fs::read(faulty_policy_variant("always-trap")).unwrap(),
+        ),
+        (
+            "self_test",
+            std::fs::read(faulty_policy_variant("always-loop")).unwrap(),
+        ),
+    ];
+    for (n, (reason, bytes)) in refusals.iter().enumerate() {
+        replace(&policy, bytes);
+        let digest = cubepod_host::controller::policy_watch::sha256_hex(bytes);
+        let line = controller.wait_for_log(PATIENCE, |fields| {
+            fields["digest"] == digest.as_str() && fields["reason"].is_string()
+        });
+        assert_eq!(line["fields"]["reason"], *reason, "{line}");
+        let body = controller.wait_for("/metrics", PATIENCE, |_, body| {
+            swaps(body, "rejected") == (n + 1) as f64
+        });
+        assert_eq!(swaps(&body, "applied"), 0.0);
+        let (_, ready) = controller.get("/readyz").unwrap();
+        assert!(
+            ready.contains("policy: cubepod-default"),
+            "the old module stays: {ready}"
+        );
+    }
+    let body = controller.get("/metrics").unwrap().1;
+    assert_eq!(
+        metric(&body, "cubepod_guest_traps_total", &[]),
+        None,
+        "a refused module never served"
+    );
+
+    // A good module: applied between reconciles, and every object is reconciled under it, so
+    // the faulty policy's attempt on escape-x shows at once.
+    replace(&policy, &std::fs::read(faulty_policy()).unwrap());
+    let ready = controller.wait_for("/readyz", PATIENCE, |_, body| {
+        body.contains("policy: cubepod-faulty")
+    });
+    assert!(ready.contains("cache: synced"));
+    let body = controller.wait_for("/metrics", PATIENCE, |_, body| {
+        metric(
+            body,
+            "cubepod_boundary_refusals_total",
+            &[("verb", "create"), ("resource", "secrets")],
+        )
+        .is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(swaps(&body, "applied"), 1.0);
+    assert_eq!(
+        metric(&body, "cubepod_policy_info", &[("name", "cubepod-faulty")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&body, "cubepod_policy_info", &[("name", "cubepod-default")]),
+        None
+    );
+    let failed: f64 = ["trap", "timeout", "memory", "panic"]
+        .iter()
+        .filter_map(|r| {
+            metric(
+                &body,
+                "cubepod_reconciles_total",
+                &[("kind", "sandbox"), ("result", r)],
+            )
+        })
+        .sum();
+    assert_eq!(failed, 0.0, "no reconcile failed in the swap");
+    assert!(
+        controller.child.try_wait().unwrap().is_none(),
+        "the same process serves on"
+    );
+    let (status, _) = controller.get("/healthz").unwrap();
+    assert_eq!(status, 200);
+}

@@ -1,0 +1,267 @@
+//! The real binary against a Kubernetes API over HTTPS: a stateful fake API server with a CA
+//! made by the test, reached through a kubeconfig, as a cluster would be.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::kube::{Cluster, Resource};
+use cubepod_tests::Controller;
+use cubepod_tests::apiserver::{FakeApiServer, FakeOptions, KubeconfigAuth};
+use serde_json::json;
+
+const NS: &str = "cubepod-workloads";
+const PATIENCE: Duration = Duration::from_secs(60);
+const TOKEN: &str = "test-token-0123456789";
+
+fn server() -> FakeApiServer {
+    FakeApiServer::start(FakeOptions {
+        token: Some(TOKEN.to_string()),
+        cluster_config: MemoryClusterConfig {
+            pod_start_delay: Duration::from_millis(50),
+            pod_stop_delay: Duration::from_millis(50),
+            ..MemoryClusterConfig::default()
+        },
+        ..FakeOptions::default()
+    })
+    .expect("fake API server")
+}
+
+fn block<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(future)
+}
+
+fn create_sandbox(cluster: &Arc<MemoryCluster>, name: &str) {
+    let sandbox = json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
+    });
+    block(cluster.create(Resource::Sandbox, NS, sandbox)).expect("create sandbox");
+}
+
+fn names(cluster: &MemoryCluster, resource: Resource) -> Vec<String> {
+    let mut names: Vec<String> = cluster
+        .objects(resource)
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+fn running(cluster: &MemoryCluster) -> usize {
+    cluster
+        .objects(Resource::Sandbox)
+        .iter()
+        .filter(|s| s["status"]["phase"] == "Running")
+        .count()
+}
+
+fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every sandbox has exactly its children, and no child is without its sandbox.
+fn assert_converged(cluster: &MemoryCluster, sandboxes: &[String]) {
+    let mut pvcs = Vec::new();
+    let mut pods = Vec::new();
+    let mut secrets = Vec::new();
+    for s in sandboxes {
+        pvcs.push(format!("{s}-rootfs-g1"));
+        pvcs.push(format!("{s}-workspace"));
+        pods.push(s.clone());
+        secrets.push(format!("{s}-credentials"));
+    }
+    pvcs.sort();
+    pods.sort();
+    secrets.sort();
+    assert_eq!(names(cluster, Resource::PersistentVolumeClaim), pvcs);
+    assert_eq!(names(cluster, Resource::Pod), pods);
+    assert_eq!(names(cluster, Resource::Secret), secrets);
+}
+
+#[test]
+fn a_sandbox_gets_its_children_and_a_true_status_then_goes_with_them() {
+    let fake = server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let controller = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    let ready = controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+    assert!(ready.contains("cache: synced"), "{ready}");
+    let cluster = fake.cluster();
+
+    create_sandbox(&cluster, "a");
+    until("a runs", || running(&cluster) == 1);
+    assert_converged(&cluster, &["a".to_string()]);
+    let a = block(cluster.get(Resource::Sandbox, NS, "a")).unwrap();
+    assert_eq!(a["metadata"]["finalizers"], json!(["cubepod.io/cleanup"]));
+    assert_eq!(a["status"]["rootfsPVC"], "a-rootfs-g1");
+    assert_eq!(a["status"]["workspacePVC"], "a-workspace");
+    assert!(a["status"]["podIP"].is_string());
+    let pvc = block(cluster.get(Resource::PersistentVolumeClaim, NS, "a-rootfs-g1")).unwrap();
+    assert_eq!(pvc["spec"]["volumeMode"], "Block");
+
+    // Every request went over HTTP/2 with TLS, authenticated.
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.version == hyper::Version::HTTP_2),
+        "connections are HTTP/2 and reused"
+    );
+
+    block(cluster.delete(Resource::Sandbox, NS, "a")).unwrap();
+    until("a and its children are gone", || {
+        names(&cluster, Resource::Sandbox).is_empty()
+            && names(&cluster, Resource::Pod).is_empty()
+            && names(&cluster, Resource::PersistentVolumeClaim).is_empty()
+            && names(&cluster, Resource::Secret).is_empty()
+    });
+}
+
+#[test]
+fn killed_mid_way_and_restarted_it_converges_with_nothing_duplicated_or_orphaned() {
+    let fake = server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let cluster = fake.cluster();
+    let sandboxes: Vec<String> = (0..30).map(|i| format!("s{i:02}")).collect();
+    for name in &sandboxes {
+        create_sandbox(&cluster, name);
+    }
+
+    let mut first = Controller::start_with_kubeconfig(&kubeconfig, &["--concurrency=2"]);
+    until("some children exist", || {
+        cluster.count(Resource::PersistentVolumeClaim) >= 6
+    });
+    first.kill();
+    assert!(
+        running(&cluster) < sandboxes.len(),
+        "killed before it finished"
+    );
+
+    let second = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    until("every sandbox runs", || {
+        running(&cluster) == sandboxes.len()
+    });
+    assert_converged(&cluster, &sandboxes);
+    drop(second);
+
+    // A resync of converged objects writes nothing: a third controller lists and reconciles
+    // everything again.
+    cluster.clear_writes();
+    let third = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    third.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+    std::thread::sleep(Duration::from_secs(2));
+    let writes: Vec<String> = cluster
+        .writes()
+        .iter()
+        .filter(|w| w.resource != Resource::Event)
+        .map(|w| format!("{} {} {}", w.verb, w.resource, w.name))
+        .collect();
+    let logs: Vec<String> = third
+        .logs()
+        .iter()
+        .map(|l| l.to_string())
+        .take(40)
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "a converged resync wrote: {writes:?}\n{logs:#?}"
+    );
+    assert_converged(&cluster, &sandboxes);
+}
+
+#[test]
+fn a_wrong_ca_is_refused_with_a_clear_error() {
+    let fake = server();
+    let other = server();
+    let dir = tempfile::tempdir().unwrap();
+    // A kubeconfig naming `fake` but trusting `other`'s CA.
+    let kubeconfig = other
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    let text = text.replace(&other.url(), &fake.url());
+    std::fs::write(&kubeconfig, text).unwrap();
+    let mut controller = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    let status = controller
+        .wait_exit(PATIENCE)
+        .expect("exits at start when the server cannot be trusted");
+    assert!(!status.success());
+    let stderr = controller.stderr();
+    assert!(
+        stderr.contains("certificate") || stderr.contains("UnknownIssuer"),
+        "the error names the certificate problem: {stderr}"
+    );
+}
+
+#[test]
+fn a_missing_crd_stops_the_start_with_the_command_that_installs_it() {
+    let fake = server();
+    fake.set_crds_installed(false);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let mut controller = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    let status = controller.wait_exit(PATIENCE).expect("exits at start");
+    assert!(!status.success());
+    let stderr = controller.stderr();
+    assert!(stderr.contains("kubectl apply -k deploy/"), "{stderr}");
+}
+
+#[test]
+fn two_replicas_never_both_reconcile_and_the_survivor_takes_over() {
+    let fake = server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let election = [
+        "--leader-elect",
+        "--lease-duration=2s",
+        "--lease-renew-deadline=1500ms",
+        "--lease-retry-period=200ms",
+    ];
+    let a = Controller::start_with_kubeconfig(
+        &kubeconfig,
+        &[&election[..], &["--identity=a"]].concat(),
+    );
+    let b = Controller::start_with_kubeconfig(
+        &kubeconfig,
+        &[&election[..], &["--identity=b"]].concat(),
+    );
+    let leader_of = |c: &Controller| {
+        c.get("/readyz")
+            .map(|(_, body)| body.contains("leader: yes"))
+            .unwrap_or(false)
+    };
+    until("one replica leads", || leader_of(&a) || leader_of(&b));
+    for _ in 0..20 {
+        assert!(!(leader_of(&a) && leader_of(&b)), "both lead");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cluster = fake.cluster();
+    create_sandbox(&cluster, "x");
+    until("x runs", || running(&cluster) == 1);
+
+    // Kill the leader outright; the other takes over once the lease expires.
+    let (mut leader, follower) = if leader_of(&a) { (a, b) } else { (b, a) };
+    leader.kill();
+    until("the survivor leads", || leader_of(&follower));
+    create_sandbox(&cluster, "y");
+    until("y runs under the new leader", || running(&cluster) == 2);
+}
