@@ -354,6 +354,11 @@ fn converge(
     match live_pod {
         Some(current) => {
             out.status.pod_ip = current.ip.clone();
+            // A Pod found running with no start recorded (the status write after its creation
+            // was lost): the reaper's clock starts now rather than never.
+            if out.status.started_at.is_none() {
+                out.status.started_at = Some(now);
+            }
             if current.ready {
                 out.status.phase = SandboxPhase::Running;
                 set_condition(

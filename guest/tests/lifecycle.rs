@@ -153,6 +153,23 @@ fn converged_sandbox_makes_zero_calls_and_an_unchanged_status() {
 }
 
 #[test]
+fn a_pod_found_without_a_recorded_start_starts_the_idle_clock_now() {
+    let mut client = client();
+    let mut input = sandbox("a").idle_timeout(60).input();
+    step(&mut client, &mut input, true);
+    // The status written after the Pod's creation was lost.
+    input.sandbox.status = cubepod_guest::fixtures::new_status();
+    input.now = NOW + 30;
+    let out = step(&mut client, &mut input, true);
+    assert!(
+        client.calls.len() == 4,
+        "only the first pass created: {:?}",
+        client.summaries()
+    );
+    assert_eq!(out.status.started_at, Some(NOW + 30));
+}
+
+#[test]
 fn pause_deletes_only_the_pod_and_resume_recreates_it_on_the_same_volumes() {
     let mut client = client();
     let mut input = sandbox("a").input();

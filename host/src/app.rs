@@ -180,6 +180,8 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             shutdown_timeout: args.shutdown_timeout,
             host_call_timeout: args.host_call_timeout,
             backoff: Backoff::default(),
+            status_coalesce: args.status_coalesce,
+            normal_events: args.normal_events,
         },
         metrics.clone(),
         health.clone(),

@@ -103,6 +103,15 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     pub pod_start_delay: Duration,
 
+    /// How long a just-started sandbox may wait for its Pod to be Ready before its Pending
+    /// status is written (0: write every change at once). Saves a status write per sandbox.
+    #[arg(long, env = "CUBEPOD_STATUS_COALESCE", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub status_coalesce: Duration,
+
+    /// Also post Normal Events (Started, Paused, Reset, ...); Warnings are always posted.
+    #[arg(long, env = "CUBEPOD_NORMAL_EVENTS")]
+    pub normal_events: bool,
+
     /// Elect a leader among replicas with a coordination.k8s.io Lease; only the leader
     /// reconciles.
     #[arg(long, env = "CUBEPOD_LEADER_ELECT")]

@@ -101,9 +101,31 @@ fn a_sandbox_gets_its_children_and_a_true_status_then_goes_with_them() {
     assert!(ready.contains("cache: synced"), "{ready}");
     let cluster = fake.cluster();
 
+    cluster.clear_writes();
     create_sandbox(&cluster, "a");
     until("a runs", || running(&cluster) == 1);
     assert_converged(&cluster, &["a".to_string()]);
+    // Six writes from the controller for a new sandbox, no more: the finalizer, two PVCs,
+    // the Secret, the Pod and one status.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut writes: Vec<String> = cluster
+        .writes()
+        .iter()
+        .map(|w| format!("{} {} {}", w.verb, w.resource, w.name))
+        .collect();
+    writes.sort();
+    assert_eq!(
+        writes,
+        [
+            "create persistentvolumeclaims a-rootfs-g1",
+            "create persistentvolumeclaims a-workspace",
+            "create pods a",
+            "create sandboxes a", // the test's own
+            "create secrets a-credentials",
+            "patch sandboxes a",
+            "patch_status sandboxes a",
+        ]
+    );
     let a = block(cluster.get(Resource::Sandbox, NS, "a")).unwrap();
     assert_eq!(a["metadata"]["finalizers"], json!(["cubepod.io/cleanup"]));
     assert_eq!(a["status"]["rootfsPVC"], "a-rootfs-g1");
@@ -264,4 +286,42 @@ fn two_replicas_never_both_reconcile_and_the_survivor_takes_over() {
     until("the survivor leads", || leader_of(&follower));
     create_sandbox(&cluster, "y");
     until("y runs under the new leader", || running(&cluster) == 2);
+}
+
+#[test]
+fn watches_that_end_or_expire_lose_no_change() {
+    let fake = server();
+    // Every watch stream ends after a few events, as a server timeout or a load balancer would
+    // end it: the controller must resume from the last version it saw.
+    fake.faults().add(
+        cubepod_tests::apiserver::FaultRule::new(
+            cubepod_tests::apiserver::FaultAction::EndWatchAfter(3),
+        )
+        .watch(true),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let controller = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+    let cluster = fake.cluster();
+    let sandboxes: Vec<String> = (0..20).map(|i| format!("w{i:02}")).collect();
+    for (i, name) in sandboxes.iter().enumerate() {
+        create_sandbox(&cluster, name);
+        if i % 5 == 4 {
+            // The history a resume needs is gone: the next resume gets 410 Gone and lists again.
+            cluster.compact();
+            cluster.end_watches();
+        }
+    }
+    until("every sandbox runs", || {
+        running(&cluster) == sandboxes.len()
+    });
+    assert_converged(&cluster, &sandboxes);
+    let resumed_watches = fake.requests().iter().filter(|r| r.watch).count();
+    assert!(
+        resumed_watches > 10,
+        "the watches were ended and resumed: {resumed_watches}"
+    );
 }

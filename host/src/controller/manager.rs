@@ -21,7 +21,7 @@ use crate::kube::boundary::Boundary;
 use crate::kube::{ApiError, Cluster, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, children, pool, sandbox, time};
-use crate::runtime::bindings::KubeError;
+use crate::runtime::bindings::{KubeError, SandboxPhase, SandboxStatus};
 use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
 
 #[derive(Clone, Debug)]
@@ -35,6 +35,11 @@ pub struct ManagerConfig {
     /// Bound of one API request made for the policy.
     pub host_call_timeout: Duration,
     pub backoff: Backoff,
+    /// A sandbox whose Pod was just started is reported Pending only if it is still starting
+    /// after this long: most become Running first, and one status write then says so.
+    pub status_coalesce: Duration,
+    /// Post Normal Events (Started, Paused, ...) as well as Warnings. Each is an API write.
+    pub normal_events: bool,
 }
 
 impl ManagerConfig {
@@ -49,6 +54,8 @@ impl ManagerConfig {
             shutdown_timeout: Duration::from_secs(10),
             host_call_timeout: Duration::from_secs(10),
             backoff: Backoff::default(),
+            status_coalesce: Duration::from_secs(2),
+            normal_events: false,
         }
     }
 }
@@ -514,8 +521,16 @@ impl ControllerManager {
             writer.claim_member(&object.sandbox, &member_object).await?;
         }
         writer
-            .post_events("Sandbox", target, &object.sandbox.uid, &out.events)
+            .post_events(
+                "Sandbox",
+                target,
+                &object.sandbox.uid,
+                &self.worth_posting(&out.events),
+            )
             .await;
+        if let Some(wait) = self.coalesce(&object.sandbox.status, &out.status, now) {
+            return Ok(Some(wait));
+        }
         if out.status != object.sandbox.status {
             let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
             writer
@@ -530,6 +545,34 @@ impl ControllerManager {
         Ok(out
             .requeue_after_seconds
             .map(|s| Duration::from_secs(u64::from(s))))
+    }
+
+    /// The Events to post: Warnings always, Normal ones when configured (each is a write, and
+    /// the status conditions already record every transition).
+    fn worth_posting(
+        &self,
+        events: &[crate::runtime::bindings::Event],
+    ) -> Vec<crate::runtime::bindings::Event> {
+        events
+            .iter()
+            .filter(|e| {
+                self.config.normal_events || e.kind == crate::runtime::bindings::EventType::Warning
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// When a status only says "the Pod just started and is not Ready yet", waits up to
+    /// `status_coalesce` for it to be Ready instead of writing it: the Pod's watch event brings
+    /// the sandbox back sooner if it turns Ready, and one write reports Running.
+    fn coalesce(&self, old: &SandboxStatus, new: &SandboxStatus, now: i64) -> Option<Duration> {
+        let window = self.config.status_coalesce;
+        let started = new.started_at?;
+        let age = Duration::from_secs(u64::try_from(now.saturating_sub(started)).unwrap_or(0));
+        let just_started = new.phase == SandboxPhase::Pending
+            && old.phase == SandboxPhase::Pending
+            && age < window;
+        just_started.then(|| window.saturating_sub(age).max(Duration::from_millis(100)))
     }
 
     /// An object whose spec cannot be read gets a status and an Event that say which field
@@ -593,7 +636,12 @@ impl ControllerManager {
             }
         }
         writer
-            .post_events("PodWarmPool", target, &object.pool.uid, &out.events)
+            .post_events(
+                "PodWarmPool",
+                target,
+                &object.pool.uid,
+                &self.worth_posting(&out.events),
+            )
             .await;
         if out.status != object.pool.status {
             let patch = pool::status_patch(&out.status, object.pool.generation);
