@@ -8,45 +8,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cubepod_guest::bindings::{ObservedChildren, ObservedPod, ObservedPvc, SandboxPhase};
-use cubepod_guest::client::{KubeClient, KubeResult};
 use cubepod_guest::fixtures::sandbox;
+use cubepod_guest::recording::NullClient;
 use cubepod_guest::{names, reconcile};
 
 const RUNS: usize = 20_000;
-
-/// Accepts every call and only counts them; `ensure-pod` answers with no IP yet.
-#[derive(Default)]
-struct NullClient {
-    calls: u32,
-}
-
-impl NullClient {
-    fn call(&mut self) -> KubeResult<()> {
-        self.calls += 1;
-        Ok(())
-    }
-}
-
-impl KubeClient for NullClient {
-    fn ensure_pvc(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn delete_pvc(&mut self, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn ensure_pod(&mut self, _: &str, _: &str, _: &str) -> KubeResult<Option<String>> {
-        self.call().map(|()| None)
-    }
-    fn delete_pod(&mut self, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn ensure_secret(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-}
 
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use cubepod_guest::bindings as guest;
 use cubepod_guest::client::{KubeClient, KubeResult};
+use cubepod_guest::recording::NullClient;
 use cubepod_guest::{fixtures, names, reconcile};
 use cubepod_host::kube::boundary::Boundary;
 use cubepod_host::kube::{
@@ -32,41 +33,6 @@ const NATIVE_RUNS: usize = 20_000;
 const LOADS: usize = 3;
 
 // ---- the doubles --------------------------------------------------------------------------
-
-/// The native path's client: accepts every call and only counts them; `ensure-pod` answers
-/// with no IP yet (as the wasm path's cluster does: the object it creates has no status).
-#[derive(Default)]
-struct NullClient {
-    calls: u32,
-}
-
-impl NullClient {
-    fn call(&mut self) -> KubeResult<()> {
-        self.calls += 1;
-        Ok(())
-    }
-}
-
-impl KubeClient for NullClient {
-    fn ensure_pvc(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn delete_pvc(&mut self, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn ensure_pod(&mut self, _: &str, _: &str, _: &str) -> KubeResult<Option<String>> {
-        self.call().map(|()| None)
-    }
-    fn delete_pod(&mut self, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn ensure_secret(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-    fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
-        self.call()
-    }
-}
 
 /// The wasm path's cluster: every request completes at once. A create returns the object, a
 /// delete succeeds, nothing can be read back, lists are empty and watches end at once.

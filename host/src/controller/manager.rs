@@ -15,12 +15,12 @@ use super::health::{ActivePolicy, Health};
 use super::inputs;
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
-use super::reflector::Reflector;
+use super::reflector::{self, Reflector};
 use super::writer::Writer;
 use crate::kube::boundary::Boundary;
-use crate::kube::{ApiError, Cluster, Resource, Scope};
+use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
-use crate::model::{ObjectRef, Unreadable, children, pool, sandbox, time};
+use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use crate::runtime::bindings::{KubeError, SandboxPhase, SandboxStatus};
 use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
 
@@ -151,23 +151,12 @@ impl ControllerManager {
         let mut background = JoinSet::new();
         let mut synced = Vec::new();
         for namespace in &self.config.namespaces {
-            let scopes = [
-                (Resource::Sandbox, None),
-                (Resource::PodWarmPool, None),
-                (Resource::Pod, Some(children::selector())),
-                (Resource::PersistentVolumeClaim, Some(children::selector())),
-                (Resource::Secret, Some(children::selector())),
-            ];
-            for (resource, label_selector) in scopes {
+            for scope in reflector::scopes(namespace) {
                 let flag = Arc::new(AtomicBool::new(false));
                 synced.push(flag.clone());
                 let reflector = Reflector {
                     cluster: self.cluster.clone(),
-                    scope: Scope {
-                        resource,
-                        namespace: namespace.clone(),
-                        label_selector,
-                    },
+                    scope,
                     cache: self.cache.clone(),
                     queue: self.queue.clone(),
                     synced: flag,

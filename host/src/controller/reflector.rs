@@ -10,8 +10,28 @@ use tokio::sync::watch;
 
 use super::cache::Cache;
 use super::queue::{Backoff, WorkQueue};
-use crate::kube::{ApiErrorKind, Cluster, Scope, WatchEventType};
+use crate::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
 use crate::model::meta::Meta;
+
+/// What the controller watches in one namespace: our resources, and the children of every
+/// sandbox by label.
+pub fn scopes(namespace: &str) -> Vec<Scope> {
+    let children = Some(crate::model::children::selector());
+    [
+        (Resource::Sandbox, None),
+        (Resource::PodWarmPool, None),
+        (Resource::Pod, children.clone()),
+        (Resource::PersistentVolumeClaim, children.clone()),
+        (Resource::Secret, children),
+    ]
+    .into_iter()
+    .map(|(resource, label_selector)| Scope {
+        resource,
+        namespace: namespace.to_string(),
+        label_selector,
+    })
+    .collect()
+}
 
 pub struct Reflector {
     pub cluster: Arc<dyn Cluster>,

@@ -13,11 +13,11 @@ use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
 use crate::controller::cache::Cache;
-use crate::controller::inputs;
 use crate::controller::writer::Writer;
+use crate::controller::{inputs, reflector};
 use crate::kube::boundary::Boundary;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use crate::kube::{ApiError, Cluster, Resource, Scope};
+use crate::kube::{ApiError, Cluster, Resource};
 use crate::model::{ObjectRef, children, pool, sandbox, time};
 use crate::runtime::bindings::KubeError;
 use crate::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
@@ -160,19 +160,8 @@ impl Scratch {
     /// Fills a fresh cache from lists, as the reflectors would after a relist.
     fn refresh(&mut self) -> Result<(), StepError> {
         let cache = Cache::default();
-        let scopes = [
-            (Resource::Sandbox, None),
-            (Resource::PodWarmPool, None),
-            (Resource::Pod, Some(children::selector())),
-            (Resource::PersistentVolumeClaim, Some(children::selector())),
-            (Resource::Secret, Some(children::selector())),
-        ];
-        for (resource, label_selector) in scopes {
-            let scope = Scope {
-                resource,
-                namespace: self.namespace.clone(),
-                label_selector,
-            };
+        for scope in reflector::scopes(&self.namespace) {
+            let resource = scope.resource;
             let list =
                 self.block_on(self.cluster.list(&scope))
                     .map_err(|source| StepError::Api {
