@@ -514,7 +514,8 @@ impl ControllerManager {
                 "Sandbox",
                 target,
                 &object.sandbox.uid,
-                &self.worth_posting(&out.events),
+                &out.events,
+                self.config.normal_events,
             )
             .await;
         if let Some(wait) = self.coalesce(&object.sandbox.status, &out.status, now) {
@@ -534,21 +535,6 @@ impl ControllerManager {
         Ok(out
             .requeue_after_seconds
             .map(|s| Duration::from_secs(u64::from(s))))
-    }
-
-    /// The Events to post: Warnings always, Normal ones when configured (each is a write, and
-    /// the status conditions already record every transition).
-    fn worth_posting(
-        &self,
-        events: &[crate::runtime::bindings::Event],
-    ) -> Vec<crate::runtime::bindings::Event> {
-        events
-            .iter()
-            .filter(|e| {
-                self.config.normal_events || e.kind == crate::runtime::bindings::EventType::Warning
-            })
-            .cloned()
-            .collect()
     }
 
     /// When a status only says "the Pod just started and is not Ready yet", waits up to
@@ -587,7 +573,7 @@ impl ControllerManager {
             message: bad.error.to_string(),
         };
         writer
-            .post_events(resource.kind(), target, &bad.uid, &[event])
+            .post_events(resource.kind(), target, &bad.uid, &[event], true)
             .await;
         Ok(())
     }
@@ -629,7 +615,8 @@ impl ControllerManager {
                 "PodWarmPool",
                 target,
                 &object.pool.uid,
-                &self.worth_posting(&out.events),
+                &out.events,
+                self.config.normal_events,
             )
             .await;
         if out.status != object.pool.status {

@@ -10,7 +10,7 @@ use crate::kube::{ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL, SandboxObject};
 use crate::model::{ObjectRef, time};
-use crate::runtime::bindings::{Event, Sandbox};
+use crate::runtime::bindings::{Event, EventType, Sandbox};
 
 pub struct Writer<'a> {
     pub cluster: &'a dyn Cluster,
@@ -153,8 +153,17 @@ impl Writer<'_> {
         }
     }
 
-    /// Posts Events; a failure is logged, never fails the reconcile.
-    pub async fn post_events(&self, kind: &str, target: &ObjectRef, uid: &str, events: &[Event]) {
+    /// Logs every Event in plain words and posts the Warnings, and the Normal ones when
+    /// `post_normal` (each is an API write, and the status conditions already record every
+    /// transition). A failure to post is logged, never fails the reconcile.
+    pub async fn post_events(
+        &self,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        events: &[Event],
+        post_normal: bool,
+    ) {
         let now = time::now();
         for event in events {
             tracing::info!(
@@ -165,6 +174,9 @@ impl Writer<'_> {
                 "{}",
                 event.message
             );
+            if event.kind == EventType::Normal && !post_normal {
+                continue;
+            }
             let object = event_object(kind, &target.namespace, &target.name, uid, event, now);
             if let Err(error) = self
                 .cluster
