@@ -1,0 +1,132 @@
+//! The example policy `examples/policies/guarded`, built here with the shared nested cargo
+//! builder, as `docs/policy-authoring.md` tells an operator to check a policy in CI: it fits
+//! the contract (`policy inspect`) and passes its own scenarios (`policy test`), and the
+//! default policy passes its own as well: both policies pass the scenarios they ship with.
+//!
+//! Run: `cargo test -p cubepod-host --test example_policy`
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use cubepod_host::runtime::CONTRACT_VERSION;
+
+mod wasm_build {
+    include!("../wasm_build.rs");
+}
+
+const SCENARIOS: &str = "examples/policies/guarded/scenarios";
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+}
+
+/// The guarded policy's component, built once per test run.
+fn guarded_wasm() -> &'static Path {
+    static WASM: OnceLock<PathBuf> = OnceLock::new();
+    WASM.get_or_init(|| {
+        wasm_build::build_policy_component(
+            workspace(),
+            "cubepod-policy-guarded",
+            "cubepod_policy_guarded",
+        )
+        .unwrap_or_else(|why| panic!("{why}"))
+    })
+}
+
+/// Runs the binary from the workspace root, so that the scenario paths resolve as in CI.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_cubepod-controller"))
+        .args(args)
+        .current_dir(workspace())
+        // The flags' environment variables must not leak in from the developer's shell.
+        .env_remove("CUBEPOD_GUEST_DEADLINE")
+        .env_remove("CUBEPOD_GUEST_MEMORY_MIB")
+        .output()
+        .expect("the binary runs");
+    (
+        status.code().expect("exited, not killed"),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// The closing `N passed, M failed` line.
+fn summary(stdout: &str) -> (usize, usize) {
+    let last = stdout.lines().last().expect("some output");
+    let (passed, failed) = last
+        .strip_suffix(" failed")
+        .and_then(|s| s.split_once(" passed, "))
+        .unwrap_or_else(|| panic!("no summary line at the end: {stdout}"));
+    (passed.parse().unwrap(), failed.parse().unwrap())
+}
+
+/// The scenarios in a folder's files: one per file, plus one per `---` separator.
+fn scenario_count(folder: &str) -> usize {
+    std::fs::read_dir(workspace().join(folder))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|x| x == "yaml"))
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            1 + text.lines().filter(|line| line.trim_end() == "---").count()
+        })
+        .sum()
+}
+
+fn assert_all_pass(code: i32, stdout: &str, stderr: &str, folder: &str) {
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let expected = scenario_count(folder);
+    assert!(expected > 0, "no scenario in {folder}");
+    assert_eq!(summary(stdout), (expected, 0), "{stdout}");
+    assert_eq!(stdout.matches("\nPASS ").count(), expected, "{stdout}");
+}
+
+#[test]
+fn the_guarded_policy_passes_its_scenarios() {
+    let wasm = guarded_wasm().to_str().expect("a UTF-8 path");
+    let (code, stdout, stderr) = run(&["policy", "test", wasm, SCENARIOS]);
+    assert!(
+        stdout.starts_with("policy cubepod-guarded 0.1.0 (contract "),
+        "{stdout}"
+    );
+    assert_all_pass(code, &stdout, &stderr, SCENARIOS);
+    assert!(
+        stdout.contains(&format!(
+            "PASS a new sandbox's Pod is pinned to Kata nodes with default limits ({SCENARIOS}/new-sandbox.yaml)"
+        )),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_guarded_policy_fits_the_contract() {
+    let wasm = guarded_wasm().to_str().expect("a UTF-8 path");
+    let (code, stdout, stderr) = run(&["policy", "inspect", wasm]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    for expected in [
+        "name:      cubepod-guarded\n".to_string(),
+        "version:   0.1.0\n".to_string(),
+        format!("contract:  {CONTRACT_VERSION} (the host speaks {CONTRACT_VERSION})\n"),
+        format!("exports:\n  cubepod:controller/policy@{CONTRACT_VERSION}\n"),
+        format!("fits the contract cubepod:controller@{CONTRACT_VERSION}: yes"),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn the_default_policy_passes_its_scenarios() {
+    let (code, stdout, stderr) = run(&["policy", "test", "builtin:default", "tests/scenarios"]);
+    assert!(stdout.starts_with("policy cubepod-default "), "{stdout}");
+    assert_all_pass(code, &stdout, &stderr, "tests/scenarios");
+}
