@@ -7,6 +7,7 @@ pub mod cleanup;
 pub mod client;
 pub mod manifest;
 pub mod names;
+pub mod policy;
 pub mod pool;
 mod quantity;
 pub mod reaper;

@@ -169,47 +169,25 @@ fn array_field<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut
 }
 
 /// The component: `wit/`'s exports, the default logic except for `reconcile-sandbox`.
-#[cfg(target_arch = "wasm32")]
-mod component {
-    use cubepod_guest::bindings::exports::cubepod::controller::policy::Guest;
-    use cubepod_guest::bindings::{
-        CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
-        ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
-    };
-    use cubepod_guest::client::HostKubeClient;
+/// The guarded policy: the default's decisions, but for `reconcile-sandbox`. Cleanup only
+/// deletes, and pool members get their defaults when they are reconciled as sandboxes, so
+/// both stay the default's.
+pub struct Guarded;
 
-    struct Guarded;
-
-    impl Guest for Guarded {
-        fn describe() -> PolicyInfo {
-            crate::describe()
-        }
-
-        fn reconcile_sandbox(input: ReconcileInput) -> Result<ReconcileOutput, KubeError> {
-            crate::reconcile(&mut HostKubeClient, input)
-        }
-
-        // Cleanup only deletes, and pool members get their defaults when they are reconciled
-        // as sandboxes: both are the default's as they are.
-        fn cleanup_sandbox(
-            now: Timestamp,
-            sandbox: Sandbox,
-            observed: ObservedChildren,
-        ) -> Result<CleanupOutput, KubeError> {
-            cubepod_guest::cleanup::cleanup(&mut HostKubeClient, now, &sandbox, &observed)
-        }
-
-        fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
-            Ok(cubepod_guest::pool::reconcile_pool(&input))
-        }
-
-        fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
-            cubepod_guest::reaper::reap(now, &sandboxes)
-        }
+impl cubepod_guest::policy::Policy for Guarded {
+    fn describe() -> PolicyInfo {
+        describe()
     }
 
-    cubepod_guest::bindings::export!(Guarded with_types_in cubepod_guest::bindings);
+    fn reconcile_sandbox(
+        client: &mut impl KubeClient,
+        input: ReconcileInput,
+    ) -> KubeResult<ReconcileOutput> {
+        reconcile(client, input)
+    }
 }
+
+cubepod_guest::export_policy!(Guarded);
 
 #[cfg(test)]
 mod tests {

@@ -124,45 +124,23 @@ fn escape(
     ))
 }
 
-#[cfg(target_arch = "wasm32")]
-mod component {
-    use cubepod_guest::bindings::exports::cubepod::controller::policy::Guest;
-    use cubepod_guest::bindings::{
-        CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
-        ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
-    };
-    use cubepod_guest::client::HostKubeClient;
+/// The faulty policy: the default's decisions, but for `reconcile-sandbox`.
+pub struct Faulty;
 
-    struct Faulty;
-
-    impl Guest for Faulty {
-        fn describe() -> PolicyInfo {
-            crate::describe()
-        }
-
-        fn reconcile_sandbox(input: ReconcileInput) -> Result<ReconcileOutput, KubeError> {
-            crate::reconcile(&mut HostKubeClient, &input)
-        }
-
-        fn cleanup_sandbox(
-            now: Timestamp,
-            sandbox: Sandbox,
-            observed: ObservedChildren,
-        ) -> Result<CleanupOutput, KubeError> {
-            cubepod_guest::cleanup::cleanup(&mut HostKubeClient, now, &sandbox, &observed)
-        }
-
-        fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
-            Ok(cubepod_guest::pool::reconcile_pool(&input))
-        }
-
-        fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
-            cubepod_guest::reaper::reap(now, &sandboxes)
-        }
+impl cubepod_guest::policy::Policy for Faulty {
+    fn describe() -> PolicyInfo {
+        describe()
     }
 
-    cubepod_guest::bindings::export!(Faulty with_types_in cubepod_guest::bindings);
+    fn reconcile_sandbox(
+        client: &mut impl KubeClient,
+        input: ReconcileInput,
+    ) -> Result<ReconcileOutput, KubeError> {
+        reconcile(client, &input)
+    }
 }
+
+cubepod_guest::export_policy!(Faulty);
 
 #[cfg(test)]
 mod tests {
