@@ -78,12 +78,12 @@ macro_rules! export_policy {
                 fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
                     <$policy as Policy>::reconcile_pool(input)
                 }
-        fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
+                fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
                     <$policy as Policy>::reap(now, sandboxes)
                 }
             }
 
-            $crate::bindings::export!(Component with_types_in $crate::bindings);
+    $crate::bindings::export!(Component with_types_in $crate::bindings);
         };
     };
 }
