@@ -60,6 +60,23 @@ fn deleted() -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(json!({"kind": "Status", "status": "Success"}))
 }
 
+/// Expects exactly one `verb` request on `url` whose body contains `body`, answered so.
+async fn expect_once(
+    server: &MockServer,
+    verb: &str,
+    url: String,
+    body: Value,
+    answer: ResponseTemplate,
+) {
+    Mock::given(method(verb))
+        .and(path(url))
+        .and(body_partial_json(body))
+        .respond_with(answer)
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
 /// Runs one reconcile of `target` with `cache` as observed, over the REST client at `server`.
 async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> ReconcileOutput {
     let cluster = RestCluster::new(
@@ -210,25 +227,23 @@ async fn paused_deletes_only_the_pod_and_keeps_both_pvcs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generation_two_replaces_the_rootfs_pvc_and_keeps_the_workspace() {
     let server = MockServer::start().await;
-    Mock::given(method("DELETE"))
-        .and(path(format!("{}/a", pods())))
-        .respond_with(deleted())
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("DELETE"))
-        .and(path(format!("{}/a-rootfs-g1", pvcs())))
-        .respond_with(deleted())
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(pvcs()))
-        .and(body_partial_json(json!({"metadata": {"name": "a-rootfs-g2", "labels": {"cubepod.io/rootfs-generation": "2"}}})))
-        .respond_with(created())
-        .expect(1)
-        .mount(&server)
-        .await;
+    expect_once(
+        &server,
+        "DELETE",
+        format!("{}/a", pods()),
+        json!({}),
+        deleted(),
+    )
+    .await;
+    expect_once(
+        &server,
+        "DELETE",
+        format!("{}/a-rootfs-g1", pvcs()),
+        json!({}),
+        deleted(),
+    )
+    .await;
+    expect_once(&server, "POST", pvcs(), json!({"metadata": {"name": "a-rootfs-g2", "labels": {"cubepod.io/rootfs-generation": "2"}}}), created()).await;
     let target = sandbox_object("a", json!({"image": "img", "rootfsGeneration": 2}));
     let out = reconcile(&server, cache_with(&running_children()), target).await;
     let requests = server.received_requests().await.unwrap();
