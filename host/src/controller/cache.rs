@@ -27,6 +27,9 @@ struct Children {
     pvcs: BTreeMap<String, bool>,
     pod: Option<ObservedPod>,
     secret: bool,
+    /// The resourceVersion last applied per child (`pods/a`), so that a create's response
+    /// applied after the watch already showed a newer state (a Pod turned Ready) cannot undo it.
+    versions: BTreeMap<String, String>,
 }
 
 impl Children {
@@ -151,6 +154,20 @@ impl Cache {
                 };
                 let owner = ObjectRef::new(namespace, owner);
                 let entry = inner.children.entry(owner.clone()).or_default();
+                let child = format!("{resource}/{}", meta.name);
+                if !deleted
+                    && entry
+                        .versions
+                        .get(&child)
+                        .is_some_and(|seen| is_older(&meta.resource_version, seen))
+                {
+                    return Vec::new();
+                }
+                if deleted {
+                    entry.versions.remove(&child);
+                } else {
+                    entry.versions.insert(child, meta.resource_version.clone());
+                }
                 match resource {
                     Resource::Pod if deleted => entry.pod = None,
                     Resource::Pod => entry.pod = Some(children::pod(object)),
@@ -343,4 +360,34 @@ fn is_ready(s: &SandboxObject) -> bool {
             .conditions
             .iter()
             .any(|c| c.kind == "Ready" && c.status == ConditionStatus::True)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(version: &str, ready: bool) -> Value {
+        json!({
+            "metadata": {"name": "a", "namespace": "ns", "resourceVersion": version,
+                         "labels": {"cubepod.io/sandbox": "a"}},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+        })
+    }
+
+    #[test]
+    fn a_late_create_response_does_not_undo_a_newer_watch_event() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        // The watch showed the Pod Ready (version 5) before the create's answer (version 4,
+        // Pending) was applied.
+        cache.apply(Resource::Pod, WatchEventType::Modified, &pod("5", true));
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("4", false));
+        assert!(cache.observed(&owner).pod.is_some_and(|p| p.ready));
+        cache.apply(Resource::Pod, WatchEventType::Modified, &pod("6", false));
+        assert!(cache.observed(&owner).pod.is_some_and(|p| !p.ready));
+        cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
+        assert!(cache.observed(&owner).pod.is_none());
+    }
 }
