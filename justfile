@@ -32,10 +32,22 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy -p cubepod-guest --target wasm32-wasip2 -- -D warnings
 
-# Benchmark one reconcile decision natively.
-bench:
+# Benchmarks: the micro-benchmarks (one decision natively and through wasm, a hot swap), then
+# the controller against the fake API server with a load generator (`cubepod-bench`; e.g.
+# `just bench --quick`, or `just bench --write-docs` to rewrite docs/performance.md).
+bench *ARGS:
     cargo bench -p cubepod-guest --bench decision
+    cargo bench -p cubepod-host --bench reconcile
+    cargo bench -p cubepod-host --bench swap
+    cargo build --release -p cubepod-host
+    cargo run --release -p cubepod-tests --bin cubepod-bench -- {{ARGS}}
 
 # Everything CI runs.
 ci:
     bash .ci/run
+
+# The fault-injection soak: the mixed scenario with more sandboxes and seeds (debug build).
+# Override with CUBEPOD_SOAK_SANDBOXES, CUBEPOD_SOAK_SEEDS, CUBEPOD_FAULT_SEED (the first seed).
+soak sandboxes=env_var_or_default("CUBEPOD_SOAK_SANDBOXES", "2000") seeds=env_var_or_default("CUBEPOD_SOAK_SEEDS", "20"):
+    cargo build -p cubepod-host
+    CUBEPOD_SOAK_SANDBOXES={{sandboxes}} CUBEPOD_SOAK_SEEDS={{seeds}} cargo test -p cubepod-tests --test faults soak -- --ignored --nocapture

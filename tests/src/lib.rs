@@ -305,3 +305,6 @@ pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     })
 }
 pub mod apiserver;
+pub mod bench;
+pub mod convergence;
+pub mod faults;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -46,7 +47,15 @@ struct Inner {
     pools: HashMap<ObjectRef, PoolObject>,
     unreadable_pools: HashMap<ObjectRef, Unreadable>,
     children: HashMap<ObjectRef, Children>,
+    /// The version each object was deleted at, so that a late answer to an earlier write (a
+    /// create's response, a finalizer patch) cannot bring a deleted object back. Pruned after
+    /// `TOMBSTONE_TTL`, far longer than any request may take.
+    tombstones: HashMap<(Resource, ObjectRef), (String, Instant)>,
 }
+
+/// How long a deletion is remembered: well past the client's request timeout, after which no
+/// answer to a write made before the deletion can still arrive.
+pub const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
 
 /// Counts for the gauges.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -70,6 +79,17 @@ fn is_older(incoming: &str, cached: &str) -> bool {
     }
 }
 
+/// True unless both are numbers and `incoming` is not past `deleted_at`: an object re-created
+/// under the same name comes back, an older answer about the deleted one does not.
+/// An answer without a version (a child read back from AlreadyExists) is not newer: the watch
+/// shows the object again if it really exists.
+fn is_newer(incoming: &str, deleted_at: &str) -> bool {
+    match (incoming.parse::<u64>(), deleted_at.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => !incoming.is_empty(),
+    }
+}
+
 impl Cache {
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
@@ -85,6 +105,17 @@ impl Cache {
         let meta = Meta::read(object);
         let key = ObjectRef::new(meta.namespace.clone(), meta.name.clone());
         let mut inner = self.write();
+        let tombstone = (resource, key.clone());
+        if deleted {
+            inner
+                .tombstones
+                .insert(tombstone, (meta.resource_version.clone(), Instant::now()));
+        } else if let Some((gone_at, _)) = inner.tombstones.get(&tombstone) {
+            if !is_newer(&meta.resource_version, gone_at) {
+                return Vec::new();
+            }
+            inner.tombstones.remove(&tombstone);
+        }
         match resource {
             Resource::Sandbox => {
                 let mut keys = vec![WorkKey::Sandbox(key.clone())];
@@ -156,10 +187,13 @@ impl Cache {
                 let entry = inner.children.entry(owner.clone()).or_default();
                 let child = format!("{resource}/{}", meta.name);
                 if !deleted
-                    && entry
-                        .versions
-                        .get(&child)
-                        .is_some_and(|seen| is_older(&meta.resource_version, seen))
+                    && entry.versions.get(&child).is_some_and(|seen| {
+                        is_older(&meta.resource_version, seen)
+                            // A child without a version (the manifest of a create that met
+                            // AlreadyExists) only says that it exists: it must not replace
+                            // what the watch showed of it (a Pod turned Ready).
+                            || meta.resource_version.is_empty()
+                    })
                 {
                     return Vec::new();
                 }
@@ -241,6 +275,12 @@ impl Cache {
         keys.sort();
         keys.dedup();
         keys
+    }
+
+    /// Forgets deletions older than `ttl`.
+    pub fn prune_tombstones(&self, ttl: Duration) {
+        let mut inner = self.write();
+        inner.tombstones.retain(|_, (_, at)| at.elapsed() < ttl);
     }
 
     pub fn sandbox(&self, key: &ObjectRef) -> Option<SandboxObject> {
@@ -389,5 +429,50 @@ mod tests {
         assert!(cache.observed(&owner).pod.is_some_and(|p| !p.ready));
         cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
         assert!(cache.observed(&owner).pod.is_none());
+        // A create's answer from before the deletion does not bring it back...
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("6", true));
+        assert!(cache.observed(&owner).pod.is_none());
+        // ... a Pod created again under the name does.
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("8", false));
+        assert!(cache.observed(&owner).pod.is_some());
+    }
+
+    #[test]
+    fn a_child_known_only_to_exist_does_not_undo_what_the_watch_showed() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        // The manifest of a create that met AlreadyExists: no version, no status.
+        let mut manifest = pod("1", false);
+        if let Some(meta) = manifest["metadata"].as_object_mut() {
+            meta.remove("resourceVersion");
+        }
+        cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
+        assert!(cache.observed(&owner).pod.is_some_and(|p| !p.ready));
+        cache.apply(Resource::Pod, WatchEventType::Modified, &pod("6", true));
+        cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
+        assert!(cache.observed(&owner).pod.is_some_and(|p| p.ready));
+        // After a deletion it does not bring the Pod back either: the watch will if it exists.
+        cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
+        cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
+        assert!(cache.observed(&owner).pod.is_none());
+    }
+
+    #[test]
+    fn a_deleted_sandbox_stays_deleted_until_created_again() {
+        let cache = Cache::default();
+        let key = ObjectRef::new("ns", "s");
+        let sandbox = |version: &str| {
+            json!({"metadata": {"name": "s", "namespace": "ns", "resourceVersion": version},
+                   "spec": {"image": "i"}})
+        };
+        cache.apply(Resource::Sandbox, WatchEventType::Deleted, &sandbox("9"));
+        cache.apply(Resource::Sandbox, WatchEventType::Modified, &sandbox("8"));
+        assert!(cache.sandbox(&key).is_none());
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &sandbox("10"));
+        assert!(cache.sandbox(&key).is_some());
+        cache.apply(Resource::Sandbox, WatchEventType::Deleted, &sandbox("11"));
+        cache.prune_tombstones(Duration::ZERO);
+        cache.apply(Resource::Sandbox, WatchEventType::Modified, &sandbox("10"));
+        assert!(cache.sandbox(&key).is_some(), "forgotten after the TTL");
     }
 }

@@ -11,17 +11,18 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::cache::Cache;
+use super::coalesce::HeldStatuses;
 use super::health::{ActivePolicy, Health};
 use super::inputs;
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 use super::reflector::{self, Reflector};
-use super::writer::Writer;
+use super::writer::{Finalizing, Writer};
 use crate::kube::boundary::Boundary;
 use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
-use crate::runtime::bindings::{KubeError, SandboxPhase, SandboxStatus};
+use crate::runtime::bindings::KubeError;
 use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
 
 #[derive(Clone, Debug)]
@@ -107,6 +108,7 @@ pub struct ControllerManager {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub config: ManagerConfig,
+    held_statuses: HeldStatuses,
 }
 
 impl ControllerManager {
@@ -141,6 +143,7 @@ impl ControllerManager {
             context,
             metrics,
             health,
+            held_statuses: HeldStatuses::new(config.status_coalesce),
             config,
         })
     }
@@ -241,6 +244,7 @@ impl ControllerManager {
                 self.health.set_synced(true);
             }
             self.update_gauges();
+            self.cache.prune_tombstones(super::cache::TOMBSTONE_TTL);
         }
     }
 
@@ -453,6 +457,7 @@ impl ControllerManager {
 
     async fn reconcile_sandbox(&self, target: &ObjectRef) -> Outcome {
         let Some(mut object) = self.cache.sandbox(target) else {
+            self.held_statuses.forget(target);
             if let Some(bad) = self.cache.unreadable_sandbox(target) {
                 self.report_unreadable(Resource::Sandbox, target, &bad)
                     .await?;
@@ -476,7 +481,9 @@ impl ControllerManager {
             if out.done {
                 tracing::info!(%target, "children deleted; removing the finalizer");
                 writer.remove_finalizer(&object).await?;
-            } else if out.status != object.sandbox.status {
+            } else if sandbox::as_written(&out.status, object.sandbox.generation)
+                != object.sandbox.status
+            {
                 let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
                 writer
                     .write_status(
@@ -490,9 +497,14 @@ impl ControllerManager {
             return Ok(None);
         }
         if !object.has_finalizer() {
-            writer.add_finalizer(&object).await?;
-            if let Some(updated) = self.cache.sandbox(target) {
-                object = updated;
+            if writer.add_finalizer(&object).await? == Finalizing::Gone {
+                // Deleted while we looked: creating children now would orphan them.
+                self.held_statuses.forget(target);
+                return Ok(None);
+            }
+            match self.cache.sandbox(target) {
+                Some(updated) => object = updated,
+                None => return Ok(None),
             }
         }
         let input = inputs::reconcile_input(&self.cache, &object.sandbox, now, fresh_token());
@@ -518,11 +530,17 @@ impl ControllerManager {
                 self.config.normal_events,
             )
             .await;
-        if let Some(wait) = self.coalesce(&object.sandbox.status, &out.status, now) {
+        // What the API will hold once written: a status that the API renders differently
+        // (an empty reason, a time out of range) would otherwise differ on every pass.
+        let status = sandbox::as_written(&out.status, object.sandbox.generation);
+        if let Some(wait) = self
+            .held_statuses
+            .hold(target, &object.sandbox.status, &status, now)
+        {
             return Ok(Some(wait));
         }
-        if out.status != object.sandbox.status {
-            let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+        if status != object.sandbox.status {
+            let patch = sandbox::status_patch(&status, object.sandbox.generation);
             writer
                 .write_status(
                     Resource::Sandbox,
@@ -535,19 +553,6 @@ impl ControllerManager {
         Ok(out
             .requeue_after_seconds
             .map(|s| Duration::from_secs(u64::from(s))))
-    }
-
-    /// When a status only says "the Pod just started and is not Ready yet", waits up to
-    /// `status_coalesce` for it to be Ready instead of writing it: the Pod's watch event brings
-    /// the sandbox back sooner if it turns Ready, and one write reports Running.
-    fn coalesce(&self, old: &SandboxStatus, new: &SandboxStatus, now: i64) -> Option<Duration> {
-        let window = self.config.status_coalesce;
-        let started = new.started_at?;
-        let age = Duration::from_secs(u64::try_from(now.saturating_sub(started)).unwrap_or(0));
-        let just_started = new.phase == SandboxPhase::Pending
-            && old.phase == SandboxPhase::Pending
-            && age < window;
-        just_started.then(|| window.saturating_sub(age).max(Duration::from_millis(100)))
     }
 
     /// An object whose spec cannot be read gets a status and an Event that say which field
@@ -619,7 +624,7 @@ impl ControllerManager {
                 self.config.normal_events,
             )
             .await;
-        if out.status != object.pool.status {
+        if pool::as_written(&out.status, object.pool.generation) != object.pool.status {
             let patch = pool::status_patch(&out.status, object.pool.generation);
             writer
                 .write_status(

@@ -93,7 +93,10 @@ impl Reflector {
                         _ = shutdown.changed() => return,
                     };
                     match item {
-                        // The server ended the watch: resume from the last version seen.
+                        // The server ended the watch: resume from the last version seen, or
+                        // list again when there is none to resume from ("" or "0" would mean
+                        // "from now" and lose what changed meanwhile).
+                        None if version.is_empty() || version == "0" => continue 'relist,
                         None => break,
                         Some(Err(error)) if error.is(ApiErrorKind::Gone) => {
                             tracing::info!(%resource, %namespace, "watch expired (410 Gone); listing again");

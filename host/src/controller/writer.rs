@@ -12,6 +12,15 @@ use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL, SandboxObje
 use crate::model::{ObjectRef, time};
 use crate::runtime::bindings::{Event, EventType, Sandbox};
 
+/// What a finalizer write found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finalizing {
+    /// The sandbox is still there, with its finalizers as written.
+    Present,
+    /// The sandbox no longer exists.
+    Gone,
+}
+
 pub struct Writer<'a> {
     pub cluster: &'a dyn Cluster,
     pub cache: &'a Cache,
@@ -23,14 +32,15 @@ impl Writer<'_> {
     }
 
     /// Adds `cubepod.io/cleanup`, conditional on the version read, so that no other finalizer
-    /// is lost to a concurrent write.
-    pub async fn add_finalizer(&self, object: &SandboxObject) -> ApiResult<()> {
+    /// is lost to a concurrent write. `Gone` when the sandbox was deleted meanwhile: there is
+    /// nothing to create children for.
+    pub async fn add_finalizer(&self, object: &SandboxObject) -> ApiResult<Finalizing> {
         let mut finalizers = object.finalizers.clone();
         finalizers.push(FINALIZER.to_string());
         self.set_finalizers(object, finalizers).await
     }
 
-    pub async fn remove_finalizer(&self, object: &SandboxObject) -> ApiResult<()> {
+    pub async fn remove_finalizer(&self, object: &SandboxObject) -> ApiResult<Finalizing> {
         let finalizers: Vec<String> = object
             .finalizers
             .iter()
@@ -44,7 +54,7 @@ impl Writer<'_> {
         &self,
         object: &SandboxObject,
         finalizers: Vec<String>,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<Finalizing> {
         let sandbox = &object.sandbox;
         let patch = json!({"metadata": {
             "resourceVersion": object.resource_version,
@@ -56,11 +66,20 @@ impl Writer<'_> {
             .await
         {
             Ok(updated) => {
+                // The last finalizer off an object being deleted deletes it: the response is
+                // its final state, and keeping it in the cache would count a gone sandbox
+                // until a relist if the watch's DELETED came first.
+                let meta = crate::model::meta::Meta::read(&updated);
+                if meta.deletion_timestamp.is_some() && meta.finalizers.is_empty() {
+                    self.cache
+                        .apply(Resource::Sandbox, WatchEventType::Deleted, &updated);
+                    return Ok(Finalizing::Gone);
+                }
                 self.remember(Resource::Sandbox, &updated);
-                Ok(())
+                Ok(Finalizing::Present)
             }
-            // Removed while we looked: nothing left to finalize.
-            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            // Removed while we looked: nothing left to finalize, and nothing to create.
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(Finalizing::Gone),
             Err(error) => Err(error),
         }
     }

@@ -58,13 +58,17 @@ pub fn from_json(object: &Value) -> Result<WarmPool, ModelError> {
         uid: meta.uid.clone(),
         generation: meta.generation,
         spec: WarmPoolSpec { replicas, template },
-        status: WarmPoolStatus {
-            ready: status.ready,
-            members: status.members,
-            observed_generation: status.observed_generation,
-            conditions: status.conditions.iter().map(condition_from_json).collect(),
-        },
+        status: status_from_json(&status),
     })
+}
+
+fn status_from_json(status: &StatusJson) -> WarmPoolStatus {
+    WarmPoolStatus {
+        ready: status.ready,
+        members: status.members,
+        observed_generation: status.observed_generation,
+        conditions: status.conditions.iter().map(condition_from_json).collect(),
+    }
 }
 
 pub fn status_patch(status: &WarmPoolStatus, generation: i64) -> Value {
@@ -81,4 +85,13 @@ pub fn status_patch(status: &WarmPoolStatus, generation: i64) -> Value {
             "conditions": conditions,
         }
     })
+}
+
+/// `status` as it reads back once `status_patch` wrote it (see `sandbox::as_written`).
+pub fn as_written(status: &WarmPoolStatus, generation: i64) -> WarmPoolStatus {
+    let patch = status_patch(status, generation);
+    match patch.get("status").map(StatusJson::deserialize) {
+        Some(Ok(s)) => status_from_json(&s),
+        _ => status.clone(),
+    }
 }

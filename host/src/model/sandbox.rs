@@ -249,6 +249,17 @@ pub fn status_patch(status: &SandboxStatus, generation: i64) -> Value {
     })
 }
 
+/// `status` as it reads back once `status_patch` wrote it: what to compare the cached status
+/// with, so that a status the API holds differently is not written again on every pass.
+pub fn as_written(status: &SandboxStatus, generation: i64) -> SandboxStatus {
+    let patch = status_patch(status, generation);
+    patch
+        .get("status")
+        .and_then(|s| StatusJson::deserialize(s).ok())
+        .map(|s| status_from_json(&s))
+        .unwrap_or_else(|| status.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +310,27 @@ mod tests {
             read.sandbox.status
         );
         assert_eq!(patch["status"]["podIP"], Value::Null);
+    }
+
+    #[test]
+    fn as_written_is_what_reads_back() {
+        let mut status = from_json(&object(json!({"image": "img"})))
+            .unwrap()
+            .sandbox
+            .status;
+        status.started_at = Some(i64::MAX);
+        status.conditions.push(crate::runtime::bindings::Condition {
+            kind: "Ready".into(),
+            status: crate::runtime::bindings::ConditionStatus::False,
+            reason: String::new(),
+            message: "m".into(),
+            last_transition_time: 1,
+        });
+        let written = as_written(&status, 1);
+        assert_ne!(written, status);
+        let mut again = object(json!({"image": "img"}));
+        again["status"] = status_patch(&status, 1)["status"].clone();
+        assert_eq!(from_json(&again).unwrap().sandbox.status, written);
+        assert_eq!(as_written(&written, 1), written);
     }
 }

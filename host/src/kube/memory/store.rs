@@ -36,12 +36,25 @@ impl fmt::Display for ObjectKey {
 /// namespace -> name -> object: lookups by `&str` without allocating.
 type Objects = BTreeMap<String, BTreeMap<String, Arc<Value>>>;
 
-#[derive(Default)]
 pub struct Store {
     objects: BTreeMap<Resource, Objects>,
     by_uid: HashMap<String, ObjectKey>,
     dependents: HashMap<String, BTreeSet<ObjectKey>>,
     resource_version: u64,
+}
+
+impl Default for Store {
+    /// An empty store is already at version 1, as etcd is: a list of nothing must still name
+    /// a version to watch from, and "0" means "from any point" to a watch, which could miss
+    /// a write made between the list and the watch.
+    fn default() -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            by_uid: HashMap::new(),
+            dependents: HashMap::new(),
+            resource_version: 1,
+        }
+    }
 }
 
 impl Store {
@@ -215,9 +228,9 @@ mod tests {
     #[test]
     fn resource_version_counts_up() {
         let mut store = Store::default();
-        assert_eq!(store.resource_version(), 0);
-        assert_eq!(store.next_resource_version(), 1);
+        assert_eq!(store.resource_version(), 1);
         assert_eq!(store.next_resource_version(), 2);
-        assert_eq!(store.resource_version(), 2);
+        assert_eq!(store.next_resource_version(), 3);
+        assert_eq!(store.resource_version(), 3);
     }
 }

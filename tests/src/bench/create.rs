@@ -1,0 +1,350 @@
+//! Sandboxes per second: the real controller binary against the fake API server; a load
+//! generator POSTs N Sandboxes over HTTP/2 (32 streams in flight) and the fake's own watch
+//! times the N-th Pod and the N-th Running status. Then the API writes the controller made,
+//! once quiet, and a second controller over the converged state: its resync's writes and RSS.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use bytes::Bytes;
+use cubepod_host::kube::memory::{MemoryCluster, WriteRecord};
+use cubepod_host::kube::{Cluster, Resource, Scope, WatchEventType};
+use serde_json::Value;
+use tokio::runtime::Runtime;
+
+use super::client::{ApiClient, Burst, post_all};
+use super::process::{ControllerProcess, Memory, Scrape, cpu_of};
+use super::seed::{sandbox_manifest, sandbox_name};
+use super::{NS, TOKEN, fake_server};
+
+/// Streams the load generator keeps in flight, over this many connections.
+const IN_FLIGHT: usize = 32;
+const CONNECTIONS: usize = 2;
+/// No reconcile and no API request for this long: the controller is quiet.
+pub const QUIET: Duration = Duration::from_millis(1500);
+
+/// Where the time of a run went, from the controller's own metrics (means, seconds).
+#[derive(Clone, Debug, Default)]
+pub struct Breakdown {
+    pub reconcile_mean: Option<f64>,
+    /// Sandbox reconciles, all results.
+    pub reconciles: f64,
+    pub guest_call_mean: BTreeMap<String, f64>,
+    pub request_mean: BTreeMap<String, f64>,
+    pub requests: BTreeMap<String, f64>,
+}
+
+impl Breakdown {
+    pub fn of(scrape: &Scrape) -> Self {
+        let mut breakdown = Breakdown {
+            reconcile_mean: scrape
+                .mean("cubepod_reconcile_duration_seconds", &[("kind", "sandbox")]),
+            reconciles: scrape.sum("cubepod_reconciles_total", &[("kind", "sandbox")]),
+            ..Breakdown::default()
+        };
+        for export in scrape.label_values("cubepod_guest_call_duration_seconds_count", "export") {
+            if let Some(mean) = scrape.mean(
+                "cubepod_guest_call_duration_seconds",
+                &[("export", export.as_str())],
+            ) {
+                breakdown.guest_call_mean.insert(export, mean);
+            }
+        }
+        for verb in scrape.label_values("cubepod_kube_request_duration_seconds_count", "verb") {
+            for resource in
+                scrape.label_values("cubepod_kube_request_duration_seconds_count", "resource")
+            {
+                let labels = [("verb", verb.as_str()), ("resource", resource.as_str())];
+                if let Some(mean) = scrape.mean("cubepod_kube_request_duration_seconds", &labels) {
+                    let key = format!("{verb} {resource}");
+                    breakdown.request_mean.insert(key.clone(), mean);
+                    breakdown
+                        .requests
+                        .insert(key, scrape.sum("cubepod_kube_requests_total", &labels));
+                }
+            }
+        }
+        breakdown
+    }
+}
+
+/// One run at N sandboxes.
+#[derive(Clone, Debug)]
+pub struct CreateRun {
+    pub n: usize,
+    pub post: Burst,
+    pub to_pods: Duration,
+    pub to_running: Duration,
+    /// The controller's writes once quiet, by "verb resource" (the load's creates left out).
+    pub writes: BTreeMap<String, usize>,
+    pub failed_writes: usize,
+    /// Watch requests the controller made while creating (1 per resource when none ends).
+    pub watches: usize,
+    pub controller_cpu: Duration,
+    /// This process's CPU over the same span: the fake API server and the load generator.
+    pub bench_cpu: Duration,
+    pub created_memory: Memory,
+    pub breakdown: Breakdown,
+    pub resync_writes: BTreeMap<String, usize>,
+    /// From the second controller's start until it had reconciled every sandbox and gone quiet
+    /// (the quiet window not counted).
+    pub resync_took: Duration,
+    pub resync_memory: Memory,
+    pub warnings: Vec<String>,
+}
+
+impl CreateRun {
+    pub fn pods_per_second(&self) -> f64 {
+        self.n as f64 / self.to_pods.as_secs_f64()
+    }
+
+    pub fn running_per_second(&self) -> f64 {
+        self.n as f64 / self.to_running.as_secs_f64()
+    }
+
+    pub fn writes_per_sandbox(&self) -> f64 {
+        self.writes.values().sum::<usize>() as f64 / self.n as f64
+    }
+}
+
+/// Groups the writes by "verb resource", leaving out the load generator's Sandbox creates.
+pub fn group(writes: &[WriteRecord], leave_out_sandbox_creates: bool) -> BTreeMap<String, usize> {
+    let mut grouped = BTreeMap::new();
+    for w in writes {
+        if leave_out_sandbox_creates && w.verb == "create" && w.resource == Resource::Sandbox {
+            continue;
+        }
+        *grouped
+            .entry(format!("{} {}", w.verb, w.resource.plural()))
+            .or_insert(0) += 1;
+    }
+    grouped
+}
+
+/// Waits on the cluster's own watch for `n` distinct objects of `resource` in [`NS`] that
+/// satisfy `done`, from `resource_version` on; returns when the n-th was seen.
+async fn reach(
+    cluster: Arc<MemoryCluster>,
+    resource: Resource,
+    mut resource_version: String,
+    n: usize,
+    done: fn(&Value) -> bool,
+) -> Result<Instant> {
+    let scope = Scope {
+        resource,
+        namespace: NS.to_string(),
+        label_selector: None,
+    };
+    let mut seen = HashSet::new();
+    let name = |o: &Value| {
+        o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    loop {
+        let mut events = match cluster.watch(&scope, &resource_version).await {
+            Ok(events) => events,
+            Err(_gone) => {
+                let list = cluster
+                    .list(&scope)
+                    .await
+                    .map_err(|e| anyhow!("listing {}: {e}", resource.plural()))?;
+                seen.extend(list.items.iter().filter(|o| done(o)).map(name));
+                resource_version = list.resource_version;
+                if seen.len() >= n {
+                    return Ok(Instant::now());
+                }
+                continue;
+            }
+        };
+        while let Some(event) = events.recv().await {
+            let Ok(event) = event else { break };
+            if let Some(version) = event.object["metadata"]["resourceVersion"].as_str() {
+                resource_version = version.to_string();
+            }
+            if event.kind != WatchEventType::Deleted
+                && event.kind != WatchEventType::Bookmark
+                && done(&event.object)
+            {
+                seen.insert(name(&event.object));
+                if seen.len() >= n {
+                    return Ok(Instant::now());
+                }
+            }
+        }
+        // The watch ended (its buffer overflowed): resume from the last version seen.
+    }
+}
+
+/// `perf record` of a process until stopped, when asked for.
+struct Perf(Option<Child>);
+
+impl Perf {
+    fn start(out: Option<&Path>, pid: u32) -> Result<Self> {
+        let Some(out) = out else {
+            return Ok(Self(None));
+        };
+        let child = Command::new("perf")
+            .args(["record", "-F", "499", "--call-graph", "dwarf,16384"])
+            .args(["-p", &pid.to_string(), "-o"])
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting perf record")?;
+        // perf needs a moment to attach.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Self(Some(child)))
+    }
+
+    fn stop(self) {
+        if let Some(mut child) = self.0 {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub struct Setup<'a> {
+    pub runtime: &'a Runtime,
+    pub binary: &'a Path,
+    /// `perf record` the creating controller into this file.
+    pub perf: Option<PathBuf>,
+    pub pod_start_delay: Duration,
+    /// Also measure RSS after `malloc_trim(0)` (through gdb) in the RSS runs.
+    pub trim_probe: bool,
+    /// More flags for the controller.
+    pub controller_args: Vec<String>,
+}
+
+pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
+    let runtime = setup.runtime;
+    let fake = fake_server(setup.pod_start_delay)?;
+    let dir = tempfile::tempdir().context("temp dir")?;
+    let kubeconfig = fake
+        .write_kubeconfig(
+            dir.path(),
+            &crate::apiserver::KubeconfigAuth::Token(TOKEN.to_string()),
+        )
+        .context("writing a kubeconfig")?;
+    let mut controller =
+        ControllerProcess::start(setup.binary, &kubeconfig, &setup.controller_args)?;
+    controller.wait_ready(Duration::from_secs(120))?;
+    let cluster = fake.cluster();
+    cluster.clear_writes();
+    fake.clear_requests();
+
+    let items: Vec<(String, Bytes)> = (0..n)
+        .map(|i| {
+            let body = sandbox_manifest(&sandbox_name(i)).to_string();
+            (Resource::Sandbox.collection_path(NS), Bytes::from(body))
+        })
+        .collect();
+    let client = Arc::new(runtime.block_on(ApiClient::connect(&fake, TOKEN, CONNECTIONS))?);
+    let from = cluster.resource_version();
+    let pods = runtime.spawn(reach(
+        cluster.clone(),
+        Resource::Pod,
+        from.clone(),
+        n,
+        |_| true,
+    ));
+    let running = runtime.spawn(reach(cluster.clone(), Resource::Sandbox, from, n, |o| {
+        o["status"]["phase"] == "Running"
+    }));
+    let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
+    let cpu_before = (controller.cpu()?, cpu_of("/proc/self/stat")?);
+    let started = Instant::now();
+    let post = runtime.spawn(post_all(client, Arc::new(items), IN_FLIGHT));
+    let deadline = Duration::from_secs(if n <= 100 { 30 } else { 600 });
+    let waited = runtime.block_on(async {
+        tokio::time::timeout(deadline, async {
+            let post = post.await.context("load generator")??;
+            let pods_at = pods.await.context("pod watch")??;
+            let running_at = running.await.context("sandbox watch")??;
+            Ok::<_, anyhow::Error>((post, pods_at, running_at))
+        })
+        .await
+    });
+    let Ok(waited) = waited else {
+        let sandboxes = cluster.objects(Resource::Sandbox);
+        let running = sandboxes
+            .iter()
+            .filter(|s| s["status"]["phase"] == "Running")
+            .count();
+        let stuck = sandboxes
+            .iter()
+            .find(|s| s["status"]["phase"] != "Running")
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let pod_phases: BTreeMap<String, usize> =
+            cluster
+                .objects(Resource::Pod)
+                .iter()
+                .fold(BTreeMap::new(), |mut phases, p| {
+                    *phases.entry(p["status"]["phase"].to_string()).or_insert(0) += 1;
+                    phases
+                });
+        bail!(
+            "{n} sandboxes did not all run within {deadline:?}: {} Sandboxes, {} Pods, {running} \
+             Running (one that is not: {stuck}; Pods by phase: {pod_phases:?}); \
+             controller warnings: {:?}",
+            cluster.count(Resource::Sandbox),
+            cluster.count(Resource::Pod),
+            controller.log_levels()
+        );
+    };
+    let (post, pods_at, running_at) = waited?;
+    let controller_cpu = controller.cpu()?.saturating_sub(cpu_before.0);
+    let bench_cpu = cpu_of("/proc/self/stat")?.saturating_sub(cpu_before.1);
+    perf.stop();
+
+    let scrape = controller.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
+    let writes = cluster.writes();
+    let watches = fake.requests().iter().filter(|r| r.watch).count();
+    let created_memory = controller.memory()?;
+    let (_, mut warnings) = controller.log_levels();
+    controller.stop(Duration::from_secs(15));
+
+    // A second controller over the converged state: a full resync.
+    cluster.clear_writes();
+    let resync_started = Instant::now();
+    let mut second = ControllerProcess::start(setup.binary, &kubeconfig, &setup.controller_args)?;
+    second.wait_ready(Duration::from_secs(120))?;
+    second.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
+    let resync_took = resync_started.elapsed().saturating_sub(QUIET);
+    let resync_memory = second.memory()?;
+    let resync_writes = group(&cluster.writes(), false);
+    warnings.extend(second.log_levels().1);
+    second.stop(Duration::from_secs(15));
+
+    Ok(CreateRun {
+        n,
+        post,
+        to_pods: pods_at.saturating_duration_since(started),
+        to_running: running_at.saturating_duration_since(started),
+        failed_writes: writes
+            .iter()
+            .filter(|w| {
+                w.error.is_some() && !(w.verb == "create" && w.resource == Resource::Sandbox)
+            })
+            .count(),
+        writes: group(&writes, true),
+        watches,
+        controller_cpu,
+        bench_cpu,
+        created_memory,
+        breakdown: Breakdown::of(&scrape),
+        resync_writes,
+        resync_took,
+        resync_memory,
+        warnings,
+    })
+}

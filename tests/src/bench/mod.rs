@@ -1,0 +1,528 @@
+//! `cubepod-bench`: the real controller against the stateful fake API server on loopback,
+//! with a load generator, in one run; prints a table of every figure of the performance
+//! targets, and with `--write-docs` writes `docs/performance.md` and `docs/performance.svg`.
+//!
+//! What runs where:
+//! - the fake API server (HTTPS, HTTP/2, bearer token) and the load generator run in this
+//!   process, the controller is the real `target/release/cubepod-controller` in a subprocess
+//!   (sandboxes/s, writes, resync, RSS);
+//! - reap and warm-pool ticks run the real `ControllerManager` in-process over an in-memory
+//!   cluster; the decision and the hot swap go through the library API, as the micro-benchmarks
+//!   (`host/benches/{reconcile,swap}.rs`) do.
+
+pub mod client;
+pub mod create;
+pub mod decision;
+pub mod process;
+pub mod report;
+pub mod rss;
+pub mod seed;
+pub mod stats;
+pub mod swap;
+pub mod ticks;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use cubepod_host::kube::memory::MemoryClusterConfig;
+use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
+
+use crate::apiserver::{FakeApiServer, FakeOptions};
+
+pub const NS: &str = "cubepod-workloads";
+pub const TOKEN: &str = "bench-token-0123456789abcdef";
+
+/// The fake kubelet's Pod start time in the sandboxes/s runs: none, so that the figures are the
+/// controller's and the API's, not a kubelet's. A Pod is then Running before the response to
+/// its create reaches the controller (what commit b1e5a47 made the cache handle).
+pub const DEFAULT_POD_START_DELAY: Duration = Duration::ZERO;
+
+/// The command line.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// N of the sandboxes/s runs.
+    pub sizes: Vec<usize>,
+    /// N of the RSS runs over seeded sandboxes (those also in `sizes` are measured on the
+    /// state the controller created, and seeded as a cross-check).
+    pub rss_sizes: Vec<usize>,
+    pub runs: usize,
+    /// Secrets POSTed per capacity run.
+    pub capacity_writes: usize,
+    pub decision_runs: usize,
+    pub ticks: usize,
+    pub swaps: usize,
+    pub write_docs: bool,
+    pub controller: Option<PathBuf>,
+    /// `perf record` the creating controller at the largest N into this folder.
+    pub perf: Option<PathBuf>,
+    /// The fake kubelet's Pod start time in the sandboxes/s runs.
+    pub pod_start_delay: Duration,
+    /// RSS runs: also call `malloc_trim(0)` in the controller through gdb and read RSS again.
+    pub trim_probe: bool,
+    /// More flags for the controller in the sandboxes/s runs (`--controller-arg=--concurrency=32`).
+    pub controller_args: Vec<String>,
+    /// Only these scenarios (`capacity`, `create`, `rss`, `ticks`, `decision`, `swap`); all
+    /// when empty.
+    pub only: Vec<String>,
+}
+
+/// The scenarios, in the order they run.
+pub const SCENARIOS: [&str; 6] = ["capacity", "create", "rss", "ticks", "decision", "swap"];
+
+impl Options {
+    fn wants(&self, scenario: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == scenario)
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            sizes: vec![1_000, 10_000],
+            rss_sizes: vec![10_000, 30_000, 100_000],
+            runs: 3,
+            capacity_writes: 30_000,
+            decision_runs: 3_000,
+            ticks: 30,
+            swaps: 10,
+            write_docs: false,
+            controller: None,
+            perf: None,
+            pod_start_delay: DEFAULT_POD_START_DELAY,
+            trim_probe: false,
+            only: Vec::new(),
+            controller_args: Vec::new(),
+        }
+    }
+}
+
+pub const USAGE: &str = "\
+cubepod-bench: the controller against the fake API server on loopback, with a load generator
+
+usage: cubepod-bench [--quick] [--sizes 1000,10000] [--rss-sizes 10000,30000,100000] [--runs 3]
+                     [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
+                     [--trim-probe] [--only capacity,create,rss,ticks,decision,swap]
+                     [--controller-arg ARG]...
+
+  --quick          small and fast: N = 1,000 only, one run, fewer samples (for development)
+  --sizes          N of the sandboxes/s runs (default 1000,10000)
+  --rss-sizes      N of the RSS runs over seeded sandboxes (default 10000,30000,100000)
+  --runs           runs per figure; the median is reported (default 3)
+  --pod-start-delay  the fake kubelet's Pod start time in the sandboxes/s runs (default 0ms)
+  --write-docs     write docs/performance.md and docs/performance.svg
+  --controller     the controller binary (default: target/release/cubepod-controller)
+  --perf           perf record the creating controller at the largest N into DIR
+  --trim-probe     RSS runs: also read RSS after gdb calls malloc_trim(0) in the controller
+  --only           only these scenarios: capacity,create,rss,ticks,decision,swap
+  --controller-arg one more flag for the controller in the sandboxes/s runs (repeatable),
+                   e.g. --controller-arg=--concurrency=32
+";
+
+fn sizes(text: &str) -> Result<Vec<usize>> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            s.trim()
+                .replace('_', "")
+                .parse()
+                .with_context(|| format!("{s:?} is not a count"))
+        })
+        .collect()
+}
+
+impl Options {
+    /// Parses the arguments after the program name; `Ok(None)` for `--help`.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>> {
+        let mut options = Options::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
+                None => (arg.clone(), None),
+            };
+            let mut value = || -> Result<String> {
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .with_context(|| format!("{flag} needs a value"))
+            };
+            match flag.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--quick" => {
+                    options.sizes = vec![1_000];
+                    options.rss_sizes = vec![];
+                    options.runs = 1;
+                    options.capacity_writes = 5_000;
+                    options.decision_runs = 500;
+                    options.ticks = 10;
+                    options.swaps = 3;
+                }
+                "--sizes" => options.sizes = sizes(&value()?)?,
+                "--rss-sizes" => options.rss_sizes = sizes(&value()?)?,
+                "--runs" => options.runs = value()?.parse().context("--runs")?,
+                "--write-docs" => options.write_docs = true,
+                "--trim-probe" => options.trim_probe = true,
+                "--controller-arg" => options.controller_args.push(value()?),
+                "--only" => {
+                    options.only = value()?.split(',').map(str::to_string).collect();
+                    if let Some(bad) = options
+                        .only
+                        .iter()
+                        .find(|s| !SCENARIOS.contains(&s.as_str()))
+                    {
+                        bail!("--only: no scenario {bad:?} (there are {SCENARIOS:?})");
+                    }
+                }
+                "--controller" => options.controller = Some(PathBuf::from(value()?)),
+                "--perf" => options.perf = Some(PathBuf::from(value()?)),
+                "--pod-start-delay" => {
+                    let text = value()?;
+                    options.pod_start_delay = match text.strip_suffix("ms") {
+                        Some(ms) => Duration::from_millis(ms.parse().context("--pod-start-delay")?),
+                        None => Duration::from_secs_f64(
+                            text.trim_end_matches('s')
+                                .parse()
+                                .context("--pod-start-delay")?,
+                        ),
+                    };
+                }
+                other => bail!("unknown argument {other:?}\n\n{USAGE}"),
+            }
+        }
+        options.runs = options.runs.max(1);
+        Ok(Some(options))
+    }
+}
+
+/// The fake API server every scenario uses: HTTPS with a bearer token, a kubelet that starts
+/// Pods after `pod_start_delay` and stops them at once, the default watch history and buffers.
+pub fn fake_server(pod_start_delay: Duration) -> Result<FakeApiServer> {
+    FakeApiServer::start(FakeOptions {
+        token: Some(TOKEN.to_string()),
+        cluster_config: MemoryClusterConfig {
+            pod_start_delay,
+            ..MemoryClusterConfig::instant()
+        },
+        ..FakeOptions::default()
+    })
+    .context("starting the fake API server")
+}
+
+/// The machine the numbers come from.
+#[derive(Clone, Debug, Default)]
+pub struct Machine {
+    pub cpus: usize,
+    pub model: String,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub rustc: String,
+    pub commit: String,
+    pub date: String,
+    /// `/proc/loadavg` before the run: other work on the machine.
+    pub load_before: String,
+    /// Of the machine's CPU time during the run, the share other processes used.
+    pub others_share: Option<f64>,
+    pub wall: Duration,
+}
+
+impl Machine {
+    pub fn read() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let output = |program: &str, args: &[&str]| {
+            std::process::Command::new(program)
+                .args(args)
+                .current_dir(crate::workspace())
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        let dirty = !output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+        Self {
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            model: cpuinfo
+                .lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+                .unwrap_or_else(|| "unknown".to_string()),
+            memory_gib: meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|kib| kib.parse::<f64>().ok())
+                .map_or(0.0, |kib| kib / 1024.0 / 1024.0),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            rustc: output("rustc", &["--version"]),
+            commit: format!(
+                "{}{}",
+                output("git", &["rev-parse", "--short", "HEAD"]),
+                if dirty {
+                    " (with uncommitted changes)"
+                } else {
+                    ""
+                }
+            ),
+            date: cubepod_host::model::time::format(cubepod_host::model::time::now()),
+            load_before: std::fs::read_to_string("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
+            others_share: None,
+            wall: Duration::ZERO,
+        }
+    }
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Default)]
+pub struct Results {
+    pub machine: Machine,
+    pub options: Option<Options>,
+    /// Secrets/s of each capacity run.
+    pub capacity: Vec<f64>,
+    pub creates: BTreeMap<usize, Vec<create::CreateRun>>,
+    pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
+    /// RSS runs the machine could not hold, with the projection that said so.
+    pub skipped: Vec<rss::Skipped>,
+    /// JSON bytes of one converged sandbox's five objects.
+    pub sandbox_json_bytes: usize,
+    pub ticks: Option<ticks::Ticks>,
+    /// One set of cases per round.
+    pub decision: Vec<Vec<decision::Case>>,
+    pub swaps: Vec<Duration>,
+    /// Compile-only time of the default policy by Cranelift opt level.
+    pub compile: Vec<(&'static str, Duration)>,
+    pub component_bytes: usize,
+}
+
+/// The fake API server's raw capacity: Secrets POSTed over HTTP/2 with TLS, 64 streams in
+/// flight over 4 connections, against a fresh server with no controller attached.
+async fn capacity(writes: usize) -> Result<f64> {
+    let fake = fake_server(Duration::ZERO)?;
+    let client = Arc::new(client::ApiClient::connect(&fake, TOKEN, 4).await?);
+    let path = cubepod_host::kube::Resource::Secret.collection_path(NS);
+    let items: Vec<(String, Bytes)> = (0..writes)
+        .map(|i| {
+            let body = serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": format!("load-{i:06}"), "namespace": NS,
+                    "labels": {"app.kubernetes.io/managed-by": "cubepod-bench"}},
+                "stringData": {"token": "0123456789abcdef0123456789abcdef0123456789abcdef"},
+            });
+            (path.clone(), Bytes::from(body.to_string()))
+        })
+        .collect();
+    let burst = client::post_all(client, Arc::new(items), 64).await?;
+    if burst.failed > 0 {
+        bail!("{} of {} capacity POSTs failed", burst.failed, burst.sent);
+    }
+    Ok(burst.per_second())
+}
+
+fn load_default_policy() -> Result<PolicyModule> {
+    let engine = PolicyEngine::new(RuntimeConfig::default()).context("engine")?;
+    engine.load(DEFAULT_POLICY).context("the default policy")
+}
+
+fn say(what: impl std::fmt::Display) {
+    eprintln!("[cubepod-bench] {what}");
+}
+
+/// The controller's RSS at `n`, KiB: the line through the two largest N measured, or 120 KiB
+/// per sandbox without two.
+fn project(measured: &BTreeMap<usize, f64>, n: usize) -> f64 {
+    let mut largest = measured.iter().rev();
+    match (largest.next(), largest.next()) {
+        (Some((&n2, &rss2)), Some((&n1, &rss1))) => {
+            let slope = (rss2 - rss1) / (n2 as f64 - n1 as f64);
+            rss2 + slope.max(0.0) * (n as f64 - n2 as f64)
+        }
+        _ => 120.0 * n as f64,
+    }
+}
+
+/// Runs every scenario the options name and returns what they measured.
+pub fn run(options: &Options) -> Result<Results> {
+    let started = Instant::now();
+    // The fake API server holds every seeded object: if memory runs out, this process goes
+    // before the neighbours' (after its controller).
+    let _ = std::fs::write("/proc/self/oom_score_adj", "500");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("bench")
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    let binary = if options.wants("create") || options.wants("rss") {
+        process::controller_binary(options.controller.as_deref())?
+    } else {
+        PathBuf::new()
+    };
+    let mut results = Results {
+        machine: Machine::read(),
+        options: Some(options.clone()),
+        component_bytes: DEFAULT_POLICY.len(),
+        ..Results::default()
+    };
+    let module = load_default_policy()?;
+    let busy_before = process::machine_busy()?;
+    let own_before = process::own_cpu_with_children()?;
+
+    if options.wants("capacity") {
+        for run in 0..options.runs {
+            let writes = runtime.block_on(capacity(options.capacity_writes))?;
+            say(format_args!(
+                "capacity run {}: {writes:.0} writes/s",
+                run + 1
+            ));
+            results.capacity.push(writes);
+        }
+    }
+
+    let largest = options.sizes.iter().copied().max();
+    for &n in options.sizes.iter().filter(|_| options.wants("create")) {
+        for run in 0..options.runs {
+            let perf = options
+                .perf
+                .as_ref()
+                .filter(|_| Some(n) == largest && run == 0)
+                .map(|dir| dir.join(format!("controller-create-{n}.data")));
+            let setup = create::Setup {
+                runtime: &runtime,
+                binary: &binary,
+                perf,
+                pod_start_delay: options.pod_start_delay,
+                trim_probe: false,
+                controller_args: options.controller_args.clone(),
+            };
+            let result = create::run(&setup, n)
+                .with_context(|| format!("creating {n} sandboxes, run {}", run + 1))?;
+            say(format_args!(
+                "N={n} run {}: {:.0} sandboxes/s to Pods, {:.0} to Running, {:.2} writes each, \
+                 resync {} writes, RSS {:.1} MiB",
+                run + 1,
+                result.pods_per_second(),
+                result.running_per_second(),
+                result.writes_per_sandbox(),
+                result.resync_writes.values().sum::<usize>(),
+                result.resync_memory.rss_kib as f64 / 1024.0
+            ));
+            results.creates.entry(n).or_default().push(result);
+        }
+    }
+
+    let template = if options.wants("rss") || options.wants("ticks") {
+        Some(runtime.block_on(seed::Template::make(module.clone()))?)
+    } else {
+        None
+    };
+    // The controller's RSS (KiB) at each N measured so far: the projection of the next N.
+    let mut measured: BTreeMap<usize, f64> = results
+        .creates
+        .iter()
+        .filter_map(|(n, runs)| {
+            let rss: Vec<f64> = runs
+                .iter()
+                .map(|r| r.resync_memory.rss_kib as f64)
+                .collect();
+            Some((*n, stats::median(&rss)?))
+        })
+        .collect();
+    results.sandbox_json_bytes = template.as_ref().map_or(0, seed::Template::json_bytes);
+    for &n in options.rss_sizes.iter().filter(|_| options.wants("rss")) {
+        let Some(template) = &template else { break };
+        for run in 0..options.runs {
+            let setup = create::Setup {
+                runtime: &runtime,
+                binary: &binary,
+                perf: None,
+                pod_start_delay: Duration::ZERO,
+                trim_probe: options.trim_probe,
+                controller_args: Vec::new(),
+            };
+            let projected_kib = project(&measured, n);
+            let result = match rss::run(&setup, template, n, projected_kib)
+                .with_context(|| format!("RSS over {n} seeded sandboxes, run {}", run + 1))?
+            {
+                Ok(result) => result,
+                Err(skipped) => {
+                    say(format_args!(
+                        "seeded N={n}: not run: the controller would need about {:.0} MiB \
+                         (projected from the smaller N) and the machine has {:.0} MiB available",
+                        skipped.projected_mib, skipped.available_mib
+                    ));
+                    results.skipped.push(skipped);
+                    break;
+                }
+            };
+            measured
+                .entry(n)
+                .and_modify(|rss| *rss = rss.max(result.memory.rss_kib as f64))
+                .or_insert(result.memory.rss_kib as f64);
+            say(format_args!(
+                "seeded N={n} run {}: RSS {:.1} MiB (at ready {:.1}, peak {:.1}), ready in \
+                 {:.1} s, settled in {:.1} s, resync {} writes{}; this process {:.0} MiB",
+                run + 1,
+                result.memory.rss_kib as f64 / 1024.0,
+                result.ready_memory.rss_kib as f64 / 1024.0,
+                result.memory.hwm_kib as f64 / 1024.0,
+                result.ready.as_secs_f64(),
+                result.settled.as_secs_f64(),
+                result.resync_writes.values().sum::<usize>(),
+                result.trimmed.map_or(String::new(), |m| format!(
+                    ", RSS after malloc_trim {:.1} MiB",
+                    m.rss_kib as f64 / 1024.0
+                )),
+                result.bench_memory.rss_kib as f64 / 1024.0
+            ));
+            results.seeded.entry(n).or_default().push(result);
+        }
+    }
+
+    if let Some(template) = template.as_ref().filter(|_| options.wants("ticks")) {
+        let ticks =
+            runtime.block_on(ticks::run(module.clone(), template, 10_000, options.ticks))?;
+        say(format_args!(
+            "ticks over 10,000: reap p50 {:.2} ms, pool p50 {:.2} ms",
+            stats::p50_p99_micros(&ticks.reap).0 / 1e3,
+            stats::p50_p99_micros(&ticks.pool).0 / 1e3
+        ));
+        results.ticks = Some(ticks);
+    }
+
+    if options.wants("decision") {
+        // Several short rounds rather than one long one: a burst of other work on the machine
+        // then spoils one round's percentiles, not the median of them.
+        for _ in 0..options.runs {
+            results.decision.push(decision::run(
+                &module,
+                runtime.handle().clone(),
+                options.decision_runs,
+                options.decision_runs * 10,
+            )?);
+        }
+    }
+    if options.wants("swap") {
+        results.swaps = runtime.block_on(swap::run(options.swaps))?;
+        results.compile = swap::compile_only(options.swaps)?;
+    }
+    results.machine.wall = started.elapsed();
+    let busy = process::machine_busy()?.saturating_sub(busy_before);
+    let own = process::own_cpu_with_children()?.saturating_sub(own_before);
+    let capacity = results.machine.wall.as_secs_f64() * results.machine.cpus.max(1) as f64;
+    results.machine.others_share = Some(busy.saturating_sub(own).as_secs_f64() / capacity);
+    say(format_args!(
+        "done in {:.0} s; other processes used {:.0}% of the machine meanwhile",
+        started.elapsed().as_secs_f64(),
+        results.machine.others_share.unwrap_or(0.0) * 100.0
+    ));
+    Ok(results)
+}

@@ -1,0 +1,926 @@
+//! The results as a table (stdout), as `docs/performance.md` and as `docs/performance.svg`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::Results;
+use super::stats::{median, p50_p99_micros};
+
+/// Writes a controller makes for one new sandbox, plus the user's own create: what the API
+/// serves per sandbox.
+const API_WRITES_PER_SANDBOX: f64 = 7.0;
+
+pub const TARGET_PODS_PER_SECOND: f64 = 1_500.0;
+pub const TARGET_WRITES_PER_SANDBOX: f64 = 6.0;
+pub const TARGET_DECISION_P50_MICROS: f64 = 20.0;
+pub const TARGET_WASM_NATIVE_RATIO: f64 = 1.3;
+pub const TARGET_RSS_MIB: [(usize, f64); 2] = [(10_000, 64.0), (100_000, 400.0)];
+pub const TARGET_REAP_MILLIS: f64 = 10.0;
+pub const TARGET_SWAP_MILLIS: f64 = 100.0;
+pub const TARGET_COMPONENT_KIB: f64 = 300.0;
+
+/// Marks the end of what `--write-docs` regenerates; what follows it is kept.
+const GENERATED_END: &str = "<!-- end of the generated part: what follows is kept on rewrite -->";
+
+pub struct Row {
+    pub metric: String,
+    pub value: String,
+    pub target: String,
+    pub verdict: String,
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// "met, 23% to spare" / "missed by 410 (27% short)" for a figure that must be at least
+/// `target`.
+fn at_least(value: f64, target: f64, unit: &str) -> String {
+    if value >= target {
+        format!("met, {:.0}% to spare", (value / target - 1.0) * 100.0)
+    } else {
+        format!(
+            "**missed** by {:.0}{unit} ({:.0}% short)",
+            target - value,
+            (1.0 - value / target) * 100.0
+        )
+    }
+}
+
+/// The same for a figure that must be at most `target` (`strict`: below it).
+fn at_most(value: f64, target: f64, unit: &str, digits: usize) -> String {
+    let met = value < target || (value == target && target > 0.0);
+    if target == 0.0 {
+        return if value == 0.0 {
+            "met".to_string()
+        } else {
+            format!("**missed** by {value:.digits$}{unit}")
+        };
+    }
+    if met {
+        format!("met, {:.0}% under", (1.0 - value / target) * 100.0)
+    } else if unit == "×" {
+        format!("**missed**: {:.0} times the bound", value / target)
+    } else {
+        format!(
+            "**missed** by {:.digits$}{unit} ({:.1}× the target)",
+            value - target,
+            value / target
+        )
+    }
+}
+
+fn median_of<T>(runs: &[T], f: impl Fn(&T) -> f64) -> Option<f64> {
+    median(&runs.iter().map(f).collect::<Vec<_>>())
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn runs_note(count: usize) -> String {
+    if count == 1 {
+        "1 run".to_string()
+    } else {
+        format!("median of {count} runs")
+    }
+}
+
+/// The controller's writes by kind, as "2 create persistentvolumeclaims, 1 patch sandboxes".
+fn writes_list(writes: &BTreeMap<String, usize>, per: usize) -> String {
+    if writes.is_empty() {
+        return "none".to_string();
+    }
+    writes
+        .iter()
+        .map(|(what, count)| {
+            let each = *count as f64 / per as f64;
+            if (each - each.round()).abs() < 0.005 {
+                format!("{each:.0} {what}")
+            } else {
+                format!("{each:.2} {what}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// RSS by N, MiB: from the controller that resynced the state it created where there is one,
+/// else from the seeded runs.
+pub fn rss_by_n(results: &Results) -> BTreeMap<usize, f64> {
+    let mut rss = BTreeMap::new();
+    for (n, runs) in &results.seeded {
+        if let Some(m) = median_of(runs, |r| mib(r.memory.rss_kib)) {
+            rss.insert(*n, m);
+        }
+    }
+    for (n, runs) in &results.creates {
+        if let Some(m) = median_of(runs, |r| mib(r.resync_memory.rss_kib)) {
+            rss.insert(*n, m);
+        }
+    }
+    rss
+}
+
+pub fn rows(results: &Results) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let capacity = median(&results.capacity);
+    if let Some(capacity) = capacity {
+        rows.push(Row {
+            metric: "Fake API server raw capacity: POST Secret, HTTP/2 + TLS, 64 streams"
+                .to_string(),
+            value: format!("{capacity:.0} writes/s"),
+            target: "(reference)".to_string(),
+            verdict: format!(
+                "ceiling {:.0} sandboxes/s at {API_WRITES_PER_SANDBOX:.0} writes each",
+                capacity / API_WRITES_PER_SANDBOX
+            ),
+        });
+    }
+    let share = |per_second: f64| {
+        capacity.map_or(String::new(), |c| {
+            format!(
+                " ({:.0}% of the API's ceiling)",
+                per_second * API_WRITES_PER_SANDBOX / c * 100.0
+            )
+        })
+    };
+    for (n, runs) in &results.creates {
+        let note = runs_note(runs.len());
+        if let Some(pods) = median_of(runs, |r| r.pods_per_second()) {
+            let (target, verdict) = if *n == 1_000 {
+                (
+                    format!("≥ {TARGET_PODS_PER_SECOND:.0}/s"),
+                    at_least(pods, TARGET_PODS_PER_SECOND, "/s"),
+                )
+            } else {
+                ("—".to_string(), String::new())
+            };
+            rows.push(Row {
+                metric: format!("Sandboxes/s, POST to Pod exists, N = {}", thousands(*n)),
+                value: format!("{pods:.0}/s{}, {note}", share(pods)),
+                target,
+                verdict,
+            });
+        }
+        if let Some(running) = median_of(runs, |r| r.running_per_second()) {
+            rows.push(Row {
+                metric: format!("Sandboxes/s, POST to status Running, N = {}", thousands(*n)),
+                value: format!("{running:.0}/s{}, {note}", share(running)),
+                target: "—".to_string(),
+                verdict: String::new(),
+            });
+        }
+        if let Some(writes) = median_of(runs, |r| r.writes_per_sandbox()) {
+            let example = runs
+                .iter()
+                .min_by(|a, b| {
+                    (a.writes_per_sandbox() - writes)
+                        .abs()
+                        .total_cmp(&(b.writes_per_sandbox() - writes).abs())
+                })
+                .map(|r| writes_list(&r.writes, r.n))
+                .unwrap_or_default();
+            rows.push(Row {
+                metric: format!(
+                    "API writes per new sandbox (controller), N = {}",
+                    thousands(*n)
+                ),
+                value: format!("{writes:.2}: {example}"),
+                target: format!("≤ {TARGET_WRITES_PER_SANDBOX:.0}"),
+                verdict: at_most(writes, TARGET_WRITES_PER_SANDBOX + 1e-9, "", 2),
+            });
+        }
+        if let Some(resync) = median_of(runs, |r| r.resync_writes.values().sum::<usize>() as f64) {
+            let took = median_of(runs, |r| r.resync_took.as_secs_f64()).unwrap_or(f64::NAN);
+            rows.push(Row {
+                metric: format!("API writes, full resync of converged N = {}", thousands(*n)),
+                value: format!("{resync:.0} (resync took {took:.1} s), {note}"),
+                target: "0".to_string(),
+                verdict: at_most(resync, 0.0, " writes", 0),
+            });
+        }
+    }
+    for (n, runs) in &results.seeded {
+        if results.creates.contains_key(n) {
+            continue;
+        }
+        if let Some(resync) = median_of(runs, |r| r.resync_writes.values().sum::<usize>() as f64) {
+            let took = median_of(runs, |r| r.settled.as_secs_f64()).unwrap_or(f64::NAN);
+            rows.push(Row {
+                metric: format!(
+                    "API writes, full resync of converged N = {} (seeded)",
+                    thousands(*n)
+                ),
+                value: format!(
+                    "{resync:.0} (start to settled {took:.1} s), {}",
+                    runs_note(runs.len())
+                ),
+                target: "0".to_string(),
+                verdict: at_most(resync, 0.0, " writes", 0),
+            });
+        }
+    }
+    let rounds = results.decision.len();
+    for case in results.decision.first().into_iter().flatten() {
+        // The median over the rounds of each round's percentile.
+        let of_rounds = |pick: fn(&super::decision::Case) -> (f64, f64), p99: bool| {
+            let values: Vec<f64> = results
+                .decision
+                .iter()
+                .filter_map(|round| round.iter().find(|c| c.label == case.label))
+                .map(|c| if p99 { pick(c).1 } else { pick(c).0 })
+                .collect();
+            median(&values).unwrap_or(f64::NAN)
+        };
+        let native = |c: &super::decision::Case| p50_p99_micros(&c.native);
+        let wasm = |c: &super::decision::Case| p50_p99_micros(&c.wasm);
+        let (native50, native99) = (of_rounds(native, false), of_rounds(native, true));
+        let (wasm50, wasm99) = (of_rounds(wasm, false), of_rounds(wasm, true));
+        rows.push(Row {
+            metric: format!(
+                "Reconcile decision, wasm with a fresh Store: {} ({} kube-client calls)",
+                case.label, case.calls
+            ),
+            value: format!(
+                "p50 {wasm50:.1} µs, p99 {wasm99:.1} µs ({})",
+                runs_note(rounds).replace("run", "round")
+            ),
+            target: format!("p50 < {TARGET_DECISION_P50_MICROS:.0} µs"),
+            verdict: at_most(wasm50, TARGET_DECISION_P50_MICROS, " µs", 1),
+        });
+        rows.push(Row {
+            metric: format!("Reconcile decision, native: {}", case.label),
+            value: format!("p50 {native50:.2} µs, p99 {native99:.2} µs"),
+            target: "—".to_string(),
+            verdict: String::new(),
+        });
+        let ratio = wasm50 / native50;
+        rows.push(Row {
+            metric: format!("Reconcile decision, wasm / native p50: {}", case.label),
+            value: format!("{ratio:.1}×"),
+            target: format!("≤ {TARGET_WASM_NATIVE_RATIO}×"),
+            verdict: at_most(ratio, TARGET_WASM_NATIVE_RATIO + 1e-9, "×", 1),
+        });
+    }
+    let targets: BTreeMap<usize, f64> = TARGET_RSS_MIB.into_iter().collect();
+    for (n, runs) in &results.creates {
+        if let Some(rss) = median_of(runs, |r| mib(r.resync_memory.rss_kib)) {
+            let peak = median_of(runs, |r| mib(r.resync_memory.hwm_kib)).unwrap_or(f64::NAN);
+            let created = median_of(runs, |r| mib(r.created_memory.rss_kib)).unwrap_or(f64::NAN);
+            let target = targets.get(n);
+            rows.push(Row {
+                metric: format!(
+                    "Controller RSS, {} sandboxes and children cached (restarted over them)",
+                    thousands(*n)
+                ),
+                value: format!(
+                    "{rss:.1} MiB (peak {peak:.1}; {created:.1} MiB in the controller that \
+                     created them), {}",
+                    runs_note(runs.len())
+                ),
+                target: target.map_or("—".to_string(), |t| format!("< {t:.0} MiB")),
+                verdict: target.map_or(String::new(), |t| at_most(rss, *t, " MiB", 1)),
+            });
+        }
+    }
+    for (n, runs) in &results.seeded {
+        if let Some(rss) = median_of(runs, |r| mib(r.memory.rss_kib)) {
+            let peak = median_of(runs, |r| mib(r.memory.hwm_kib)).unwrap_or(f64::NAN);
+            let cross_check = results.creates.contains_key(n);
+            let target = targets.get(n).filter(|_| !cross_check);
+            rows.push(Row {
+                metric: format!(
+                    "Controller RSS, {} sandboxes and children cached (seeded{})",
+                    thousands(*n),
+                    if cross_check { ", cross-check" } else { "" }
+                ),
+                value: format!("{rss:.1} MiB (peak {peak:.1}), {}", runs_note(runs.len())),
+                target: target.map_or("—".to_string(), |t| format!("< {t:.0} MiB")),
+                verdict: target.map_or(String::new(), |t| at_most(rss, *t, " MiB", 1)),
+            });
+        }
+    }
+    for skipped in &results.skipped {
+        let target = targets.get(&skipped.n);
+        rows.push(Row {
+            metric: format!(
+                "Controller RSS, {} sandboxes and children cached (seeded)",
+                thousands(skipped.n)
+            ),
+            value: format!(
+                "not measured: projected {:.0} MiB (on the line through the two largest N \
+                 measured), more than this machine could give it beside the fake ({:.0} MiB \
+                 available)",
+                skipped.projected_mib, skipped.available_mib
+            ),
+            target: target.map_or("—".to_string(), |t| format!("< {t:.0} MiB")),
+            verdict: target.map_or(String::new(), |t| {
+                format!(
+                    "{} (projected)",
+                    at_most(skipped.projected_mib, *t, " MiB", 0)
+                )
+            }),
+        });
+    }
+    if let Some(ticks) = &results.ticks {
+        let (reap50, reap99) = p50_p99_micros(&ticks.reap);
+        rows.push(Row {
+            metric: format!("Reap tick over {} sandboxes", thousands(ticks.n)),
+            value: format!(
+                "p50 {:.2} ms, p99 {:.2} ms ({} ticks)",
+                reap50 / 1e3,
+                reap99 / 1e3,
+                ticks.reap.len()
+            ),
+            target: format!("< {TARGET_REAP_MILLIS:.0} ms"),
+            verdict: at_most(reap50 / 1e3, TARGET_REAP_MILLIS, " ms", 2),
+        });
+        let (pool50, pool99) = p50_p99_micros(&ticks.pool);
+        rows.push(Row {
+            metric: format!(
+                "Warm-pool tick over {} sandboxes (1 pool of 10)",
+                thousands(ticks.n)
+            ),
+            value: format!(
+                "p50 {:.2} ms, p99 {:.2} ms ({} ticks)",
+                pool50 / 1e3,
+                pool99 / 1e3,
+                ticks.pool.len()
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
+        });
+    }
+    if !results.swaps.is_empty() {
+        let ms: Vec<f64> = results.swaps.iter().map(|d| millis(*d)).collect();
+        let p50 = median(&ms).unwrap_or(f64::NAN);
+        let (min, max) = ms.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        });
+        rows.push(Row {
+            metric: "Policy hot swap, file change to the new module serving".to_string(),
+            value: format!(
+                "p50 {p50:.1} ms (min {min:.1}, max {max:.1}; {} swaps)",
+                ms.len()
+            ),
+            target: format!("< {TARGET_SWAP_MILLIS:.0} ms"),
+            verdict: at_most(p50, TARGET_SWAP_MILLIS, " ms", 1),
+        });
+        for (level, took) in &results.compile {
+            rows.push(Row {
+                metric: format!(
+                    "Compiling the default component alone, Cranelift opt level {level}"
+                ),
+                value: format!("{:.1} ms (median)", millis(*took)),
+                target: "—".to_string(),
+                verdict: String::new(),
+            });
+        }
+    }
+    if results.component_bytes > 0 {
+        let kib = results.component_bytes as f64 / 1024.0;
+        rows.push(Row {
+            metric: "Default policy component size".to_string(),
+            value: format!(
+                "{kib:.1} KiB ({} bytes)",
+                thousands(results.component_bytes)
+            ),
+            target: format!("< {TARGET_COMPONENT_KIB:.0} KiB"),
+            verdict: at_most(kib, TARGET_COMPONENT_KIB, " KiB", 1),
+        });
+    }
+    rows
+}
+
+/// The rows as a Markdown table.
+pub fn markdown_table(rows: &[Row]) -> String {
+    let mut out = String::from("| metric | value | target | met? |\n| --- | --- | --- | --- |\n");
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            row.metric, row.value, row.target, row.verdict
+        );
+    }
+    out
+}
+
+/// The rows for a terminal.
+pub fn text_table(rows: &[Row]) -> String {
+    let width = |f: fn(&Row) -> &str| rows.iter().map(|r| f(r).chars().count()).max().unwrap_or(0);
+    let (m, v, t) = (
+        width(|r| &r.metric),
+        width(|r| &r.value),
+        width(|r| &r.target),
+    );
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<m$}  {:<v$}  {:<t$}  met?",
+        "metric", "value", "target"
+    );
+    for row in rows {
+        let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w - s.chars().count()));
+        let _ = writeln!(
+            out,
+            "{}  {}  {}  {}",
+            pad(&row.metric, m),
+            pad(&row.value, v),
+            pad(&row.target, t),
+            row.verdict.replace("**", "")
+        );
+    }
+    out
+}
+
+/// Where the time and the CPU of the sandboxes/s runs went, from the controller's metrics.
+pub fn breakdown(results: &Results) -> String {
+    let mut out = String::new();
+    for (n, runs) in &results.creates {
+        let Some(run) = runs.iter().min_by(|a, b| {
+            let m = median_of(runs, |r| r.pods_per_second()).unwrap_or(0.0);
+            (a.pods_per_second() - m)
+                .abs()
+                .total_cmp(&(b.pods_per_second() - m).abs())
+        }) else {
+            continue;
+        };
+        let wall = run.to_running.as_secs_f64();
+        let _ = writeln!(
+            out,
+            "**N = {}** (the median run): the load generator's {} POSTs took {:.2} s \
+             ({:.0}/s); Pods after {:.2} s, Running after {:.2} s. CPU over that span: \
+             controller {:.2} s ({:.2} cores, {:.0} µs per sandbox), this process (fake API \
+             server + load generator) {:.2} s ({:.2} cores), of {} cores. Watches the \
+             controller had to re-open meanwhile: {}.",
+            thousands(*n),
+            thousands(run.post.sent),
+            run.post.took.as_secs_f64(),
+            run.post.per_second(),
+            run.to_pods.as_secs_f64(),
+            wall,
+            run.controller_cpu.as_secs_f64(),
+            run.controller_cpu.as_secs_f64() / wall,
+            run.controller_cpu.as_secs_f64() / *n as f64 * 1e6,
+            run.bench_cpu.as_secs_f64(),
+            run.bench_cpu.as_secs_f64() / wall,
+            results.machine.cpus,
+            run.watches,
+        );
+        let b = &run.breakdown;
+        let _ = writeln!(out);
+        let _ = writeln!(out, "| controller metric (mean) | value |\n| --- | --- |");
+        if let Some(mean) = b.reconcile_mean {
+            let _ = writeln!(
+                out,
+                "| one Sandbox reconcile, end to end ({:.2} per sandbox) | {:.2} ms |",
+                b.reconciles / *n as f64,
+                mean * 1e3
+            );
+        }
+        for (export, mean) in &b.guest_call_mean {
+            let _ = writeln!(
+                out,
+                "| guest call `{export}` (incl. its kube-client calls) | {:.2} ms |",
+                mean * 1e3
+            );
+        }
+        for (what, mean) in &b.request_mean {
+            let count = b.requests.get(what).copied().unwrap_or(0.0);
+            // The start's lists and watches: one of each.
+            if count < 10.0 {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "| API request `{what}` ({count:.0} made) | {:.2} ms |",
+                mean * 1e3
+            );
+        }
+        if run.failed_writes > 0 {
+            let _ = writeln!(
+                out,
+                "| failed writes (conflicts, ...) | {} |",
+                run.failed_writes
+            );
+        }
+        let _ = writeln!(out);
+    }
+    let seeded: Vec<(usize, f64)> = results
+        .seeded
+        .iter()
+        .filter_map(|(n, runs)| Some((*n, median_of(runs, |r| r.memory.rss_kib as f64)?)))
+        .collect();
+    if let [.., (n1, rss1), (n2, rss2)] = seeded.as_slice() {
+        let _ = writeln!(
+            out,
+            "**RSS per sandbox**: {:.1} KiB (the slope from {} to {} seeded sandboxes); one \
+             sandbox's five objects are {:.1} KiB of JSON.\n",
+            (rss2 - rss1) / (*n2 as f64 - *n1 as f64),
+            thousands(*n1),
+            thousands(*n2),
+            results.sandbox_json_bytes as f64 / 1024.0
+        );
+    }
+    for (n, runs) in &results.seeded {
+        let Some(run) = runs.first() else { continue };
+        let _ = writeln!(
+            out,
+            "**Seeded N = {}**: ready (every list done) after {:.1} s with RSS {:.1} MiB, every \
+             sandbox reconciled and quiet after {:.1} s, {:.1} CPU-seconds; resync writes: {}.{}{}",
+            thousands(*n),
+            run.ready.as_secs_f64(),
+            mib(run.ready_memory.rss_kib),
+            run.settled.as_secs_f64(),
+            run.controller_cpu.as_secs_f64(),
+            writes_list(&run.resync_writes, 1),
+            run.trimmed.map_or(String::new(), |m| format!(
+                " After `malloc_trim(0)` (called in the controller by gdb): RSS {:.1} MiB.",
+                mib(m.rss_kib)
+            )),
+            if run.warnings.is_empty() {
+                String::new()
+            } else {
+                format!(" Warnings logged: {}", run.warnings.join("; "))
+            }
+        );
+        let _ = writeln!(out);
+    }
+    out
+}
+
+/// A round step for about `count` ticks up to `max`: 1, 2, 2.5 or 5 times a power of ten.
+fn nice_step(max: f64, count: f64) -> f64 {
+    let raw = (max / count).max(f64::MIN_POSITIVE);
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|step| *step >= raw)
+        .unwrap_or(10.0 * power)
+}
+
+/// The plot: sandboxes/s (to Pods and to Running; linear, left) and the controller's RSS (log,
+/// right) against N (log), with the targets.
+pub fn svg(results: &Results) -> String {
+    let (w, h) = (760.0, 470.0);
+    let (left, right, top, bottom) = (80.0, 660.0, 50.0, 360.0);
+    let (x_lo, x_hi) = (500f64.log10(), 200_000f64.log10());
+    let x = |n: f64| left + (n.log10() - x_lo) / (x_hi - x_lo) * (right - left);
+    let pods: Vec<(f64, f64)> = results
+        .creates
+        .iter()
+        .filter_map(|(n, runs)| Some((*n as f64, median_of(runs, |r| r.pods_per_second())?)))
+        .collect();
+    let running: Vec<(f64, f64)> = results
+        .creates
+        .iter()
+        .filter_map(|(n, runs)| Some((*n as f64, median_of(runs, |r| r.running_per_second())?)))
+        .collect();
+    let rss: Vec<(f64, f64)> = rss_by_n(results)
+        .into_iter()
+        .map(|(n, m)| (n as f64, m))
+        .collect();
+    let projected: Vec<(f64, f64)> = results
+        .skipped
+        .iter()
+        .map(|s| (s.n as f64, s.projected_mib))
+        .collect();
+    let rate_peak = pods
+        .iter()
+        .chain(&running)
+        .map(|p| p.1)
+        .fold(TARGET_PODS_PER_SECOND, f64::max);
+    let rate_step = nice_step(rate_peak * 1.1, 5.0);
+    let rate_max = rate_step * (rate_peak * 1.1 / rate_step).ceil();
+    // RSS on a log axis, in decades of MiB.
+    let rss_peak = rss
+        .iter()
+        .chain(&projected)
+        .map(|p| p.1)
+        .fold(400.0, f64::max);
+    let (rss_lo, rss_hi) = (1.0f64, rss_peak.log10().ceil().max(3.0));
+    let y_rate = |v: f64| bottom - v / rate_max * (bottom - top);
+    let y_rss =
+        |v: f64| bottom - (v.max(10.0).log10() - rss_lo) / (rss_hi - rss_lo) * (bottom - top);
+    let blue = "#1f5fbf";
+    let light = "#5b9bd5";
+    let red = "#b5452b";
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"##
+    );
+    let _ = writeln!(s, r##"<rect width="{w}" height="{h}" fill="white"/>"##);
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="24" text-anchor="middle" font-size="15">cubepod-controller against the fake API server: sandboxes/s and RSS by N ({} cores)</text>"##,
+        w / 2.0,
+        results.machine.cpus
+    );
+    let _ = writeln!(
+        s,
+        r##"<path d="M{left} {top} V{bottom} H{right} V{top}" fill="none" stroke="#333"/>"##
+    );
+    for n in [1_000.0, 10_000.0, 100_000.0] {
+        let xi = x(n);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{xi:.1}" y1="{top}" x2="{xi:.1}" y2="{bottom}" stroke="#e4e4e4"/><text x="{xi:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            bottom + 18.0,
+            thousands(n as usize)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">N, sandboxes (log scale)</text>"##,
+        (left + right) / 2.0,
+        bottom + 38.0
+    );
+    let mut tick = 0.0;
+    while tick <= rate_max + 1e-9 {
+        let yi = y_rate(tick);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{}" y1="{yi:.1}" x2="{left}" y2="{yi:.1}" stroke="{blue}"/><text x="{}" y="{:.1}" text-anchor="end" fill="{blue}">{}</text>"##,
+            left - 4.0,
+            left - 7.0,
+            yi + 4.0,
+            thousands(tick as usize)
+        );
+        tick += rate_step;
+    }
+    for decade in (rss_lo as i32)..=(rss_hi as i32) {
+        let v = 10f64.powi(decade);
+        let yi = y_rss(v);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{right}" y1="{yi:.1}" x2="{}" y2="{yi:.1}" stroke="{red}"/><text x="{}" y="{:.1}" fill="{red}">{}</text>"##,
+            right + 4.0,
+            right + 7.0,
+            yi + 4.0,
+            thousands(v as usize)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text transform="translate(24 {}) rotate(-90)" text-anchor="middle" fill="{blue}">sandboxes/s (linear)</text><text transform="translate({} {}) rotate(90)" text-anchor="middle" fill="{red}">controller RSS, MiB (log scale)</text>"##,
+        (top + bottom) / 2.0,
+        w - 30.0,
+        (top + bottom) / 2.0
+    );
+    // Targets.
+    let yt = y_rate(TARGET_PODS_PER_SECOND);
+    let _ = writeln!(
+        s,
+        r##"<line x1="{left}" y1="{yt:.1}" x2="{right}" y2="{yt:.1}" stroke="{blue}" stroke-dasharray="2 4"/><text x="{}" y="{:.1}" fill="{blue}" font-size="10">target: 1,500 sandboxes/s to Pods at N = 1,000</text>"##,
+        left + 6.0,
+        yt - 5.0
+    );
+    for (n, mib) in TARGET_RSS_MIB {
+        let (xi, yi) = (x(n as f64), y_rss(mib));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{:.1}" y1="{yi:.1}" x2="{:.1}" y2="{yi:.1}" stroke="{red}" stroke-width="3"/><text x="{:.1}" y="{:.1}" fill="{red}" font-size="10">target &lt; {mib:.0} MiB</text>"##,
+            xi - 16.0,
+            xi + 16.0,
+            xi + 20.0,
+            yi + 4.0
+        );
+    }
+    // Series.
+    // Labels above the points, the RSS's below them.
+    let mut series = |points: &[(f64, f64)],
+                      y: &dyn Fn(f64) -> f64,
+                      color: &str,
+                      dash: &str,
+                      label_dy: f64| {
+        let path: Vec<String> = points
+            .iter()
+            .map(|(n, v)| format!("{:.1},{:.1}", x(*n), y(*v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r##"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>"##,
+            path.join(" ")
+        );
+        for (n, v) in points {
+            let _ = writeln!(
+                s,
+                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"/><text x="{:.1}" y="{:.1}" font-size="10" fill="{color}">{}</text>"##,
+                x(*n),
+                y(*v),
+                x(*n) + 7.0,
+                y(*v) + label_dy,
+                thousands(v.round() as usize)
+            );
+        }
+    };
+    series(&pods, &y_rate, blue, "none", -7.0);
+    series(&running, &y_rate, light, "6 3", -7.0);
+    series(&rss, &y_rss, red, "none", 15.0);
+    if let (Some(last), false) = (rss.last(), projected.is_empty()) {
+        let mut points = vec![*last];
+        points.extend(&projected);
+        let path: Vec<String> = points
+            .iter()
+            .map(|(n, v)| format!("{:.1},{:.1}", x(*n), y_rss(*v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r##"<polyline points="{}" fill="none" stroke="{red}" stroke-width="1.5" stroke-dasharray="3 3"/>"##,
+            path.join(" ")
+        );
+        for (n, v) in &projected {
+            let _ = writeln!(
+                s,
+                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="white" stroke="{red}" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" font-size="10" fill="{red}" text-anchor="end">{} projected, not measured</text>"##,
+                x(*n),
+                y_rss(*v),
+                x(*n) - 8.0,
+                y_rss(*v) + 16.0,
+                thousands(v.round() as usize)
+            );
+        }
+    }
+    // Legend, under the plot.
+    let legend = [
+        (blue, "none", "sandboxes/s, POST to Pod exists (median)"),
+        (light, "6 3", "sandboxes/s, POST to status Running (median)"),
+        (red, "none", "controller RSS, synced and quiet (median)"),
+    ];
+    for (i, (color, dash, label)) in legend.iter().enumerate() {
+        let (lx, ly) = (
+            left + (i % 2) as f64 * 300.0,
+            bottom + 62.0 + (i / 2) as f64 * 18.0,
+        );
+        let _ = writeln!(
+            s,
+            r##"<line x1="{lx}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{}" y="{ly:.1}">{label}</text>"##,
+            ly - 4.0,
+            lx + 24.0,
+            ly - 4.0,
+            lx + 30.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// `docs/performance.md`: the generated part, then whatever followed the marker before.
+pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
+    let m = &results.machine;
+    let options = results.options.clone().unwrap_or_default();
+    let mut out = String::new();
+    let _ = writeln!(out, "# Performance\n");
+    let _ = writeln!(
+        out,
+        "Measured by `cubepod-bench` (`tests/src/bench/`), which runs the real controller \
+         binary against the project's stateful fake Kubernetes API server (`tests/src/apiserver`: \
+         HTTPS, HTTP/2, bearer token, a `MemoryCluster` behind it) on loopback, with a load \
+         generator, all in one run. Every figure is the median of several runs unless the row \
+         says otherwise; the fake's own raw capacity is measured in the same run, so that the \
+         sandboxes/s can be read as a share of what the API allows.\n"
+    );
+    let _ = writeln!(out, "## Rerun it\n");
+    let _ = writeln!(
+        out,
+        "```sh\njust bench            # the micro-benchmarks, then the command below\n\
+         cargo build --release -p cubepod-host\n\
+         cargo run --release -p cubepod-tests --bin cubepod-bench -- --write-docs\n\
+         cargo run --release -p cubepod-tests --bin cubepod-bench -- --quick   # a minute, for development\n```\n"
+    );
+    let _ = writeln!(
+        out,
+        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--rss-sizes 10000,30000,100000` \
+         (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
+         record` of the creating controller), `--trim-probe` (RSS after `malloc_trim`, through \
+         gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
+         create,rss` (some scenarios), `--controller PATH`.\n"
+    );
+    let _ = writeln!(out, "## The machine\n");
+    let _ = writeln!(
+        out,
+        "| | |\n| --- | --- |\n| CPU | {} × {} |\n| memory | {:.1} GiB |\n| kernel | Linux {} |\n\
+         | toolchain | {} |\n| commit | {} |\n| measured | {} |\n\
+         | load average before the run | {} |\n\
+         | other processes' share of the CPU during the run ({:.0} s) | {} |\n\
+         | runs per figure | {} |\n",
+        m.cpus,
+        m.model,
+        m.memory_gib,
+        m.kernel,
+        m.rustc,
+        m.commit,
+        m.date,
+        m.load_before,
+        m.wall.as_secs_f64(),
+        m.others_share
+            .map_or("n/a".to_string(), |s| format!("{:.0}%", s * 100.0)),
+        options.runs
+    );
+    let _ = writeln!(
+        out,
+        "The fake API server, the load generator and the controller share these {} cores, as \
+         they would share no real cluster: the sandboxes/s figures are what the controller \
+         reaches while the API server competes with it for CPU.\n",
+        m.cpus
+    );
+    let flags = if options.controller_args.is_empty() {
+        "its defaults (`--concurrency 8`, `--status-coalesce 2s`, ...)".to_string()
+    } else {
+        format!(
+            "`{}`, defaults otherwise",
+            options.controller_args.join(" ")
+        )
+    };
+    let _ = writeln!(
+        out,
+        "The controller runs with {flags}. In the sandboxes/s runs the fake's kubelet starts a \
+         Pod {} ms after its create (`--pod-start-delay`).\n",
+        options.pod_start_delay.as_millis()
+    );
+    let _ = writeln!(out, "## Results\n");
+    out.push_str(&markdown_table(rows));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "![sandboxes/s and RSS against N](performance.svg)\n");
+    let _ = writeln!(out, "## How each figure is taken\n");
+    out.push_str(METHOD);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "## Where the time went (this run)\n");
+    out.push_str(&breakdown(results));
+    let _ = writeln!(out, "{GENERATED_END}");
+    out.push_str(kept);
+    out
+}
+
+const METHOD: &str = "\
+- **Raw capacity**: a fresh fake server, no controller; 64 HTTP/2 streams over 4 TLS \
+connections POST Secrets (30,000 per run) as fast as the server answers; writes/s = 201s / wall time. \
+A new sandbox costs the API 7 writes (the user's create and the controller's 6), so capacity / 7 \
+is the ceiling any controller could reach on this server and machine.
+- **Sandboxes/s**: a fresh fake server (its kubelet starts a Pod `--pod-start-delay` after its \
+create, at once by default) and the real \
+`target/release/cubepod-controller` reading it through a kubeconfig; once it is \
+ready, the load generator POSTs N Sandboxes through the HTTP API (32 streams over 2 connections). \
+The fake's own watch times the N-th Pod and the N-th `status.phase: Running`, from the first POST.
+- **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
+quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
+- **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \
+state; its writes are counted once it has reconciled every sandbox and gone quiet. At 100,000 the \
+state is seeded (below), not created.
+- **RSS**: VmRSS of the controller process (`/proc/<pid>/status`) once it has listed, reconciled \
+and gone quiet: at 1,000 and 10,000 the second (restarted) controller over the state the first \
+created; at 30,000 and 100,000 (and 10,000 as a cross-check) a controller started over a seeded fake: one \
+sandbox is brought up by the real control loop in-process and its objects (Sandbox with status, \
+two PVCs, the Secret, the running Pod) are copied under N names straight into the fake's \
+`MemoryCluster`.
+- **Reap / warm-pool tick**: in-process, the real `ControllerManager` over an in-memory cluster \
+seeded with 10,000 converged sandboxes (idle timeout 1 day, none idle) and one PodWarmPool of 10 \
+ready members. Reap: `ControllerManager::reap()` timed whole (cache snapshot, the policy's `reap` \
+over all 10,010 sandboxes; nothing to pause). Pool: the pool's reconcile as \
+`cubepod_reconcile_duration_seconds{kind=\"podwarmpool\"}` records it.
+- **Decision**: the default policy's `reconcile-sandbox` through the wasm component (a fresh \
+Store and instance per call, as the controller makes them; the cluster answers at once) and the \
+same Rust called natively, on a converged resync and on a new sandbox. \
+`cargo bench -p cubepod-host --bench reconcile` breaks the wasm figure down.
+- **Hot swap**: a `PolicyWatcher` on a file; the file is replaced by a rename with the default \
+policy plus a distinct custom section (a new digest: compiled, contract-checked, self-tested), \
+timed until the manager serves the new module (the first swap is a warm-up). \
+`cargo bench -p cubepod-host --bench swap` is the same measurement.
+- **Component size**: the default policy component embedded in the binary.
+";
+
+/// Writes `docs/performance.md` and `docs/performance.svg` under `root`, keeping what follows
+/// the generated part of an existing `performance.md`.
+pub fn write_docs(root: &Path, results: &Results, rows: &[Row]) -> Result<()> {
+    let docs = root.join("docs");
+    std::fs::create_dir_all(&docs).context("creating docs/")?;
+    let page = docs.join("performance.md");
+    let existing = std::fs::read_to_string(&page).unwrap_or_default();
+    let kept = existing
+        .split_once(GENERATED_END)
+        .map(|(_, rest)| rest.to_string())
+        .unwrap_or_default();
+    std::fs::write(&page, markdown(results, rows, &kept)).context("writing performance.md")?;
+    std::fs::write(docs.join("performance.svg"), svg(results))
+        .context("writing performance.svg")?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! Controller RSS over N converged sandboxes: the fake API server is seeded with N sandboxes
+//! and their children (see [`super::seed`]), the real binary starts over them, lists and
+//! reconciles every one (a resync: it should write nothing), goes quiet, and its VmRSS is read.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::create::{QUIET, Setup, group};
+use super::process::{ControllerProcess, Memory};
+use super::seed::Template;
+use super::{TOKEN, fake_server};
+
+#[derive(Clone, Debug)]
+pub struct SeededRun {
+    pub n: usize,
+    pub memory: Memory,
+    /// After `malloc_trim(0)` called in the controller by gdb (`--trim-probe`): what the
+    /// allocator held but could give back.
+    pub trimmed: Option<Memory>,
+    /// Just after `/readyz` answered: every list read into the cache, few reconciles yet.
+    pub ready_memory: Memory,
+    /// Start to `/readyz` (every cache listed).
+    pub ready: Duration,
+    /// Start to every sandbox reconciled and quiet (the quiet window not counted).
+    pub settled: Duration,
+    pub resync_writes: BTreeMap<String, usize>,
+    pub controller_cpu: Duration,
+    /// This process (the fake API server holding the N sandboxes) at the same moment.
+    pub bench_memory: Memory,
+    pub warnings: Vec<String>,
+}
+
+/// Calls `malloc_trim(0)` inside the controller through gdb, then reads its memory again.
+fn trim(controller: &ControllerProcess) -> Result<Memory> {
+    let status = std::process::Command::new("gdb")
+        .args(["-p", &controller.pid().to_string(), "-batch", "-ex"])
+        .arg("call (int) malloc_trim(0)")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .context("running gdb (--trim-probe needs it)")?;
+    anyhow::ensure!(status.success(), "gdb could not call malloc_trim: {status}");
+    controller.memory()
+}
+
+/// A run that was not made because the machine could not hold it.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    pub n: usize,
+    /// The controller's RSS at N on the line through the two largest N measured, MiB.
+    pub projected_mib: f64,
+    pub available_mib: f64,
+}
+
+/// `Err(Skipped)` when the controller, at `projected_kib`, and this process (which
+/// serves its lists: about twice what it holds after seeding) would need more than 90% of the
+/// memory the machine has available.
+pub fn run(
+    setup: &Setup<'_>,
+    template: &Template,
+    n: usize,
+    projected_kib: f64,
+) -> Result<Result<SeededRun, Skipped>> {
+    // Pods start at once: a seeded Pod keeps the status copied into it.
+    let fake = fake_server(std::time::Duration::ZERO)?;
+    let cluster = fake.cluster();
+    template.seed(&cluster, 0, n)?;
+    let seeded = super::process::memory_of(std::process::id())?;
+    let needed_kib = projected_kib + 2.0 * seeded.rss_kib as f64;
+    let available_kib =
+        super::process::mem_available_kib().unwrap_or(0) as f64 + seeded.rss_kib as f64;
+    if needed_kib > 0.9 * available_kib {
+        return Ok(Err(Skipped {
+            n,
+            projected_mib: projected_kib / 1024.0,
+            available_mib: available_kib / 1024.0,
+        }));
+    }
+    let dir = tempfile::tempdir().context("temp dir")?;
+    let kubeconfig = fake
+        .write_kubeconfig(
+            dir.path(),
+            &crate::apiserver::KubeconfigAuth::Token(TOKEN.to_string()),
+        )
+        .context("writing a kubeconfig")?;
+    let started = Instant::now();
+    let mut controller = ControllerProcess::start(setup.binary, &kubeconfig, &[])?;
+    let ready = controller.wait_ready(Duration::from_secs(600))?;
+    let ready_memory = controller.memory()?;
+    controller.wait_quiet(n as f64, QUIET, Duration::from_secs(1800))?;
+    let settled = started.elapsed().saturating_sub(QUIET);
+    let memory = controller.memory()?;
+    let controller_cpu = controller.cpu()?;
+    let bench_memory = super::process::memory_of(std::process::id())?;
+    let trimmed = if setup.trim_probe {
+        Some(trim(&controller)?)
+    } else {
+        None
+    };
+    let resync_writes = group(&cluster.writes(), false);
+    let (_, warnings) = controller.log_levels();
+    controller.stop(Duration::from_secs(15));
+    Ok(Ok(SeededRun {
+        n,
+        memory,
+        trimmed,
+        ready_memory,
+        ready,
+        settled,
+        resync_writes,
+        controller_cpu,
+        bench_memory,
+        warnings,
+    }))
+}
