@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig, WriteVerb};
 use cubepod_host::kube::{
-    ApiErrorKind, ApiResult, Cluster, Resource, Scope, WatchEvent, WatchEventType,
+    ApiErrorKind, ApiResult, Cluster, PageRequest, Resource, Scope, WatchEvent, WatchEventType,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Receiver;
@@ -723,8 +723,9 @@ async fn history_is_bounded() {
         .await
         .unwrap();
     assert!(item.unwrap().is_err_and(|e| e.is(ApiErrorKind::Gone)));
+    // a to e are versions 2 to 6 (an empty store is at 1); the history holds 4 to 6.
     let mut recent = cluster
-        .watch(&scope(Resource::Secret, None), "2")
+        .watch(&scope(Resource::Secret, None), "3")
         .await
         .unwrap();
     assert_eq!(meta(&next(&mut recent).await.object, "name"), "c");
@@ -1095,4 +1096,52 @@ async fn concurrent_writers_get_one_ordered_history() {
         versions.last().unwrap().to_string(),
         cluster.resource_version()
     );
+}
+
+#[tokio::test]
+async fn a_paginated_list_shows_every_object_once_at_the_first_pages_version() {
+    let cluster = instant();
+    for name in ["a", "b", "c", "d", "e"] {
+        cluster
+            .create(Resource::Secret, NS, named(name))
+            .await
+            .unwrap();
+    }
+    let scope = scope(Resource::Secret, None);
+    let mut page = PageRequest {
+        limit: 2,
+        continue_token: None,
+    };
+    let mut names = Vec::new();
+    let mut versions = Vec::new();
+    loop {
+        let list = cluster.list_page(&scope, &page).await.unwrap();
+        assert!(list.items.len() <= 2);
+        names.extend(list.items.iter().map(|o| meta(o, "name").clone()));
+        versions.push(list.resource_version.clone());
+        if names.len() == 2 {
+            // Written between two pages: listed by the next page (it sorts last), and a
+            // watch from the snapshot's version shows it too.
+            cluster
+                .create(Resource::Secret, NS, named("f"))
+                .await
+                .unwrap();
+        }
+        match list.continue_token {
+            Some(token) => page.continue_token = Some(token),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["a", "b", "c", "d", "e", "f"]);
+    assert!(versions.iter().all(|v| *v == versions[0]), "{versions:?}");
+    let mut watch = cluster.watch(&scope, &versions[0]).await.unwrap();
+    let added = next(&mut watch).await;
+    assert_eq!(meta(&added.object, "name"), "f");
+
+    let bad = PageRequest {
+        limit: 2,
+        continue_token: Some("not-a-token".into()),
+    };
+    let error = cluster.list_page(&scope, &bad).await.unwrap_err();
+    assert_eq!(error.kind, ApiErrorKind::Invalid);
 }

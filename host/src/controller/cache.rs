@@ -2,7 +2,7 @@
 //! records, not whole objects), plus what the controller itself just wrote, so that it does not
 //! write twice before the watch catches up.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,14 @@ struct Inner {
 /// How long a deletion is remembered: well past the client's request timeout, after which no
 /// answer to a write made before the deletion can still arrive.
 pub const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
+
+/// A relist in progress (see [`Cache::begin_relist`]): which objects its pages showed, as
+/// (owning sandbox, name) for children and ("", name) for our own resources.
+pub struct Relist {
+    resource: Resource,
+    namespace: String,
+    seen: HashSet<(String, String)>,
+}
 
 /// Counts for the gauges.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -223,57 +231,132 @@ impl Cache {
         }
     }
 
-    /// Replaces everything of `resource` in `namespace` with a fresh list (after a relist), and
-    /// returns every key that may have changed.
+    /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
+    /// key that may have changed. [`Self::begin_relist`] does the same page by page.
     pub fn replace(&self, resource: Resource, namespace: &str, items: &[Value]) -> Vec<WorkKey> {
-        let mut keys = Vec::new();
-        {
-            let mut inner = self.write();
-            let in_ns = |r: &ObjectRef| r.namespace == namespace;
-            match resource {
-                Resource::Sandbox => {
-                    keys.extend(
-                        inner
-                            .sandboxes
-                            .keys()
-                            .filter(|r| in_ns(r))
-                            .cloned()
-                            .map(WorkKey::Sandbox),
-                    );
-                    inner.sandboxes.retain(|r, _| !in_ns(r));
-                    inner.unreadable.retain(|r, _| !in_ns(r));
-                }
-                Resource::PodWarmPool => {
-                    keys.extend(
-                        inner
-                            .pools
-                            .keys()
-                            .filter(|r| in_ns(r))
-                            .cloned()
-                            .map(WorkKey::Pool),
-                    );
-                    inner.pools.retain(|r, _| !in_ns(r));
-                    inner.unreadable_pools.retain(|r, _| !in_ns(r));
-                }
-                Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
-                    for (owner, entry) in inner.children.iter_mut().filter(|(r, _)| in_ns(r)) {
-                        keys.push(WorkKey::Sandbox(owner.clone()));
-                        match resource {
-                            Resource::Pod => entry.pod = None,
-                            Resource::PersistentVolumeClaim => entry.pvcs.clear(),
-                            _ => entry.secret = false,
-                        }
-                    }
-                    inner.children.retain(|_, e| !e.is_empty());
-                }
-                Resource::Event | Resource::Lease => {}
-            }
-        }
-        for item in items {
-            keys.extend(self.apply(resource, WatchEventType::Added, item));
-        }
+        let mut relist = Self::begin_relist(resource, namespace);
+        let mut keys = self.relist_page(&mut relist, items);
+        keys.extend(self.finish_relist(relist));
         keys.sort();
         keys.dedup();
+        keys
+    }
+
+    /// Starts a relist of `resource` in `namespace`: its pages are applied as they come, and
+    /// [`Self::finish_relist`] then drops what no page showed. Until then the cache holds the
+    /// old state and the new side by side, which is no staler than it was before the relist.
+    pub fn begin_relist(resource: Resource, namespace: &str) -> Relist {
+        Relist {
+            resource,
+            namespace: namespace.to_string(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Applies one page of a relist; returns the keys to reconcile.
+    pub fn relist_page(&self, relist: &mut Relist, items: &[Value]) -> Vec<WorkKey> {
+        let mut keys = Vec::new();
+        for item in items {
+            let meta = Meta::read(item);
+            let scope = match relist.resource {
+                Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
+                    match children::owner_of(item) {
+                        Some((_, owner)) => owner,
+                        None => continue,
+                    }
+                }
+                _ => String::new(),
+            };
+            relist.seen.insert((scope, meta.name));
+            keys.extend(self.apply(relist.resource, WatchEventType::Added, item));
+        }
+        keys
+    }
+
+    /// Ends a relist: what of `resource` in its namespace no page showed is gone. Returns the
+    /// keys that changed.
+    pub fn finish_relist(&self, relist: Relist) -> Vec<WorkKey> {
+        let Relist {
+            resource,
+            namespace,
+            seen,
+        } = relist;
+        let listed =
+            |scope: &str, name: &str| seen.contains(&(scope.to_string(), name.to_string()));
+        let mut keys = Vec::new();
+        let mut inner = self.write();
+        let in_ns = |r: &ObjectRef| r.namespace == namespace;
+        match resource {
+            Resource::Sandbox => {
+                let gone: Vec<ObjectRef> = inner
+                    .sandboxes
+                    .keys()
+                    .chain(inner.unreadable.keys())
+                    .filter(|r| in_ns(r) && !listed("", &r.name))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    inner.sandboxes.remove(&key);
+                    inner.unreadable.remove(&key);
+                    keys.push(WorkKey::Sandbox(key));
+                }
+            }
+            Resource::PodWarmPool => {
+                let gone: Vec<ObjectRef> = inner
+                    .pools
+                    .keys()
+                    .chain(inner.unreadable_pools.keys())
+                    .filter(|r| in_ns(r) && !listed("", &r.name))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    inner.pools.remove(&key);
+                    inner.unreadable_pools.remove(&key);
+                    keys.push(WorkKey::Pool(key));
+                }
+            }
+            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
+                let secrets_seen: HashSet<&str> = seen.iter().map(|(o, _)| o.as_str()).collect();
+                for (owner, entry) in inner.children.iter_mut().filter(|(r, _)| in_ns(r)) {
+                    let mut gone = Vec::new();
+                    match resource {
+                        Resource::Pod => {
+                            if let Some(pod) = entry.pod.take_if(|p| !listed(&owner.name, &p.name))
+                            {
+                                gone.push(pod.name);
+                            }
+                        }
+                        Resource::PersistentVolumeClaim => {
+                            entry.pvcs.retain(|name, _| {
+                                let keep = listed(&owner.name, name);
+                                if !keep {
+                                    gone.push(name.clone());
+                                }
+                                keep
+                            });
+                        }
+                        _ => {
+                            if entry.secret && !secrets_seen.contains(owner.name.as_str()) {
+                                entry.secret = false;
+                                let prefix = format!("{resource}/");
+                                entry
+                                    .versions
+                                    .retain(|child, _| !child.starts_with(&prefix));
+                                keys.push(WorkKey::Sandbox(owner.clone()));
+                            }
+                        }
+                    }
+                    for name in &gone {
+                        entry.versions.remove(&format!("{resource}/{name}"));
+                    }
+                    if !gone.is_empty() {
+                        keys.push(WorkKey::Sandbox(owner.clone()));
+                    }
+                }
+                inner.children.retain(|_, e| !e.is_empty());
+            }
+            Resource::Event | Resource::Lease => {}
+        }
         keys
     }
 
@@ -455,6 +538,40 @@ mod tests {
         cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
         cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
         assert!(cache.observed(&owner).pod.is_none());
+    }
+
+    #[test]
+    fn a_relist_in_pages_drops_only_what_no_page_showed() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        let pvc = |name: &str| {
+            json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": "3",
+                                "labels": {"cubepod.io/sandbox": "a"}}})
+        };
+        cache.apply(
+            Resource::PersistentVolumeClaim,
+            WatchEventType::Added,
+            &pvc("x"),
+        );
+        cache.apply(
+            Resource::PersistentVolumeClaim,
+            WatchEventType::Added,
+            &pvc("y"),
+        );
+        let mut relist = Cache::begin_relist(Resource::PersistentVolumeClaim, "ns");
+        cache.relist_page(&mut relist, &[pvc("y")]);
+        cache.relist_page(&mut relist, &[pvc("z")]);
+        // Until the relist ends, nothing is dropped.
+        assert_eq!(cache.observed(&owner).pvcs.len(), 3);
+        let keys = cache.finish_relist(relist);
+        let names: Vec<String> = cache
+            .observed(&owner)
+            .pvcs
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["y", "z"]);
+        assert_eq!(keys, [WorkKey::Sandbox(owner)]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::cache::Cache;
 use super::queue::{Backoff, WorkQueue};
-use crate::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
+use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
 use crate::model::meta::Meta;
 
 /// What the controller watches in one namespace: our resources, and the children of every
@@ -32,6 +32,9 @@ pub fn scopes(namespace: &str) -> Vec<Scope> {
     })
     .collect()
 }
+
+/// Items per list page, as client-go's reflectors ask for.
+pub const LIST_PAGE_SIZE: u32 = 500;
 
 pub struct Reflector {
     pub cluster: Arc<dyn Cluster>,
@@ -55,23 +58,42 @@ impl Reflector {
             if *shutdown.borrow() {
                 return;
             }
-            let list = match self.cluster.list(&self.scope).await {
-                Ok(list) => list,
-                Err(error) => {
-                    failures += 1;
-                    let delay = backoff.delay(failures);
-                    tracing::warn!(%resource, %namespace, %error, ?delay, "list failed; retrying");
-                    if sleep_or_shutdown(delay, &mut shutdown).await {
-                        return;
-                    }
-                    continue;
-                }
+            // Page by page, each applied and dropped before the next: the controller's
+            // memory then peaks at one page, not at the whole list.
+            let mut relist = Cache::begin_relist(resource, &namespace);
+            let mut page = PageRequest {
+                limit: LIST_PAGE_SIZE,
+                continue_token: None,
             };
-            for key in self.cache.replace(resource, &namespace, &list.items) {
+            let mut snapshot: Option<String> = None;
+            loop {
+                let list = match self.cluster.list_page(&self.scope, &page).await {
+                    Ok(list) => list,
+                    Err(error) => {
+                        failures += 1;
+                        let delay = backoff.delay(failures);
+                        tracing::warn!(%resource, %namespace, %error, ?delay, "list failed; retrying");
+                        if sleep_or_shutdown(delay, &mut shutdown).await {
+                            return;
+                        }
+                        continue 'relist;
+                    }
+                };
+                // Every page is of the first page's snapshot: watch from its version.
+                snapshot.get_or_insert(list.resource_version);
+                for key in self.cache.relist_page(&mut relist, &list.items) {
+                    self.queue.add(key);
+                }
+                match list.continue_token {
+                    Some(token) => page.continue_token = Some(token),
+                    None => break,
+                }
+            }
+            for key in self.cache.finish_relist(relist) {
                 self.queue.add(key);
             }
             self.synced.store(true, Ordering::Release);
-            let mut version = list.resource_version;
+            let mut version = snapshot.unwrap_or_default();
             loop {
                 let mut events = match self.cluster.watch(&self.scope, &version).await {
                     Ok(events) => events,

@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent};
+use super::{ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource, Scope, WatchEvent};
 use crate::metrics::Metrics;
 
 pub struct InstrumentedCluster {
@@ -106,6 +106,9 @@ impl Cluster for InstrumentedCluster {
     }
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
         self.observe("list", scope.resource, self.inner.list(scope))
+    }
+    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        self.observe("list", scope.resource, self.inner.list_page(scope, page))
     }
     fn watch(
         &self,

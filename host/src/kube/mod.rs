@@ -176,11 +176,21 @@ pub struct WatchEvent {
     pub object: Arc<Value>,
 }
 
-/// A list's items and the resourceVersion to watch from.
+/// A list's items (or one page of them) and the resourceVersion to watch from.
 #[derive(Clone, Debug, Default)]
 pub struct ObjectList {
     pub items: Vec<Value>,
     pub resource_version: String,
+    /// Where the next page starts (the API's `metadata.continue`); `None` on the last page.
+    pub continue_token: Option<String>,
+}
+
+/// Which page of a list to fetch: at most `limit` items, from `continue_token` (the previous
+/// page's) on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    pub limit: u32,
+    pub continue_token: Option<String>,
 }
 
 /// What to list or watch: a resource in one namespace, optionally by label selector
@@ -232,6 +242,13 @@ pub trait Cluster: Send + Sync + 'static {
         patch: Value,
     ) -> BoxFuture<'_, ApiResult<Value>>;
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
+    /// One page of a list. Every page is of the first page's snapshot, whose resourceVersion
+    /// is the one to watch from; an expired `continue_token` is Gone (list again from the
+    /// start). A cluster that does not paginate answers with everything in one page.
+    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let _ = page;
+        self.list(scope)
+    }
     /// Watches from `resource_version`. The stream ends when the server ends it (the caller
     /// resumes from the last version it saw); an `Err(Gone)` item means list again.
     fn watch(

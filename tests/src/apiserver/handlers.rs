@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cubepod_host::kube::memory::MemoryCluster;
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope};
+use cubepod_host::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -163,7 +163,13 @@ async fn serve(
                     };
                     watch(cluster, &scope, query.resource_version.as_deref(), plan).await
                 }
-                Method::GET => list(cluster, &scope).await,
+                Method::GET => {
+                    let page = query.limit.map(|limit| PageRequest {
+                        limit,
+                        continue_token: query.continue_token.clone(),
+                    });
+                    list(cluster, &scope, page.as_ref()).await
+                }
                 Method::POST if !scope.namespace.is_empty() => {
                     let object = read_object(request).await?;
                     create(cluster, resource, &scope.namespace, object).await
@@ -210,16 +216,25 @@ async fn serve(
     }
 }
 
-async fn list(cluster: &MemoryCluster, scope: &Scope) -> Result<Response<Body>, Failure> {
+async fn list(
+    cluster: &MemoryCluster,
+    scope: &Scope,
+    page: Option<&PageRequest>,
+) -> Result<Response<Body>, Failure> {
     let resource = scope.resource;
-    let list = cluster
-        .list(scope)
-        .await
-        .map_err(|error| Failure::from_api(&error, resource, None))?;
+    let list = match page {
+        Some(page) => cluster.list_page(scope, page).await,
+        None => cluster.list(scope).await,
+    }
+    .map_err(|error| Failure::from_api(&error, resource, None))?;
+    let mut metadata = json!({ "resourceVersion": list.resource_version });
+    if let Some(token) = &list.continue_token {
+        metadata["continue"] = json!(token);
+    }
     let document = json!({
         "kind": format!("{}List", resource.kind()),
         "apiVersion": resource.api_version(),
-        "metadata": { "resourceVersion": list.resource_version },
+        "metadata": metadata,
         "items": list.items,
     });
     Ok(body::json(StatusCode::OK, &document))

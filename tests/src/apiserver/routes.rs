@@ -142,6 +142,10 @@ pub struct Query {
     pub resource_version: Option<String>,
     pub allow_watch_bookmarks: bool,
     pub timeout: Option<Duration>,
+    /// A list's page size (`limit`; 0 or absent: everything).
+    pub limit: Option<u32>,
+    /// Where a paginated list goes on (`continue`).
+    pub continue_token: Option<String>,
 }
 
 /// A query parameter the server cannot honour.
@@ -165,6 +169,16 @@ impl Query {
                         .parse::<u64>()
                         .map_err(|_| QueryError(format!("invalid timeoutSeconds: {value:?}")))?;
                     parsed.timeout = Some(Duration::from_secs(seconds));
+                }
+                "limit" => {
+                    let limit = value
+                        .parse::<i64>()
+                        .map_err(|_| QueryError(format!("invalid limit: {value:?}")))?;
+                    // The API server treats a limit of 0 or less as none.
+                    parsed.limit = u32::try_from(limit).ok().filter(|l| *l > 0);
+                }
+                "continue" if !value.is_empty() => {
+                    parsed.continue_token = Some(value.into_owned());
                 }
                 "fieldSelector" if !value.is_empty() => {
                     return Err(QueryError(
@@ -262,8 +276,11 @@ mod tests {
         assert!(Query::parse("timeoutSeconds=-1").is_err());
         assert!(Query::parse("fieldSelector=metadata.name%3Dx").is_err());
         assert_eq!(
-            Query::parse("limit=500&fieldSelector=").unwrap(),
+            Query::parse("limit=0&fieldSelector=&continue=").unwrap(),
             Query::default()
         );
+        let page = Query::parse("limit=500&continue=7%2Fns%2Fa").unwrap();
+        assert_eq!(page.limit, Some(500));
+        assert_eq!(page.continue_token.as_deref(), Some("7/ns/a"));
     }
 }

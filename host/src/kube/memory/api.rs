@@ -14,7 +14,9 @@ use super::state::State;
 use super::store::ObjectKey;
 use super::strategy;
 use super::watch::Filter;
-use crate::kube::{ApiError, ApiResult, ObjectList, Resource, Scope, WatchEvent};
+use crate::kube::{
+    ApiError, ApiErrorKind, ApiResult, ObjectList, PageRequest, Resource, Scope, WatchEvent,
+};
 
 /// Which part of the object a patch is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +160,59 @@ impl State {
         Ok(ObjectList {
             items,
             resource_version: self.store.resource_version().to_string(),
+            continue_token: None,
+        })
+    }
+
+    /// A page of [`Self::list`]. The continue token names the snapshot's version and the last
+    /// object sent; the next page goes on from there with the objects as they are now, which a
+    /// watch from the snapshot's version then brings up to date (objects changed meanwhile are
+    /// seen twice, never missed).
+    pub fn list_page(&self, scope: &Scope, page: &PageRequest) -> ApiResult<ObjectList> {
+        let selector = parse_selector(scope)?;
+        let (snapshot, after) = match page.continue_token.as_deref() {
+            None => (self.store.resource_version().to_string(), None),
+            Some(token) => {
+                let mut parts = token.splitn(3, '/');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(version), Some(ns), Some(name)) if version.parse::<u64>().is_ok() => {
+                        (version.to_string(), Some((ns, name)))
+                    }
+                    _ => {
+                        return Err(ApiError::new(
+                            ApiErrorKind::Invalid,
+                            format!("continue token {token:?} is not one this server issued"),
+                        ));
+                    }
+                }
+            }
+        };
+        let limit = usize::try_from(page.limit).unwrap_or(usize::MAX).max(1);
+        let scan: Box<dyn Iterator<Item = &std::sync::Arc<Value>>> = match after {
+            None => Box::new(self.store.scan(scope.resource, &scope.namespace)),
+            Some(after) => Box::new(
+                self.store
+                    .scan_after(scope.resource, &scope.namespace, after),
+            ),
+        };
+        let mut matching = scan.filter(|object| selector.matches(object));
+        let items: Vec<Value> = matching
+            .by_ref()
+            .take(limit)
+            .map(|object| (**object).clone())
+            .collect();
+        let continue_token = match (items.last(), matching.next()) {
+            (Some(last), Some(_)) => Some(format!(
+                "{snapshot}/{}/{}",
+                meta::namespace(last).unwrap_or_default(),
+                meta::name(last).unwrap_or_default()
+            )),
+            _ => None,
+        };
+        Ok(ObjectList {
+            items,
+            resource_version: snapshot,
+            continue_token,
         })
     }
 

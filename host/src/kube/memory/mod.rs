@@ -34,7 +34,7 @@ use self::state::State;
 use self::store::ObjectKey;
 use self::watch::WatchHub;
 use self::writes::WriteLog;
-use super::{ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent};
+use super::{ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource, Scope, WatchEvent};
 
 #[derive(Clone, Debug)]
 pub struct MemoryClusterConfig {
@@ -272,6 +272,11 @@ impl Cluster for MemoryCluster {
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
         let scope = scope.clone();
         Box::pin(async move { self.lock().list(&scope) })
+    }
+
+    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let (scope, page) = (scope.clone(), page.clone());
+        Box::pin(async move { self.lock().list_page(&scope, &page) })
     }
 
     fn watch(

@@ -102,6 +102,35 @@ impl Store {
             .flat_map(|(_, objects)| objects.values())
     }
 
+    /// [`Self::scan`] from after `(namespace, name)` on, in the same order: where a page that
+    /// ended there continues.
+    pub fn scan_after<'a>(
+        &'a self,
+        resource: Resource,
+        namespace: &'a str,
+        after: (&'a str, &'a str),
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        use std::ops::Bound;
+        let (after_ns, after_name) = after;
+        self.objects
+            .get(&resource)
+            .into_iter()
+            .flat_map(move |namespaces| {
+                namespaces.range::<str, _>((Bound::Included(after_ns), Bound::Unbounded))
+            })
+            .filter(move |(ns, _)| namespace.is_empty() || ns.as_str() == namespace)
+            .flat_map(move |(ns, objects)| {
+                let from = if ns.as_str() == after_ns {
+                    Bound::Excluded(after_name)
+                } else {
+                    Bound::Unbounded
+                };
+                objects
+                    .range::<str, _>((from, Bound::Unbounded))
+                    .map(|(_, object)| object)
+            })
+    }
+
     pub fn count(&self, resource: Resource) -> usize {
         self.objects
             .get(&resource)

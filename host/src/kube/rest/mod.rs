@@ -31,8 +31,25 @@ pub use self::error::RestError;
 
 use self::transport::{Call, Transport};
 use super::{
-    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
+    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
+    Scope, WatchEvent,
 };
+
+/// A list answer (`PodList`, `SandboxList`, ...): what the controller reads of it.
+#[derive(serde::Deserialize)]
+struct ListBody {
+    #[serde(default)]
+    metadata: ListMeta,
+    items: Option<Vec<Value>>,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
 
 const JSON: &str = "application/json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
@@ -136,46 +153,49 @@ impl RestCluster {
             .await
     }
 
-    async fn list_scope(&self, scope: &Scope) -> ApiResult<ObjectList> {
+    async fn list_scope(&self, scope: &Scope, page: Option<&PageRequest>) -> ApiResult<ObjectList> {
         let mut path = collection(scope.resource, &scope.namespace);
+        let mut query = Vec::new();
         if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
-            path.push_str("?labelSelector=");
-            path.push_str(&encode(selector));
+            query.push(format!("labelSelector={}", encode(selector)));
         }
-        let list = self.call_json(Call::new(Method::GET, path)).await?;
-        let resource_version = list
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let items = match list.get("items") {
-            Some(Value::Array(items)) => items.clone(),
-            Some(Value::Null) | None => Vec::new(),
-            Some(_) => {
-                return Err(ApiError::new(
-                    ApiErrorKind::Other,
-                    format!("list of {}: items is not an array", scope.resource),
-                ));
+        if let Some(page) = page {
+            query.push(format!("limit={}", page.limit));
+            if let Some(token) = &page.continue_token {
+                query.push(format!("continue={}", encode(token)));
             }
-        };
+        }
+        if !query.is_empty() {
+            path.push('?');
+            path.push_str(&query.join("&"));
+        }
+        let call = Call::new(Method::GET, path);
+        let body = self.transport.send(&call).await?;
+        // Straight into the items, not the whole list as one Value and then a copy of it: a
+        // list is the largest answer the controller reads.
+        let list: ListBody = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Other,
+                format!("{} {}: not a list: {e}", call.method, call.path),
+            )
+        })?;
+        drop(body);
+        let mut items = list.items.unwrap_or_default();
         // A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them.
-        let items = items
-            .into_iter()
-            .map(|mut item| {
-                if let Some(fields) = item.as_object_mut() {
-                    fields
-                        .entry("kind")
-                        .or_insert_with(|| scope.resource.kind().into());
-                    fields
-                        .entry("apiVersion")
-                        .or_insert_with(|| scope.resource.api_version().into());
-                }
-                item
-            })
-            .collect();
+        for item in &mut items {
+            if let Some(fields) = item.as_object_mut() {
+                fields
+                    .entry("kind")
+                    .or_insert_with(|| scope.resource.kind().into());
+                fields
+                    .entry("apiVersion")
+                    .or_insert_with(|| scope.resource.api_version().into());
+            }
+        }
         Ok(ObjectList {
             items,
-            resource_version,
+            resource_version: list.metadata.resource_version.unwrap_or_default(),
+            continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
         })
     }
 
@@ -284,7 +304,12 @@ impl Cluster for RestCluster {
 
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
         let scope = scope.clone();
-        Box::pin(async move { self.list_scope(&scope).await })
+        Box::pin(async move { self.list_scope(&scope, None).await })
+    }
+
+    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let (scope, page) = (scope.clone(), page.clone());
+        Box::pin(async move { self.list_scope(&scope, Some(&page)).await })
     }
 
     fn watch(
