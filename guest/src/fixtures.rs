@@ -2,7 +2,7 @@
 //! read back what a [`RecordingClient`] holds as the host's cache would show it. Native only.
 
 use crate::bindings::{
-    DesiredState, ObservedChildren, ObservedPod, ObservedPvc, PoolInput, PoolMember,
+    DesiredState, ObservedChildren, ObservedPod, ObservedPvc, PoolInput, PoolMember, ReapCandidate,
     ReconcileInput, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus, WarmPool, WarmPoolSpec,
     WarmPoolStatus,
 };
@@ -100,6 +100,19 @@ impl SandboxBuilder {
     }
     pub fn build(self) -> Sandbox {
         self.0
+    }
+    /// What the host hands the reaper of this sandbox (the host's filter not applied).
+    pub fn candidate(self) -> ReapCandidate {
+        let s = self.0;
+        ReapCandidate {
+            name: s.name,
+            idle_timeout_seconds: s.spec.idle_timeout_seconds,
+            last_activity: s.last_activity,
+            started_at: s.status.started_at,
+            pool: s.pool,
+            claimed_by: s.claimed_by,
+            claimed_member: s.status.claimed_member,
+        }
     }
     /// A reconcile input at [`NOW`] with nothing observed.
     pub fn input(self) -> ReconcileInput {

@@ -4,8 +4,8 @@
 //! `impl Policy for DefaultPolicy` with only `describe`.
 
 use crate::bindings::{
-    CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapDecision,
-    ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
+    CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,
+    ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
 };
 use crate::client::KubeClient;
 
@@ -33,8 +33,8 @@ pub trait Policy {
         Ok(crate::pool::reconcile_pool(&input))
     }
 
-    fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
-        crate::reaper::reap(now, &sandboxes)
+    fn reap(now: Timestamp, namespace: String, sandboxes: Vec<ReapCandidate>) -> Vec<ReapDecision> {
+        crate::reaper::reap(now, &namespace, &sandboxes)
     }
 }
 
@@ -49,7 +49,7 @@ macro_rules! export_policy {
             use $crate::bindings::exports::cubepod::controller::policy::Guest;
             use $crate::bindings::{
                 CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
-                ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
+                ReapCandidate, ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
             };
             use $crate::client::HostKubeClient;
             use $crate::policy::Policy;
@@ -78,8 +78,12 @@ macro_rules! export_policy {
                 fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
                     <$policy as Policy>::reconcile_pool(input)
                 }
-                fn reap(now: Timestamp, sandboxes: Vec<Sandbox>) -> Vec<ReapDecision> {
-                    <$policy as Policy>::reap(now, sandboxes)
+                fn reap(
+                    now: Timestamp,
+                    namespace: String,
+                    sandboxes: Vec<ReapCandidate>,
+                ) -> Vec<ReapDecision> {
+                    <$policy as Policy>::reap(now, namespace, sandboxes)
                 }
             }
 

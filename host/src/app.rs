@@ -15,7 +15,7 @@ use crate::controller::queue::Backoff;
 use crate::kube::instrumented::InstrumentedCluster;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use crate::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
-use crate::kube::{ApiErrorKind, Cluster, Resource, Scope};
+use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
 use crate::server::{self, ServerState};
@@ -88,7 +88,12 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
                 namespace: namespace.clone(),
                 label_selector: None,
             };
-            match cluster.list(&scope).await {
+            // One item is enough to know the resource is served.
+            let probe = PageRequest {
+                limit: 1,
+                continue_token: None,
+            };
+            match cluster.list_page(&scope, &probe).await {
                 Ok(_) => {}
                 Err(error) if error.is(ApiErrorKind::NotFound) => {
                     return Err(StartError::CrdMissing {
@@ -146,6 +151,8 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         memory_limit_bytes: args.guest_memory_mib as usize * 1024 * 1024,
         host_call_timeout: args.host_call_timeout,
         cache_dir: Some(args.cache_dir()),
+        // The workers, the reap and pool ticks, and a hot swap's self-test.
+        max_concurrent_calls: args.concurrency.saturating_add(8),
         ..RuntimeConfig::default()
     })
     .map_err(|source| StartError::Policy {

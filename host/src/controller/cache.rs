@@ -14,7 +14,8 @@ use crate::model::meta::Meta;
 use crate::model::sandbox::SandboxObject;
 use crate::model::{ObjectRef, Unreadable, children, pool, sandbox};
 use crate::runtime::bindings::{
-    ConditionStatus, ObservedChildren, ObservedPod, PoolMember, SandboxPhase, WarmPool,
+    ConditionStatus, ObservedChildren, ObservedPod, PoolMember, ReapCandidate, SandboxPhase,
+    WarmPool,
 };
 
 #[derive(Debug, Clone)]
@@ -384,6 +385,20 @@ impl Cache {
 
     pub fn sandboxes(&self) -> Vec<SandboxObject> {
         self.read().sandboxes.values().cloned().collect()
+    }
+
+    /// What the reaper is handed in `namespace` (see [`sandbox::reap_candidate`]), each with
+    /// the resourceVersion it was read at; built under the lock, without copying whole
+    /// sandboxes.
+    pub fn reap_candidates(&self, namespace: &str) -> Vec<(ReapCandidate, String)> {
+        self.read()
+            .sandboxes
+            .values()
+            .filter(|s| s.sandbox.namespace == namespace)
+            .filter_map(|s| {
+                sandbox::reap_candidate(&s.sandbox).map(|c| (c, s.resource_version.clone()))
+            })
+            .collect()
     }
 
     pub fn sandbox_keys(&self) -> Vec<ObjectRef> {

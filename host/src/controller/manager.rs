@@ -296,39 +296,58 @@ impl ControllerManager {
         }
     }
 
-    /// One reaper tick: the policy decides who is idle; each decision is marked in that
-    /// sandbox's status and carried out by its next reconcile.
+    /// One reaper tick: the policy decides who is idle, namespace by namespace; each decision
+    /// is marked in that sandbox's status and carried out by its next reconcile.
     pub async fn reap(&self) -> Result<usize, ReconcileError> {
         let started = Instant::now();
         let now = time::now();
-        let snapshot = self.cache.sandboxes();
-        let versions: HashMap<ObjectRef, String> = snapshot
-            .iter()
-            .map(|s| {
-                let key = ObjectRef::new(&s.sandbox.namespace, &s.sandbox.name);
-                (key, s.resource_version.clone())
-            })
-            .collect();
-        let sandboxes = snapshot.into_iter().map(|s| s.sandbox).collect();
-        let call = self
-            .call_guest("reap", move |module, context| {
-                module.reap(context, now, sandboxes)
-            })
-            .await?;
+        let mut decided = Vec::new();
+        for namespace in &self.config.namespaces {
+            // Candidates and their versions side by side, matched up only for the few the
+            // policy names: a tick over every sandbox must not pay for a table of them all.
+            let (sandboxes, versions): (Vec<_>, Vec<_>) =
+                self.cache.reap_candidates(namespace).into_iter().unzip();
+            if sandboxes.is_empty() {
+                continue;
+            }
+            let handed_namespace = namespace.clone();
+            let call = self
+                .call_guest("reap", move |module, context| {
+                    let call = module.reap(context, now, &handed_namespace, &sandboxes)?;
+                    Ok(call.map(|decisions| (decisions, sandboxes)))
+                })
+                .await?;
+            let (decisions, sandboxes) = call.value;
+            if decisions.is_empty() {
+                continue;
+            }
+            let handed: HashMap<&str, &str> = sandboxes
+                .iter()
+                .zip(&versions)
+                .map(|(c, version)| (c.name.as_str(), version.as_str()))
+                .collect();
+            for decision in decisions {
+                let target = ObjectRef::new(&decision.namespace, &decision.name);
+                // Only a sandbox the policy was handed may be paused: a decision about any
+                // other is the policy's mistake, not an instruction.
+                let version = handed
+                    .get(decision.name.as_str())
+                    .filter(|_| &decision.namespace == namespace);
+                match version {
+                    Some(version) => decided.push((decision, target, version.to_string())),
+                    None => {
+                        tracing::warn!(%target, "the reaper named a sandbox it was not given; ignored");
+                    }
+                }
+            }
+        }
         self.metrics.reap_ticks.inc();
         self.metrics
             .reap_tick_duration
             .observe(started.elapsed().as_secs_f64());
         let writer = self.writer();
         let mut paused = 0;
-        for decision in call.value {
-            let target = ObjectRef::new(&decision.namespace, &decision.name);
-            // Only a sandbox the policy was handed may be paused: a decision about any other
-            // is the policy's mistake, not an instruction.
-            let Some(version) = versions.get(&target).map(String::as_str) else {
-                tracing::warn!(%target, "the reaper named a sandbox it was not given; ignored");
-                continue;
-            };
+        for (decision, target, version) in decided {
             tracing::info!(
                 namespace = %decision.namespace,
                 name = %decision.name,
@@ -340,7 +359,7 @@ impl ControllerManager {
             // the next tick decides again on fresh data.
             let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
             if let Err(error) = writer
-                .write_status(Resource::Sandbox, &target, Some(version), patch)
+                .write_status(Resource::Sandbox, &target, Some(&version), patch)
                 .await
             {
                 tracing::info!(%target, %error, "not marked idle this tick");

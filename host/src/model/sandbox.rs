@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use super::meta::Meta;
 use super::status::{ConditionJson, condition_from_json, condition_to_json};
 use super::{ModelError, time};
-use crate::runtime::bindings::{DesiredState, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus};
+use crate::runtime::bindings::{
+    DesiredState, ReapCandidate, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus,
+};
 
 pub const FINALIZER: &str = "cubepod.io/cleanup";
 pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
@@ -249,6 +251,23 @@ pub fn status_patch(status: &SandboxStatus, generation: i64) -> Value {
     })
 }
 
+/// What the reaper is handed of `sandbox`, if anything: only a sandbox that is to run, is not
+/// being deleted and is not already marked idle can be paused for idleness.
+pub fn reap_candidate(sandbox: &Sandbox) -> Option<ReapCandidate> {
+    let eligible = !sandbox.deleting
+        && sandbox.spec.desired_state == DesiredState::Running
+        && sandbox.status.idle_paused_at.is_none();
+    eligible.then(|| ReapCandidate {
+        name: sandbox.name.clone(),
+        idle_timeout_seconds: sandbox.spec.idle_timeout_seconds,
+        last_activity: sandbox.last_activity,
+        started_at: sandbox.status.started_at,
+        pool: sandbox.pool.clone(),
+        claimed_by: sandbox.claimed_by.clone(),
+        claimed_member: sandbox.status.claimed_member.clone(),
+    })
+}
+
 /// `status` as it reads back once `status_patch` wrote it: what to compare the cached status
 /// with, so that a status the API holds differently is not written again on every pass.
 pub fn as_written(status: &SandboxStatus, generation: i64) -> SandboxStatus {
@@ -310,6 +329,25 @@ mod tests {
             read.sandbox.status
         );
         assert_eq!(patch["status"]["podIP"], Value::Null);
+    }
+
+    #[test]
+    fn the_reaper_is_handed_only_what_it_may_pause() {
+        let running = from_json(&object(json!({"image": "i", "idleTimeoutSeconds": 60})))
+            .unwrap()
+            .sandbox;
+        let candidate = reap_candidate(&running).expect("a running sandbox");
+        assert_eq!(candidate.idle_timeout_seconds, Some(60));
+        assert_eq!(candidate.last_activity, Some(1_767_225_600));
+        let mut paused = running.clone();
+        paused.spec.desired_state = DesiredState::Paused;
+        let mut deleting = running.clone();
+        deleting.deleting = true;
+        let mut marked = running;
+        marked.status.idle_paused_at = Some(1);
+        for sandbox in [paused, deleting, marked] {
+            assert!(reap_candidate(&sandbox).is_none(), "{sandbox:?}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use super::bindings::PolicyModulePre;
 use super::bindings::{
     self, CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
-    ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
+    ReapCandidate, ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
 };
 use super::engine::ticks;
 use super::host::HostState;
@@ -130,6 +130,18 @@ pub struct GuestCall<T> {
     pub calls: Vec<KubeCall>,
 }
 
+impl<T> GuestCall<T> {
+    /// The same call with its value changed by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> GuestCall<U> {
+        GuestCall {
+            value: f(self.value),
+            effects: self.effects,
+            host_calls: self.host_calls,
+            calls: self.calls,
+        }
+    }
+}
+
 impl PolicyModule {
     /// `reconcile-sandbox`: bring one Sandbox's children to its spec.
     pub fn reconcile_sandbox(
@@ -171,10 +183,11 @@ impl PolicyModule {
         &self,
         ctx: &CallContext,
         now: i64,
-        sandboxes: Vec<Sandbox>,
+        namespace: &str,
+        sandboxes: &[ReapCandidate],
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
         self.call("reap", Some(ctx), |policy, store| {
-            policy.call_reap(store, now, &sandboxes)
+            policy.call_reap(store, now, namespace, sandboxes)
         })
     }
 

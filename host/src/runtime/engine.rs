@@ -27,6 +27,10 @@ pub struct RuntimeConfig {
     /// Where compiled components are kept across restarts (`<digest>-<engine>.cwasm`); `None`
     /// compiles every load.
     pub cache_dir: Option<PathBuf>,
+    /// Policy calls that may run at once (each has its own store and instance). Instances come
+    /// from a pool of this many slots, set up once: no mmap and munmap of a linear memory per
+    /// call. A call beyond it fails and is retried like any failed reconcile.
+    pub max_concurrent_calls: u32,
 }
 
 impl Default for RuntimeConfig {
@@ -37,6 +41,7 @@ impl Default for RuntimeConfig {
             memory_limit_bytes: 64 << 20,
             host_call_timeout: Duration::from_secs(10),
             cache_dir: None,
+            max_concurrent_calls: 32,
         }
     }
 }
@@ -69,6 +74,7 @@ impl PolicyEngine {
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
         let mut wasm = Config::new();
         wasm.epoch_interruption(true).wasm_component_model(true);
+        wasm.allocation_strategy(pooling(&config));
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Compile {
             why: format!("cannot set up the wasm engine: {e:#}"),
         })?;
@@ -105,6 +111,22 @@ impl std::fmt::Debug for PolicyEngine {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
+}
+
+/// The instance pool: a slot per concurrent call, each with room for what a policy component
+/// instantiates (its core modules, their memories and tables). Memory slots are reserved
+/// address space, made resident only as a guest touches them, and handed back between calls.
+fn pooling(config: &RuntimeConfig) -> wasmtime::PoolingAllocationConfig {
+    let slots = config.max_concurrent_calls.max(1);
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(16))
+        .total_memories(slots.saturating_mul(2))
+        .total_tables(slots.saturating_mul(16))
+        // The limiter refuses growth past `memory_limit_bytes` first, and counts it; this
+        // only sizes the slots.
+        .max_memory_size(config.memory_limit_bytes.max(64 << 10));
+    pool
 }
 
 /// A thread that advances the engine's epoch every tick until it is dropped.

@@ -426,8 +426,11 @@ impl Scratch {
             }
             snapshot.retain(|s| names.contains(&s.sandbox.name));
         }
-        let sandboxes = snapshot.iter().map(|s| s.sandbox.clone()).collect();
-        let call = module.reap(&self.context, now, sandboxes)?;
+        let sandboxes: Vec<_> = snapshot
+            .iter()
+            .filter_map(|s| crate::model::sandbox::reap_candidate(&s.sandbox))
+            .collect();
+        let call = module.reap(&self.context, now, &self.namespace, &sandboxes)?;
         result.calls = call.calls;
         result.reaped = call.value.iter().map(|d| d.name.clone()).collect();
         let writer = self.writer();

@@ -18,17 +18,17 @@ pub(super) fn reap(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     let mut given: Vec<_> = cache
         .sandboxes()
         .into_iter()
-        .map(|s| s.sandbox)
+        .filter_map(|s| crate::model::sandbox::reap_candidate(&s.sandbox))
         .filter(|s| names.contains(&s.name))
         .collect();
     given.sort_by(|a, b| a.name.cmp(&b.name));
     let one = ctx
         .module
-        .reap(scratch.context(), now, given.clone())
+        .reap(scratch.context(), now, &scenario.namespace, &given)
         .map_err(|e| ctx.runtime(e))?;
     let two = ctx
         .module
-        .reap(scratch.context(), now, given.clone())
+        .reap(scratch.context(), now, &scenario.namespace, &given)
         .map_err(|e| ctx.runtime(e))?;
     if one.value != two.value {
         return Err(ctx.violation(
@@ -45,7 +45,7 @@ pub(super) fn reap(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     for decision in &one.value {
         let handed = given
             .iter()
-            .any(|s| s.namespace == decision.namespace && s.name == decision.name);
+            .any(|s| scenario.namespace == decision.namespace && s.name == decision.name);
         if !handed {
             return Err(ctx.violation(
                 "reap returns only sandboxes it was given",
