@@ -2,6 +2,7 @@
 //! and work queue, timers, the HTTP server, the wasm runtime, metrics) and leaves every decision
 //! to the policy component. `main.rs` only wires these together.
 
+pub mod allocator;
 pub mod app;
 pub mod config;
 pub mod controller;

@@ -2,13 +2,14 @@
 //! records, not whole objects), plus what the controller itself just wrote, so that it does not
 //! write twice before the watch catches up.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::queue::WorkKey;
+use super::small_map::SmallMap;
 use crate::kube::{Resource, WatchEventType};
 use crate::model::meta::Meta;
 use crate::model::sandbox::SandboxObject;
@@ -26,12 +27,12 @@ pub struct PoolObject {
 
 #[derive(Debug, Default, Clone)]
 struct Children {
-    pvcs: BTreeMap<String, bool>,
+    pvcs: SmallMap<bool>,
     pod: Option<ObservedPod>,
     secret: bool,
     /// The resourceVersion last applied per child (`pods/a`), so that a create's response
     /// applied after the watch already showed a newer state (a Pod turned Ready) cannot undo it.
-    versions: BTreeMap<String, String>,
+    versions: SmallMap<String>,
 }
 
 impl Children {
@@ -42,7 +43,8 @@ impl Children {
 
 #[derive(Default)]
 struct Inner {
-    sandboxes: HashMap<ObjectRef, SandboxObject>,
+    /// Boxed: the table then holds a pointer per slot, not a whole record per slot.
+    sandboxes: HashMap<ObjectRef, Box<SandboxObject>>,
     /// Sandboxes that could not be read, with why: reported in their status, not reconciled.
     unreadable: HashMap<ObjectRef, Unreadable>,
     pools: HashMap<ObjectRef, PoolObject>,
@@ -149,7 +151,7 @@ impl Cache {
                 match sandbox::from_json(object) {
                     Ok(read) => {
                         inner.unreadable.remove(&key);
-                        inner.sandboxes.insert(key, read);
+                        inner.sandboxes.insert(key, Box::new(read));
                     }
                     Err(error) => {
                         inner.sandboxes.remove(&key);
@@ -331,7 +333,7 @@ impl Cache {
                             entry.pvcs.retain(|name, _| {
                                 let keep = listed(&owner.name, name);
                                 if !keep {
-                                    gone.push(name.clone());
+                                    gone.push(name.to_string());
                                 }
                                 keep
                             });
@@ -368,7 +370,7 @@ impl Cache {
     }
 
     pub fn sandbox(&self, key: &ObjectRef) -> Option<SandboxObject> {
-        self.read().sandboxes.get(key).cloned()
+        self.read().sandboxes.get(key).map(|s| (**s).clone())
     }
 
     pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<Unreadable> {
@@ -384,7 +386,11 @@ impl Cache {
     }
 
     pub fn sandboxes(&self) -> Vec<SandboxObject> {
-        self.read().sandboxes.values().cloned().collect()
+        self.read()
+            .sandboxes
+            .values()
+            .map(|s| (**s).clone())
+            .collect()
     }
 
     /// What the reaper is handed in `namespace` (see [`sandbox::reap_candidate`]), each with
@@ -431,7 +437,7 @@ impl Cache {
                 .pvcs
                 .iter()
                 .map(|(name, deleting)| crate::runtime::bindings::ObservedPvc {
-                    name: name.clone(),
+                    name: name.to_string(),
                     deleting: *deleting,
                 })
                 .collect(),

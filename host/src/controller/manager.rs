@@ -229,6 +229,9 @@ impl ControllerManager {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut interval = tokio::time::interval(Duration::from_millis(500));
+        // Work since the last trim: a burst (the initial lists, a resync, a wave of creates)
+        // whose memory the allocator should hand back once the queue has drained.
+        let mut busy = true;
         loop {
             tokio::select! {
                 _ = interval.tick() => {}
@@ -242,6 +245,12 @@ impl ControllerManager {
             {
                 tracing::info!("cache synced");
                 self.health.set_synced(true);
+            }
+            if !self.queue.is_empty() {
+                busy = true;
+            } else if busy && self.health.synced() {
+                busy = false;
+                crate::allocator::trim();
             }
             self.update_gauges();
             self.cache.prune_tombstones(super::cache::TOMBSTONE_TTL);

@@ -12,4 +12,5 @@ pub mod policy;
 pub mod policy_watch;
 pub mod queue;
 pub mod reflector;
+pub mod small_map;
 pub mod writer;
