@@ -42,10 +42,6 @@ impl<V> SmallMap<V> {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
 }
 
 #[cfg(test)]
@@ -63,6 +59,6 @@ mod tests {
         assert_eq!(map.remove("a"), Some(1));
         assert_eq!(map.remove("a"), None);
         map.retain(|_, v| *v != 3);
-        assert!(map.is_empty() && map.len() == 0);
+        assert!(map.is_empty());
     }
 }
