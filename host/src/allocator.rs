@@ -3,8 +3,12 @@
 //! gives little of it back, so the RSS would stay at the peak. With fewer arenas and a trim
 //! after each burst it follows the live data. Elsewhere these are no-ops.
 
-/// Caps the number of malloc arenas. Call before threads start allocating.
+/// Caps the number of malloc arenas, unless `MALLOC_ARENA_MAX` already says how many. Call
+/// before threads start allocating.
 pub fn limit_arenas(arenas: i32) {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets a tunable of the allocator; M_ARENA_MAX takes any positive
     // count, and an unsupported request is refused (returns 0) without effect.

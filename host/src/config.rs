@@ -73,8 +73,9 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_HOST_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub host_call_timeout: Duration,
 
-    /// Reconciles run at once.
-    #[arg(long, env = "CUBEPOD_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Reconciles run at once. A reconcile mostly waits on its API requests (a new sandbox's
+    /// are four in a row), so this is what keeps the API busy; each is one request in flight.
+    #[arg(long, env = "CUBEPOD_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrency: u32,
 
     /// Upper bound on a PodWarmPool's replicas; a pool above it is capped and told so.

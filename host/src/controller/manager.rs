@@ -48,7 +48,7 @@ impl ManagerConfig {
     pub fn for_namespaces(namespaces: Vec<String>) -> Self {
         Self {
             namespaces,
-            concurrency: 8,
+            concurrency: 16,
             reap_interval: Duration::from_secs(30),
             pool_interval: Duration::from_secs(10),
             max_pool_replicas: 100,

@@ -844,7 +844,7 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
         m.cpus
     );
     let flags = if options.controller_args.is_empty() {
-        "its defaults (`--concurrency 8`, `--status-coalesce 2s`, ...)".to_string()
+        "its defaults (`--concurrency 16`, `--status-coalesce 2s`, ...)".to_string()
     } else {
         format!(
             "`{}`, defaults otherwise",
@@ -894,8 +894,8 @@ two PVCs, the Secret, the running Pod) are copied under N names straight into th
 `MemoryCluster`.
 - **Reap / warm-pool tick**: in-process, the real `ControllerManager` over an in-memory cluster \
 seeded with 10,000 converged sandboxes (idle timeout 1 day, none idle) and one PodWarmPool of 10 \
-ready members. Reap: `ControllerManager::reap()` timed whole (cache snapshot, the policy's `reap` \
-over all 10,010 sandboxes; nothing to pause). Pool: the pool's reconcile as \
+ready members. Reap: `ControllerManager::reap()` timed whole (the cache's reap candidates, the \
+policy's `reap` over all 10,010 of them; nothing to pause). Pool: the pool's reconcile as \
 `cubepod_reconcile_duration_seconds{kind=\"podwarmpool\"}` records it.
 - **Decision**: the default policy's `reconcile-sandbox` through the wasm component (a fresh \
 Store and instance per call, as the controller makes them; the cluster answers at once) and the \
