@@ -36,8 +36,8 @@ fn variant(n: usize) -> Vec<u8> {
 /// (the default) and `none`.
 pub fn compile_only(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
     let levels = [
-        ("speed (default)", wasmtime::OptLevel::Speed),
-        ("none", wasmtime::OptLevel::None),
+        ("speed (wasmtime's default)", wasmtime::OptLevel::Speed),
+        ("none (the runtime's)", wasmtime::OptLevel::None),
     ];
     let engines = levels
         .iter()
