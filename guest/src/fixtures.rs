@@ -207,3 +207,34 @@ pub fn pool_input(pool: WarmPool, members: Vec<PoolMember>) -> PoolInput {
         max_replicas: 100,
     }
 }
+
+/// The two inputs of the decision benchmarks: a new sandbox, and the same sandbox converged
+/// (after its first reconcile, the children it created observed and the Pod ready).
+pub fn new_and_converged(
+    name: &str,
+) -> Result<(ReconcileInput, ReconcileInput), crate::bindings::KubeError> {
+    let new = sandbox(name).input();
+    let created = crate::reconcile::reconcile(&mut crate::recording::NullClient::default(), &new)?;
+    let mut converged = new.clone();
+    converged.sandbox.status = created.status;
+    let generation = converged.sandbox.spec.rootfs_generation;
+    let pvc = |name: String| ObservedPvc {
+        name,
+        deleting: false,
+    };
+    converged.observed = ObservedChildren {
+        pvcs: vec![
+            pvc(names::workspace_pvc(name)),
+            pvc(names::rootfs_pvc(name, generation)),
+        ],
+        pod: Some(ObservedPod {
+            name: names::pod(name),
+            deleting: false,
+            ip: Some("10.0.0.1".to_string()),
+            ready: true,
+            rootfs_generation: Some(generation),
+        }),
+        secret: true,
+    };
+    Ok((new, converged))
+}

@@ -17,209 +17,23 @@ use std::time::{Duration, Instant};
 use cubepod_guest::bindings as guest;
 use cubepod_guest::client::{KubeClient, KubeResult};
 use cubepod_guest::recording::NullClient;
-use cubepod_guest::{fixtures, names, reconcile};
+use cubepod_guest::{fixtures, reconcile};
+use cubepod_host::kube::Resource;
 use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::kube::{
-    ApiError, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
-};
+use cubepod_host::kube::instant::InstantCluster;
 use cubepod_host::runtime::bindings as host;
-use cubepod_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
-use serde_json::Value;
-use tokio::sync::mpsc;
+use cubepod_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig, twin};
 
 const WASM_RUNS: usize = 5_000;
 const NATIVE_RUNS: usize = 20_000;
 /// Loads timed per load variant (the median is printed).
 const LOADS: usize = 3;
 
-// ---- the doubles --------------------------------------------------------------------------
-
-/// The wasm path's cluster: every request completes at once. A create returns the object, a
-/// delete succeeds, nothing can be read back, lists are empty and watches end at once.
-struct InstantCluster;
-
-impl Cluster for InstantCluster {
-    fn create(&self, _: Resource, _: &str, object: Value) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async move { Ok(object) })
-    }
-
-    fn get(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        name: &str,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        let missing = ApiError::not_found(resource, namespace, name);
-        Box::pin(async move { Err(missing) })
-    }
-
-    fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn patch(
-        &self,
-        _: Resource,
-        _: &str,
-        _: &str,
-        patch: Value,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async move { Ok(patch) })
-    }
-
-    fn patch_status(
-        &self,
-        _: Resource,
-        _: &str,
-        _: &str,
-        patch: Value,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async move { Ok(patch) })
-    }
-
-    fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-        Box::pin(async { Ok(ObjectList::default()) })
-    }
-
-    fn watch(
-        &self,
-        _: &Scope,
-        _: &str,
-    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-        // The sender is dropped here: the stream is closed from the start.
-        let (_, events) = mpsc::channel(1);
-        Box::pin(async move { Ok(events) })
-    }
-}
-
 // ---- the inputs ---------------------------------------------------------------------------
 
-/// The two inputs, natively. The converged one is the new sandbox after its first reconcile,
-/// with the children that reconcile created observed and the Pod ready.
+/// The two inputs, natively: a new sandbox, and the same sandbox converged.
 fn native_inputs() -> (guest::ReconcileInput, guest::ReconcileInput) {
-    let name = "bench";
-    let new = fixtures::sandbox(name).input();
-    let created =
-        reconcile::reconcile(&mut NullClient::default(), &new).expect("a new sandbox reconciles");
-    let mut converged = new.clone();
-    converged.sandbox.status = created.status;
-    let generation = converged.sandbox.spec.rootfs_generation;
-    let pvc = |name: String| guest::ObservedPvc {
-        name,
-        deleting: false,
-    };
-    converged.observed = guest::ObservedChildren {
-        pvcs: vec![
-            pvc(names::workspace_pvc(name)),
-            pvc(names::rootfs_pvc(name, generation)),
-        ],
-        pod: Some(guest::ObservedPod {
-            name: names::pod(name),
-            deleting: false,
-            ip: Some("10.0.0.1".to_string()),
-            ready: true,
-            rootfs_generation: Some(generation),
-        }),
-        secret: true,
-    };
-    (new, converged)
-}
-
-/// The host-side twin of a native input: the same sandbox, the same observed children.
-fn host_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
-    host::ReconcileInput {
-        now: input.now,
-        sandbox: host_sandbox(&input.sandbox),
-        observed: host::ObservedChildren {
-            pvcs: input
-                .observed
-                .pvcs
-                .iter()
-                .map(|p| host::ObservedPvc {
-                    name: p.name.clone(),
-                    deleting: p.deleting,
-                })
-                .collect(),
-            pod: input.observed.pod.as_ref().map(|p| host::ObservedPod {
-                name: p.name.clone(),
-                deleting: p.deleting,
-                ip: p.ip.clone(),
-                ready: p.ready,
-                rootfs_generation: p.rootfs_generation,
-            }),
-            secret: input.observed.secret,
-        },
-        fork_source: input.fork_source.as_ref().map(host_sandbox),
-        pool_candidates: input.pool_candidates.clone(),
-        claimed_member: input.claimed_member.as_ref().map(host_sandbox),
-        fresh_token: input.fresh_token.clone(),
-    }
-}
-
-fn host_sandbox(s: &guest::Sandbox) -> host::Sandbox {
-    let spec = &s.spec;
-    host::Sandbox {
-        namespace: s.namespace.clone(),
-        name: s.name.clone(),
-        uid: s.uid.clone(),
-        generation: s.generation,
-        deleting: s.deleting,
-        last_activity: s.last_activity,
-        pool: s.pool.clone(),
-        claimed_by: s.claimed_by.clone(),
-        spec: host::SandboxSpec {
-            image: spec.image.clone(),
-            desired_state: match spec.desired_state {
-                guest::DesiredState::Running => host::DesiredState::Running,
-                guest::DesiredState::Paused => host::DesiredState::Paused,
-            },
-            rootfs_generation: spec.rootfs_generation,
-            fork_from: spec.fork_from.clone(),
-            idle_timeout_seconds: spec.idle_timeout_seconds,
-            cpu: spec.cpu.clone(),
-            memory: spec.memory.clone(),
-            storage_class: spec.storage_class.clone(),
-            rootfs_size: spec.rootfs_size.clone(),
-            workspace_size: spec.workspace_size.clone(),
-            runtime_class: spec.runtime_class.clone(),
-            warm_pool: spec.warm_pool.clone(),
-        },
-        status: host_status(&s.status),
-    }
-}
-
-fn host_status(s: &guest::SandboxStatus) -> host::SandboxStatus {
-    host::SandboxStatus {
-        phase: match s.phase {
-            guest::SandboxPhase::Pending => host::SandboxPhase::Pending,
-            guest::SandboxPhase::Running => host::SandboxPhase::Running,
-            guest::SandboxPhase::Paused => host::SandboxPhase::Paused,
-            guest::SandboxPhase::Terminating => host::SandboxPhase::Terminating,
-            guest::SandboxPhase::Failed => host::SandboxPhase::Failed,
-        },
-        pod_ip: s.pod_ip.clone(),
-        rootfs_pvc: s.rootfs_pvc.clone(),
-        workspace_pvc: s.workspace_pvc.clone(),
-        observed_generation: s.observed_generation,
-        conditions: s
-            .conditions
-            .iter()
-            .map(|c| host::Condition {
-                kind: c.kind.clone(),
-                status: match c.status {
-                    guest::ConditionStatus::True => host::ConditionStatus::True,
-                    guest::ConditionStatus::False => host::ConditionStatus::False,
-                    guest::ConditionStatus::Unknown => host::ConditionStatus::Unknown,
-                },
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-                last_transition_time: c.last_transition_time,
-            })
-            .collect(),
-        started_at: s.started_at,
-        idle_paused_at: s.idle_paused_at,
-        claimed_member: s.claimed_member.clone(),
-    }
+    fixtures::new_and_converged("bench").expect("a new sandbox reconciles")
 }
 
 // ---- measuring ----------------------------------------------------------------------------
@@ -355,17 +169,21 @@ fn main() {
         let mut client = NullClient::default();
         let out = reconcile::reconcile(&mut client, native).expect("native reconcile");
         let call = module
-            .reconcile_sandbox(&ctx, host_input(native))
+            .reconcile_sandbox(&ctx, twin::reconcile_input(native))
             .expect("the wasm call runs");
         let wasm = call.value.expect("wasm reconcile");
         assert_eq!(client.calls, *calls, "{label}: native kube-client calls");
         assert_eq!(call.host_calls, *calls, "{label}: wasm kube-client calls");
         assert_eq!(
             wasm.status.phase,
-            host_status(&out.status).phase,
+            twin::sandbox_status(&out.status).phase,
             "{label}: phase"
         );
-        assert_eq!(wasm.status, host_status(&out.status), "{label}: status");
+        assert_eq!(
+            wasm.status,
+            twin::sandbox_status(&out.status),
+            "{label}: status"
+        );
         assert_eq!(wasm.events.len(), out.events.len(), "{label}: events");
     }
 
@@ -406,7 +224,7 @@ fn main() {
                 black_box(client.calls);
             },
         );
-        let input = host_input(native);
+        let input = twin::reconcile_input(native);
         let w = measure(
             WASM_RUNS,
             || input.clone(),
@@ -435,8 +253,8 @@ fn main() {
         },
     );
     // The same without the runtime's host state, on both allocators.
-    let converged_input = host_input(&cases[0].1);
-    let new_input = host_input(&cases[1].1);
+    let converged_input = twin::reconcile_input(&cases[0].1);
+    let new_input = twin::reconcile_input(&cases[1].1);
     let bare = [
         (
             "on-demand alloc.",

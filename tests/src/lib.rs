@@ -19,9 +19,7 @@ pub fn binary() -> PathBuf {
         .expect("target/<profile>/deps")
         .join("cubepod-controller");
     let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
-    let sources = ["host/src", "guest/src", "wit"].map(|dir| workspace().join(dir));
-    let newest_source = sources.iter().filter_map(|dir| newest_file(dir)).max();
-    match (built, newest_source) {
+    match (built, newest_source()) {
         (Some(built), Some(source)) if built >= source => binary,
         (Some(_), None) => binary,
         _ => panic!(
@@ -30,6 +28,15 @@ pub fn binary() -> PathBuf {
             binary.display()
         ),
     }
+}
+
+/// The latest modification time of the controller's sources (`host/src`, `guest/src`, `wit`):
+/// a binary older than this was not built from them.
+pub fn newest_source() -> Option<std::time::SystemTime> {
+    ["host/src", "guest/src", "wit"]
+        .iter()
+        .filter_map(|dir| newest_file(&workspace().join(dir)))
+        .max()
 }
 
 /// The latest modification time of any file under `dir`.
@@ -218,27 +225,9 @@ impl Controller {
         }
     }
 
-    /// GETs `path`: (status, body). Plain HTTP/1.1 over loopback is all the server needs.
+    /// GETs `path`: (status, body).
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.addr
-        )?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+        http_get(self.addr, path)
     }
 
     /// Polls `path` until `done(status, body)` holds; panics with the last answer on timeout.
@@ -308,3 +297,26 @@ pub mod apiserver;
 pub mod bench;
 pub mod convergence;
 pub mod faults;
+
+/// GETs `path` from a controller's server at `addr`: (status, body). Plain HTTP/1.1 over
+/// loopback is all the server needs.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}

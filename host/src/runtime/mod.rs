@@ -19,6 +19,7 @@ pub mod default_policy;
 mod engine;
 mod host;
 mod module;
+pub mod twin;
 
 pub use call::{CallContext, Effect, GuestCall, HostCallObserver, HostCallRecord, KubeCall};
 pub use default_policy::DEFAULT_POLICY;

@@ -2,8 +2,7 @@
 //! with a kubeconfig, read its `/metrics`, its RSS and CPU time from `/proc`, stop it.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,32 +28,13 @@ pub fn controller_binary(explicit: Option<&Path>) -> Result<PathBuf> {
                 binary.display()
             )
         })?;
-    let newest = ["host/src", "guest/src", "wit"]
-        .iter()
-        .filter_map(|dir| newest_file(&crate::workspace().join(dir)))
-        .max();
-    if newest.is_some_and(|source| source > built) {
+    if crate::newest_source().is_some_and(|source| source > built) {
         bail!(
             "{} is older than its sources: rebuild it with `cargo build --release -p cubepod-host`",
             binary.display()
         );
     }
     Ok(binary)
-}
-
-fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
-    std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let path = entry.path();
-            if path.is_dir() {
-                newest_file(&path)
-            } else {
-                entry.metadata().and_then(|m| m.modified()).ok()
-            }
-        })
-        .max()
 }
 
 pub struct ControllerProcess {
@@ -151,25 +131,7 @@ impl ControllerProcess {
 
     /// GETs `path` from the controller's server: (status, body).
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.addr
-        )?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+        crate::http_get(self.addr, path)
     }
 
     pub fn scrape(&self) -> Result<Scrape> {

@@ -1,0 +1,103 @@
+//! The default policy's native twin: the same input as the host's bindings type it, from the
+//! guest crate's types, so that a benchmark can run one decision through the component and
+//! natively and compare both the time and the answer.
+
+use cubepod_guest::bindings as guest;
+
+use super::bindings as host;
+
+pub fn reconcile_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
+    let observed = &input.observed;
+    host::ReconcileInput {
+        now: input.now,
+        sandbox: sandbox(&input.sandbox),
+        observed: host::ObservedChildren {
+            pvcs: observed
+                .pvcs
+                .iter()
+                .map(|p| host::ObservedPvc {
+                    name: p.name.clone(),
+                    deleting: p.deleting,
+                })
+                .collect(),
+            pod: observed.pod.as_ref().map(|p| host::ObservedPod {
+                name: p.name.clone(),
+                deleting: p.deleting,
+                ip: p.ip.clone(),
+                ready: p.ready,
+                rootfs_generation: p.rootfs_generation,
+            }),
+            secret: observed.secret,
+        },
+        fork_source: input.fork_source.as_ref().map(sandbox),
+        pool_candidates: input.pool_candidates.clone(),
+        claimed_member: input.claimed_member.as_ref().map(sandbox),
+        fresh_token: input.fresh_token.clone(),
+    }
+}
+
+pub fn sandbox(s: &guest::Sandbox) -> host::Sandbox {
+    let spec = &s.spec;
+    host::Sandbox {
+        namespace: s.namespace.clone(),
+        name: s.name.clone(),
+        uid: s.uid.clone(),
+        generation: s.generation,
+        deleting: s.deleting,
+        last_activity: s.last_activity,
+        pool: s.pool.clone(),
+        claimed_by: s.claimed_by.clone(),
+        spec: host::SandboxSpec {
+            image: spec.image.clone(),
+            desired_state: match spec.desired_state {
+                guest::DesiredState::Running => host::DesiredState::Running,
+                guest::DesiredState::Paused => host::DesiredState::Paused,
+            },
+            rootfs_generation: spec.rootfs_generation,
+            fork_from: spec.fork_from.clone(),
+            idle_timeout_seconds: spec.idle_timeout_seconds,
+            cpu: spec.cpu.clone(),
+            memory: spec.memory.clone(),
+            storage_class: spec.storage_class.clone(),
+            rootfs_size: spec.rootfs_size.clone(),
+            workspace_size: spec.workspace_size.clone(),
+            runtime_class: spec.runtime_class.clone(),
+            warm_pool: spec.warm_pool.clone(),
+        },
+        status: sandbox_status(&s.status),
+    }
+}
+
+pub fn sandbox_status(s: &guest::SandboxStatus) -> host::SandboxStatus {
+    host::SandboxStatus {
+        phase: match s.phase {
+            guest::SandboxPhase::Pending => host::SandboxPhase::Pending,
+            guest::SandboxPhase::Running => host::SandboxPhase::Running,
+            guest::SandboxPhase::Paused => host::SandboxPhase::Paused,
+            guest::SandboxPhase::Terminating => host::SandboxPhase::Terminating,
+            guest::SandboxPhase::Failed => host::SandboxPhase::Failed,
+        },
+        pod_ip: s.pod_ip.clone(),
+        rootfs_pvc: s.rootfs_pvc.clone(),
+        workspace_pvc: s.workspace_pvc.clone(),
+        observed_generation: s.observed_generation,
+        conditions: s
+            .conditions
+            .iter()
+            .map(|c| host::Condition {
+                kind: c.kind.clone(),
+                status: match c.status {
+                    guest::ConditionStatus::True => host::ConditionStatus::True,
+                    guest::ConditionStatus::False => host::ConditionStatus::False,
+                    guest::ConditionStatus::Unknown => host::ConditionStatus::Unknown,
+                },
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                last_transition_time: c.last_transition_time,
+            })
+            .collect(),
+        started_at: s.started_at,
+        idle_paused_at: s.idle_paused_at,
+        claimed_member: s.claimed_member.clone(),
+    }
+}
