@@ -61,6 +61,9 @@ impl ManagerConfig {
     }
 }
 
+/// How often deletions older than the cache's tombstone TTL are forgotten.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Why one reconcile failed; it is retried with backoff, the controller goes on.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -232,6 +235,7 @@ impl ControllerManager {
         // Work since the last trim: a burst (the initial lists, a resync, a wave of creates)
         // whose memory the allocator should hand back once the queue has drained.
         let mut busy = true;
+        let mut last_prune = Instant::now();
         loop {
             tokio::select! {
                 _ = interval.tick() => {}
@@ -253,7 +257,10 @@ impl ControllerManager {
                 crate::allocator::trim();
             }
             self.update_gauges();
-            self.cache.prune_tombstones(super::cache::TOMBSTONE_TTL);
+            if last_prune.elapsed() >= PRUNE_INTERVAL {
+                last_prune = Instant::now();
+                self.cache.prune_tombstones(super::cache::TOMBSTONE_TTL);
+            }
         }
     }
 

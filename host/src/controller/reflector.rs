@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -35,6 +35,9 @@ pub fn scopes(namespace: &str) -> Vec<Scope> {
 
 /// Items per list page, as client-go's reflectors ask for.
 pub const LIST_PAGE_SIZE: u32 = 500;
+
+/// A watch that ends sooner than this without an event is taken as refused, not as done.
+const QUICK_END: Duration = Duration::from_secs(1);
 
 pub struct Reflector {
     pub cluster: Arc<dyn Cluster>,
@@ -109,11 +112,20 @@ impl Reflector {
                     }
                 };
                 failures = 0;
+                let opened = Instant::now();
+                let mut delivered = false;
                 loop {
                     let item = tokio::select! {
                         item = events.recv() => item,
                         _ = shutdown.changed() => return,
                     };
+                    if item.is_none() && !delivered && opened.elapsed() < QUICK_END {
+                        // A watch that ends at once with nothing in it, over and over, would
+                        // be a storm of requests: pause before the next one.
+                        if sleep_or_shutdown(backoff.base, &mut shutdown).await {
+                            return;
+                        }
+                    }
                     match item {
                         // The server ended the watch: resume from the last version seen, or
                         // list again when there is none to resume from ("" or "0" would mean
@@ -129,6 +141,7 @@ impl Reflector {
                             break;
                         }
                         Some(Ok(event)) => {
+                            delivered = true;
                             let seen = Meta::read(&event.object).resource_version;
                             if !seen.is_empty() {
                                 version = seen;
@@ -152,5 +165,94 @@ async fn sleep_or_shutdown(delay: Duration, shutdown: &mut watch::Receiver<bool>
     tokio::select! {
         _ = tokio::time::sleep(delay) => *shutdown.borrow(),
         _ = shutdown.changed() => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use serde_json::Value;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::kube::instant::InstantCluster;
+    use crate::kube::{ApiResult, BoxFuture, ObjectList, WatchEvent};
+
+    /// A server whose watches end at once with nothing in them; counts the requests.
+    #[derive(Default)]
+    struct Refusing {
+        requests: AtomicUsize,
+    }
+
+    impl Cluster for Refusing {
+        fn create(&self, r: Resource, ns: &str, o: Value) -> BoxFuture<'_, ApiResult<Value>> {
+            InstantCluster.create(r, ns, o)
+        }
+        fn get(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<Value>> {
+            InstantCluster.get(r, ns, n)
+        }
+        fn delete(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<()>> {
+            InstantCluster.delete(r, ns, n)
+        }
+        fn patch(
+            &self,
+            r: Resource,
+            ns: &str,
+            n: &str,
+            p: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            InstantCluster.patch(r, ns, n, p)
+        }
+        fn patch_status(
+            &self,
+            r: Resource,
+            ns: &str,
+            n: &str,
+            p: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            InstantCluster.patch_status(r, ns, n, p)
+        }
+        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+            self.requests.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok(ObjectList {
+                    resource_version: "7".into(),
+                    ..ObjectList::default()
+                })
+            })
+        }
+        fn watch(
+            &self,
+            _: &Scope,
+            _: &str,
+        ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+            self.requests.fetch_add(1, Ordering::SeqCst);
+            let (_, events) = mpsc::channel(1);
+            Box::pin(async move { Ok(events) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_that_ends_at_once_is_not_reopened_in_a_loop() {
+        let cluster = Arc::new(Refusing::default());
+        let reflector = Reflector {
+            cluster: cluster.clone(),
+            scope: scopes("ns").remove(0),
+            cache: Arc::new(Cache::default()),
+            queue: WorkQueue::new(Backoff::default()),
+            synced: Arc::new(AtomicBool::new(false)),
+        };
+        let (stop, shutdown) = watch::channel(false);
+        let task = tokio::spawn(reflector.run(shutdown));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _ = stop.send(true);
+        let _ = task.await;
+        let requests = cluster.requests.load(Ordering::SeqCst);
+        // One list, then a watch every pause (200 ms): a handful, not thousands.
+        assert!(
+            (2..=12).contains(&requests),
+            "{requests} requests in a second"
+        );
     }
 }
