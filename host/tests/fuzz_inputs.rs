@@ -541,15 +541,7 @@ fn pool_json_reads_or_names_the_field_at_fault() {
 
 #[test]
 fn the_cache_takes_any_object_in_any_order() {
-    let kinds = prop::sample::select(vec![
-        Resource::Sandbox,
-        Resource::PodWarmPool,
-        Resource::Pod,
-        Resource::PersistentVolumeClaim,
-        Resource::Secret,
-        Resource::Event,
-        Resource::Lease,
-    ]);
+    let kinds = prop::sample::select(Resource::ALL.to_vec());
     let object = prop_oneof![sandbox_json(), pool_json(), child_json()];
     let events = prop::collection::vec((kinds, event_kind(), object), 1..12);
     check(
@@ -593,15 +585,7 @@ fn the_cache_takes_any_object_in_any_order() {
 // The WIT boundary: what a policy sends (kube-client calls, statuses, pool members).
 
 fn resource() -> impl Strategy<Value = Resource> {
-    prop::sample::select(vec![
-        Resource::Sandbox,
-        Resource::PodWarmPool,
-        Resource::Pod,
-        Resource::PersistentVolumeClaim,
-        Resource::Secret,
-        Resource::Event,
-        Resource::Lease,
-    ])
+    prop::sample::select(Resource::ALL.to_vec())
 }
 
 const MANIFEST_PATHS: &[&str] = &[

@@ -21,14 +21,8 @@ pub const IMAGE: &str = "ghcr.io/cubepod/sandbox-base:1.0";
 
 /// A fake API server over HTTPS with [`TOKEN`], pods starting and stopping after `pod_delay`,
 /// and the fault injector's RNG seeded with `fault_seed`.
-///
-/// Its cluster holds one Event in `default` from the start, so that its resourceVersion is not
-/// 0, as a real API server's never is: a list of a fresh fake answers resourceVersion "0",
-/// and a watch resumed from "0" means "any version, current objects as ADDED", which skips
-/// every deletion in between (a reflector that saw no event before its first watch ended
-/// would keep deleted children in its cache).
 pub fn fake_server(pod_delay: Duration, fault_seed: u64) -> FakeApiServer {
-    let fake = FakeApiServer::start(FakeOptions {
+    FakeApiServer::start(FakeOptions {
         token: Some(TOKEN.to_string()),
         cluster_config: MemoryClusterConfig {
             pod_start_delay: pod_delay,
@@ -38,16 +32,7 @@ pub fn fake_server(pod_delay: Duration, fault_seed: u64) -> FakeApiServer {
         fault_seed,
         ..FakeOptions::default()
     })
-    .expect("fake API server");
-    let marker = json!({
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": "cluster-history", "namespace": "default"},
-        "reason": "Started", "message": "resourceVersions start above 0",
-    });
-    fake.cluster()
-        .insert(Resource::Event, marker)
-        .expect("seed the fake cluster");
-    fake
+    .expect("fake API server")
 }
 
 /// Runs `future` to completion on a throwaway current-thread runtime. Kubelet work the

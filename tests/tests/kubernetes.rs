@@ -1,92 +1,24 @@
 //! The real binary against a Kubernetes API over HTTPS: a stateful fake API server with a CA
 //! made by the test, reached through a kubeconfig, as a cluster would be.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::kube::{Cluster, Resource};
 use cubepod_tests::Controller;
-use cubepod_tests::apiserver::{FakeApiServer, FakeOptions, KubeconfigAuth};
+use cubepod_tests::apiserver::{DEFAULT_SEED, FakeApiServer, KubeconfigAuth};
+use cubepod_tests::convergence::{
+    self, NS, TOKEN, assert_converged, block, create_sandbox, fake_server, names, running,
+};
 use serde_json::json;
 
-const NS: &str = "cubepod-workloads";
 const PATIENCE: Duration = Duration::from_secs(60);
-const TOKEN: &str = "test-token-0123456789";
 
 fn server() -> FakeApiServer {
-    FakeApiServer::start(FakeOptions {
-        token: Some(TOKEN.to_string()),
-        cluster_config: MemoryClusterConfig {
-            pod_start_delay: Duration::from_millis(50),
-            pod_stop_delay: Duration::from_millis(50),
-            ..MemoryClusterConfig::default()
-        },
-        ..FakeOptions::default()
-    })
-    .expect("fake API server")
-}
-
-fn block<T>(future: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(future)
-}
-
-fn create_sandbox(cluster: &Arc<MemoryCluster>, name: &str) {
-    let sandbox = json!({
-        "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
-    });
-    block(cluster.create(Resource::Sandbox, NS, sandbox)).expect("create sandbox");
-}
-
-fn names(cluster: &MemoryCluster, resource: Resource) -> Vec<String> {
-    let mut names: Vec<String> = cluster
-        .objects(resource)
-        .iter()
-        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
-        .collect();
-    names.sort();
-    names
-}
-
-fn running(cluster: &MemoryCluster) -> usize {
-    cluster
-        .objects(Resource::Sandbox)
-        .iter()
-        .filter(|s| s["status"]["phase"] == "Running")
-        .count()
+    fake_server(Duration::from_millis(50), DEFAULT_SEED)
 }
 
 fn until(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !check() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Every sandbox has exactly its children, and no child is without its sandbox.
-fn assert_converged(cluster: &MemoryCluster, sandboxes: &[String]) {
-    let mut pvcs = Vec::new();
-    let mut pods = Vec::new();
-    let mut secrets = Vec::new();
-    for s in sandboxes {
-        pvcs.push(format!("{s}-rootfs-g1"));
-        pvcs.push(format!("{s}-workspace"));
-        pods.push(s.clone());
-        secrets.push(format!("{s}-credentials"));
-    }
-    pvcs.sort();
-    pods.sort();
-    secrets.sort();
-    assert_eq!(names(cluster, Resource::PersistentVolumeClaim), pvcs);
-    assert_eq!(names(cluster, Resource::Pod), pods);
-    assert_eq!(names(cluster, Resource::Secret), secrets);
+    convergence::until(what, PATIENCE, check);
 }
 
 #[test]

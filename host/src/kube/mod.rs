@@ -33,6 +33,17 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// Every kind, in declaration order.
+    pub const ALL: [Resource; 7] = [
+        Resource::Sandbox,
+        Resource::PodWarmPool,
+        Resource::Pod,
+        Resource::PersistentVolumeClaim,
+        Resource::Secret,
+        Resource::Event,
+        Resource::Lease,
+    ];
+
     pub const fn kind(self) -> &'static str {
         match self {
             Resource::Sandbox => "Sandbox",

@@ -1,8 +1,9 @@
 //! The discovery documents a client reads to find the API, and the CRDs in it.
 
+use cubepod_host::kube::Resource;
 use serde_json::{Value, json};
 
-use super::routes::{self, RESOURCES};
+use super::routes;
 
 /// `GET /version`.
 pub fn version() -> Value {
@@ -48,7 +49,7 @@ pub fn groups(crds_installed: bool) -> Value {
 pub fn resources(group_version: &str) -> Value {
     let verbs = json!(["create", "delete", "get", "list", "patch", "watch"]);
     let mut resources = Vec::new();
-    for resource in RESOURCES
+    for resource in Resource::ALL
         .into_iter()
         .filter(|r| r.api_version() == group_version)
     {

@@ -28,7 +28,7 @@ use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use rustls::pki_types::CertificateDer;
 use tokio::runtime::Runtime;
 
-pub use self::faults::{FaultAction, FaultInjector, FaultMatcher, FaultRule};
+pub use self::faults::{DEFAULT_SEED, FaultAction, FaultInjector, FaultMatcher, FaultRule};
 pub use self::kubeconfig::KubeconfigAuth;
 pub use self::requests::RequestRecord;
 pub use self::tls::{TlsError, client_config};

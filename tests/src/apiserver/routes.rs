@@ -5,17 +5,6 @@ use std::time::Duration;
 
 use cubepod_host::kube::Resource;
 
-/// Every kind the server serves.
-pub const RESOURCES: [Resource; 7] = [
-    Resource::Sandbox,
-    Resource::PodWarmPool,
-    Resource::Pod,
-    Resource::PersistentVolumeClaim,
-    Resource::Secret,
-    Resource::Event,
-    Resource::Lease,
-];
-
 /// The group of the CRDs that `set_crds_installed(false)` hides.
 pub const CRD_GROUP: &str = "cubepod.io";
 
@@ -72,7 +61,7 @@ pub fn group(resource: Resource) -> &'static str {
 /// The group versions served: the core one first.
 pub fn group_versions(crds_installed: bool) -> Vec<&'static str> {
     let mut versions: Vec<&'static str> = Vec::new();
-    for resource in RESOURCES {
+    for resource in Resource::ALL {
         let version = resource.api_version();
         let hidden = !crds_installed && group(resource) == CRD_GROUP;
         if !hidden && !versions.contains(&version) {
@@ -109,7 +98,7 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
         ["namespaces", ns, plural, name, sub] => (*ns, *plural, Some(*name), Some(*sub)),
         _ => return None,
     };
-    let resource = RESOURCES
+    let resource = Resource::ALL
         .into_iter()
         .find(|r| r.api_version() == group_version && r.plural() == plural)?;
     let namespace = namespace.to_owned();
@@ -216,7 +205,7 @@ mod tests {
 
     #[test]
     fn paths_of_every_resource_round_trip() {
-        for resource in RESOURCES {
+        for resource in Resource::ALL {
             assert_eq!(
                 parse(&resource.collection_path("ns"), true),
                 Some(Route::Collection {
