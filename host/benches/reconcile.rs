@@ -22,7 +22,9 @@ use cubepod_host::kube::Resource;
 use cubepod_host::kube::boundary::Boundary;
 use cubepod_host::kube::instant::InstantCluster;
 use cubepod_host::runtime::bindings as host;
-use cubepod_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig, twin};
+use cubepod_host::runtime::{
+    CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig, twin, wasmtime_config,
+};
 
 const WASM_RUNS: usize = 5_000;
 const NATIVE_RUNS: usize = 20_000;
@@ -252,17 +254,24 @@ fn main() {
             black_box(module.describe().ok());
         },
     );
-    // The same without the runtime's host state, on both allocators.
+    // The same without the runtime's host state: on the runtime's engine configuration (the
+    // pooling allocator, slots kept resident), and on wasmtime's default on-demand allocator.
     let converged_input = twin::reconcile_input(&cases[0].1);
     let new_input = twin::reconcile_input(&cases[1].1);
+    let mut on_demand = wasmtime_config(&RuntimeConfig::default());
+    on_demand.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
     let bare = [
         (
-            "on-demand alloc.",
-            bare_calls(false, &converged_input, &new_input),
+            "runtime's engine",
+            bare_calls(
+                &wasmtime_config(&RuntimeConfig::default()),
+                &converged_input,
+                &new_input,
+            ),
         ),
         (
-            "pooling alloc. (what-if)",
-            bare_calls(true, &converged_input, &new_input),
+            "on-demand alloc. (what-if)",
+            bare_calls(&on_demand, &converged_input, &new_input),
         ),
     ];
     // The WASI context every store gets (empty, but built per call).
@@ -291,9 +300,7 @@ fn main() {
             .ok();
         },
     );
-    // The boundary's parse of the new sandbox's 4 manifests (the cluster here costs nothing),
-    // then the JSON work each `ensure-*` does with the parsed object: one clone to send, one
-    // for the effect, and the drops.
+    // The boundary's parse of the new sandbox's 4 manifests (the cluster here costs nothing).
     let manifests = manifests_of(&cases[1].1);
     let boundary = Boundary::new([fixtures::NAMESPACE]);
     let check = |resource: Resource, name: &str, manifest: &str| {
@@ -308,17 +315,6 @@ fn main() {
         |()| {
             for (resource, name, manifest) in &manifests {
                 black_box(check(*resource, name, manifest));
-            }
-        },
-    );
-    let parse_clone = measure(
-        NATIVE_RUNS,
-        || (),
-        |()| {
-            for (resource, name, manifest) in &manifests {
-                let object = check(*resource, name, manifest);
-                let sent = black_box(object.clone());
-                black_box(sent.clone());
             }
         },
     );
@@ -355,10 +351,6 @@ fn main() {
     row("WasiCtx build (per store)", wasi);
     row("one host call's block_on + timeout, instant future", trip);
     row("boundary check of the new sandbox's 4 manifests", parse);
-    row(
-        "  + the 2 clones of each parsed manifest that ensure makes",
-        parse_clone,
-    );
     drop(runtime);
 }
 
@@ -404,27 +396,15 @@ impl host::cubepod::controller::kube_client::Host for NullHost {
 }
 
 /// Calls of the default policy in a fresh bare store (no WASI context, no limiter, no epoch
-/// callback, a [`NullHost`]), on wasmtime's default on-demand allocator (the runtime's) or on
-/// the pooling allocator: what instantiation and the guest cost without the runtime's host
-/// side, and what the allocator changes.
+/// callback, a [`NullHost`]) on an engine of `config`: what instantiation and the guest cost
+/// without the runtime's host side, and what the allocator changes.
 fn bare_calls(
-    pooling: bool,
+    config: &wasmtime::Config,
     converged: &host::ReconcileInput,
     new: &host::ReconcileInput,
 ) -> wasmtime::Result<Vec<(Bare, Percentiles)>> {
     use wasmtime::component::{Component, HasSelf, Linker};
-    let mut config = wasmtime::Config::new();
-    config.epoch_interruption(true).wasm_component_model(true);
-    if pooling {
-        let mut pool = wasmtime::PoolingAllocationConfig::new();
-        pool.total_component_instances(16)
-            .total_core_instances(128)
-            .total_memories(16)
-            .total_tables(128)
-            .max_memory_size(64 << 20);
-        config.allocation_strategy(pool);
-    }
-    let engine = wasmtime::Engine::new(&config)?;
+    let engine = wasmtime::Engine::new(config)?;
     let component = Component::new(&engine, DEFAULT_POLICY)?;
     let mut linker = Linker::<NullHost>::new(&engine);
     host::PolicyModule::add_to_linker::<NullHost, HasSelf<NullHost>>(&mut linker, |h| h)?;

@@ -72,14 +72,7 @@ impl PolicyEngine {
     pub fn new(mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
         // A zero tick would spin the ticker thread.
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
-        let mut wasm = Config::new();
-        wasm.epoch_interruption(true).wasm_component_model(true);
-        wasm.allocation_strategy(pooling(&config));
-        // A policy arrives already optimised by its own compiler (LLVM for Rust): Cranelift's
-        // optimisations bought no measurable speed in the decision benchmark, and skipping
-        // them makes a compile (and so a hot swap) about a quarter faster.
-        wasm.cranelift_opt_level(wasmtime::OptLevel::None);
-        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Compile {
+        let engine = Engine::new(&wasmtime_config(&config)).map_err(|e| RuntimeError::Compile {
             why: format!("cannot set up the wasm engine: {e:#}"),
         })?;
         let linker = host::linker(&engine).map_err(|e| RuntimeError::Compile {
@@ -117,6 +110,19 @@ impl std::fmt::Debug for PolicyEngine {
     }
 }
 
+/// The wasmtime configuration of the runtime's engine (public for the decision benchmark, which
+/// measures bare stores on it).
+pub fn wasmtime_config(config: &RuntimeConfig) -> Config {
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(true).wasm_component_model(true);
+    wasm.allocation_strategy(pooling(config));
+    // A policy arrives already optimised by its own compiler (LLVM for Rust): Cranelift's
+    // optimisations bought no measurable speed in the decision benchmark, and skipping
+    // them makes a compile (and so a hot swap) about a quarter faster.
+    wasm.cranelift_opt_level(wasmtime::OptLevel::None);
+    wasm
+}
+
 /// The instance pool: a slot per concurrent call, each with room for what a policy component
 /// instantiates (its core modules, their memories and tables). Memory slots are reserved
 /// address space, made resident only as a guest touches them, and handed back between calls.
@@ -129,9 +135,21 @@ fn pooling(config: &RuntimeConfig) -> wasmtime::PoolingAllocationConfig {
         .total_tables(slots.saturating_mul(16))
         // The limiter refuses growth past `memory_limit_bytes` first, and counts it; this
         // only sizes the slots.
-        .max_memory_size(config.memory_limit_bytes.max(64 << 10));
+        .max_memory_size(config.memory_limit_bytes.max(64 << 10))
+        // A call's pages stay mapped for the next call in the slot: with the PAGEMAP_SCAN ioctl
+        // (Linux 6.7 and later; elsewhere wasmtime falls back to madvise) only the pages the call
+        // dirtied are put back to the initial image, by memset, so the next instance does not
+        // take a page fault for every page of stack and heap it touches again.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(wasmtime::Enabled::Auto);
     pool
 }
+
+/// How much of a slot's linear memory (and table) may stay resident between calls. A policy
+/// built by rustc keeps a 1 MiB stack below its data, so its first pages in use sit just past
+/// 1 MiB; a call of the default policy dirties a few dozen pages in all.
+const KEEP_RESIDENT: usize = 2 << 20;
 
 /// A thread that advances the engine's epoch every tick until it is dropped.
 struct Ticker {

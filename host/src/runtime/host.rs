@@ -178,34 +178,44 @@ impl HostState {
         }
     }
 
-    /// An `ensure-*`: create the object, AlreadyExists being success. Returns the object as
-    /// the API returned it, or `None` when it already existed.
+    /// An `ensure-*`: create the object, AlreadyExists being success. On success the last
+    /// effect is the object as the API returned it, or the manifest when it existed.
     fn ensure(
         &mut self,
         resource: Resource,
         namespace: &str,
         name: &str,
         manifest: &str,
-    ) -> Result<Option<Value>, KubeError> {
+    ) -> Result<Ensured, KubeError> {
         let Some(object) = self.admit(resource, "create", namespace, name, Some(manifest))? else {
             // The boundary hands back the parsed manifest of every write it admits.
             return Err(KubeError::Refused(format!(
                 "{resource} {namespace}/{name}: no manifest to create"
             )));
         };
+        // Sent without a copy: the rare AlreadyExists parses the manifest again instead.
         match self.request(resource, "create", namespace, name, |cluster| {
-            cluster.create(resource, namespace, object.clone())
+            cluster.create(resource, namespace, object)
         })? {
             Ok(created) => {
-                self.applied(resource, namespace, name, created.clone());
-                Ok(Some(created))
+                self.applied(resource, namespace, name, created);
+                Ok(Ensured::Created)
             }
             Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
                 tracing::debug!(%resource, namespace, name, "already exists");
                 // Recorded as the manifest: the cache learns that the object exists; the watch
-                // brings its real state.
+                // brings its real state. The boundary admitted it a moment ago, and its verdict
+                // depends on nothing else.
+                let Some(Ok(Some(object))) = self.ctx.as_ref().map(|ctx| {
+                    ctx.boundary
+                        .check(resource, namespace, name, Some(manifest))
+                }) else {
+                    return Err(KubeError::Refused(format!(
+                        "{resource} {namespace}/{name}: the manifest no longer passes the boundary"
+                    )));
+                };
                 self.applied(resource, namespace, name, object);
-                Ok(None)
+                Ok(Ensured::Existed)
             }
             Err(e) => Err(kube_error(e)),
         }
@@ -318,36 +328,46 @@ impl HostState {
     }
 
     /// The Pod's IP after an ensure: from the created object, or read back when it existed.
-    fn pod_ip(&mut self, namespace: &str, name: &str, created: Option<Value>) -> Option<String> {
-        let object = match created {
-            Some(object) => object,
-            None => {
-                match self.request(Resource::Pod, "get", namespace, name, |cluster| {
-                    cluster.get(Resource::Pod, namespace, name)
-                }) {
-                    Ok(Ok(object)) => {
-                        // The real object is a better cache entry than the manifest.
-                        if let Some(Effect::Applied { object: last, .. }) = self.effects.last_mut()
-                        {
-                            *last = object.clone();
-                        }
-                        object
-                    }
-                    // The Pod exists (AlreadyExists said so); its IP is only unknown for now.
-                    Ok(Err(e)) => {
-                        tracing::debug!(namespace, name, error = %e, "cannot read back an existing Pod");
-                        return None;
-                    }
-                    Err(_) => return None,
-                }
-            }
+    fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
+        let ip = |object: &Value| {
+            object
+                .pointer("/status/podIP")
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty())
+                .map(str::to_string)
         };
-        object
-            .pointer("/status/podIP")
-            .and_then(Value::as_str)
-            .filter(|ip| !ip.is_empty())
-            .map(str::to_string)
+        if ensured == Ensured::Created {
+            return match self.effects.last() {
+                Some(Effect::Applied { object, .. }) => ip(object),
+                _ => None,
+            };
+        }
+        match self.request(Resource::Pod, "get", namespace, name, |cluster| {
+            cluster.get(Resource::Pod, namespace, name)
+        }) {
+            Ok(Ok(object)) => {
+                let found = ip(&object);
+                // The real object is a better cache entry than the manifest.
+                if let Some(Effect::Applied { object: last, .. }) = self.effects.last_mut() {
+                    *last = object;
+                }
+                found
+            }
+            // The Pod exists (AlreadyExists said so); its IP is only unknown for now.
+            Ok(Err(e)) => {
+                tracing::debug!(namespace, name, error = %e, "cannot read back an existing Pod");
+                None
+            }
+            Err(_) => None,
+        }
     }
+}
+
+/// What an `ensure-*` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ensured {
+    Created,
+    Existed,
 }
 
 /// The API's answer in the contract's terms, the API's message kept.
@@ -412,7 +432,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
     ) -> Result<Option<String>, KubeError> {
         let result = self
             .ensure(Resource::Pod, &namespace, &name, &manifest)
-            .map(|created| self.pod_ip(&namespace, &name, created));
+            .map(|ensured| self.pod_ip(&namespace, &name, ensured));
         self.log("ensure-pod", &namespace, &name, Some(&manifest), result)
     }
 

@@ -23,7 +23,7 @@ pub mod twin;
 
 pub use call::{CallContext, Effect, GuestCall, HostCallObserver, HostCallRecord, KubeCall};
 pub use default_policy::DEFAULT_POLICY;
-pub use engine::{PolicyEngine, RuntimeConfig};
+pub use engine::{PolicyEngine, RuntimeConfig, wasmtime_config};
 pub use module::{PolicyModule, world_exports, world_imports};
 
 use std::path::PathBuf;
