@@ -14,7 +14,7 @@ use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
 use crate::kube::instrumented::InstrumentedCluster;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use crate::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use crate::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
@@ -61,7 +61,13 @@ async fn connect(args: &RunArgs) -> Result<Arc<dyn Cluster>, StartError> {
         && let Some((connection, source)) = ConnectionConfig::load()?
     {
         tracing::info!(%source, server = %connection.server, "using the Kubernetes API");
-        let rest = RestCluster::new(connection, RestOptions::default())?;
+        // The cache keeps no more of a child than its metadata and status: the rest is skipped
+        // while reading, not parsed and dropped (and a Secret's data is never held).
+        let options = RestOptions {
+            children: Projection::MetadataAndStatus,
+            ..RestOptions::default()
+        };
+        let rest = RestCluster::new(connection, options)?;
         preflight(rest.as_ref(), &args.namespaces).await?;
         return Ok(rest);
     }

@@ -21,7 +21,7 @@ use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::writer::Writer;
 use cubepod_host::kube::boundary::Boundary;
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_host::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
 use cubepod_host::model::{ObjectRef, pool, sandbox};
 use cubepod_host::runtime::bindings::{
@@ -576,6 +576,55 @@ fn the_cache_takes_any_object_in_any_order() {
                 let cached = cache.sandbox(&key);
                 prop_assert!(cached.is_some(), "a readable sandbox was dropped");
             }
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn the_controllers_projection_of_children_shows_the_cache_the_same() {
+    let kinds = prop::sample::select(vec![
+        Resource::Pod,
+        Resource::PersistentVolumeClaim,
+        Resource::Secret,
+    ]);
+    // Children as the API sends them: with a spec or data the projection skips.
+    let object = (child_json(), json(), json()).prop_map(|(mut object, spec, data)| {
+        if let Some(fields) = object.as_object_mut() {
+            fields.insert("spec".into(), spec);
+            fields.insert("data".into(), data);
+        }
+        object
+    });
+    let events = prop::collection::vec((kinds, event_kind(), object), 1..12);
+    check(
+        "children through Projection::MetadataAndStatus -> the same cache",
+        cases(512),
+        events,
+        |events| {
+            let (whole, projected) = (Cache::default(), Cache::default());
+            let mut owners = Vec::new();
+            for (resource, kind, object) in &events {
+                let bytes = serde_json::to_vec(object).expect("a Value serialises");
+                let kept = Projection::MetadataAndStatus
+                    .of(*resource)
+                    .from_slice(&bytes)
+                    .expect("the projection reads what serde_json wrote");
+                if kept.is_object() {
+                    prop_assert!(kept.get("spec").is_none() && kept.get("data").is_none());
+                }
+                prop_assert_eq!(
+                    whole.apply(*resource, *kind, object),
+                    projected.apply(*resource, *kind, &kept)
+                );
+                if let Some(owner) = object.pointer("/metadata/labels/cubepod.io~1sandbox") {
+                    owners.push(ObjectRef::new(NS, owner.as_str().unwrap_or_default()));
+                }
+            }
+            for owner in &owners {
+                prop_assert_eq!(whole.observed(owner), projected.observed(owner));
+            }
+            prop_assert_eq!(whole.counts(), projected.counts());
             Ok(())
         },
     );

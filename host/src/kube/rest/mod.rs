@@ -9,6 +9,8 @@
 mod auth;
 mod config;
 mod error;
+mod list;
+mod projection;
 mod retry;
 mod status;
 mod tls;
@@ -28,28 +30,13 @@ pub use self::config::{
     ConnectionConfig, Credentials, Pem, SERVICE_ACCOUNT_DIR, TlsSettings, Token,
 };
 pub use self::error::RestError;
+pub use self::projection::Projection;
 
 use self::transport::{Call, Transport};
 use super::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
     Scope, WatchEvent,
 };
-
-/// A list answer (`PodList`, `SandboxList`, ...): what the controller reads of it.
-#[derive(serde::Deserialize)]
-struct ListBody {
-    #[serde(default)]
-    metadata: ListMeta,
-    items: Option<Vec<Value>>,
-}
-
-#[derive(Default, serde::Deserialize)]
-struct ListMeta {
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
-    #[serde(rename = "continue")]
-    continue_token: Option<String>,
-}
 
 const JSON: &str = "application/json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
@@ -75,6 +62,8 @@ pub struct RestOptions {
     pub token_refresh: Duration,
     /// A watch's `timeoutSeconds`: the server ends it then, and the caller resumes.
     pub watch_timeout: Duration,
+    /// What of a sandbox's children (Pods, PVCs, Secrets) answers, lists and watch events keep.
+    pub children: Projection,
 }
 
 impl Default for RestOptions {
@@ -86,6 +75,7 @@ impl Default for RestOptions {
             retry_max: Duration::from_secs(10),
             token_refresh: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(290),
+            children: Projection::Whole,
         }
     }
 }
@@ -123,9 +113,9 @@ impl RestCluster {
         &self.server
     }
 
-    async fn call_json(&self, call: Call) -> ApiResult<Value> {
+    async fn call_json(&self, call: Call, resource: Resource) -> ApiResult<Value> {
         let body = self.transport.send(&call).await?;
-        serde_json::from_slice(&body).map_err(|e| {
+        self.projection(resource).from_slice(&body).map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Other,
                 format!(
@@ -136,8 +126,13 @@ impl RestCluster {
         })
     }
 
+    fn projection(&self, resource: Resource) -> Projection {
+        self.options.children.of(resource)
+    }
+
     async fn write(
         &self,
+        resource: Resource,
         method: Method,
         path: String,
         body: &Value,
@@ -149,8 +144,11 @@ impl RestCluster {
                 format!("cannot serialize the request: {e}"),
             )
         })?;
-        self.call_json(Call::new(method, path).with_body(bytes, content_type))
-            .await
+        self.call_json(
+            Call::new(method, path).with_body(bytes, content_type),
+            resource,
+        )
+        .await
     }
 
     async fn list_scope(&self, scope: &Scope, page: Option<&PageRequest>) -> ApiResult<ObjectList> {
@@ -173,14 +171,15 @@ impl RestCluster {
         let body = self.transport.send(&call).await?;
         // Straight into the items, not the whole list as one Value and then a copy of it: a
         // list is the largest answer the controller reads.
-        let list: ListBody = serde_json::from_slice(&body).map_err(|e| {
-            ApiError::new(
-                ApiErrorKind::Other,
-                format!("{} {}: not a list: {e}", call.method, call.path),
-            )
-        })?;
+        let list =
+            list::ListBody::from_slice(&body, self.projection(scope.resource)).map_err(|e| {
+                ApiError::new(
+                    ApiErrorKind::Other,
+                    format!("{} {}: not a list: {e}", call.method, call.path),
+                )
+            })?;
         drop(body);
-        let mut items = list.items.unwrap_or_default();
+        let mut items = list.items;
         // A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them.
         for item in &mut items {
             if let Some(fields) = item.as_object_mut() {
@@ -194,8 +193,8 @@ impl RestCluster {
         }
         Ok(ObjectList {
             items,
-            resource_version: list.metadata.resource_version.unwrap_or_default(),
-            continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
+            resource_version: list.resource_version.unwrap_or_default(),
+            continue_token: list.continue_token.filter(|t| !t.is_empty()),
         })
     }
 
@@ -221,7 +220,12 @@ impl RestCluster {
         // Past the server's own timeout by a request's worth, the stream is taken for dead.
         let idle_limit = self.options.watch_timeout + self.options.request_timeout;
         let what = format!("watch {} in {:?}", scope.resource, scope.namespace);
-        Ok(watch::spawn(body, idle_limit, what))
+        Ok(watch::spawn(
+            body,
+            idle_limit,
+            what,
+            self.projection(scope.resource),
+        ))
     }
 }
 
@@ -247,7 +251,10 @@ impl Cluster for RestCluster {
         object: Value,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let path = resource.collection_path(namespace);
-        Box::pin(async move { self.write(Method::POST, path, &object, JSON).await })
+        Box::pin(async move {
+            self.write(resource, Method::POST, path, &object, JSON)
+                .await
+        })
     }
 
     fn get(
@@ -257,7 +264,7 @@ impl Cluster for RestCluster {
         name: &str,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let path = resource.object_path(namespace, name);
-        Box::pin(async move { self.call_json(Call::new(Method::GET, path)).await })
+        Box::pin(async move { self.call_json(Call::new(Method::GET, path), resource).await })
     }
 
     fn delete(
@@ -288,7 +295,10 @@ impl Cluster for RestCluster {
         patch: Value,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let path = resource.object_path(namespace, name);
-        Box::pin(async move { self.write(Method::PATCH, path, &patch, MERGE_PATCH).await })
+        Box::pin(async move {
+            self.write(resource, Method::PATCH, path, &patch, MERGE_PATCH)
+                .await
+        })
     }
 
     fn patch_status(
@@ -299,7 +309,10 @@ impl Cluster for RestCluster {
         patch: Value,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let path = format!("{}/status", resource.object_path(namespace, name));
-        Box::pin(async move { self.write(Method::PATCH, path, &patch, MERGE_PATCH).await })
+        Box::pin(async move {
+            self.write(resource, Method::PATCH, path, &patch, MERGE_PATCH)
+                .await
+        })
     }
 
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {

@@ -10,10 +10,11 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::projection::Projection;
 use super::status;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, WatchEvent, WatchEventType};
 
@@ -27,9 +28,10 @@ pub fn spawn(
     body: Incoming,
     idle_limit: Duration,
     what: String,
+    projection: Projection,
 ) -> mpsc::Receiver<ApiResult<WatchEvent>> {
     let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
-    tokio::spawn(pump(body, sender, idle_limit, what));
+    tokio::spawn(pump(body, sender, idle_limit, what, projection));
     receiver
 }
 
@@ -38,6 +40,7 @@ async fn pump(
     sender: mpsc::Sender<ApiResult<WatchEvent>>,
     idle_limit: Duration,
     what: String,
+    projection: Projection,
 ) {
     let mut lines = Lines::default();
     loop {
@@ -63,7 +66,7 @@ async fn pump(
         };
         lines.push(&data);
         while let Some(line) = lines.next_line() {
-            if !forward(&sender, &line).await {
+            if !forward(&sender, &line, projection).await {
                 return;
             }
         }
@@ -78,12 +81,16 @@ async fn pump(
     }
     // The last event may lack its newline.
     let rest = lines.rest();
-    forward(&sender, &rest).await;
+    forward(&sender, &rest, projection).await;
 }
 
 /// Sends the event of one line; false when the stream must end (an error, or no consumer).
-async fn forward(sender: &mpsc::Sender<ApiResult<WatchEvent>>, line: &[u8]) -> bool {
-    match decode(line) {
+async fn forward(
+    sender: &mpsc::Sender<ApiResult<WatchEvent>>,
+    line: &[u8],
+    projection: Projection,
+) -> bool {
+    match decode(line, projection) {
         Ok(None) => true,
         Ok(Some(event)) => sender.send(Ok(event)).await.is_ok(),
         Err(error) => {
@@ -93,20 +100,55 @@ async fn forward(sender: &mpsc::Sender<ApiResult<WatchEvent>>, line: &[u8]) -> b
     }
 }
 
-#[derive(Deserialize)]
 struct RawEvent {
-    #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
     object: Value,
 }
 
+/// A watch event, its object read through the projection.
+struct EventSeed(Projection);
+
+impl<'de> DeserializeSeed<'de> for EventSeed {
+    type Value = RawEvent;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<RawEvent, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventSeed {
+    type Value = RawEvent;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a watch event")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawEvent, A::Error> {
+        let mut kind = None;
+        let mut object = Value::Null;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => kind = Some(map.next_value::<String>()?),
+                "object" => object = map.next_value_seed(self.0)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| serde::de::Error::missing_field("type"))?;
+        Ok(RawEvent { kind, object })
+    }
+}
+
 /// One line of a watch stream: an event, nothing (a blank line), or the error that ends it.
-pub fn decode(line: &[u8]) -> ApiResult<Option<WatchEvent>> {
+pub fn decode(line: &[u8], projection: Projection) -> ApiResult<Option<WatchEvent>> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let raw: RawEvent = serde_json::from_slice(line)
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let raw = EventSeed(projection)
+        .deserialize(&mut de)
+        .and_then(|raw| de.end().map(|()| raw))
         .map_err(|e| ApiError::new(ApiErrorKind::Other, format!("malformed watch event: {e}")))?;
     let kind = match raw.kind.as_str() {
         "ADDED" => WatchEventType::Added,
@@ -181,23 +223,46 @@ mod tests {
         assert_eq!(&lines.rest()[..], b"{\"b\":2}");
     }
 
+    fn decode_whole(line: &[u8]) -> ApiResult<Option<WatchEvent>> {
+        decode(line, Projection::Whole)
+    }
+
     #[test]
     fn decodes_events_and_errors() {
-        let event = decode(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#)
+        let event = decode_whole(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#)
             .expect("event")
             .expect("some");
         assert_eq!(event.kind, WatchEventType::Added);
         assert_eq!(event.object["metadata"]["name"], "a");
-        assert!(decode(b"  \n").expect("blank").is_none());
-        let gone = decode(
+        assert!(decode_whole(b"  \n").expect("blank").is_none());
+        let gone = decode_whole(
             br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}}"#,
         )
         .expect_err("error");
         assert_eq!(gone.kind, ApiErrorKind::Gone);
         assert_eq!(
-            decode(b"{not json").expect_err("bad").kind,
+            decode_whole(b"{not json").expect_err("bad").kind,
             ApiErrorKind::Other
         );
-        assert!(decode(br#"{"type":"SURPRISE","object":{}}"#).is_err());
+        assert!(decode_whole(br#"{"type":"SURPRISE","object":{}}"#).is_err());
+        assert!(decode_whole(br#"{"object":{}}"#).is_err());
+    }
+
+    #[test]
+    fn a_projected_event_keeps_metadata_and_status_and_errors_whole() {
+        let line = br#"{"type":"MODIFIED","object":{"metadata":{"name":"p"},"spec":{"a":1},"status":{"phase":"Running"}}}"#;
+        let event = decode(line, Projection::MetadataAndStatus)
+            .expect("event")
+            .expect("some");
+        assert_eq!(
+            *event.object,
+            serde_json::json!({"metadata": {"name": "p"}, "status": {"phase": "Running"}})
+        );
+        let gone = decode(
+            br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}}"#,
+            Projection::MetadataAndStatus,
+        )
+        .expect_err("error");
+        assert_eq!(gone.kind, ApiErrorKind::Gone);
     }
 }
