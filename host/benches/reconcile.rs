@@ -258,16 +258,13 @@ fn main() {
     // pooling allocator, slots kept resident), and on wasmtime's default on-demand allocator.
     let converged_input = twin::reconcile_input(&cases[0].1);
     let new_input = twin::reconcile_input(&cases[1].1);
-    let mut on_demand = wasmtime_config(&RuntimeConfig::default());
+    let runtimes = wasmtime_config(&RuntimeConfig::default());
+    let mut on_demand = runtimes.clone();
     on_demand.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
     let bare = [
         (
             "runtime's engine",
-            bare_calls(
-                &wasmtime_config(&RuntimeConfig::default()),
-                &converged_input,
-                &new_input,
-            ),
+            bare_calls(&runtimes, &converged_input, &new_input),
         ),
         (
             "on-demand alloc. (what-if)",

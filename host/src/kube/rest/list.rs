@@ -2,10 +2,10 @@
 //! the client's [`Projection`], and the two fields of its metadata the reflector needs; not the
 //! whole list as one `Value` and then a copy of it (a list is the largest answer we read).
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::projection::{Items, Projection};
+use super::projection::{Projection, read_seeded};
 
 pub struct ListBody {
     pub items: Vec<Value>,
@@ -23,10 +23,7 @@ struct ListMeta {
 
 impl ListBody {
     pub fn from_slice(bytes: &[u8], projection: Projection) -> serde_json::Result<ListBody> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let list = ListSeed(projection).deserialize(&mut de)?;
-        de.end()?;
-        Ok(list)
+        read_seeded(bytes, ListSeed(projection))
     }
 }
 
@@ -67,6 +64,39 @@ impl<'de> Visitor<'de> for ListSeed {
     }
 }
 
+/// The `items` array, each object read through the projection.
+struct Items(Projection);
+
+impl<'de> DeserializeSeed<'de> for Items {
+    type Value = Vec<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<Value>, D::Error> {
+        // `any`, not `seq`: serde_json's `deserialize_seq` refuses a `null` outright.
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items {
+    type Value = Vec<Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(self.0)? {
+            items.push(item);
+        }
+        Ok(items)
+    }
+
+    // `"items": null`, as some servers send for an empty list.
+    fn visit_unit<E>(self) -> Result<Vec<Value>, E> {
+        Ok(Vec::new())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +113,7 @@ mod tests {
         );
         assert_eq!(list.resource_version.as_deref(), Some("12"));
         assert_eq!(list.continue_token.as_deref(), Some("c"));
+        assert!(list.items.iter().all(|item| item.get("spec").is_none()));
         let whole = ListBody::from_slice(body, Projection::Whole).unwrap();
         assert_eq!(whole.items[0]["spec"]["x"], 1);
     }

@@ -41,11 +41,20 @@ impl Projection {
 
     /// One JSON document as this projection keeps it.
     pub fn from_slice(self, bytes: &[u8]) -> serde_json::Result<Value> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let value = self.deserialize(&mut de)?;
-        de.end()?;
-        Ok(value)
+        read_seeded(bytes, self)
     }
+}
+
+/// One whole JSON document read through `seed`: trailing bytes are an error, as for
+/// `serde_json::from_slice`. Shared by objects, list answers and watch events.
+pub fn read_seeded<'de, S: DeserializeSeed<'de>>(
+    bytes: &'de [u8],
+    seed: S,
+) -> serde_json::Result<S::Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = seed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
 impl<'de> DeserializeSeed<'de> for Projection {
@@ -84,10 +93,10 @@ impl<'de> Visitor<'de> for Pruned {
                 continue;
             }
             let value = if self.nested && key == "metadata" {
-                map.next_value_seed(PrunedSeed(Pruned {
+                map.next_value_seed(Pruned {
                     skip: SKIPPED_IN_METADATA,
                     nested: false,
-                }))?
+                })?
             } else {
                 map.next_value::<Value>()?
             };
@@ -139,46 +148,11 @@ impl<'de> Visitor<'de> for Pruned {
     }
 }
 
-struct PrunedSeed(Pruned);
-
-impl<'de> DeserializeSeed<'de> for PrunedSeed {
+impl<'de> DeserializeSeed<'de> for Pruned {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self.0)
-    }
-}
-
-/// A JSON array of objects, each read through the projection (a list's `items`).
-pub struct Items(pub Projection);
-
-impl<'de> DeserializeSeed<'de> for Items {
-    type Value = Vec<Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<Value>, D::Error> {
-        // `any`, not `seq`: serde_json's `deserialize_seq` refuses a `null` outright.
         deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Items {
-    type Value = Vec<Value>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list of objects")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(self.0)? {
-            items.push(item);
-        }
-        Ok(items)
-    }
-
-    // `"items": null`, as some servers send for an empty list.
-    fn visit_unit<E>(self) -> Result<Vec<Value>, E> {
-        Ok(Vec::new())
     }
 }
 
@@ -254,23 +228,5 @@ mod tests {
         );
         assert!(kept.from_slice(br#"{"spec":{"a":"#).is_err());
         assert!(kept.from_slice(br#"{"status":{}} trailing"#).is_err());
-    }
-
-    #[test]
-    fn items_are_each_projected() {
-        let list = serde_json::to_vec(&json!([pod(), pod()])).unwrap();
-        let mut de = serde_json::Deserializer::from_slice(&list);
-        let items = Items(Projection::MetadataAndStatus)
-            .deserialize(&mut de)
-            .unwrap();
-        assert_eq!(items.len(), 2);
-        assert!(items.iter().all(|item| item.get("spec").is_none()));
-        let mut de = serde_json::Deserializer::from_slice(b"null");
-        assert!(
-            Items(Projection::Whole)
-                .deserialize(&mut de)
-                .unwrap()
-                .is_empty()
-        );
     }
 }

@@ -14,7 +14,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::projection::Projection;
+use super::projection::{Projection, read_seeded};
 use super::status;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, WatchEvent, WatchEventType};
 
@@ -145,10 +145,7 @@ pub fn decode(line: &[u8], projection: Projection) -> ApiResult<Option<WatchEven
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let mut de = serde_json::Deserializer::from_slice(line);
-    let raw = EventSeed(projection)
-        .deserialize(&mut de)
-        .and_then(|raw| de.end().map(|()| raw))
+    let raw = read_seeded(line, EventSeed(projection))
         .map_err(|e| ApiError::new(ApiErrorKind::Other, format!("malformed watch event: {e}")))?;
     let kind = match raw.kind.as_str() {
         "ADDED" => WatchEventType::Added,
