@@ -1,29 +1,26 @@
-//! `ControllerManager`: reflectors fill the cache, workers reconcile keys through the policy,
-//! ticks drive the idle reaper and the warm pools, and shutdown drains in-flight work.
+//! `ControllerManager`: the control loop. Reflectors fill the cache, workers take keys off the
+//! queue and hand each to the [`Reconciler`] (which runs the policy and carries out its
+//! output), ticks drive the idle reaper and the warm pools, and shutdown drains in-flight work.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rand::RngCore;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::cache::Cache;
-use super::coalesce::HeldStatuses;
 use super::health::{ActivePolicy, Health};
-use super::inputs;
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
+pub use super::reconciler::ReconcileError;
+use super::reconciler::{Carried, Clock, Reconciler, Settings, Tokens};
 use super::reflector::{self, Reflector};
-use super::writer::{Finalizing, Writer};
+use crate::kube::Cluster;
 use crate::kube::boundary::Boundary;
-use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
-use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
-use crate::runtime::bindings::KubeError;
-use crate::runtime::{CallContext, Effect, GuestCall, HostCallRecord, PolicyModule, RuntimeError};
+use crate::model::ObjectRef;
+use crate::runtime::{CallContext, HostCallRecord, PolicyModule};
 
 #[derive(Clone, Debug)]
 pub struct ManagerConfig {
@@ -41,6 +38,9 @@ pub struct ManagerConfig {
     pub status_coalesce: Duration,
     /// Post Normal Events (Started, Paused, ...) as well as Warnings. Each is an API write.
     pub normal_events: bool,
+    /// The system clock, or a fixed one that a test moves.
+    pub clock: Clock,
+    pub tokens: Tokens,
 }
 
 impl ManagerConfig {
@@ -57,6 +57,8 @@ impl ManagerConfig {
             backoff: Backoff::default(),
             status_coalesce: Duration::from_secs(2),
             normal_events: false,
+            clock: Clock::System,
+            tokens: Tokens::Random,
         }
     }
 }
@@ -64,54 +66,16 @@ impl ManagerConfig {
 /// How often deletions older than the cache's tombstone TTL are forgotten.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Why one reconcile failed; it is retried with backoff, the controller goes on.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("policy: {0}")]
-    Runtime(#[from] RuntimeError),
-    #[error("policy's kube-client call failed: {0:?}")]
-    Guest(KubeError),
-    #[error("API: {0}")]
-    Api(#[from] ApiError),
-    #[error("the policy task ended abnormally: {0}")]
-    Join(String),
-}
-
-impl ReconcileError {
-    /// The `result` label of `cubepod_reconciles_total`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            ReconcileError::Runtime(e) => e.metric_label(),
-            ReconcileError::Guest(_) => "guest_kube_error",
-            ReconcileError::Api(_) => "api_error",
-            ReconcileError::Join(_) => "panic",
-        }
-    }
-
-    /// A delay the cause asked for (Retry-After), over the queue's backoff.
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            ReconcileError::Guest(KubeError::Retryable(r)) => {
-                Some(Duration::from_millis(r.delay_ms))
-            }
-            ReconcileError::Api(e) => e.retry_after,
-            _ => None,
-        }
-    }
-}
-
-type Outcome = Result<Option<Duration>, ReconcileError>;
-
 pub struct ControllerManager {
     pub cluster: Arc<dyn Cluster>,
     pub cache: Arc<Cache>,
     pub queue: Arc<WorkQueue>,
     pub policy: Arc<PolicySlot>,
-    pub context: CallContext,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub config: ManagerConfig,
-    held_statuses: HeldStatuses,
+    /// Carries out each key's policy call; shared with `policy test`.
+    pub reconciler: Reconciler,
 }
 
 impl ControllerManager {
@@ -138,15 +102,30 @@ impl ControllerManager {
                     }
                 }));
         health.set_policy(ActivePolicy::of(&module));
+        let cache = Arc::new(Cache::default());
+        let policy = PolicySlot::new(module);
+        let reconciler = Reconciler::new(
+            cluster.clone(),
+            cache.clone(),
+            policy.clone(),
+            context,
+            metrics.clone(),
+            Settings {
+                normal_events: config.normal_events,
+                max_pool_replicas: config.max_pool_replicas,
+                status_coalesce: config.status_coalesce,
+                clock: config.clock.clone(),
+                tokens: config.tokens,
+            },
+        );
         Arc::new(Self {
             cluster,
-            cache: Arc::new(Cache::default()),
+            cache,
             queue: WorkQueue::new(config.backoff),
-            policy: PolicySlot::new(module),
-            context,
+            policy,
             metrics,
             health,
-            held_statuses: HeldStatuses::new(config.status_coalesce),
+            reconciler,
             config,
         })
     }
@@ -316,93 +295,39 @@ impl ControllerManager {
     /// is marked in that sandbox's status and carried out by its next reconcile.
     pub async fn reap(&self) -> Result<usize, ReconcileError> {
         let started = Instant::now();
-        let now = time::now();
-        let mut decided = Vec::new();
+        let mut marked = Vec::new();
         for namespace in &self.config.namespaces {
-            // Candidates and their versions side by side, matched up only for the few the
-            // policy names: a tick over every sandbox must not pay for a table of them all.
-            let (sandboxes, versions): (Vec<_>, Vec<_>) =
-                self.cache.reap_candidates(namespace).into_iter().unzip();
-            if sandboxes.is_empty() {
-                continue;
-            }
-            let handed_namespace = namespace.clone();
-            let call = self
-                .call_guest("reap", move |module, context| {
-                    let call = module.reap(context, now, &handed_namespace, &sandboxes)?;
-                    Ok(call.map(|decisions| (decisions, sandboxes)))
-                })
-                .await?;
-            let (decisions, sandboxes) = call.value;
-            if decisions.is_empty() {
-                continue;
-            }
-            let handed: HashMap<&str, &str> = sandboxes
-                .iter()
-                .zip(&versions)
-                .map(|(c, version)| (c.name.as_str(), version.as_str()))
-                .collect();
-            for decision in decisions {
-                let target = ObjectRef::new(&decision.namespace, &decision.name);
-                // Only a sandbox the policy was handed may be paused: a decision about any
-                // other is the policy's mistake, not an instruction.
-                let version = handed
-                    .get(decision.name.as_str())
-                    .filter(|_| &decision.namespace == namespace);
-                match version {
-                    Some(version) => decided.push((decision, target, version.to_string())),
-                    None => {
-                        tracing::warn!(%target, "the reaper named a sandbox it was not given; ignored");
-                    }
-                }
-            }
+            let mut report = Carried::default();
+            self.reconciler.reap(namespace, None, &mut report).await?;
+            marked.extend(
+                report
+                    .reaped
+                    .into_iter()
+                    .map(|name| ObjectRef::new(namespace, name)),
+            );
         }
         self.metrics.reap_ticks.inc();
         self.metrics
             .reap_tick_duration
             .observe(started.elapsed().as_secs_f64());
-        let writer = self.writer();
-        let mut paused = 0;
-        for (decision, target, version) in decided {
-            tracing::info!(
-                namespace = %decision.namespace,
-                name = %decision.name,
-                idle_seconds = decision.idle_seconds,
-                "pausing idle sandbox: {}",
-                decision.reason
-            );
-            // Marked only over the version the decision saw: if the sandbox moved on since,
-            // the next tick decides again on fresh data.
-            let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
-            if let Err(error) = writer
-                .write_status(Resource::Sandbox, &target, Some(&version), patch)
-                .await
-            {
-                tracing::info!(%target, %error, "not marked idle this tick");
-                continue;
-            }
-            self.metrics.reaps.inc();
+        let paused = marked.len();
+        for target in marked {
             self.queue.add(WorkKey::Sandbox(target));
-            paused += 1;
         }
         Ok(paused)
     }
 
-    fn writer(&self) -> Writer<'_> {
-        Writer {
-            cluster: self.cluster.as_ref(),
-            cache: &self.cache,
-        }
-    }
-
-    async fn process(&self, key: WorkKey) {
+    /// Reconciles one key and does what the outcome asks of the queue: forget it, requeue it
+    /// later, or retry it with backoff.
+    pub async fn process(&self, key: WorkKey) {
         let started = Instant::now();
+        let mut report = Carried::default();
         let outcome = match &key {
-            WorkKey::Sandbox(target) => self.reconcile_sandbox(target).await,
-            WorkKey::Pool(target) => self.reconcile_pool(target).await,
+            WorkKey::Sandbox(target) => self.reconciler.sandbox(target, &mut report).await,
+            WorkKey::Pool(target) => self.reconciler.pool(target, &mut report).await,
         };
         let result = match &outcome {
-            Ok(_) => "ok",
+            Ok(()) => "ok",
             Err(error) => error.metric_label(),
         };
         self.metrics
@@ -414,9 +339,9 @@ impl ControllerManager {
             .with_label_values(&[key.kind(), result])
             .observe(started.elapsed().as_secs_f64());
         match outcome {
-            Ok(requeue) => {
+            Ok(()) => {
                 self.queue.forget(&key);
-                if let Some(delay) = requeue {
+                if let Some(delay) = report.requeue {
                     self.queue.add_after(key.clone(), delay);
                 }
             }
@@ -433,250 +358,4 @@ impl ControllerManager {
         }
         self.queue.done(&key);
     }
-
-    /// Runs one export on a blocking thread with a fresh Store, and records what it cost.
-    async fn call_guest<T, F>(
-        &self,
-        export: &'static str,
-        call: F,
-    ) -> Result<GuestCall<T>, ReconcileError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>
-            + Send
-            + 'static,
-    {
-        let module = self.policy.current();
-        let context = self.context.clone();
-        let started = Instant::now();
-        let result = tokio::task::spawn_blocking(move || call(&module, &context))
-            .await
-            .map_err(|e| ReconcileError::Join(e.to_string()))?;
-        self.metrics
-            .guest_call_duration
-            .with_label_values(&[export])
-            .observe(started.elapsed().as_secs_f64());
-        match result {
-            Ok(call) => {
-                self.apply_effects(&call.effects);
-                Ok(call)
-            }
-            Err(error) => {
-                self.metrics
-                    .guest_traps
-                    .with_label_values(&[export, error.metric_label()])
-                    .inc();
-                Err(error.into())
-            }
-        }
-    }
-
-    /// What the policy wrote goes into the cache at once, so that it is not written again
-    /// before the watch shows it.
-    fn apply_effects(&self, effects: &[Effect]) {
-        for effect in effects {
-            match effect {
-                Effect::Applied {
-                    resource, object, ..
-                } => {
-                    self.cache
-                        .apply(*resource, crate::kube::WatchEventType::Modified, object);
-                }
-                Effect::Deleted { .. } => {
-                    // A delete is not a disappearance: the object may linger (finalizers,
-                    // graceful termination). The watch reports when it is gone.
-                }
-            }
-        }
-    }
-
-    async fn reconcile_sandbox(&self, target: &ObjectRef) -> Outcome {
-        let Some(mut object) = self.cache.sandbox(target) else {
-            self.held_statuses.forget(target);
-            if let Some(bad) = self.cache.unreadable_sandbox(target) {
-                self.report_unreadable(Resource::Sandbox, target, &bad)
-                    .await?;
-            }
-            return Ok(None);
-        };
-        let writer = self.writer();
-        let now = time::now();
-        if object.sandbox.deleting {
-            if !object.has_finalizer() {
-                return Ok(None);
-            }
-            let observed = self.cache.observed(target);
-            let sandbox = object.sandbox.clone();
-            let call = self
-                .call_guest("cleanup-sandbox", move |module, context| {
-                    module.cleanup_sandbox(context, now, sandbox, observed)
-                })
-                .await?;
-            let out = call.value.map_err(ReconcileError::Guest)?;
-            if out.done {
-                tracing::info!(%target, "children deleted; removing the finalizer");
-                writer.remove_finalizer(&object).await?;
-            } else if sandbox::as_written(&out.status, object.sandbox.generation)
-                != object.sandbox.status
-            {
-                let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
-                writer
-                    .write_status(
-                        Resource::Sandbox,
-                        target,
-                        Some(&object.resource_version),
-                        patch,
-                    )
-                    .await?;
-            }
-            return Ok(None);
-        }
-        if !object.has_finalizer() {
-            if writer.add_finalizer(&object).await? == Finalizing::Gone {
-                // Deleted while we looked: creating children now would orphan them.
-                self.held_statuses.forget(target);
-                return Ok(None);
-            }
-            match self.cache.sandbox(target) {
-                Some(updated) => object = updated,
-                None => return Ok(None),
-            }
-        }
-        let input = inputs::reconcile_input(&self.cache, &object.sandbox, now, fresh_token());
-        let call = self
-            .call_guest("reconcile-sandbox", move |module, context| {
-                module.reconcile_sandbox(context, input)
-            })
-            .await?;
-        let out = call.value.map_err(ReconcileError::Guest)?;
-        if let Some(member) = &out.claim {
-            let member_ref = ObjectRef::new(&target.namespace, member);
-            let Some(member_object) = self.cache.sandbox(&member_ref) else {
-                return Ok(Some(Duration::from_secs(1)));
-            };
-            writer.claim_member(&object.sandbox, &member_object).await?;
-        }
-        writer
-            .post_events(
-                "Sandbox",
-                target,
-                &object.sandbox.uid,
-                &out.events,
-                self.config.normal_events,
-            )
-            .await;
-        // What the API will hold once written: a status that the API renders differently
-        // (an empty reason, a time out of range) would otherwise differ on every pass.
-        let status = sandbox::as_written(&out.status, object.sandbox.generation);
-        if let Some(wait) = self
-            .held_statuses
-            .hold(target, &object.sandbox.status, &status, now)
-        {
-            return Ok(Some(wait));
-        }
-        if status != object.sandbox.status {
-            let patch = sandbox::status_patch(&status, object.sandbox.generation);
-            writer
-                .write_status(
-                    Resource::Sandbox,
-                    target,
-                    Some(&object.resource_version),
-                    patch,
-                )
-                .await?;
-        }
-        Ok(out
-            .requeue_after_seconds
-            .map(|s| Duration::from_secs(u64::from(s))))
-    }
-
-    /// An object whose spec cannot be read gets a status and an Event that say which field
-    /// and why, once per problem; nothing else is done for it until it is fixed.
-    async fn report_unreadable(
-        &self,
-        resource: Resource,
-        target: &ObjectRef,
-        bad: &Unreadable,
-    ) -> Result<(), ReconcileError> {
-        if bad.reported {
-            return Ok(());
-        }
-        tracing::warn!(%target, error = %bad.error, "cannot read the spec; fix it");
-        let writer = self.writer();
-        let patch = bad.status_patch(resource == Resource::Sandbox);
-        writer
-            .write_status(resource, target, Some(&bad.resource_version), patch)
-            .await?;
-        let event = crate::runtime::bindings::Event {
-            kind: crate::runtime::bindings::EventType::Warning,
-            reason: "InvalidSpec".to_string(),
-            message: bad.error.to_string(),
-        };
-        writer
-            .post_events(resource.kind(), target, &bad.uid, &[event], true)
-            .await;
-        Ok(())
-    }
-
-    async fn reconcile_pool(&self, target: &ObjectRef) -> Outcome {
-        let Some(object) = self.cache.pool(target) else {
-            if let Some(bad) = self.cache.unreadable_pool(target) {
-                self.report_unreadable(Resource::PodWarmPool, target, &bad)
-                    .await?;
-            }
-            return Ok(None);
-        };
-        let input = inputs::pool_input(
-            &self.cache,
-            &object.pool,
-            time::now(),
-            self.config.max_pool_replicas,
-        );
-        let call = self
-            .call_guest("reconcile-pool", move |module, context| {
-                module.reconcile_pool(context, input)
-            })
-            .await?;
-        let out = call.value.map_err(ReconcileError::Guest)?;
-        let writer = self.writer();
-        for member in &out.create {
-            writer
-                .create_member(target, &member.name, &member.manifest)
-                .await?;
-        }
-        let members = self.cache.pool_members(target);
-        for name in &out.delete {
-            if members.iter().any(|m| &m.name == name) {
-                writer.delete_member(target, name).await?;
-            }
-        }
-        writer
-            .post_events(
-                "PodWarmPool",
-                target,
-                &object.pool.uid,
-                &out.events,
-                self.config.normal_events,
-            )
-            .await;
-        if pool::as_written(&out.status, object.pool.generation) != object.pool.status {
-            let patch = pool::status_patch(&out.status, object.pool.generation);
-            writer
-                .write_status(
-                    Resource::PodWarmPool,
-                    target,
-                    Some(&object.resource_version),
-                    patch,
-                )
-                .await?;
-        }
-        Ok(None)
-    }
-}
-
-/// A fresh credential for a sandbox whose Secret is created now: 32 random bytes, hex.
-pub fn fresh_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
 }

@@ -11,6 +11,7 @@ pub mod manager;
 pub mod policy;
 pub mod policy_watch;
 pub mod queue;
+pub mod reconciler;
 pub mod reflector;
 pub mod small_map;
 pub mod writer;

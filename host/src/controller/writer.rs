@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use super::cache::Cache;
 use super::events::event_object;
 use crate::kube::{ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
+use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL, SandboxObject};
-use crate::model::{ObjectRef, time};
 use crate::runtime::bindings::{Event, EventType, Sandbox};
 
 /// What a finalizer write found.
@@ -182,8 +182,8 @@ impl Writer<'_> {
         uid: &str,
         events: &[Event],
         post_normal: bool,
+        now: i64,
     ) {
-        let now = time::now();
         for event in events {
             tracing::info!(
                 kind,

@@ -141,7 +141,7 @@ impl Ctx<'_> {
 
     /// A fresh scratch cluster holding the scenario's objects.
     fn seeded(&self, scenario: &Scenario) -> Result<Scratch, SelfTestError> {
-        let scratch = Scratch::new(&scenario.namespace, self.handle);
+        let scratch = Scratch::new(&scenario.namespace, self.module, self.handle);
         scratch
             .seed(&scenario.objects)
             .map_err(|e| self.broken(e))?;
@@ -156,8 +156,7 @@ impl Ctx<'_> {
         now: Option<i64>,
         max_pool_replicas: u32,
     ) -> Result<StepResult, SelfTestError> {
-        let StepOutcome { result, error } =
-            scratch.run(self.module, action, now, max_pool_replicas);
+        let StepOutcome { result, error } = scratch.run(action, now, max_pool_replicas);
         match error {
             None => Ok(result),
             Some(error) => Err(self.step_error(error)),

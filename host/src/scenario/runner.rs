@@ -42,13 +42,13 @@ pub fn run(module: &PolicyModule, handle: &Handle, scenario: &Scenario) -> Repor
 }
 
 fn run_steps(module: &PolicyModule, handle: &Handle, scenario: &Scenario) -> Vec<String> {
-    let mut scratch = Scratch::new(&scenario.namespace, handle);
+    let mut scratch = Scratch::new(&scenario.namespace, module, handle);
     if let Err(why) = scratch.seed(&scenario.objects) {
         return vec![format!("setup: {why}")];
     }
     let several = scenario.steps.len() > 1;
     for (index, step) in scenario.steps.iter().enumerate() {
-        let outcome = scratch.run(module, &step.action, step.now, scenario.max_pool_replicas);
+        let outcome = scratch.run(&step.action, step.now, scenario.max_pool_replicas);
         let lines = expect::check(&step.expect, &outcome, &scratch);
         if lines.is_empty() {
             continue;

@@ -1,26 +1,29 @@
 //! A scratch cluster for one scenario: an instant in-memory API server seeded with the
-//! scenario's objects, a cache filled from it before every step, and each step's policy output
-//! carried out as the control loop would. What is carried out mirrors
-//! `controller/manager.rs` (`reconcile_sandbox`, `reconcile_pool`, `reap`) through the same
-//! [`Writer`], kept to what changes the next input: finalizer, status, claim, pool members,
-//! the reaper's mark. Events, metrics and requeues are reported, not acted on.
+//! scenario's objects, a cache filled from it before every step, and each step's policy call
+//! carried out by the controller's own [`Reconciler`], the code the control loop runs. Only the
+//! clock (each step's `now`), the credential handed to the policy (fixed) and the cache (refilled
+//! from lists before each step) are the scenario's.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
 use crate::controller::cache::Cache;
-use crate::controller::writer::Writer;
-use crate::controller::{inputs, reflector};
+use crate::controller::policy::PolicySlot;
+use crate::controller::reconciler::{Carried, Clock, ReconcileError, Reconciler, Settings, Tokens};
+use crate::controller::reflector;
 use crate::kube::boundary::Boundary;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use crate::kube::{ApiError, Cluster, Resource};
-use crate::model::{ObjectRef, children, pool, sandbox, time};
-use crate::runtime::bindings::KubeError;
+use crate::metrics::Metrics;
+use crate::model::{ObjectRef, children};
 use crate::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
+
+pub use crate::controller::reconciler::describe_kube_error as kube_error;
 
 /// The credential handed to the policy: fixed, so that manifests are the same on every run.
 pub const FRESH_TOKEN: &str = "scenario-token";
@@ -46,22 +49,21 @@ pub enum StepError {
     Skipped(String),
 }
 
-/// What one step returned and did.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct StepResult {
-    pub calls: Vec<KubeCall>,
-    /// The returned status as the controller writes it: the `status` of `status_patch`.
-    pub status: Option<Value>,
-    /// Reasons of the Events the policy asked for.
-    pub events: Vec<String>,
-    pub requeue_after_seconds: Option<u32>,
-    pub claim: Option<String>,
-    /// `cleanup-sandbox`'s `done`.
-    pub done: Option<bool>,
-    pub reaped: Vec<String>,
-    pub pool_create: Vec<String>,
-    pub pool_delete: Vec<String>,
+impl From<ReconcileError> for StepError {
+    fn from(error: ReconcileError) -> Self {
+        match error {
+            ReconcileError::Runtime(e) => StepError::Runtime(e),
+            ReconcileError::Guest(e) => StepError::Guest(kube_error(&e)),
+            ReconcileError::Api { what, source } => StepError::Api { what, source },
+            ReconcileError::Join(why) => {
+                StepError::Skipped(format!("the policy call ended: {why}"))
+            }
+        }
+    }
 }
+
+/// What one step returned and did: the reconcile core's report.
+pub type StepResult = Carried;
 
 /// A step's result, and the error that ended it early (calls made before it are kept).
 #[derive(Debug, Default)]
@@ -72,26 +74,39 @@ pub struct StepOutcome {
 
 pub struct Scratch {
     cluster: Arc<MemoryCluster>,
-    cache: Cache,
-    context: CallContext,
+    reconciler: Reconciler,
     namespace: String,
     handle: Handle,
 }
 
 impl Scratch {
-    /// An empty scratch cluster whose boundary admits `namespace` only. The handle runs the
-    /// cluster's futures: call every method from a blocking thread, never from async code.
-    pub fn new(namespace: &str, handle: &Handle) -> Self {
+    /// An empty scratch cluster whose boundary admits `namespace` only, running `module`. The
+    /// handle runs the cluster's futures: call every method from a blocking thread, never from
+    /// async code.
+    pub fn new(namespace: &str, module: &PolicyModule, handle: &Handle) -> Self {
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
         let context = CallContext::new(
             cluster.clone(),
             Arc::new(Boundary::new([namespace])),
             handle.clone(),
         );
+        let reconciler = Reconciler::new(
+            cluster.clone(),
+            Arc::new(Cache::default()),
+            PolicySlot::new(module.clone()),
+            context,
+            Arc::new(Metrics::new()),
+            Settings {
+                normal_events: false,
+                max_pool_replicas: 100,
+                status_coalesce: Duration::ZERO,
+                clock: Clock::fixed(0),
+                tokens: Tokens::Fixed(FRESH_TOKEN),
+            },
+        );
         Self {
             cluster,
-            cache: Cache::default(),
-            context,
+            reconciler,
             namespace: namespace.to_string(),
             handle: handle.clone(),
         }
@@ -103,13 +118,18 @@ impl Scratch {
 
     /// The context policy calls run in: this cluster, behind a boundary of its namespace.
     pub fn context(&self) -> &CallContext {
-        &self.context
+        &self.reconciler.context
+    }
+
+    /// The in-memory cluster behind the scenario.
+    pub fn cluster(&self) -> &Arc<MemoryCluster> {
+        &self.cluster
     }
 
     /// The cache, filled afresh from the cluster.
     pub fn refreshed(&mut self) -> Result<&Cache, StepError> {
         self.refresh()?;
-        Ok(&self.cache)
+        Ok(&self.reconciler.cache)
     }
 
     fn block_on<F: Future>(&self, future: F) -> F::Output {
@@ -170,7 +190,7 @@ impl Scratch {
                     })?;
             cache.replace(resource, &self.namespace, &list.items);
         }
-        self.cache = cache;
+        self.reconciler.cache = Arc::new(cache);
         Ok(())
     }
 
@@ -212,17 +232,23 @@ impl Scratch {
     /// Runs one step at `now` (required by steps that call the policy; the parser ensures it).
     pub fn run(
         &mut self,
-        module: &PolicyModule,
         action: &Action,
         now: Option<i64>,
         max_pool_replicas: u32,
     ) -> StepOutcome {
         let mut result = StepResult::default();
-        let now = now.unwrap_or(0);
+        self.reconciler.settings.clock.set(now.unwrap_or(0));
+        self.reconciler.settings.max_pool_replicas = max_pool_replicas;
         let done = self.refresh().and_then(|()| match action {
-            Action::Reconcile(name) => self.reconcile(module, name, now, &mut result),
-            Action::Pool(name) => self.pool(module, name, now, max_pool_replicas, &mut result),
-            Action::Reap(target) => self.reap(module, target, now, &mut result),
+            Action::Reconcile(name) => {
+                let target = ObjectRef::new(&self.namespace, name);
+                self.carried(self.reconciler.sandbox(&target, &mut result))
+            }
+            Action::Pool(name) => {
+                let target = ObjectRef::new(&self.namespace, name);
+                self.carried(self.reconciler.pool(&target, &mut result))
+            }
+            Action::Reap(target) => self.reap(target, &mut result),
             Action::Patch(patch) => self.patch(patch),
             Action::Delete(target) => self
                 .block_on(
@@ -234,221 +260,46 @@ impl Scratch {
                     source,
                 }),
         });
+        // An object the controller would not hand to the policy fails the step: the scenario
+        // meant something else.
+        let done = done.and_then(|()| match result.skipped.take() {
+            Some(why) => Err(StepError::Skipped(why)),
+            None => Ok(()),
+        });
         StepOutcome {
             result,
             error: done.err(),
         }
     }
 
-    fn writer(&self) -> Writer<'_> {
-        Writer {
-            cluster: self.cluster.as_ref(),
-            cache: &self.cache,
-        }
+    fn carried(
+        &self,
+        future: impl Future<Output = Result<(), ReconcileError>>,
+    ) -> Result<(), StepError> {
+        self.block_on(future).map_err(StepError::from)
     }
 
-    /// `ControllerManager::reconcile_sandbox`, without events and metrics.
-    fn reconcile(
-        &mut self,
-        module: &PolicyModule,
-        name: &str,
-        now: i64,
-        result: &mut StepResult,
-    ) -> Result<(), StepError> {
-        let target = ObjectRef::new(&self.namespace, name);
-        let Some(mut object) = self.cache.sandbox(&target) else {
-            return Err(StepError::Skipped(
-                match self.cache.unreadable_sandbox(&target) {
-                    Some(bad) => format!("the controller cannot read the sandbox: {}", bad.error),
-                    None => format!("no Sandbox {target} in the cluster"),
-                },
-            ));
+    /// A reaper pass over the scenario's namespace, or over the sandboxes it names (each must
+    /// exist: a name that does not is a mistake in the scenario, not an idle sandbox).
+    fn reap(&self, target: &ReapTarget, result: &mut StepResult) -> Result<(), StepError> {
+        let only = match target {
+            ReapTarget::All => None,
+            ReapTarget::Only(names) => {
+                if let Some(missing) = names.iter().find(|n| {
+                    self.reconciler
+                        .cache
+                        .sandbox(&ObjectRef::new(&self.namespace, n.as_str()))
+                        .is_none()
+                }) {
+                    return Err(StepError::Skipped(format!(
+                        "reap: no Sandbox {missing:?} in namespace {:?}",
+                        self.namespace
+                    )));
+                }
+                Some(names.as_slice())
+            }
         };
-        let api = |what: &str| {
-            let what = what.to_string();
-            move |source| StepError::Api { what, source }
-        };
-        if object.sandbox.deleting {
-            if !object.has_finalizer() {
-                return Err(StepError::Skipped(format!(
-                    "Sandbox {target} is being deleted without the {} finalizer: the \
-                     controller calls no policy for it",
-                    sandbox::FINALIZER
-                )));
-            }
-            let observed = self.cache.observed(&target);
-            let call =
-                module.cleanup_sandbox(&self.context, now, object.sandbox.clone(), observed)?;
-            result.calls = call.calls;
-            let out = call.value.map_err(|e| StepError::Guest(kube_error(&e)))?;
-            result.done = Some(out.done);
-            result.status = Some(
-                sandbox::status_patch(&out.status, object.sandbox.generation)["status"].clone(),
-            );
-            let writer = self.writer();
-            if out.done {
-                self.block_on(writer.remove_finalizer(&object))
-                    .map_err(api("removing the finalizer"))?;
-            } else if out.status != object.sandbox.status {
-                let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
-                self.block_on(writer.write_status(
-                    Resource::Sandbox,
-                    &target,
-                    Some(&object.resource_version),
-                    patch,
-                ))
-                .map_err(api("writing the status"))?;
-            }
-            return Ok(());
-        }
-        if !object.has_finalizer() {
-            self.block_on(self.writer().add_finalizer(&object))
-                .map_err(api("adding the finalizer"))?;
-            if let Some(updated) = self.cache.sandbox(&target) {
-                object = updated;
-            }
-        }
-        let input =
-            inputs::reconcile_input(&self.cache, &object.sandbox, now, FRESH_TOKEN.to_string());
-        let call = module.reconcile_sandbox(&self.context, input)?;
-        result.calls = call.calls;
-        let out = call.value.map_err(|e| StepError::Guest(kube_error(&e)))?;
-        result.status =
-            Some(sandbox::status_patch(&out.status, object.sandbox.generation)["status"].clone());
-        result.events = out.events.iter().map(|e| e.reason.clone()).collect();
-        result.requeue_after_seconds = out.requeue_after_seconds;
-        result.claim = out.claim.clone();
-        let writer = self.writer();
-        if let Some(member) = &out.claim {
-            let member_ref = ObjectRef::new(&self.namespace, member);
-            let member_object = self.cache.sandbox(&member_ref).ok_or_else(|| {
-                StepError::Skipped(format!(
-                    "the policy claimed {member_ref}, which the cache does not hold"
-                ))
-            })?;
-            self.block_on(writer.claim_member(&object.sandbox, &member_object))
-                .map_err(api("claiming the member"))?;
-        }
-        if out.status != object.sandbox.status {
-            let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
-            self.block_on(writer.write_status(
-                Resource::Sandbox,
-                &target,
-                Some(&object.resource_version),
-                patch,
-            ))
-            .map_err(api("writing the status"))?;
-        }
-        Ok(())
-    }
-
-    /// `ControllerManager::reconcile_pool`, without events and metrics.
-    fn pool(
-        &mut self,
-        module: &PolicyModule,
-        name: &str,
-        now: i64,
-        max_replicas: u32,
-        result: &mut StepResult,
-    ) -> Result<(), StepError> {
-        let target = ObjectRef::new(&self.namespace, name);
-        let Some(object) = self.cache.pool(&target) else {
-            return Err(StepError::Skipped(
-                match self.cache.unreadable_pool(&target) {
-                    Some(bad) => format!("the controller cannot read the pool: {}", bad.error),
-                    None => format!("no PodWarmPool {target} in the cluster"),
-                },
-            ));
-        };
-        let input = inputs::pool_input(&self.cache, &object.pool, now, max_replicas);
-        let call = module.reconcile_pool(&self.context, input)?;
-        result.calls = call.calls;
-        let out = call.value.map_err(|e| StepError::Guest(kube_error(&e)))?;
-        result.status =
-            Some(pool::status_patch(&out.status, object.pool.generation)["status"].clone());
-        result.events = out.events.iter().map(|e| e.reason.clone()).collect();
-        result.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
-        result.pool_delete = out.delete.clone();
-        let writer = self.writer();
-        for member in &out.create {
-            self.block_on(writer.create_member(&target, &member.name, &member.manifest))
-                .map_err(|source| StepError::Api {
-                    what: format!("creating member {}", member.name),
-                    source,
-                })?;
-        }
-        let members = self.cache.pool_members(&target);
-        for member in &out.delete {
-            if members.iter().any(|m| &m.name == member) {
-                self.block_on(writer.delete_member(&target, member))
-                    .map_err(|source| StepError::Api {
-                        what: format!("deleting member {member}"),
-                        source,
-                    })?;
-            }
-        }
-        if out.status != object.pool.status {
-            let patch = pool::status_patch(&out.status, object.pool.generation);
-            self.block_on(writer.write_status(
-                Resource::PodWarmPool,
-                &target,
-                Some(&object.resource_version),
-                patch,
-            ))
-            .map_err(|source| StepError::Api {
-                what: "writing the pool's status".to_string(),
-                source,
-            })?;
-        }
-        Ok(())
-    }
-
-    /// `ControllerManager::reap`: each decision is marked in the sandbox's status
-    /// (`idlePausedAt`); the next reconcile carries it out.
-    fn reap(
-        &mut self,
-        module: &PolicyModule,
-        target: &ReapTarget,
-        now: i64,
-        result: &mut StepResult,
-    ) -> Result<(), StepError> {
-        let mut snapshot = self.cache.sandboxes();
-        snapshot.sort_by(|a, b| a.sandbox.name.cmp(&b.sandbox.name));
-        if let ReapTarget::Only(names) = target {
-            if let Some(missing) = names
-                .iter()
-                .find(|n| !snapshot.iter().any(|s| &s.sandbox.name == *n))
-            {
-                return Err(StepError::Skipped(format!(
-                    "reap: no Sandbox {missing:?} in namespace {:?}",
-                    self.namespace
-                )));
-            }
-            snapshot.retain(|s| names.contains(&s.sandbox.name));
-        }
-        let sandboxes: Vec<_> = snapshot
-            .iter()
-            .filter_map(|s| crate::model::sandbox::reap_candidate(&s.sandbox))
-            .collect();
-        let call = module.reap(&self.context, now, &self.namespace, &sandboxes)?;
-        result.calls = call.calls;
-        result.reaped = call.value.iter().map(|d| d.name.clone()).collect();
-        let writer = self.writer();
-        for decision in &call.value {
-            let target = ObjectRef::new(&decision.namespace, &decision.name);
-            let version = snapshot
-                .iter()
-                .find(|s| s.sandbox.namespace == target.namespace && s.sandbox.name == target.name)
-                .map(|s| s.resource_version.as_str());
-            let patch = json!({"status": {"idlePausedAt": time::format(now)}});
-            // As the manager: a mark that cannot be written is left to the next tick.
-            if let Err(error) =
-                self.block_on(writer.write_status(Resource::Sandbox, &target, version, patch))
-            {
-                tracing::debug!(%target, %error, "scenario: reap mark not written");
-            }
-        }
-        Ok(())
+        self.carried(self.reconciler.reap(&self.namespace, only, result))
     }
 
     /// A user's merge patch; its `status` goes through the status subresource.
@@ -479,18 +330,6 @@ impl Scratch {
             .map_err(api)?;
         }
         Ok(())
-    }
-}
-
-/// `kube-error` in words: `refused: ...`, `retryable after 100 ms: ...`.
-pub fn kube_error(error: &KubeError) -> String {
-    match error {
-        KubeError::NotFound(m) => format!("not-found: {m}"),
-        KubeError::Conflict(m) => format!("conflict: {m}"),
-        KubeError::Refused(m) => format!("refused: {m}"),
-        KubeError::Invalid(m) => format!("invalid: {m}"),
-        KubeError::Retryable(r) => format!("retryable after {} ms: {}", r.delay_ms, r.message),
-        KubeError::Other(m) => format!("other: {m}"),
     }
 }
 

@@ -1,0 +1,614 @@
+//! The reconcile core: one object's policy call and everything the controller does with what
+//! the policy returns (status compared as written, Events, the finalizer, a claim, pool members,
+//! the reaper's marks, the requeue). The control loop (`manager.rs`), `policy test` and the hot
+//! swap's self-test (`scenario::scratch`) all call this code, so that what CI shows is what
+//! production does. Nothing here owns a loop, a queue or a timer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+use serde_json::Value;
+
+use super::cache::Cache;
+use super::coalesce::HeldStatuses;
+use super::inputs;
+use super::policy::PolicySlot;
+use super::writer::{Finalizing, Writer};
+use crate::kube::{ApiError, Cluster, Resource};
+use crate::metrics::Metrics;
+use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
+use crate::runtime::bindings::{Event, EventType, KubeError};
+use crate::runtime::{CallContext, Effect, GuestCall, KubeCall, PolicyModule, RuntimeError};
+
+/// Why one reconcile failed; the loop retries it with backoff, and goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("policy: {0}")]
+    Runtime(#[from] RuntimeError),
+    #[error("the policy returned an error: {}", describe_kube_error(.0))]
+    Guest(KubeError),
+    #[error("{what}: {source}")]
+    Api {
+        /// The write that failed, in words: `writing the status`.
+        what: String,
+        #[source]
+        source: ApiError,
+    },
+    #[error("the policy task ended abnormally: {0}")]
+    Join(String),
+}
+
+impl ReconcileError {
+    /// The `result` label of `cubepod_reconciles_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ReconcileError::Runtime(e) => e.metric_label(),
+            ReconcileError::Guest(_) => "guest_kube_error",
+            ReconcileError::Api { .. } => "api_error",
+            ReconcileError::Join(_) => "panic",
+        }
+    }
+
+    /// A delay the cause asked for (Retry-After), over the queue's backoff.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ReconcileError::Guest(KubeError::Retryable(r)) => {
+                Some(Duration::from_millis(r.delay_ms))
+            }
+            ReconcileError::Api { source, .. } => source.retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// `kube-error` in words: `refused: ...`, `retryable after 100 ms: ...`.
+pub fn describe_kube_error(error: &KubeError) -> String {
+    match error {
+        KubeError::NotFound(m) => format!("not-found: {m}"),
+        KubeError::Conflict(m) => format!("conflict: {m}"),
+        KubeError::Refused(m) => format!("refused: {m}"),
+        KubeError::Invalid(m) => format!("invalid: {m}"),
+        KubeError::Retryable(r) => format!("retryable after {} ms: {}", r.delay_ms, r.message),
+        KubeError::Other(m) => format!("other: {m}"),
+    }
+}
+
+/// Tags an API error with the write it failed.
+fn api(what: &'static str) -> impl FnOnce(ApiError) -> ReconcileError {
+    move |source| ReconcileError::Api {
+        what: what.to_string(),
+        source,
+    }
+}
+
+/// The time the policy is told it is. The controller reads the system clock; `policy test` sets
+/// each step's time, so that a scenario is the same on every run.
+#[derive(Clone, Debug)]
+pub enum Clock {
+    System,
+    Fixed(Arc<AtomicI64>),
+}
+
+impl Clock {
+    pub fn fixed(at: i64) -> Self {
+        Clock::Fixed(Arc::new(AtomicI64::new(at)))
+    }
+
+    pub fn now(&self) -> i64 {
+        match self {
+            Clock::System => time::now(),
+            Clock::Fixed(at) => at.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Moves a fixed clock to `at`; the system clock cannot be set.
+    pub fn set(&self, at: i64) {
+        if let Clock::Fixed(now) = self {
+            now.store(at, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The credential handed to the policy for a sandbox whose Secret it creates now.
+#[derive(Clone, Copy, Debug)]
+pub enum Tokens {
+    /// 32 random bytes, hex: what the controller hands.
+    Random,
+    /// The same text every time, so that a scenario's manifests are the same on every run.
+    Fixed(&'static str),
+}
+
+impl Tokens {
+    fn next(self) -> String {
+        match self {
+            Tokens::Random => {
+                let mut bytes = [0u8; 32];
+                rand::rng().fill_bytes(&mut bytes);
+                hex::encode(bytes)
+            }
+            Tokens::Fixed(text) => text.to_string(),
+        }
+    }
+}
+
+/// What a reconcile may do besides the policy's decisions.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Post Normal Events (Started, Paused, ...) as well as Warnings. Each is an API write.
+    pub normal_events: bool,
+    /// The most members a pool may have, whatever its spec says.
+    pub max_pool_replicas: u32,
+    /// A just-started sandbox's Pending status waits this long for Ready (zero: never held).
+    pub status_coalesce: Duration,
+    pub clock: Clock,
+    pub tokens: Tokens,
+}
+
+/// What one reconcile did: for `policy test`'s expectations and the loop's requeue.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Carried {
+    /// The policy's `kube-client` calls, in order, refused ones included.
+    pub calls: Vec<KubeCall>,
+    /// The returned status as the controller writes it (the `status` of the patch).
+    pub status: Option<Value>,
+    /// Reasons of the Events the policy asked for.
+    pub events: Vec<String>,
+    /// The policy's own `requeue-after-seconds`.
+    pub requeue_after_seconds: Option<u32>,
+    pub claim: Option<String>,
+    /// `cleanup-sandbox`'s `done`.
+    pub done: Option<bool>,
+    /// Sandboxes the reaper marked idle.
+    pub reaped: Vec<String>,
+    pub pool_create: Vec<String>,
+    pub pool_delete: Vec<String>,
+    /// When the loop should look at the object again.
+    pub requeue: Option<Duration>,
+    /// Why the object was not handed to the policy, when it was not.
+    pub skipped: Option<String>,
+}
+
+impl Carried {
+    fn skipped(&mut self, why: impl Into<String>) {
+        self.skipped = Some(why.into());
+    }
+}
+
+/// One policy and the cluster it decides for, behind a cache.
+pub struct Reconciler {
+    pub cluster: Arc<dyn Cluster>,
+    pub cache: Arc<Cache>,
+    pub policy: Arc<PolicySlot>,
+    pub context: CallContext,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    held_statuses: HeldStatuses,
+}
+
+impl Reconciler {
+    pub fn new(
+        cluster: Arc<dyn Cluster>,
+        cache: Arc<Cache>,
+        policy: Arc<PolicySlot>,
+        context: CallContext,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            held_statuses: HeldStatuses::new(settings.status_coalesce),
+            cluster,
+            cache,
+            policy,
+            context,
+            metrics,
+            settings,
+        }
+    }
+
+    fn writer(&self) -> Writer<'_> {
+        Writer {
+            cluster: self.cluster.as_ref(),
+            cache: &self.cache,
+        }
+    }
+
+    /// Runs one export on a blocking thread with a fresh Store, records what it cost, and
+    /// puts what the policy wrote into the cache.
+    async fn call_guest<T, F>(
+        &self,
+        export: &'static str,
+        call: F,
+    ) -> Result<GuestCall<T>, ReconcileError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>
+            + Send
+            + 'static,
+    {
+        let module = self.policy.current();
+        let context = self.context.clone();
+        let started = Instant::now();
+        let result = tokio::task::spawn_blocking(move || call(&module, &context))
+            .await
+            .map_err(|e| ReconcileError::Join(e.to_string()))?;
+        self.metrics
+            .guest_call_duration
+            .with_label_values(&[export])
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(call) => {
+                self.apply_effects(&call.effects);
+                Ok(call)
+            }
+            Err(error) => {
+                self.metrics
+                    .guest_traps
+                    .with_label_values(&[export, error.metric_label()])
+                    .inc();
+                Err(error.into())
+            }
+        }
+    }
+
+    /// What the policy wrote goes into the cache at once, so that it is not written again
+    /// before the watch shows it.
+    fn apply_effects(&self, effects: &[Effect]) {
+        for effect in effects {
+            match effect {
+                Effect::Applied {
+                    resource, object, ..
+                } => {
+                    self.cache
+                        .apply(*resource, crate::kube::WatchEventType::Modified, object);
+                }
+                Effect::Deleted { .. } => {
+                    // A delete is not a disappearance: the object may linger (finalizers,
+                    // graceful termination). The watch reports when it is gone.
+                }
+            }
+        }
+    }
+
+    /// Reconciles one Sandbox: the finalizer first, then `reconcile-sandbox` (or
+    /// `cleanup-sandbox` once it is being deleted), then what the policy returned. `report`
+    /// keeps what was done up to an error.
+    pub async fn sandbox(
+        &self,
+        target: &ObjectRef,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
+        let Some(mut object) = self.cache.sandbox(target) else {
+            self.held_statuses.forget(target);
+            match self.cache.unreadable_sandbox(target) {
+                Some(bad) => {
+                    report.skipped(format!(
+                        "the controller cannot read the sandbox: {}",
+                        bad.error
+                    ));
+                    self.report_unreadable(Resource::Sandbox, target, &bad)
+                        .await?;
+                }
+                None => report.skipped(format!("no Sandbox {target} in the cluster")),
+            }
+            return Ok(());
+        };
+        let writer = self.writer();
+        let now = self.settings.clock.now();
+        if object.sandbox.deleting {
+            if !object.has_finalizer() {
+                report.skipped(format!(
+                    "Sandbox {target} is being deleted without the {} finalizer: the \
+                     controller calls no policy for it",
+                    sandbox::FINALIZER
+                ));
+                return Ok(());
+            }
+            let observed = self.cache.observed(target);
+            let handed = object.sandbox.clone();
+            let call = self
+                .call_guest("cleanup-sandbox", move |module, context| {
+                    module.cleanup_sandbox(context, now, handed, observed)
+                })
+                .await?;
+            report.calls = call.calls;
+            let out = call.value.map_err(ReconcileError::Guest)?;
+            let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+            report.done = Some(out.done);
+            report.status = Some(patch["status"].clone());
+            if out.done {
+                tracing::info!(%target, "children deleted; removing the finalizer");
+                writer
+                    .remove_finalizer(&object)
+                    .await
+                    .map_err(api("removing the finalizer"))?;
+            } else if sandbox::as_written(&out.status, object.sandbox.generation)
+                != object.sandbox.status
+            {
+                writer
+                    .write_status(
+                        Resource::Sandbox,
+                        target,
+                        Some(&object.resource_version),
+                        patch,
+                    )
+                    .await
+                    .map_err(api("writing the status"))?;
+            }
+            return Ok(());
+        }
+        if !object.has_finalizer() {
+            let found = writer
+                .add_finalizer(&object)
+                .await
+                .map_err(api("adding the finalizer"))?;
+            let updated = match found {
+                Finalizing::Present => self.cache.sandbox(target),
+                Finalizing::Gone => None,
+            };
+            let Some(updated) = updated else {
+                // Deleted while we looked: creating children now would orphan them.
+                self.held_statuses.forget(target);
+                report.skipped(format!(
+                    "Sandbox {target} was deleted while its finalizer was added"
+                ));
+                return Ok(());
+            };
+            object = updated;
+        }
+        let input = inputs::reconcile_input(
+            &self.cache,
+            &object.sandbox,
+            now,
+            self.settings.tokens.next(),
+        );
+        let call = self
+            .call_guest("reconcile-sandbox", move |module, context| {
+                module.reconcile_sandbox(context, input)
+            })
+            .await?;
+        report.calls = call.calls;
+        let out = call.value.map_err(ReconcileError::Guest)?;
+        // What the API will hold once written: a status that the API renders differently
+        // (an empty reason, a time out of range) would otherwise differ on every pass.
+        let status = sandbox::as_written(&out.status, object.sandbox.generation);
+        let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+        report.status = Some(patch["status"].clone());
+        report.events = out.events.iter().map(|e| e.reason.clone()).collect();
+        report.requeue_after_seconds = out.requeue_after_seconds;
+        report.claim = out.claim.clone();
+        if let Some(member) = &out.claim {
+            let member_ref = ObjectRef::new(&target.namespace, member);
+            let Some(member_object) = self.cache.sandbox(&member_ref) else {
+                // Offered but gone from the cache since: look again shortly.
+                report.requeue = Some(Duration::from_secs(1));
+                return Ok(());
+            };
+            writer
+                .claim_member(&object.sandbox, &member_object)
+                .await
+                .map_err(api("claiming the member"))?;
+        }
+        self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
+            .await;
+        if let Some(wait) = self
+            .held_statuses
+            .hold(target, &object.sandbox.status, &status, now)
+        {
+            report.requeue = Some(wait);
+            return Ok(());
+        }
+        if status != object.sandbox.status {
+            writer
+                .write_status(
+                    Resource::Sandbox,
+                    target,
+                    Some(&object.resource_version),
+                    patch,
+                )
+                .await
+                .map_err(api("writing the status"))?;
+        }
+        report.requeue = out
+            .requeue_after_seconds
+            .map(|s| Duration::from_secs(u64::from(s)));
+        Ok(())
+    }
+
+    /// Reconciles one PodWarmPool: `reconcile-pool`, then its creates and deletes of members
+    /// and its status.
+    pub async fn pool(
+        &self,
+        target: &ObjectRef,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
+        let Some(object) = self.cache.pool(target) else {
+            match self.cache.unreadable_pool(target) {
+                Some(bad) => {
+                    report.skipped(format!(
+                        "the controller cannot read the pool: {}",
+                        bad.error
+                    ));
+                    self.report_unreadable(Resource::PodWarmPool, target, &bad)
+                        .await?;
+                }
+                None => report.skipped(format!("no PodWarmPool {target} in the cluster")),
+            }
+            return Ok(());
+        };
+        let now = self.settings.clock.now();
+        let input = inputs::pool_input(
+            &self.cache,
+            &object.pool,
+            now,
+            self.settings.max_pool_replicas,
+        );
+        let call = self
+            .call_guest("reconcile-pool", move |module, context| {
+                module.reconcile_pool(context, input)
+            })
+            .await?;
+        report.calls = call.calls;
+        let out = call.value.map_err(ReconcileError::Guest)?;
+        let patch = pool::status_patch(&out.status, object.pool.generation);
+        report.status = Some(patch["status"].clone());
+        report.events = out.events.iter().map(|e| e.reason.clone()).collect();
+        report.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
+        report.pool_delete = out.delete.clone();
+        let writer = self.writer();
+        for member in &out.create {
+            writer
+                .create_member(target, &member.name, &member.manifest)
+                .await
+                .map_err(api("creating a member"))?;
+        }
+        let members = self.cache.pool_members(target);
+        for name in &out.delete {
+            if members.iter().any(|m| &m.name == name) {
+                writer
+                    .delete_member(target, name)
+                    .await
+                    .map_err(api("deleting a member"))?;
+            }
+        }
+        self.post_events("PodWarmPool", target, &object.pool.uid, &out.events, now)
+            .await;
+        if pool::as_written(&out.status, object.pool.generation) != object.pool.status {
+            writer
+                .write_status(
+                    Resource::PodWarmPool,
+                    target,
+                    Some(&object.resource_version),
+                    patch,
+                )
+                .await
+                .map_err(api("writing the pool's status"))?;
+        }
+        Ok(())
+    }
+
+    /// One reaper pass over `namespace` (only the sandboxes named in `only`, when given): the
+    /// policy decides who is idle; each decision is marked in that sandbox's status
+    /// (`idlePausedAt`) and carried out by its next reconcile, which `report.reaped` names.
+    pub async fn reap(
+        &self,
+        namespace: &str,
+        only: Option<&[String]>,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
+        let now = self.settings.clock.now();
+        // Candidates and their versions side by side, matched up only for the few the policy
+        // names: a tick over every sandbox must not pay for a table of them all. In name order,
+        // so that the policy sees the same list for the same cluster.
+        let mut candidates = self.cache.reap_candidates(namespace);
+        if let Some(names) = only {
+            candidates.retain(|(c, _)| names.contains(&c.name));
+        }
+        candidates.sort_unstable_by(|(a, _), (b, _)| a.name.cmp(&b.name));
+        let (sandboxes, versions): (Vec<_>, Vec<_>) = candidates.into_iter().unzip();
+        if sandboxes.is_empty() {
+            return Ok(());
+        }
+        let handed_namespace = namespace.to_string();
+        let call = self
+            .call_guest("reap", move |module, context| {
+                let call = module.reap(context, now, &handed_namespace, &sandboxes)?;
+                Ok(call.map(|decisions| (decisions, sandboxes)))
+            })
+            .await?;
+        report.calls = call.calls;
+        let (decisions, sandboxes) = call.value;
+        if decisions.is_empty() {
+            return Ok(());
+        }
+        let handed: HashMap<&str, &str> = sandboxes
+            .iter()
+            .zip(&versions)
+            .map(|(c, version)| (c.name.as_str(), version.as_str()))
+            .collect();
+        let writer = self.writer();
+        for decision in decisions {
+            let target = ObjectRef::new(&decision.namespace, &decision.name);
+            // Only a sandbox the policy was handed may be paused: a decision about any other
+            // is the policy's mistake, not an instruction.
+            let Some(version) = handed
+                .get(decision.name.as_str())
+                .filter(|_| decision.namespace == namespace)
+            else {
+                tracing::warn!(%target, "the reaper named a sandbox it was not given; ignored");
+                continue;
+            };
+            tracing::info!(
+                namespace = %decision.namespace,
+                name = %decision.name,
+                idle_seconds = decision.idle_seconds,
+                "pausing idle sandbox: {}",
+                decision.reason
+            );
+            // Marked only over the version the decision saw: if the sandbox moved on since,
+            // the next tick decides again on fresh data.
+            let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
+            if let Err(error) = writer
+                .write_status(Resource::Sandbox, &target, Some(version), patch)
+                .await
+            {
+                tracing::info!(%target, %error, "not marked idle this tick");
+                continue;
+            }
+            self.metrics.reaps.inc();
+            report.reaped.push(decision.name);
+        }
+        Ok(())
+    }
+
+    async fn post_events(
+        &self,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        events: &[Event],
+        now: i64,
+    ) {
+        self.writer()
+            .post_events(kind, target, uid, events, self.settings.normal_events, now)
+            .await;
+    }
+
+    /// An object whose spec cannot be read gets a status and an Event that say which field
+    /// and why, once per problem; nothing else is done for it until it is fixed.
+    async fn report_unreadable(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        bad: &Unreadable,
+    ) -> Result<(), ReconcileError> {
+        if bad.reported {
+            return Ok(());
+        }
+        tracing::warn!(%target, error = %bad.error, "cannot read the spec; fix it");
+        let writer = self.writer();
+        let patch = bad.status_patch(resource == Resource::Sandbox);
+        writer
+            .write_status(resource, target, Some(&bad.resource_version), patch)
+            .await
+            .map_err(api("reporting the unreadable spec"))?;
+        let event = Event {
+            kind: EventType::Warning,
+            reason: "InvalidSpec".to_string(),
+            message: bad.error.to_string(),
+        };
+        writer
+            .post_events(
+                resource.kind(),
+                target,
+                &bad.uid,
+                &[event],
+                true,
+                self.settings.clock.now(),
+            )
+            .await;
+        Ok(())
+    }
+}
