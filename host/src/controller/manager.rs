@@ -134,21 +134,7 @@ impl ControllerManager {
     /// within `shutdown_timeout`, and returns.
     pub async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
         let mut background = JoinSet::new();
-        let mut synced = Vec::new();
-        for namespace in &self.config.namespaces {
-            for scope in reflector::scopes(namespace) {
-                let flag = Arc::new(AtomicBool::new(false));
-                synced.push(flag.clone());
-                let reflector = Reflector {
-                    cluster: self.cluster.clone(),
-                    scope,
-                    cache: self.cache.clone(),
-                    queue: self.queue.clone(),
-                    synced: flag,
-                };
-                background.spawn(reflector.run(shutdown.clone()));
-            }
-        }
+        let synced = self.spawn_reflectors(&mut background, &shutdown);
         background.spawn(self.clone().heartbeat(synced.clone(), shutdown.clone()));
 
         // No reconcile before every cache has listed once: a sandbox reconciled before its
@@ -203,6 +189,31 @@ impl ControllerManager {
             workers.abort_all();
         }
         background.abort_all();
+    }
+
+    /// Starts a reflector per watched scope of every namespace, filling the cache and the
+    /// queue; each flag turns true once its first list is in the cache.
+    pub fn spawn_reflectors(
+        &self,
+        tasks: &mut JoinSet<()>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Vec<Arc<AtomicBool>> {
+        let mut synced = Vec::new();
+        for namespace in &self.config.namespaces {
+            for scope in reflector::scopes(namespace) {
+                let flag = Arc::new(AtomicBool::new(false));
+                synced.push(flag.clone());
+                let reflector = Reflector {
+                    cluster: self.cluster.clone(),
+                    scope,
+                    cache: self.cache.clone(),
+                    queue: self.queue.clone(),
+                    synced: flag,
+                };
+                tasks.spawn(reflector.run(shutdown.clone()));
+            }
+        }
+        synced
     }
 
     async fn heartbeat(

@@ -136,45 +136,9 @@ impl Scratch {
         self.handle.block_on(future)
     }
 
-    /// Creates the objects as a user would have: create (which drops a given `status`), then
-    /// the status through the status subresource, then a delete for those that carry
-    /// `metadata.deletionTimestamp` (server-owned, so create drops it too).
+    /// Creates the objects as a user would have (see [`seed`]).
     pub fn seed(&self, objects: &[SeedObject]) -> Result<(), String> {
-        for (index, seed) in objects.iter().enumerate() {
-            let what = format!("objects[{index}] ({}/{})", seed.resource.kind(), seed.name);
-            let mut object = seed.object.clone();
-            let status = object.as_object_mut().and_then(|o| o.remove("status"));
-            let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
-            let namespace = object
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or(&self.namespace)
-                .to_string();
-            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                metadata.insert("namespace".into(), namespace.clone().into());
-            }
-            self.cluster
-                .insert(seed.resource, object)
-                .map_err(|e| format!("{what}: {e}"))?;
-            if let Some(status) = status {
-                if seed.resource == Resource::Secret {
-                    return Err(format!("{what}: a Secret has no status"));
-                }
-                let patch = json!({ "status": status });
-                self.block_on(self.cluster.patch_status(
-                    seed.resource,
-                    &namespace,
-                    &seed.name,
-                    patch,
-                ))
-                .map_err(|e| format!("{what}: status: {e}"))?;
-            }
-            if deleting {
-                self.block_on(self.cluster.delete(seed.resource, &namespace, &seed.name))
-                    .map_err(|e| format!("{what}: delete: {e}"))?;
-            }
-        }
-        Ok(())
+        self.block_on(seed(&self.cluster, &self.namespace, objects))
     }
 
     /// Fills a fresh cache from lists, as the reflectors would after a relist.
@@ -249,16 +213,9 @@ impl Scratch {
                 self.carried(self.reconciler.pool(&target, &mut result))
             }
             Action::Reap(target) => self.reap(target, &mut result),
-            Action::Patch(patch) => self.patch(patch),
-            Action::Delete(target) => self
-                .block_on(
-                    self.cluster
-                        .delete(target.resource, &self.namespace, &target.name),
-                )
-                .map_err(|source| StepError::Api {
-                    what: format!("deleting {target}"),
-                    source,
-                }),
+            Action::Patch(_) | Action::Delete(_) => self
+                .block_on(user_step(&self.cluster, &self.namespace, action))
+                .unwrap_or(Ok(())),
         });
         // An object the controller would not hand to the policy fails the step: the scenario
         // meant something else.
@@ -301,36 +258,102 @@ impl Scratch {
         };
         self.carried(self.reconciler.reap(&self.namespace, only, result))
     }
+}
 
-    /// A user's merge patch; its `status` goes through the status subresource.
-    fn patch(&self, step: &PatchStep) -> Result<(), StepError> {
-        let resource = step.kind.0;
-        let mut merge = step.merge.clone();
-        let status = merge.as_object_mut().and_then(|m| m.remove("status"));
-        let what = format!("patching {}/{}", resource.kind(), step.name);
-        let api = |source| StepError::Api {
-            what: what.clone(),
-            source,
-        };
-        let has_main = merge.as_object().is_some_and(|m| !m.is_empty());
-        if has_main || status.is_none() {
-            self.block_on(
-                self.cluster
-                    .patch(resource, &self.namespace, &step.name, merge),
-            )
-            .map_err(api)?;
+/// Creates the objects as a user would have: create (which drops a given `status`), then the
+/// status through the status subresource, then a delete for those that carry
+/// `metadata.deletionTimestamp` (server-owned, so create drops it too).
+pub async fn seed(
+    cluster: &MemoryCluster,
+    namespace: &str,
+    objects: &[SeedObject],
+) -> Result<(), String> {
+    for (index, seed) in objects.iter().enumerate() {
+        let what = format!("objects[{index}] ({}/{})", seed.resource.kind(), seed.name);
+        let mut object = seed.object.clone();
+        let status = object.as_object_mut().and_then(|o| o.remove("status"));
+        let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(namespace)
+            .to_string();
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("namespace".into(), namespace.clone().into());
         }
+        cluster
+            .insert(seed.resource, object)
+            .map_err(|e| format!("{what}: {e}"))?;
         if let Some(status) = status {
-            self.block_on(self.cluster.patch_status(
-                resource,
-                &self.namespace,
-                &step.name,
-                json!({ "status": status }),
-            ))
-            .map_err(api)?;
+            if seed.resource == Resource::Secret {
+                return Err(format!("{what}: a Secret has no status"));
+            }
+            let patch = json!({ "status": status });
+            cluster
+                .patch_status(seed.resource, &namespace, &seed.name, patch)
+                .await
+                .map_err(|e| format!("{what}: status: {e}"))?;
         }
-        Ok(())
+        if deleting {
+            cluster
+                .delete(seed.resource, &namespace, &seed.name)
+                .await
+                .map_err(|e| format!("{what}: delete: {e}"))?;
+        }
     }
+    Ok(())
+}
+
+/// A step that is the user's, not the controller's (`patch`, `delete`), done to `cluster`;
+/// `None` for a step the controller takes. A patch's `status` goes through the status
+/// subresource.
+pub async fn user_step(
+    cluster: &MemoryCluster,
+    namespace: &str,
+    action: &Action,
+) -> Option<Result<(), StepError>> {
+    match action {
+        Action::Patch(step) => Some(user_patch(cluster, namespace, step).await),
+        Action::Delete(target) => Some(
+            cluster
+                .delete(target.resource, namespace, &target.name)
+                .await
+                .map_err(|source| StepError::Api {
+                    what: format!("deleting {target}"),
+                    source,
+                }),
+        ),
+        Action::Reconcile(_) | Action::Pool(_) | Action::Reap(_) => None,
+    }
+}
+
+async fn user_patch(
+    cluster: &MemoryCluster,
+    namespace: &str,
+    step: &PatchStep,
+) -> Result<(), StepError> {
+    let resource = step.kind.0;
+    let mut merge = step.merge.clone();
+    let status = merge.as_object_mut().and_then(|m| m.remove("status"));
+    let what = format!("patching {}/{}", resource.kind(), step.name);
+    let api = |source| StepError::Api {
+        what: what.clone(),
+        source,
+    };
+    let has_main = merge.as_object().is_some_and(|m| !m.is_empty());
+    if has_main || status.is_none() {
+        cluster
+            .patch(resource, namespace, &step.name, merge)
+            .await
+            .map_err(api)?;
+    }
+    if let Some(status) = status {
+        cluster
+            .patch_status(resource, namespace, &step.name, json!({ "status": status }))
+            .await
+            .map_err(api)?;
+    }
+    Ok(())
 }
 
 /// A call as `expect.calls` writes it.

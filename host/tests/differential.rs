@@ -1,0 +1,352 @@
+//! `policy test` predicts the controller: every scenario file the project ships (the default
+//! policy's `tests/scenarios/` and each example policy's `scenarios/`) is run twice, once as
+//! `policy test` runs it (the scratch cluster, its cache refilled from lists before each step)
+//! and once through the real `ControllerManager` over a `MemoryCluster` (its reflectors watching,
+//! each step a key the manager processes or a reaper tick), and after every step the two
+//! clusters must hold the same objects, have seen the same API writes and the same Events.
+//!
+//! Run: `cargo test -p cubepod-host --test differential`
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::health::Health;
+use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+use cubepod_host::controller::queue::WorkKey;
+use cubepod_host::controller::reconciler::{Carried, Clock, Tokens};
+use cubepod_host::controller::reflector;
+use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::kube::{Cluster, Resource};
+use cubepod_host::metrics::Metrics;
+use cubepod_host::model::ObjectRef;
+use cubepod_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
+use cubepod_host::scenario::format::{self, Action, ReapTarget, Scenario};
+use cubepod_host::scenario::scratch::{self, FRESH_TOKEN, Scratch};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+mod wasm_build {
+    include!("../wasm_build.rs");
+}
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn engine() -> &'static PolicyEngine {
+    static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
+    ENGINE.get_or_init(|| PolicyEngine::new(RuntimeConfig::default()).expect("an engine"))
+}
+
+/// Each policy the project ships, with the folder of its scenarios.
+fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
+    let default = engine()
+        .load(default_policy::DEFAULT_POLICY)
+        .expect("the default policy loads");
+    let guarded = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-policy-guarded",
+        "cubepod_policy_guarded",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let guarded = engine()
+        .load_file(&guarded)
+        .expect("the guarded policy loads");
+    let mut out = vec![(
+        "default".to_string(),
+        default,
+        workspace().join("tests/scenarios"),
+    )];
+    let examples = workspace().join("examples/policies");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&examples)
+        .expect("examples/policies")
+        .filter_map(|e| e.ok().map(|e| e.path().join("scenarios")))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    // Only the guarded example exists today; a new example must be added here with its build.
+    assert_eq!(
+        dirs,
+        [examples.join("guarded/scenarios")],
+        "an example policy without a build in this test"
+    );
+    out.push(("guarded".to_string(), guarded, dirs.remove(0)));
+    out
+}
+
+fn scenarios(dir: &Path) -> Vec<Scenario> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|file| format::read_file(file).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
+/// What a user (and this test) can see of a cluster after a step: every object without what
+/// the server generates at random or by the wall clock (uids become names of their owners,
+/// versions and timestamps go), the API writes so far, and the Events by content.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    objects: Vec<String>,
+    writes: Vec<String>,
+}
+
+const KINDS: [Resource; 6] = [
+    Resource::Sandbox,
+    Resource::PodWarmPool,
+    Resource::Pod,
+    Resource::PersistentVolumeClaim,
+    Resource::Secret,
+    Resource::Event,
+];
+
+fn seen(cluster: &MemoryCluster) -> Seen {
+    let mut uids = Vec::new();
+    for resource in KINDS {
+        for object in cluster.objects(resource) {
+            if let (Some(uid), Some(name)) = (
+                object.pointer("/metadata/uid").and_then(Value::as_str),
+                object.pointer("/metadata/name").and_then(Value::as_str),
+            ) {
+                // An Event's name is unique by design (two runs never name theirs alike).
+                let owner = match resource {
+                    Resource::Event => "uid-of-an-Event".to_string(),
+                    _ => format!("uid-of-{}/{name}", resource.kind()),
+                };
+                uids.push((uid.to_string(), owner));
+            }
+        }
+    }
+    let mut objects = Vec::new();
+    for resource in KINDS {
+        for mut object in cluster.objects(resource) {
+            normalize(&mut object, &uids);
+            if resource == Resource::Event
+                && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.remove("name");
+            }
+            objects.push(format!("{}: {object}", resource.kind()));
+        }
+    }
+    objects.sort();
+    let writes = cluster
+        .writes()
+        .into_iter()
+        .map(|w| {
+            let name = if w.resource == Resource::Event {
+                "<event>"
+            } else {
+                w.name.as_str()
+            };
+            format!(
+                "{:?} {} {}/{} {:?}",
+                w.verb,
+                w.resource.kind(),
+                w.namespace,
+                name,
+                w.error
+            )
+        })
+        .collect();
+    Seen { objects, writes }
+}
+
+fn normalize(value: &mut Value, uids: &[(String, String)]) {
+    match value {
+        Value::Object(fields) => {
+            for key in [
+                "resourceVersion",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "managedFields",
+            ] {
+                fields.remove(key);
+            }
+            for field in fields.values_mut() {
+                normalize(field, uids);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| normalize(i, uids)),
+        Value::String(text) => {
+            if let Some((_, owner)) = uids.iter().find(|(uid, _)| uid == text) {
+                *text = owner.clone();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The scenario as `policy test` runs it: what the cluster showed after each step.
+fn through_policy_test(
+    module: &PolicyModule,
+    handle: &tokio::runtime::Handle,
+    scenario: &Scenario,
+) -> Vec<Seen> {
+    let mut scratch = Scratch::new(&scenario.namespace, module, handle);
+    scratch
+        .seed(&scenario.objects)
+        .unwrap_or_else(|e| panic!("{}: {e}", scenario.name));
+    scenario
+        .steps
+        .iter()
+        .map(|step| {
+            // An error the scenario expects is part of what is compared, through the cluster.
+            let _ = scratch.run(&step.action, step.now, scenario.max_pool_replicas);
+            seen(scratch.cluster())
+        })
+        .collect()
+}
+
+/// The manager's cache holds what the cluster holds: what a relist would fill a fresh one with.
+async fn caught_up(manager: &ControllerManager, cluster: &MemoryCluster, namespace: &str) -> bool {
+    fn fingerprint(cache: &Cache) -> Vec<String> {
+        let mut sandboxes = cache.sandbox_keys();
+        sandboxes.sort();
+        let mut pools = cache.pool_keys();
+        pools.sort();
+        let mut out: Vec<String> = sandboxes
+            .iter()
+            .map(|k| {
+                format!(
+                    "{k:?} {:?} {:?} {:?}",
+                    cache.sandbox(k),
+                    cache.unreadable_sandbox(k).map(|u| u.resource_version),
+                    cache.observed(k)
+                )
+            })
+            .collect();
+        out.extend(pools.iter().map(|k| {
+            format!(
+                "{k:?} {:?} {:?} {:?}",
+                cache.pool(k).map(|p| (p.resource_version, p.pool)),
+                cache.unreadable_pool(k).map(|u| u.resource_version),
+                cache.pool_members(k)
+            )
+        }));
+        out
+    }
+    let fresh = Cache::default();
+    for scope in reflector::scopes(namespace) {
+        let list = cluster
+            .list(&scope)
+            .await
+            .expect("the in-memory cluster lists");
+        fresh.replace(scope.resource, namespace, &list.items);
+    }
+    fingerprint(&manager.cache) == fingerprint(&fresh)
+}
+
+/// The scenario through the real control loop: reflectors fill the manager's cache from
+/// watches, and each step is a key it processes (or a reaper pass), once the cache has caught
+/// up with the cluster.
+async fn through_the_manager(module: &PolicyModule, scenario: &Scenario) -> Vec<Seen> {
+    let namespace = scenario.namespace.as_str();
+    let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+    scratch::seed(&cluster, namespace, &scenario.objects)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", scenario.name));
+    let config = ManagerConfig {
+        max_pool_replicas: scenario.max_pool_replicas,
+        status_coalesce: Duration::ZERO,
+        clock: Clock::fixed(0),
+        tokens: Tokens::Fixed(FRESH_TOKEN),
+        ..ManagerConfig::for_namespaces(vec![namespace.to_string()])
+    };
+    let manager = ControllerManager::new(
+        cluster.clone(),
+        module.clone(),
+        config,
+        Arc::new(Metrics::new()),
+        Arc::new(Health::default()),
+    );
+    let (stop, shutdown) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    manager.spawn_reflectors(&mut tasks, &shutdown);
+    let mut out = Vec::new();
+    for (index, step) in scenario.steps.iter().enumerate() {
+        let started = Instant::now();
+        while !caught_up(&manager, &cluster, namespace).await {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{}: step {}: the manager's cache never caught up with the cluster",
+                scenario.name,
+                index + 1
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        manager.config.clock.set(step.now.unwrap_or(0));
+        let key = |name: &str| ObjectRef::new(namespace, name);
+        match &step.action {
+            Action::Reconcile(name) => manager.process(WorkKey::Sandbox(key(name))).await,
+            Action::Pool(name) => manager.process(WorkKey::Pool(key(name))).await,
+            Action::Reap(ReapTarget::All) => {
+                let _ = manager.reap().await;
+            }
+            Action::Reap(ReapTarget::Only(names)) => {
+                let _ = manager
+                    .reconciler
+                    .reap(namespace, Some(names), &mut Carried::default())
+                    .await;
+            }
+            user => {
+                let _ = scratch::user_step(&cluster, namespace, user).await;
+            }
+        }
+        out.push(seen(&cluster));
+    }
+    let _ = stop.send(true);
+    tasks.abort_all();
+    out
+}
+
+#[test]
+fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_policy_test() {
+    let runtime = runtime();
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for (policy, module, dir) in policies() {
+        for scenario in scenarios(&dir) {
+            let handle = runtime.handle().clone();
+            let (m, s) = (module.clone(), scenario.clone());
+            let tested = runtime
+                .block_on(runtime.spawn_blocking(move || through_policy_test(&m, &handle, &s)))
+                .expect("the policy-test run ends");
+            let managed = runtime.block_on(through_the_manager(&module, &scenario));
+            for (index, (a, b)) in tested.iter().zip(&managed).enumerate() {
+                if a != b {
+                    failures.push(format!(
+                        "{policy}: {} ({}), after step {}:\n  policy test: {a:#?}\n  \
+                         controller:  {b:#?}",
+                        scenario.name,
+                        scenario.file.display(),
+                        index + 1
+                    ));
+                    break;
+                }
+            }
+            compared += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // Every file was compared: 14 default scenarios and the example's, at least.
+    assert!(compared >= 18, "only {compared} scenarios compared");
+}
