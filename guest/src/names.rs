@@ -1,4 +1,4 @@
-//! The names and labels that DESIGN.md fixes: other tools and tests rely on them.
+//! The names and labels that docs/architecture.md fixes: other tools and tests rely on them.
 
 pub const API_VERSION: &str = "cubepod.io/v1alpha1";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";

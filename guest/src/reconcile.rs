@@ -1,6 +1,6 @@
-//! Reconcile one Sandbox: every row of DESIGN.md's lifecycle table, level-triggered. The same
-//! input makes the same calls, a converged sandbox makes none, and a call that fails leaves only
-//! steps that the next reconcile finishes.
+//! Reconcile one Sandbox: every row of the lifecycle table (docs/architecture.md),
+//! level-triggered. The same input makes the same calls, a converged sandbox makes none, and a
+//! call that fails leaves only steps that the next reconcile finishes.
 
 use crate::bindings::{
     ConditionStatus, DesiredState, ObservedChildren, ObservedPod, ReconcileInput, ReconcileOutput,

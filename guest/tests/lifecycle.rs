@@ -1,4 +1,5 @@
-//! Every row of DESIGN.md's lifecycle table, with the exact kube-client calls and manifests.
+//! Every row of the lifecycle table (docs/architecture.md), with the exact kube-client calls
+//! and manifests.
 
 use cubepod_guest::bindings::{
     ConditionStatus, DesiredState, KubeError, ReconcileInput, ReconcileOutput, RetryAfter,

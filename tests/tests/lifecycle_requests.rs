@@ -1,6 +1,6 @@
-//! The CEP's plan, step by step at the HTTP boundary: the default policy, run by the host's
-//! runtime over the REST client against wiremock, makes exactly these requests for each row of
-//! the lifecycle table, and a 409 on create is success.
+//! The lifecycle at the HTTP boundary (docs/architecture.md, "The lifecycle"): the default
+//! policy, run by the host's runtime over the REST client against wiremock, makes exactly these
+//! requests for each row of the lifecycle table, and a 409 on create is success.
 
 use std::sync::Arc;
 
