@@ -101,6 +101,135 @@ fn is_newer(incoming: &str, deleted_at: &str) -> bool {
     }
 }
 
+impl Inner {
+    /// A Sandbox: its record (or why it cannot be read), and the keys it touches: itself, its
+    /// pool, the sandbox that claimed it.
+    fn apply_sandbox(
+        &mut self,
+        key: ObjectRef,
+        meta: &Meta,
+        deleted: bool,
+        object: &Value,
+    ) -> Vec<WorkKey> {
+        let mut keys = vec![WorkKey::Sandbox(key.clone())];
+        if let Some(pool) = meta.labels.get(sandbox::POOL_LABEL) {
+            keys.push(WorkKey::Pool(ObjectRef::new(&meta.namespace, pool)));
+        }
+        if let Some(claim) = meta.labels.get(sandbox::CLAIMED_BY_LABEL) {
+            keys.push(WorkKey::Sandbox(ObjectRef::new(&meta.namespace, claim)));
+        }
+        if deleted {
+            self.sandboxes.remove(&key);
+            self.unreadable.remove(&key);
+            return keys;
+        }
+        if self
+            .sandboxes
+            .get(&key)
+            .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
+        {
+            return Vec::new();
+        }
+        match sandbox::from_json(object) {
+            Ok(read) => {
+                self.unreadable.remove(&key);
+                self.sandboxes.insert(key, Box::new(read));
+            }
+            Err(error) => {
+                self.sandboxes.remove(&key);
+                self.unreadable.insert(key, Unreadable::new(error, object));
+            }
+        }
+        keys
+    }
+
+    /// A PodWarmPool: its record, or why it cannot be read.
+    fn apply_pool(
+        &mut self,
+        key: ObjectRef,
+        meta: &Meta,
+        deleted: bool,
+        object: &Value,
+    ) -> Vec<WorkKey> {
+        if deleted {
+            self.pools.remove(&key);
+            self.unreadable_pools.remove(&key);
+        } else if !self
+            .pools
+            .get(&key)
+            .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
+        {
+            match pool::from_json(object) {
+                Ok(read) => {
+                    self.unreadable_pools.remove(&key);
+                    self.pools.insert(
+                        key.clone(),
+                        PoolObject {
+                            pool: read,
+                            resource_version: meta.resource_version.clone(),
+                        },
+                    );
+                }
+                Err(error) => {
+                    self.pools.remove(&key);
+                    self.unreadable_pools
+                        .insert(key.clone(), Unreadable::new(error, object));
+                }
+            }
+        }
+        vec![WorkKey::Pool(key)]
+    }
+
+    /// A Pod, PVC or Secret: what its Sandbox observes of it. Only a child labelled with its
+    /// Sandbox counts; the key is that Sandbox's.
+    fn apply_child(
+        &mut self,
+        resource: Resource,
+        meta: &Meta,
+        deleted: bool,
+        object: &Value,
+    ) -> Vec<WorkKey> {
+        let Some((namespace, owner)) = children::owner_of(object) else {
+            return Vec::new();
+        };
+        let owner = ObjectRef::new(namespace, owner);
+        let entry = self.children.entry(owner.clone()).or_default();
+        let child = format!("{resource}/{}", meta.name);
+        if !deleted
+            && entry.versions.get(&child).is_some_and(|seen| {
+                is_older(&meta.resource_version, seen)
+                    // A child without a version (the manifest of a create that met
+                    // AlreadyExists) only says that it exists: it must not replace what the
+                    // watch showed of it (a Pod turned Ready).
+                    || meta.resource_version.is_empty()
+            })
+        {
+            return Vec::new();
+        }
+        if deleted {
+            entry.versions.remove(&child);
+        } else {
+            entry.versions.insert(child, meta.resource_version.clone());
+        }
+        match resource {
+            Resource::Pod if deleted => entry.pod = None,
+            Resource::Pod => entry.pod = Some(children::pod(object)),
+            Resource::PersistentVolumeClaim if deleted => {
+                entry.pvcs.remove(&meta.name);
+            }
+            Resource::PersistentVolumeClaim => {
+                let pvc = children::pvc(object);
+                entry.pvcs.insert(pvc.name, pvc.deleting);
+            }
+            _ => entry.secret = !deleted,
+        }
+        if entry.is_empty() {
+            self.children.remove(&owner);
+        }
+        vec![WorkKey::Sandbox(owner)]
+    }
+}
+
 impl Cache {
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
@@ -110,7 +239,9 @@ impl Cache {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies one watch event (or a write's result) and returns the keys to reconcile.
+    /// Applies one watch event (or a write's result) and returns the keys to reconcile. A
+    /// deletion is remembered (a tombstone), so that a late answer about the deleted object
+    /// cannot bring it back.
     pub fn apply(&self, resource: Resource, kind: WatchEventType, object: &Value) -> Vec<WorkKey> {
         let deleted = kind == WatchEventType::Deleted;
         let meta = Meta::read(object);
@@ -128,107 +259,10 @@ impl Cache {
             inner.tombstones.remove(&tombstone);
         }
         match resource {
-            Resource::Sandbox => {
-                let mut keys = vec![WorkKey::Sandbox(key.clone())];
-                if let Some(pool) = meta.labels.get(sandbox::POOL_LABEL) {
-                    keys.push(WorkKey::Pool(ObjectRef::new(&meta.namespace, pool)));
-                }
-                if let Some(claim) = meta.labels.get(sandbox::CLAIMED_BY_LABEL) {
-                    keys.push(WorkKey::Sandbox(ObjectRef::new(&meta.namespace, claim)));
-                }
-                if deleted {
-                    inner.sandboxes.remove(&key);
-                    inner.unreadable.remove(&key);
-                    return keys;
-                }
-                if inner
-                    .sandboxes
-                    .get(&key)
-                    .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
-                {
-                    return Vec::new();
-                }
-                match sandbox::from_json(object) {
-                    Ok(read) => {
-                        inner.unreadable.remove(&key);
-                        inner.sandboxes.insert(key, Box::new(read));
-                    }
-                    Err(error) => {
-                        inner.sandboxes.remove(&key);
-                        inner.unreadable.insert(key, Unreadable::new(error, object));
-                    }
-                }
-                keys
-            }
-            Resource::PodWarmPool => {
-                if deleted {
-                    inner.pools.remove(&key);
-                    inner.unreadable_pools.remove(&key);
-                } else if !inner
-                    .pools
-                    .get(&key)
-                    .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
-                {
-                    match pool::from_json(object) {
-                        Ok(read) => {
-                            inner.unreadable_pools.remove(&key);
-                            inner.pools.insert(
-                                key.clone(),
-                                PoolObject {
-                                    pool: read,
-                                    resource_version: meta.resource_version.clone(),
-                                },
-                            );
-                        }
-                        Err(error) => {
-                            inner.pools.remove(&key);
-                            inner
-                                .unreadable_pools
-                                .insert(key.clone(), Unreadable::new(error, object));
-                        }
-                    }
-                }
-                vec![WorkKey::Pool(key)]
-            }
+            Resource::Sandbox => inner.apply_sandbox(key, &meta, deleted, object),
+            Resource::PodWarmPool => inner.apply_pool(key, &meta, deleted, object),
             Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
-                let Some((namespace, owner)) = children::owner_of(object) else {
-                    return Vec::new();
-                };
-                let owner = ObjectRef::new(namespace, owner);
-                let entry = inner.children.entry(owner.clone()).or_default();
-                let child = format!("{resource}/{}", meta.name);
-                if !deleted
-                    && entry.versions.get(&child).is_some_and(|seen| {
-                        is_older(&meta.resource_version, seen)
-                            // A child without a version (the manifest of a create that met
-                            // AlreadyExists) only says that it exists: it must not replace
-                            // what the watch showed of it (a Pod turned Ready).
-                            || meta.resource_version.is_empty()
-                    })
-                {
-                    return Vec::new();
-                }
-                if deleted {
-                    entry.versions.remove(&child);
-                } else {
-                    entry.versions.insert(child, meta.resource_version.clone());
-                }
-                match resource {
-                    Resource::Pod if deleted => entry.pod = None,
-                    Resource::Pod => entry.pod = Some(children::pod(object)),
-                    Resource::PersistentVolumeClaim if deleted => {
-                        entry.pvcs.remove(&meta.name);
-                    }
-                    Resource::PersistentVolumeClaim => {
-                        let pvc = children::pvc(object);
-                        entry.pvcs.insert(pvc.name, pvc.deleting);
-                    }
-                    _ => entry.secret = !deleted,
-                }
-                if entry.is_empty() {
-                    inner.children.remove(&owner);
-                }
-                vec![WorkKey::Sandbox(owner)]
+                inner.apply_child(resource, &meta, deleted, object)
             }
             Resource::Event | Resource::Lease => Vec::new(),
         }

@@ -48,22 +48,51 @@ pub struct Reflector {
     pub synced: Arc<AtomicBool>,
 }
 
+/// Why a watch phase ended.
+enum WatchEnd {
+    /// The watch cannot be resumed (410 Gone, or no version to resume from): list again.
+    Relist,
+    Shutdown,
+}
+
+const BACKOFF: Backoff = Backoff {
+    base: Duration::from_millis(200),
+    max: Duration::from_secs(30),
+};
+
 impl Reflector {
+    /// Lists, then watches from the list's version, until shutdown; lists again whenever the
+    /// watch cannot be resumed.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let backoff = Backoff {
-            base: Duration::from_millis(200),
-            max: Duration::from_secs(30),
-        };
         let mut failures = 0u32;
+        loop {
+            let Some(version) = self.list(&mut failures, &mut shutdown).await else {
+                return;
+            };
+            self.synced.store(true, Ordering::Release);
+            match self.watch(version, &mut failures, &mut shutdown).await {
+                WatchEnd::Relist => continue,
+                WatchEnd::Shutdown => return,
+            }
+        }
+    }
+
+    /// The list phase: every page into the cache, retried with backoff until it succeeds.
+    /// Returns the version to watch from, or `None` on shutdown.
+    async fn list(
+        &self,
+        failures: &mut u32,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<String> {
         let resource = self.scope.resource;
-        let namespace = self.scope.namespace.clone();
+        let namespace = self.scope.namespace.as_str();
         'relist: loop {
             if *shutdown.borrow() {
-                return;
+                return None;
             }
             // Page by page, each applied and dropped before the next: the controller's
             // memory then peaks at one page, not at the whole list.
-            let mut relist = Cache::begin_relist(resource, &namespace);
+            let mut relist = Cache::begin_relist(resource, namespace);
             let mut page = PageRequest {
                 limit: LIST_PAGE_SIZE,
                 continue_token: None,
@@ -73,11 +102,11 @@ impl Reflector {
                 let list = match self.cluster.list_page(&self.scope, &page).await {
                     Ok(list) => list,
                     Err(error) => {
-                        failures += 1;
-                        let delay = backoff.delay(failures);
+                        *failures += 1;
+                        let delay = BACKOFF.delay(*failures);
                         tracing::warn!(%resource, %namespace, %error, ?delay, "list failed; retrying");
-                        if sleep_or_shutdown(delay, &mut shutdown).await {
-                            return;
+                        if sleep_or_shutdown(delay, shutdown).await {
+                            return None;
                         }
                         continue 'relist;
                     }
@@ -95,63 +124,74 @@ impl Reflector {
             for key in self.cache.finish_relist(relist) {
                 self.queue.add(key);
             }
-            self.synced.store(true, Ordering::Release);
-            let mut version = snapshot.unwrap_or_default();
+            return Some(snapshot.unwrap_or_default());
+        }
+    }
+
+    /// The watch phase: from `version`, resumed from the last version seen whenever a watch
+    /// ends, until it cannot be resumed.
+    async fn watch(
+        &self,
+        mut version: String,
+        failures: &mut u32,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> WatchEnd {
+        let resource = self.scope.resource;
+        let namespace = self.scope.namespace.as_str();
+        loop {
+            let mut events = match self.cluster.watch(&self.scope, &version).await {
+                Ok(events) => events,
+                Err(error) if error.is(ApiErrorKind::Gone) => return WatchEnd::Relist,
+                Err(error) => {
+                    *failures += 1;
+                    let delay = BACKOFF.delay(*failures);
+                    tracing::warn!(%resource, %namespace, %error, ?delay, "watch failed; retrying");
+                    if sleep_or_shutdown(delay, shutdown).await {
+                        return WatchEnd::Shutdown;
+                    }
+                    continue;
+                }
+            };
+            *failures = 0;
+            let opened = Instant::now();
+            let mut delivered = false;
             loop {
-                let mut events = match self.cluster.watch(&self.scope, &version).await {
-                    Ok(events) => events,
-                    Err(error) if error.is(ApiErrorKind::Gone) => continue 'relist,
-                    Err(error) => {
-                        failures += 1;
-                        let delay = backoff.delay(failures);
-                        tracing::warn!(%resource, %namespace, %error, ?delay, "watch failed; retrying");
-                        if sleep_or_shutdown(delay, &mut shutdown).await {
-                            return;
-                        }
-                        continue;
-                    }
+                let item = tokio::select! {
+                    item = events.recv() => item,
+                    _ = shutdown.changed() => return WatchEnd::Shutdown,
                 };
-                failures = 0;
-                let opened = Instant::now();
-                let mut delivered = false;
-                loop {
-                    let item = tokio::select! {
-                        item = events.recv() => item,
-                        _ = shutdown.changed() => return,
-                    };
-                    if item.is_none() && !delivered && opened.elapsed() < QUICK_END {
-                        // A watch that ends at once with nothing in it, over and over, would
-                        // be a storm of requests: pause before the next one.
-                        if sleep_or_shutdown(backoff.base, &mut shutdown).await {
-                            return;
-                        }
+                if item.is_none() && !delivered && opened.elapsed() < QUICK_END {
+                    // A watch that ends at once with nothing in it, over and over, would be a
+                    // storm of requests: pause before the next one.
+                    if sleep_or_shutdown(BACKOFF.base, shutdown).await {
+                        return WatchEnd::Shutdown;
                     }
-                    match item {
-                        // The server ended the watch: resume from the last version seen, or
-                        // list again when there is none to resume from ("" or "0" would mean
-                        // "from now" and lose what changed meanwhile).
-                        None if version.is_empty() || version == "0" => continue 'relist,
-                        None => break,
-                        Some(Err(error)) if error.is(ApiErrorKind::Gone) => {
-                            tracing::info!(%resource, %namespace, "watch expired (410 Gone); listing again");
-                            continue 'relist;
+                }
+                match item {
+                    // The server ended the watch: resume from the last version seen, or list
+                    // again when there is none to resume from ("" or "0" would mean "from now"
+                    // and lose what changed meanwhile).
+                    None if version.is_empty() || version == "0" => return WatchEnd::Relist,
+                    None => break,
+                    Some(Err(error)) if error.is(ApiErrorKind::Gone) => {
+                        tracing::info!(%resource, %namespace, "watch expired (410 Gone); listing again");
+                        return WatchEnd::Relist;
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(%resource, %namespace, %error, "watch error; resuming");
+                        break;
+                    }
+                    Some(Ok(event)) => {
+                        delivered = true;
+                        let seen = Meta::read(&event.object).resource_version;
+                        if !seen.is_empty() {
+                            version = seen;
                         }
-                        Some(Err(error)) => {
-                            tracing::warn!(%resource, %namespace, %error, "watch error; resuming");
-                            break;
+                        if event.kind == WatchEventType::Bookmark {
+                            continue;
                         }
-                        Some(Ok(event)) => {
-                            delivered = true;
-                            let seen = Meta::read(&event.object).resource_version;
-                            if !seen.is_empty() {
-                                version = seen;
-                            }
-                            if event.kind == WatchEventType::Bookmark {
-                                continue;
-                            }
-                            for key in self.cache.apply(resource, event.kind, &event.object) {
-                                self.queue.add(key);
-                            }
+                        for key in self.cache.apply(resource, event.kind, &event.object) {
+                            self.queue.add(key);
                         }
                     }
                 }
