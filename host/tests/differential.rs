@@ -139,6 +139,10 @@ fn seen(cluster: &MemoryCluster) -> Seen {
     for resource in KINDS {
         for mut object in cluster.objects(resource) {
             normalize(&mut object, &uids);
+            if matches!(resource, Resource::Pod | Resource::PersistentVolumeClaim) {
+                // Written by the in-memory kubelet, by the wall clock.
+                wall_clock(&mut object["status"]);
+            }
             if resource == Resource::Event
                 && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
             {
@@ -168,6 +172,18 @@ fn seen(cluster: &MemoryCluster) -> Seen {
         })
         .collect();
     Seen { objects, writes }
+}
+
+fn wall_clock(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.remove("lastTransitionTime");
+            fields.remove("startTime");
+            fields.values_mut().for_each(wall_clock);
+        }
+        Value::Array(items) => items.iter_mut().for_each(wall_clock),
+        _ => {}
+    }
 }
 
 fn normalize(value: &mut Value, uids: &[(String, String)]) {

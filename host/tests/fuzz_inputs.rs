@@ -17,10 +17,9 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use base64::Engine as _;
+use cubepod_host::controller::admission;
 use cubepod_host::controller::cache::Cache;
-use cubepod_host::controller::writer::Writer;
 use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
 use cubepod_host::model::{ObjectRef, pool, sandbox};
@@ -908,19 +907,29 @@ const MEMBER_PATHS: &[&str] = &[
     "/metadata/labels",
     "/metadata/labels/cubepod.io~1pool",
     "/metadata/labels/app.kubernetes.io~1managed-by",
+    "/metadata/ownerReferences",
+    "/metadata/ownerReferences/0/uid",
+    "/metadata/ownerReferences/0/kind",
+    "/metadata/finalizers",
     "/spec",
+    "/spec/image",
     "/spec/desiredState",
+    "/spec/forkFrom",
     "/status",
 ];
 
 #[test]
-fn pool_members_from_a_policy_are_checked_before_they_are_created() {
+fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
     let member = (name(), name()).prop_flat_map(|(pool, member)| {
         let base = json!({
             "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
             "metadata": {"name": member, "namespace": NS,
                          "labels": {"cubepod.io/pool": pool,
-                                    "app.kubernetes.io/managed-by": "cubepod-controller"}},
+                                    "app.kubernetes.io/managed-by": "cubepod-controller"},
+                         "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1",
+                                              "kind": "PodWarmPool", "name": pool,
+                                              "uid": "pool-uid", "controller": true,
+                                              "blockOwnerDeletion": true}]},
             "spec": {"image": "img"},
         });
         let manifest = prop_oneof![
@@ -930,47 +939,46 @@ fn pool_members_from_a_policy_are_checked_before_they_are_created() {
         ];
         (Just(pool), Just(member), manifest)
     });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
     check(
-        "pool member manifests -> controller::writer::Writer::create_member",
+        "pool member manifests -> controller::admission::member",
         cases(1024),
         member,
         |(pool, member, manifest)| {
-            runtime.block_on(async {
-                let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
-                let cache = Cache::default();
-                let writer = Writer {
-                    cluster: cluster.as_ref(),
-                    cache: &cache,
-                };
-                let target = ObjectRef::new(NS, &pool);
-                let result = writer.create_member(&target, &member, &manifest).await;
-                let created = cluster.objects(Resource::Sandbox);
-                match result {
-                    Ok(()) => {
-                        prop_assert_eq!(created.len(), 1);
-                        let object = &created[0];
-                        prop_assert_eq!(&object["metadata"]["name"], member.as_str());
-                        prop_assert_eq!(&object["metadata"]["namespace"], NS);
-                        prop_assert_eq!(
-                            &object["metadata"]["labels"]["cubepod.io/pool"],
-                            pool.as_str()
-                        );
-                        prop_assert_eq!(
-                            &object["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-                            "cubepod-controller"
-                        );
-                    }
-                    Err(error) => {
-                        prop_assert!(created.is_empty(), "refused but created: {error}");
-                        prop_assert!(!error.message.is_empty());
-                    }
+            let pool = pool::from_json(&json!({
+                "metadata": {"name": pool, "namespace": NS, "uid": "pool-uid"},
+                "spec": {"replicas": 3, "template": {"image": "img"}},
+            }))
+            .expect("a pool");
+            let budget = admission::OutputBudget::default();
+            match admission::member(&pool, 0, &member, &manifest, &budget) {
+                Ok(object) => {
+                    let meta = &object["metadata"];
+                    prop_assert_eq!(&meta["name"], member.as_str());
+                    prop_assert_eq!(&meta["namespace"], NS);
+                    prop_assert_eq!(
+                        meta["labels"].as_object().map(|l| l.len()),
+                        Some(2),
+                        "only the two labels"
+                    );
+                    prop_assert_eq!(&meta["labels"]["cubepod.io/pool"], pool.name.as_str());
+                    prop_assert_eq!(
+                        &meta["labels"]["app.kubernetes.io/managed-by"],
+                        "cubepod-controller"
+                    );
+                    prop_assert!(meta.get("finalizers").is_none());
+                    let owners = meta["ownerReferences"].as_array().expect("owners");
+                    prop_assert_eq!(owners.len(), 1);
+                    prop_assert_eq!(&owners[0]["uid"], "pool-uid");
+                    let read = sandbox::from_json(&object).expect("a Sandbox");
+                    prop_assert_eq!(&read.sandbox.spec, &pool.spec.template);
                 }
-                Ok(())
-            })
+                Err(refusal) => {
+                    prop_assert!(matches!(refusal.rule, "pool" | "budget"));
+                    prop_assert!(!refusal.why.is_empty());
+                    prop_assert!(refusal.to_string().len() < 1024, "a bounded refusal");
+                }
+            }
+            Ok(())
         },
     );
 }

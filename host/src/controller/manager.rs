@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::admission::OutputBudget;
 use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
@@ -41,6 +42,8 @@ pub struct ManagerConfig {
     /// The system clock, or a fixed one that a test moves.
     pub clock: Clock,
     pub tokens: Tokens,
+    /// How much of one policy output the controller acts on.
+    pub budget: OutputBudget,
 }
 
 impl ManagerConfig {
@@ -59,6 +62,7 @@ impl ManagerConfig {
             normal_events: false,
             clock: Clock::System,
             tokens: Tokens::Random,
+            budget: OutputBudget::default(),
         }
     }
 }
@@ -116,6 +120,7 @@ impl ControllerManager {
                 status_coalesce: config.status_coalesce,
                 clock: config.clock.clone(),
                 tokens: config.tokens,
+                budget: config.budget.clone(),
             },
         );
         Arc::new(Self {

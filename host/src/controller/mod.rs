@@ -1,6 +1,7 @@
 //! The control loop: a watch cache fed by reflectors, a work queue, and the manager that runs
 //! the policy on each key and carries out what it returns.
 
+pub mod admission;
 pub mod cache;
 pub mod coalesce;
 pub mod events;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde_json::Value;
 
+use super::admission::{self, OutputBudget, Refusal, Surfaced};
 use super::cache::Cache;
 use super::coalesce::HeldStatuses;
 use super::inputs;
@@ -39,6 +40,12 @@ pub enum ReconcileError {
     },
     #[error("the policy task ended abnormally: {0}")]
     Join(String),
+    /// The output broke a rule of the boundary: nothing of it was written.
+    #[error("the policy's output was refused: {0}")]
+    Refused(Refusal),
+    /// The output was past a budget: nothing of it was written.
+    #[error("the policy's output is past its budget: {0}")]
+    Budget(Refusal),
 }
 
 impl ReconcileError {
@@ -49,6 +56,8 @@ impl ReconcileError {
             ReconcileError::Guest(_) => "guest_kube_error",
             ReconcileError::Api { .. } => "api_error",
             ReconcileError::Join(_) => "panic",
+            ReconcileError::Refused(_) => "refused",
+            ReconcileError::Budget(_) => "budget",
         }
     }
 
@@ -145,6 +154,8 @@ pub struct Settings {
     pub status_coalesce: Duration,
     pub clock: Clock,
     pub tokens: Tokens,
+    /// How much of one output the core acts on.
+    pub budget: OutputBudget,
 }
 
 /// What one reconcile did: for `policy test`'s expectations and the loop's requeue.
@@ -186,6 +197,7 @@ pub struct Reconciler {
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     held_statuses: HeldStatuses,
+    surfaced: Surfaced,
 }
 
 impl Reconciler {
@@ -199,6 +211,7 @@ impl Reconciler {
     ) -> Self {
         Self {
             held_statuses: HeldStatuses::new(settings.status_coalesce),
+            surfaced: Surfaced::default(),
             cluster,
             cache,
             policy,
@@ -282,6 +295,7 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         let Some(mut object) = self.cache.sandbox(target) else {
             self.held_statuses.forget(target);
+            self.surfaced.forget(target);
             match self.cache.unreadable_sandbox(target) {
                 Some(bad) => {
                     report.skipped(format!(
@@ -364,12 +378,15 @@ impl Reconciler {
             now,
             self.settings.tokens.next(),
         );
+        let offered = input.pool_candidates.clone();
         let call = self
             .call_guest("reconcile-sandbox", move |module, context| {
                 module.reconcile_sandbox(context, input)
             })
             .await?;
         report.calls = call.calls;
+        self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
+            .await;
         let out = call.value.map_err(ReconcileError::Guest)?;
         // What the API will hold once written: a status that the API renders differently
         // (an empty reason, a time out of range) would otherwise differ on every pass.
@@ -379,6 +396,28 @@ impl Reconciler {
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
+        // The whole output is admitted before any of it is written.
+        let budget = &self.settings.budget;
+        let admitted = budget
+            .sandbox_status(&out.status, &patch)
+            .and_then(|()| budget.events(&out.events))
+            .map_err(ReconcileError::Budget)
+            .and_then(|()| match &out.claim {
+                Some(member) => admission::claim(member, &offered).map_err(ReconcileError::Refused),
+                None => Ok(()),
+            });
+        if let Err(error) = admitted {
+            return Err(self
+                .refuse(
+                    "reconcile-sandbox",
+                    "Sandbox",
+                    target,
+                    &object.sandbox.uid,
+                    error,
+                    now,
+                )
+                .await);
+        }
         if let Some(member) = &out.claim {
             let member_ref = ObjectRef::new(&target.namespace, member);
             let Some(member_object) = self.cache.sandbox(&member_ref) else {
@@ -411,9 +450,10 @@ impl Reconciler {
                 .await
                 .map_err(api("writing the status"))?;
         }
-        report.requeue = out
-            .requeue_after_seconds
-            .map(|s| Duration::from_secs(u64::from(s)));
+        report.requeue = out.requeue_after_seconds.map(|s| {
+            // A requeue sooner than this would spin the controller on one key.
+            Duration::from_secs(u64::from(s.max(admission::MIN_REQUEUE_SECONDS)))
+        });
         Ok(())
     }
 
@@ -457,21 +497,35 @@ impl Reconciler {
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
         report.pool_delete = out.delete.clone();
+        let members = self.cache.pool_members(target);
+        let admitted = self.admit_pool_output(&object.pool, &members, &out, &patch);
+        let creates = match admitted {
+            Ok(creates) => creates,
+            Err(error) => {
+                return Err(self
+                    .refuse(
+                        "reconcile-pool",
+                        "PodWarmPool",
+                        target,
+                        &object.pool.uid,
+                        error,
+                        now,
+                    )
+                    .await);
+            }
+        };
         let writer = self.writer();
-        for member in &out.create {
+        for object in creates {
             writer
-                .create_member(target, &member.name, &member.manifest)
+                .create_member(target, object)
                 .await
                 .map_err(api("creating a member"))?;
         }
-        let members = self.cache.pool_members(target);
         for name in &out.delete {
-            if members.iter().any(|m| &m.name == name) {
-                writer
-                    .delete_member(target, name)
-                    .await
-                    .map_err(api("deleting a member"))?;
-            }
+            writer
+                .delete_member(target, name)
+                .await
+                .map_err(api("deleting a member"))?;
         }
         self.post_events("PodWarmPool", target, &object.pool.uid, &out.events, now)
             .await;
@@ -537,7 +591,17 @@ impl Reconciler {
                 .get(decision.name.as_str())
                 .filter(|_| decision.namespace == namespace)
             else {
-                tracing::warn!(%target, "the reaper named a sandbox it was not given; ignored");
+                let refusal = Refusal {
+                    rule: "reap",
+                    field: "decisions".to_string(),
+                    why: format!(
+                        "{}/{} was not among the candidates handed",
+                        admission::shown(&decision.namespace),
+                        admission::shown(&decision.name)
+                    ),
+                };
+                tracing::warn!(%refusal, "reaper decision refused");
+                self.count_refusal("reap", "sandboxes", refusal.rule);
                 continue;
             };
             tracing::info!(
@@ -561,6 +625,132 @@ impl Reconciler {
             report.reaped.push(decision.name);
         }
         Ok(())
+    }
+
+    /// A pool's output, admitted whole: its status and Events within budget, at most the room
+    /// the pool has of creates, each a member of this pool made from its template, and deletes
+    /// only of its members. Returns the objects to create.
+    fn admit_pool_output(
+        &self,
+        pool: &crate::runtime::bindings::WarmPool,
+        members: &[crate::runtime::bindings::PoolMember],
+        out: &crate::runtime::bindings::PoolOutput,
+        patch: &Value,
+    ) -> Result<Vec<Value>, ReconcileError> {
+        let budget = &self.settings.budget;
+        budget
+            .pool_status(&out.status, patch)
+            .and_then(|()| budget.events(&out.events))
+            .map_err(ReconcileError::Budget)?;
+        let active = members.iter().filter(|m| !m.claimed && !m.deleting).count();
+        let room = admission::member_room(pool, active, self.settings.max_pool_replicas);
+        if out.create.len() > room {
+            return Err(ReconcileError::Refused(Refusal {
+                rule: "pool",
+                field: "create".to_string(),
+                why: format!(
+                    "{} creates; the pool has room for {room} (min(spec.replicas, \
+                     --max-pool-replicas) less its {active} active members)",
+                    out.create.len()
+                ),
+            }));
+        }
+        if let Some((index, name)) = out
+            .delete
+            .iter()
+            .enumerate()
+            .find(|(_, name)| !members.iter().any(|m| &m.name == *name))
+        {
+            return Err(ReconcileError::Refused(Refusal {
+                rule: "pool",
+                field: format!("delete[{index}]"),
+                why: format!("{:?} is not a member of the pool", admission::shown(name)),
+            }));
+        }
+        out.create
+            .iter()
+            .enumerate()
+            .map(|(index, m)| admission::member(pool, index, &m.name, &m.manifest, budget))
+            .collect::<Result<_, _>>()
+            .map_err(|refusal| match refusal.rule {
+                "budget" => ReconcileError::Budget(refusal),
+                _ => ReconcileError::Refused(refusal),
+            })
+    }
+
+    /// A refused output: counted, logged, and surfaced once as a Warning Event on the object;
+    /// the error fails the reconcile.
+    async fn refuse(
+        &self,
+        export: &'static str,
+        kind: &'static str,
+        target: &ObjectRef,
+        uid: &str,
+        error: ReconcileError,
+        now: i64,
+    ) -> ReconcileError {
+        let refusal = match &error {
+            ReconcileError::Refused(r) => r,
+            ReconcileError::Budget(r) => {
+                self.metrics
+                    .guest_traps
+                    .with_label_values(&[export, "budget"])
+                    .inc();
+                r
+            }
+            _ => return error,
+        };
+        self.count_refusal("output", kind_resource(kind), refusal.rule);
+        tracing::warn!(%target, export, rule = refusal.rule, field = %refusal.field, "{}", refusal.why);
+        let message = refusal.to_string();
+        if self.surfaced.first(target, &message) {
+            let event = Event {
+                kind: EventType::Warning,
+                reason: "PolicyRefused".to_string(),
+                message,
+            };
+            self.writer()
+                .post_events(kind, target, uid, &[event], true, now)
+                .await;
+        }
+        error
+    }
+
+    /// Each `kube-client` call the boundary refused, surfaced once as a Warning Event (the
+    /// guest got the refusal back and decided what to do with it).
+    async fn surface_refused_calls(
+        &self,
+        kind: &'static str,
+        target: &ObjectRef,
+        uid: &str,
+        calls: &[KubeCall],
+        now: i64,
+    ) {
+        let refused: Vec<Event> = calls
+            .iter()
+            .filter_map(|c| match &c.result {
+                Err(KubeError::Refused(why)) => Some(why),
+                _ => None,
+            })
+            .filter(|why| self.surfaced.first(target, why))
+            .map(|why| Event {
+                kind: EventType::Warning,
+                reason: "PolicyRefused".to_string(),
+                message: admission::shown_message(why),
+            })
+            .collect();
+        if !refused.is_empty() {
+            self.writer()
+                .post_events(kind, target, uid, &refused, true, now)
+                .await;
+        }
+    }
+
+    fn count_refusal(&self, verb: &str, resource: &str, _rule: &str) {
+        self.metrics
+            .boundary_refusals
+            .with_label_values(&[verb, resource])
+            .inc();
     }
 
     async fn post_events(
@@ -610,5 +800,13 @@ impl Reconciler {
             )
             .await;
         Ok(())
+    }
+}
+
+/// The plural of one of our kinds, for the `resource` label.
+fn kind_resource(kind: &str) -> &'static str {
+    match kind {
+        "PodWarmPool" => Resource::PodWarmPool.plural(),
+        _ => Resource::Sandbox.plural(),
     }
 }

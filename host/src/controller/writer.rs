@@ -8,8 +8,7 @@ use super::cache::Cache;
 use super::events::event_object;
 use crate::kube::{ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
-use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL, SandboxObject};
+use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, SandboxObject};
 use crate::runtime::bindings::{Event, EventType, Sandbox};
 
 /// What a finalizer write found.
@@ -137,15 +136,8 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Creates a pool member from the policy's manifest, after checking it is one.
-    pub async fn create_member(
-        &self,
-        pool: &ObjectRef,
-        name: &str,
-        manifest: &str,
-    ) -> ApiResult<()> {
-        let object = check_member(pool, name, manifest)
-            .map_err(|why| crate::kube::ApiError::new(ApiErrorKind::Invalid, why))?;
+    /// Creates a pool member from the manifest the core admitted (`admission::member`).
+    pub async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {
         match self
             .cluster
             .create(Resource::Sandbox, &pool.namespace, object)
@@ -205,39 +197,5 @@ impl Writer<'_> {
                 tracing::debug!(%error, "could not record an Event");
             }
         }
-    }
-}
-
-/// A member manifest must be a Sandbox of this pool, in its namespace, under the given name.
-fn check_member(pool: &ObjectRef, name: &str, manifest: &str) -> Result<Value, String> {
-    let object: Value = serde_json::from_str(manifest)
-        .map_err(|e| format!("member manifest {name:?} is not JSON: {e}"))?;
-    let meta = &object["metadata"];
-    let checks = [
-        (object["kind"] == "Sandbox", "kind is not Sandbox"),
-        (
-            object["apiVersion"] == "cubepod.io/v1alpha1",
-            "apiVersion is not cubepod.io/v1alpha1",
-        ),
-        (
-            meta["name"] == name,
-            "metadata.name differs from the member's name",
-        ),
-        (
-            meta["namespace"] == pool.namespace.as_str(),
-            "metadata.namespace differs from the pool's",
-        ),
-        (
-            meta["labels"][POOL_LABEL] == pool.name.as_str(),
-            "the cubepod.io/pool label does not name the pool",
-        ),
-        (
-            meta["labels"][MANAGED_BY_LABEL] == MANAGED_BY,
-            "the managed-by label is missing",
-        ),
-    ];
-    match checks.iter().find(|(ok, _)| !ok) {
-        Some((_, why)) => Err(format!("member manifest {name:?} refused: {why}")),
-        None => Ok(object),
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
+use crate::controller::admission::{OutputBudget, Refusal};
 use crate::controller::cache::Cache;
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconciler::{Carried, Clock, ReconcileError, Reconciler, Settings, Tokens};
@@ -47,6 +48,9 @@ pub enum StepError {
     /// The step names something the cluster does not hold, or that the controller would skip.
     #[error("{0}")]
     Skipped(String),
+    /// The host refused the policy's output, or it was past a budget: nothing was written.
+    #[error("the host refused the policy's output: {0}")]
+    Refused(Refusal),
 }
 
 impl From<ReconcileError> for StepError {
@@ -57,6 +61,9 @@ impl From<ReconcileError> for StepError {
             ReconcileError::Api { what, source } => StepError::Api { what, source },
             ReconcileError::Join(why) => {
                 StepError::Skipped(format!("the policy call ended: {why}"))
+            }
+            ReconcileError::Refused(refusal) | ReconcileError::Budget(refusal) => {
+                StepError::Refused(refusal)
             }
         }
     }
@@ -102,6 +109,7 @@ impl Scratch {
                 status_coalesce: Duration::ZERO,
                 clock: Clock::fixed(0),
                 tokens: Tokens::Fixed(FRESH_TOKEN),
+                budget: OutputBudget::default(),
             },
         );
         Self {

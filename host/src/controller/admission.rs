@@ -1,0 +1,597 @@
+//! What the reconcile core admits of a policy's output before it acts on it: pool members
+//! that are the pool's own (rule `pool`), claims only of offered candidates (rule `claim`), and
+//! outputs within their budgets (rule `budget`). Each rule is an allowlist: a member manifest
+//! may carry only the fields a member needs, and a field the host does not know is refused.
+//! `kube-client` calls are checked before they reach the cluster, by `kube::boundary`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::model::ObjectRef;
+use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::model::sandbox::{self, POOL_LABEL};
+use crate::runtime::bindings::{Event, SandboxStatus, WarmPool, WarmPoolStatus};
+
+/// A refused part of a policy's output: nothing is written for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[{rule}] {field}: {why}")]
+pub struct Refusal {
+    /// `pool`, `claim`, `reap`, `budget`: the `rule` label of `cubepod_boundary_refusals_total`.
+    pub rule: &'static str,
+    /// Where in the output: `create[2].spec.forkFrom`.
+    pub field: String,
+    pub why: String,
+}
+
+impl Refusal {
+    fn new(rule: &'static str, field: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            rule,
+            field: field.into(),
+            why: why.into(),
+        }
+    }
+}
+
+/// How much of one output the core acts on; past any of them the whole call fails (`budget`)
+/// and nothing of it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputBudget {
+    /// A status as written (its JSON).
+    pub status_bytes: usize,
+    pub conditions: usize,
+    /// Events one call may ask for.
+    pub events: usize,
+    /// Bytes of one Event's message.
+    pub event_message_bytes: usize,
+    /// Bytes of one member manifest.
+    pub member_manifest_bytes: usize,
+}
+
+/// The limits `metav1.Condition` sets: the API server refuses a status beyond them.
+const CONDITION_MESSAGE_BYTES: usize = 32 * 1024;
+const CONDITION_REASON_BYTES: usize = 1024;
+const CONDITION_TYPE_BYTES: usize = 316;
+/// Event reasons are short CamelCase words; anything longer is not a reason.
+const EVENT_REASON_BYTES: usize = 128;
+
+impl Default for OutputBudget {
+    fn default() -> Self {
+        Self {
+            status_bytes: 64 * 1024,
+            conditions: 16,
+            events: 8,
+            event_message_bytes: 1024,
+            member_manifest_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The shortest requeue the core honours: a policy asking for less would make the controller
+/// spin on one key.
+pub const MIN_REQUEUE_SECONDS: u32 = 1;
+
+impl OutputBudget {
+    /// A Sandbox's returned status: its size as written, its conditions as `metav1.Condition`
+    /// allows them.
+    pub fn sandbox_status(&self, status: &SandboxStatus, written: &Value) -> Result<(), Refusal> {
+        self.conditions_within(
+            status
+                .conditions
+                .iter()
+                .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
+        )?;
+        self.status_size(written)
+    }
+
+    pub fn pool_status(&self, status: &WarmPoolStatus, written: &Value) -> Result<(), Refusal> {
+        self.conditions_within(
+            status
+                .conditions
+                .iter()
+                .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
+        )?;
+        self.status_size(written)
+    }
+
+    fn conditions_within<'a>(
+        &self,
+        conditions: impl ExactSizeIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Result<(), Refusal> {
+        if conditions.len() > self.conditions {
+            return Err(Refusal::new(
+                "budget",
+                "status.conditions",
+                format!(
+                    "{} conditions, more than the {} a status may hold",
+                    conditions.len(),
+                    self.conditions
+                ),
+            ));
+        }
+        for (index, (kind, reason, message)) in conditions.enumerate() {
+            let field = |name: &str| format!("status.conditions[{index}].{name}");
+            if kind.is_empty() || kind.len() > CONDITION_TYPE_BYTES {
+                return Err(Refusal::new(
+                    "budget",
+                    field("type"),
+                    format!("{} bytes, not 1 to {CONDITION_TYPE_BYTES}", kind.len()),
+                ));
+            }
+            if reason.len() > CONDITION_REASON_BYTES {
+                return Err(Refusal::new(
+                    "budget",
+                    field("reason"),
+                    format!("{} bytes, more than {CONDITION_REASON_BYTES}", reason.len()),
+                ));
+            }
+            if message.len() > CONDITION_MESSAGE_BYTES {
+                return Err(Refusal::new(
+                    "budget",
+                    field("message"),
+                    format!(
+                        "{} bytes, more than the {CONDITION_MESSAGE_BYTES} metav1.Condition allows",
+                        message.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn status_size(&self, written: &Value) -> Result<(), Refusal> {
+        let bytes = written.to_string().len();
+        if bytes > self.status_bytes {
+            return Err(Refusal::new(
+                "budget",
+                "status",
+                format!("{bytes} bytes as written, more than {}", self.status_bytes),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn events(&self, events: &[Event]) -> Result<(), Refusal> {
+        if events.len() > self.events {
+            return Err(Refusal::new(
+                "budget",
+                "events",
+                format!(
+                    "{} Events in one call, more than {}",
+                    events.len(),
+                    self.events
+                ),
+            ));
+        }
+        for (index, event) in events.iter().enumerate() {
+            if event.reason.is_empty() || event.reason.len() > EVENT_REASON_BYTES {
+                return Err(Refusal::new(
+                    "budget",
+                    format!("events[{index}].reason"),
+                    format!(
+                        "{} bytes, not 1 to {EVENT_REASON_BYTES}",
+                        event.reason.len()
+                    ),
+                ));
+            }
+            if event.message.len() > self.event_message_bytes {
+                return Err(Refusal::new(
+                    "budget",
+                    format!("events[{index}].message"),
+                    format!(
+                        "{} bytes, more than {}",
+                        event.message.len(),
+                        self.event_message_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most of a guest's text a refusal quotes: a refused output may be megabytes.
+const SHOWN_BYTES: usize = 128;
+
+/// A bounded prefix of a guest's `text` for a refusal, cut at a character boundary.
+pub fn shown(text: &str) -> String {
+    prefix(text, SHOWN_BYTES)
+}
+
+/// An Event message quoting a refusal: bounded as an Event's message is.
+pub fn shown_message(text: &str) -> String {
+    prefix(text, 1024)
+}
+
+fn prefix(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len())
+}
+
+/// A claim only of a member the input offered: a ready, unclaimed member of the sandbox's pool.
+pub fn claim(member: &str, offered: &[String]) -> Result<(), Refusal> {
+    if offered.iter().any(|o| o == member) {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        "claim",
+        "claim",
+        format!(
+            "{:?} is not among the pool candidates the policy was handed",
+            shown(member)
+        ),
+    ))
+}
+
+/// How many members a pool call may create: up to its wanted size, less its active members.
+pub fn member_room(pool: &WarmPool, active_members: usize, max_replicas: u32) -> usize {
+    let wanted = pool.spec.replicas.min(max_replicas) as usize;
+    wanted.saturating_sub(active_members)
+}
+
+/// The metadata fields a member may set: anything else (annotations the runtime reads,
+/// finalizers, generateName, ...) is not the pool's to give.
+const MEMBER_METADATA: &[&str] = &["name", "namespace", "labels", "ownerReferences"];
+/// The spec fields of a Sandbox (the CRD's): what a template can say.
+const SANDBOX_SPEC: &[&str] = &[
+    "image",
+    "desiredState",
+    "rootfsGeneration",
+    "forkFrom",
+    "idleTimeoutSeconds",
+    "resources",
+    "storage",
+    "runtimeClassName",
+    "warmPool",
+];
+
+/// A member manifest a pool call asks to create: a Sandbox of the pool's namespace under the
+/// given name, labelled as the pool's and managed, owned by the pool alone, whose spec is the
+/// pool's template. Returns the object to create.
+pub fn member(
+    pool: &WarmPool,
+    index: usize,
+    name: &str,
+    manifest: &str,
+    budget: &OutputBudget,
+) -> Result<Value, Refusal> {
+    let at = |field: &str| format!("create[{index}]{field}");
+    let refuse = |field: &str, why: String| Refusal::new("pool", at(field), why);
+    if manifest.len() > budget.member_manifest_bytes {
+        return Err(Refusal::new(
+            "budget",
+            at(""),
+            format!(
+                "a member manifest of {} bytes, more than {}",
+                manifest.len(),
+                budget.member_manifest_bytes
+            ),
+        ));
+    }
+    let object: Value = serde_json::from_str(manifest)
+        .map_err(|e| refuse("", format!("the manifest is not JSON: {e}")))?;
+    let Some(fields) = object.as_object() else {
+        return Err(refuse("", "the manifest is not a JSON object".to_string()));
+    };
+    if let Some(key) = fields
+        .keys()
+        .find(|k| !["apiVersion", "kind", "metadata", "spec"].contains(&k.as_str()))
+    {
+        return Err(refuse(
+            &format!(".{key}"),
+            "not a field a member may set".into(),
+        ));
+    }
+    if object["kind"] != "Sandbox" || object["apiVersion"] != "cubepod.io/v1alpha1" {
+        return Err(refuse(
+            ".kind",
+            "a member is a cubepod.io/v1alpha1 Sandbox".into(),
+        ));
+    }
+    let meta = object
+        .get("metadata")
+        .and_then(Value::as_object)
+        .ok_or_else(|| refuse(".metadata", "missing".into()))?;
+    if let Some(key) = meta.keys().find(|k| !MEMBER_METADATA.contains(&k.as_str())) {
+        return Err(refuse(
+            &format!(".metadata.{key}"),
+            "not a field a member may set".into(),
+        ));
+    }
+    if meta.get("name").and_then(Value::as_str) != Some(name) {
+        return Err(refuse(
+            ".metadata.name",
+            format!("differs from the member's name {:?}", shown(name)),
+        ));
+    }
+    if meta.get("namespace").and_then(Value::as_str) != Some(pool.namespace.as_str()) {
+        return Err(refuse(
+            ".metadata.namespace",
+            format!(
+                "a member lives in the pool's namespace {:?}",
+                pool.namespace
+            ),
+        ));
+    }
+    let labels = meta.get("labels").and_then(Value::as_object);
+    let expected_labels = [
+        (POOL_LABEL, pool.name.as_str()),
+        (MANAGED_BY_LABEL, MANAGED_BY),
+    ];
+    let labels_ok = labels.is_some_and(|labels| {
+        labels.len() == expected_labels.len()
+            && expected_labels
+                .iter()
+                .all(|(k, v)| labels.get(*k).and_then(Value::as_str) == Some(v))
+    });
+    if !labels_ok {
+        return Err(refuse(
+            ".metadata.labels",
+            format!(
+                "a member carries exactly {POOL_LABEL}: {} and {MANAGED_BY_LABEL}: {MANAGED_BY}",
+                pool.name
+            ),
+        ));
+    }
+    let owners = meta.get("ownerReferences").and_then(Value::as_array);
+    let owned_by_pool = owners.is_some_and(|owners| {
+        owners.len() == 1
+            && owners[0]["apiVersion"] == "cubepod.io/v1alpha1"
+            && owners[0]["kind"] == "PodWarmPool"
+            && owners[0]["name"] == pool.name.as_str()
+            && owners[0]["uid"] == pool.uid.as_str()
+            && owners[0]["controller"] == true
+    });
+    if !owned_by_pool {
+        return Err(refuse(
+            ".metadata.ownerReferences",
+            "a member has one ownerReference: the controller reference to its pool".into(),
+        ));
+    }
+    let spec = object
+        .get("spec")
+        .and_then(Value::as_object)
+        .ok_or_else(|| refuse(".spec", "missing".into()))?;
+    if let Some(key) = spec.keys().find(|k| !SANDBOX_SPEC.contains(&k.as_str())) {
+        return Err(refuse(
+            &format!(".spec.{key}"),
+            "not a field of a Sandbox's spec".into(),
+        ));
+    }
+    let read = sandbox::from_json(&object).map_err(|e| refuse(".spec", shown(&e.to_string())))?;
+    let mut spec = read.sandbox.spec;
+    let template = &pool.spec.template;
+    // A member may leave out the template's forkFrom (the default policy does); never name
+    // another source, nor a pool to claim from.
+    if spec.fork_from.is_some() && spec.fork_from != template.fork_from {
+        return Err(refuse(
+            ".spec.forkFrom",
+            "a member forks only from its template's forkFrom".into(),
+        ));
+    }
+    spec.fork_from.clone_from(&template.fork_from);
+    if spec.warm_pool.is_some() {
+        return Err(refuse(
+            ".spec.warmPool",
+            "a member claims from no pool".into(),
+        ));
+    }
+    spec.warm_pool.clone_from(&template.warm_pool);
+    if &spec != template {
+        return Err(refuse(".spec", "differs from the pool's template".into()));
+    }
+    Ok(object)
+}
+
+/// Refusals already surfaced as a Warning Event, per object: a level-triggered policy repeats
+/// its refused output on every pass, and the user needs to read it once, not every second.
+#[derive(Default)]
+pub struct Surfaced {
+    seen: Mutex<HashMap<ObjectRef, VecDeque<String>>>,
+}
+
+/// Distinct refusals remembered per object; older ones may be surfaced again.
+const SURFACED_PER_OBJECT: usize = 16;
+
+impl Surfaced {
+    /// True the first time `refusal` is seen for `target` (since it was forgotten).
+    pub fn first(&self, target: &ObjectRef, refusal: &str) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let known = seen.entry(target.clone()).or_default();
+        if known.iter().any(|r| r == refusal) {
+            return false;
+        }
+        if known.len() == SURFACED_PER_OBJECT {
+            known.pop_front();
+        }
+        known.push_back(refusal.to_string());
+        true
+    }
+
+    /// The object is gone: forget what was surfaced for it.
+    pub fn forget(&self, target: &ObjectRef) {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(target);
+    }
+
+    /// Objects remembered.
+    pub fn len(&self) -> usize {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::pool as pool_model;
+    use crate::runtime::bindings::EventType;
+
+    fn pool(template: Value) -> WarmPool {
+        pool_model::from_json(&json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "pool-uid"},
+            "spec": {"replicas": 2, "template": template},
+        }))
+        .unwrap()
+    }
+
+    fn member_manifest(name: &str, spec: Value) -> Value {
+        json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {
+                "name": name, "namespace": "ns",
+                "labels": {POOL_LABEL: "p", MANAGED_BY_LABEL: MANAGED_BY},
+                "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+                                     "name": "p", "uid": "pool-uid", "controller": true,
+                                     "blockOwnerDeletion": true}],
+            },
+            "spec": spec,
+        })
+    }
+
+    fn admit(pool: &WarmPool, manifest: &Value) -> Result<Value, Refusal> {
+        member(
+            pool,
+            0,
+            "p-0",
+            &manifest.to_string(),
+            &OutputBudget::default(),
+        )
+    }
+
+    #[test]
+    fn a_member_made_from_the_template_is_admitted() {
+        let pool = pool(json!({"image": "img", "forkFrom": "golden"}));
+        // The template's forkFrom may be carried or left out; nothing else may differ.
+        for spec in [
+            json!({"image": "img"}),
+            json!({"image": "img", "forkFrom": "golden"}),
+        ] {
+            admit(&pool, &member_manifest("p-0", spec)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_member_that_is_not_the_pools_own_is_refused_with_the_field() {
+        let pool = pool(json!({"image": "img"}));
+        let cases = [
+            ("/spec/forkFrom", json!("victim"), ".spec.forkFrom"),
+            ("/spec/image", json!("other"), ".spec"),
+            ("/spec/warmPool", json!("p"), ".spec.warmPool"),
+            ("/spec/hostNetwork", json!(true), ".spec.hostNetwork"),
+            ("/metadata/finalizers", json!(["x"]), ".metadata.finalizers"),
+            (
+                "/metadata/annotations",
+                json!({"io.katacontainers.config": "x"}),
+                ".metadata.annotations",
+            ),
+            ("/metadata/namespace", json!("other"), ".metadata.namespace"),
+            ("/metadata/labels/extra", json!("x"), ".metadata.labels"),
+            (
+                "/metadata/ownerReferences/0/uid",
+                json!("victim-uid"),
+                ".metadata.ownerReferences",
+            ),
+        ];
+        for (path, value, field) in cases {
+            let mut manifest = member_manifest("p-0", json!({"image": "img"}));
+            let (parent, key) = path.rsplit_once('/').unwrap();
+            manifest
+                .pointer_mut(parent)
+                .and_then(Value::as_object_mut)
+                .unwrap()
+                .insert(key.to_string(), value);
+            let refusal = admit(&pool, &manifest).unwrap_err();
+            assert_eq!(refusal.rule, "pool", "{path}");
+            assert_eq!(
+                refusal.field,
+                format!("create[0]{field}"),
+                "{path}: {refusal}"
+            );
+        }
+        let mut two_owners = member_manifest("p-0", json!({"image": "img"}));
+        let extra = json!({"apiVersion": "v1", "kind": "Namespace", "name": "x", "uid": "u"});
+        two_owners["metadata"]["ownerReferences"]
+            .as_array_mut()
+            .unwrap()
+            .push(extra);
+        assert_eq!(
+            admit(&pool, &two_owners).unwrap_err().field,
+            "create[0].metadata.ownerReferences"
+        );
+    }
+
+    #[test]
+    fn a_huge_member_manifest_is_past_the_budget_and_not_quoted() {
+        let pool = pool(json!({"image": "img"}));
+        let huge = member_manifest("p-0", json!({"image": "x".repeat(1 << 20)}));
+        let refusal = admit(&pool, &huge).unwrap_err();
+        assert_eq!(refusal.rule, "budget");
+        assert!(refusal.to_string().len() < 256, "{refusal}");
+    }
+
+    #[test]
+    fn a_claim_is_only_of_an_offered_candidate() {
+        let offered = vec!["p-0".to_string()];
+        claim("p-0", &offered).unwrap();
+        let refusal = claim(&"victim".repeat(10_000), &offered).unwrap_err();
+        assert_eq!(refusal.rule, "claim");
+        assert!(refusal.to_string().len() < 512);
+    }
+
+    #[test]
+    fn the_room_of_a_pool_is_its_wanted_size_less_its_active_members() {
+        let pool = pool(json!({"image": "img"}));
+        assert_eq!(member_room(&pool, 0, 100), 2);
+        assert_eq!(member_room(&pool, 0, 1), 1);
+        assert_eq!(member_room(&pool, 5, 100), 0);
+    }
+
+    #[test]
+    fn events_and_statuses_past_their_budget_are_refused() {
+        let budget = OutputBudget::default();
+        let event = |message: String| Event {
+            kind: EventType::Warning,
+            reason: "R".to_string(),
+            message,
+        };
+        budget.events(&[event("fine".into())]).unwrap();
+        let many: Vec<Event> = (0..1_000).map(|_| event("x".into())).collect();
+        assert_eq!(budget.events(&many).unwrap_err().field, "events");
+        let long = budget.events(&[event("x".repeat(1 << 20))]).unwrap_err();
+        assert_eq!(long.field, "events[0].message");
+        assert!(
+            budget
+                .status_size(&json!({"x": "y".repeat(1 << 20)}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_surfaced_once_per_object() {
+        let surfaced = Surfaced::default();
+        let a = ObjectRef::new("ns", "a");
+        assert!(surfaced.first(&a, "r1"));
+        assert!(!surfaced.first(&a, "r1"));
+        assert!(surfaced.first(&a, "r2"));
+        assert!(surfaced.first(&ObjectRef::new("ns", "b"), "r1"));
+        surfaced.forget(&a);
+        assert!(surfaced.first(&a, "r1"));
+        assert_eq!(surfaced.len(), 2);
+    }
+}
