@@ -558,7 +558,7 @@ fn the_cache_takes_any_object_in_any_order() {
                 for sandbox in cache.sandbox_keys() {
                     let _ = cache.observed(&sandbox);
                     if let Some(bad) = cache.unreadable_sandbox(&sandbox) {
-                        prop_assert!(bad.status_patch(true)["status"]["conditions"].is_array());
+                        prop_assert!(bad.status_patch(true, 0)["status"]["conditions"].is_array());
                     }
                 }
                 for pool in cache.pool_keys() {

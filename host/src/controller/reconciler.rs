@@ -779,7 +779,8 @@ impl Reconciler {
         }
         tracing::warn!(%target, error = %bad.error, "cannot read the spec; fix it");
         let writer = self.writer();
-        let patch = bad.status_patch(resource == Resource::Sandbox);
+        let now = self.settings.clock.now();
+        let patch = bad.status_patch(resource == Resource::Sandbox, now);
         writer
             .write_status(resource, target, Some(&bad.resource_version), patch)
             .await
@@ -790,14 +791,7 @@ impl Reconciler {
             message: bad.error.to_string(),
         };
         writer
-            .post_events(
-                resource.kind(),
-                target,
-                &bad.uid,
-                &[event],
-                true,
-                self.settings.clock.now(),
-            )
+            .post_events(resource.kind(), target, &bad.uid, &[event], true, now)
             .await;
         Ok(())
     }

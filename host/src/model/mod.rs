@@ -54,9 +54,10 @@ impl Unreadable {
         }
     }
 
-    /// The status that tells the user what to fix: SpecValid and Ready false, with why.
-    pub fn status_patch(&self, with_phase: bool) -> serde_json::Value {
-        let now = time::format(time::now());
+    /// The status that tells the user what to fix: SpecValid and Ready false, with why, as of
+    /// `now`.
+    pub fn status_patch(&self, with_phase: bool, now: i64) -> serde_json::Value {
+        let now = time::format(now);
         let condition = |kind: &str| {
             serde_json::json!({
                 "type": kind, "status": "False", "reason": "InvalidSpec",
