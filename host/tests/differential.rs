@@ -109,18 +109,11 @@ struct Seen {
     writes: Vec<String>,
 }
 
-const KINDS: [Resource; 6] = [
-    Resource::Sandbox,
-    Resource::PodWarmPool,
-    Resource::Pod,
-    Resource::PersistentVolumeClaim,
-    Resource::Secret,
-    Resource::Event,
-];
-
 fn seen(cluster: &MemoryCluster) -> Seen {
+    // Every kind but the Lease, which only leader election writes.
+    let kinds = Resource::ALL.into_iter().filter(|r| *r != Resource::Lease);
     let mut uids = Vec::new();
-    for resource in KINDS {
+    for resource in kinds.clone() {
         for object in cluster.objects(resource) {
             if let (Some(uid), Some(name)) = (
                 object.pointer("/metadata/uid").and_then(Value::as_str),
@@ -136,7 +129,7 @@ fn seen(cluster: &MemoryCluster) -> Seen {
         }
     }
     let mut objects = Vec::new();
-    for resource in KINDS {
+    for resource in kinds {
         for mut object in cluster.objects(resource) {
             normalize(&mut object, &uids);
             if matches!(resource, Resource::Pod | Resource::PersistentVolumeClaim) {

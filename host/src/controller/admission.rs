@@ -281,15 +281,12 @@ pub fn member(
     let Some(fields) = object.as_object() else {
         return Err(refuse("", "the manifest is not a JSON object".to_string()));
     };
-    if let Some(key) = fields
-        .keys()
-        .find(|k| !["apiVersion", "kind", "metadata", "spec"].contains(&k.as_str()))
-    {
-        return Err(refuse(
-            &format!(".{key}"),
-            "not a field a member may set".into(),
-        ));
-    }
+    only(
+        fields,
+        &["apiVersion", "kind", "metadata", "spec"],
+        "",
+        &refuse,
+    )?;
     if object["kind"] != "Sandbox" || object["apiVersion"] != "cubepod.io/v1alpha1" {
         return Err(refuse(
             ".kind",
@@ -300,12 +297,7 @@ pub fn member(
         .get("metadata")
         .and_then(Value::as_object)
         .ok_or_else(|| refuse(".metadata", "missing".into()))?;
-    if let Some(key) = meta.keys().find(|k| !MEMBER_METADATA.contains(&k.as_str())) {
-        return Err(refuse(
-            &format!(".metadata.{key}"),
-            "not a field a member may set".into(),
-        ));
-    }
+    only(meta, MEMBER_METADATA, ".metadata", &refuse)?;
     if meta.get("name").and_then(Value::as_str) != Some(name) {
         return Err(refuse(
             ".metadata.name",
@@ -360,12 +352,7 @@ pub fn member(
         .get("spec")
         .and_then(Value::as_object)
         .ok_or_else(|| refuse(".spec", "missing".into()))?;
-    if let Some(key) = spec.keys().find(|k| !SANDBOX_SPEC.contains(&k.as_str())) {
-        return Err(refuse(
-            &format!(".spec.{key}"),
-            "not a field of a Sandbox's spec".into(),
-        ));
-    }
+    only(spec, SANDBOX_SPEC, ".spec", &refuse)?;
     let read = sandbox::from_json(&object).map_err(|e| refuse(".spec", shown(&e.to_string())))?;
     let mut spec = read.sandbox.spec;
     let template = &pool.spec.template;
@@ -389,6 +376,22 @@ pub fn member(
         return Err(refuse(".spec", "differs from the pool's template".into()));
     }
     Ok(object)
+}
+
+/// Refuses the first field of `fields` that is not in `allowed`.
+fn only(
+    fields: &serde_json::Map<String, Value>,
+    allowed: &[&str],
+    at: &str,
+    refuse: &dyn Fn(&str, String) -> Refusal,
+) -> Result<(), Refusal> {
+    match fields.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(refuse(
+            &format!("{at}.{}", shown(key)),
+            "not a field a member may set".to_string(),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Refusals already surfaced as a Warning Event, per object: a level-triggered policy repeats

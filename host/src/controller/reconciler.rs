@@ -296,18 +296,14 @@ impl Reconciler {
         let Some(mut object) = self.cache.sandbox(target) else {
             self.held_statuses.forget(target);
             self.surfaced.forget(target);
-            match self.cache.unreadable_sandbox(target) {
-                Some(bad) => {
-                    report.skipped(format!(
-                        "the controller cannot read the sandbox: {}",
-                        bad.error
-                    ));
-                    self.report_unreadable(Resource::Sandbox, target, &bad)
-                        .await?;
-                }
-                None => report.skipped(format!("no Sandbox {target} in the cluster")),
-            }
-            return Ok(());
+            return self
+                .missing(
+                    Resource::Sandbox,
+                    target,
+                    self.cache.unreadable_sandbox(target),
+                    report,
+                )
+                .await;
         };
         let writer = self.writer();
         let now = self.settings.clock.now();
@@ -465,18 +461,14 @@ impl Reconciler {
         report: &mut Carried,
     ) -> Result<(), ReconcileError> {
         let Some(object) = self.cache.pool(target) else {
-            match self.cache.unreadable_pool(target) {
-                Some(bad) => {
-                    report.skipped(format!(
-                        "the controller cannot read the pool: {}",
-                        bad.error
-                    ));
-                    self.report_unreadable(Resource::PodWarmPool, target, &bad)
-                        .await?;
-                }
-                None => report.skipped(format!("no PodWarmPool {target} in the cluster")),
-            }
-            return Ok(());
+            return self
+                .missing(
+                    Resource::PodWarmPool,
+                    target,
+                    self.cache.unreadable_pool(target),
+                    report,
+                )
+                .await;
         };
         let now = self.settings.clock.now();
         let input = inputs::pool_input(
@@ -764,6 +756,27 @@ impl Reconciler {
         self.writer()
             .post_events(kind, target, uid, events, self.settings.normal_events, now)
             .await;
+    }
+
+    /// An object the cache holds no record of: reported if it is there but unreadable, else
+    /// gone (or never there); either way the policy is not called.
+    async fn missing(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        unreadable: Option<Unreadable>,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
+        let Some(bad) = unreadable else {
+            report.skipped(format!("no {} {target} in the cluster", resource.kind()));
+            return Ok(());
+        };
+        report.skipped(format!(
+            "the controller cannot read the {}: {}",
+            resource.kind(),
+            bad.error
+        ));
+        self.report_unreadable(resource, target, &bad).await
     }
 
     /// An object whose spec cannot be read gets a status and an Event that say which field
