@@ -337,15 +337,7 @@ impl Reconciler {
             } else if sandbox::as_written(&out.status, object.sandbox.generation)
                 != object.sandbox.status
             {
-                writer
-                    .write_status(
-                        Resource::Sandbox,
-                        target,
-                        Some(&object.resource_version),
-                        patch,
-                    )
-                    .await
-                    .map_err(api("writing the status"))?;
+                self.write_sandbox_status(&object, patch).await?;
             }
             return Ok(());
         }
@@ -436,21 +428,32 @@ impl Reconciler {
             return Ok(());
         }
         if status != object.sandbox.status {
-            writer
-                .write_status(
-                    Resource::Sandbox,
-                    target,
-                    Some(&object.resource_version),
-                    patch,
-                )
-                .await
-                .map_err(api("writing the status"))?;
+            self.write_sandbox_status(&object, patch).await?;
         }
         report.requeue = out.requeue_after_seconds.map(|s| {
             // A requeue sooner than this would spin the controller on one key.
             Duration::from_secs(u64::from(s.max(admission::MIN_REQUEUE_SECONDS)))
         });
         Ok(())
+    }
+
+    /// A Sandbox's status, over the version it was computed from: a concurrent write (the
+    /// reaper's mark, another replica) makes it a Conflict, and the key is reconciled again.
+    async fn write_sandbox_status(
+        &self,
+        object: &sandbox::SandboxObject,
+        patch: Value,
+    ) -> Result<(), ReconcileError> {
+        let target = ObjectRef::new(&object.sandbox.namespace, &object.sandbox.name);
+        self.writer()
+            .write_status(
+                Resource::Sandbox,
+                &target,
+                Some(&object.resource_version),
+                patch,
+            )
+            .await
+            .map_err(api("writing the status"))
     }
 
     /// Reconciles one PodWarmPool: `reconcile-pool`, then its creates and deletes of members
