@@ -9,7 +9,7 @@
 //! The boundary, as DESIGN.md states it:
 //! - imports: only `kube-client`, whose every call passes [`Boundary::check`](crate::kube::boundary::Boundary::check)
 //!   first, plus the few `wasi:cli`/`wasi:io` interfaces that Rust's std makes every
-//!   `wasm32-wasip2` component import, backed by an empty WASI context (see `host.rs`);
+//!   `wasm32-wasip2` component import, backed by an empty WASI context (see `host/wasi.rs`);
 //! - every call: a fresh store, an epoch deadline on guest time, a memory limit, and a timeout
 //!   on each host call.
 

@@ -1,158 +1,21 @@
-//! What a guest can reach: [`HostState`], the data of every store, and the [`Linker`] that
-//! wires the imports to it.
-//!
-//! Imports a policy may have:
-//! - `cubepod:controller/kube-client` (and `types`): the only way out, implemented here. Every
-//!   call passes [`Boundary::check`](crate::kube::boundary::Boundary::check) first, then goes
-//!   to the [`Cluster`](crate::kube::Cluster) under a timeout.
-//! - `wasi:cli/{environment,exit,stdin,stdout,stderr,terminal-*}` and
-//!   `wasi:io/{error,poll,streams}`: Rust's std makes every `wasm32-wasip2` component import
-//!   them (for `env::args`, `process::exit`, the panic message on stderr), so a policy could
-//!   not be instantiated without them. They are backed by an empty [`WasiCtx`]: no
-//!   environment, no arguments, no cwd, stdin empty, stdout discarded, and the last 2 KiB of
-//!   stderr kept in memory and added to a trap's message (they hold a panic's message).
-//!
-//! Nothing else of WASI is linked: no filesystem, sockets, clocks or randomness (time and
-//! randomness are inputs of the contract), so a component that imports them is refused at load
-//! (see `module::check_contract`).
+//! The `kube-client` import: every call passes the boundary, then goes to the cluster under a
+//! timeout; what it did is kept for the caller (effects, call records, observer).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, ResourceLimiter, StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::cli::{IsTerminal, StdoutStream, WasiCli, WasiCliView};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_io::poll::Pollable;
-use wasmtime_wasi_io::streams::{OutputStream, StreamResult};
 
-use super::bindings::{self, KubeError, RetryAfter};
-use super::call::{CallContext, Effect, HostCallRecord, KubeCall};
+use super::HostState;
 use crate::kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
-
-/// The WASI interfaces linked, by name without version (`wasi:cli/stdin`); any 0.2.x version.
-pub(crate) const ALLOWED_WASI: &[&str] = &[
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-];
-
-/// How much of the guest's stderr is kept (the end of it): enough for a panic message.
-const STDERR_TAIL: usize = 2048;
-
-/// Instances, tables and memories a store may create: a component built by cargo has a few
-/// core instances; these only stop a pathological one.
-const MAX_INSTANCES: usize = 64;
-const MAX_TABLES: usize = 64;
-const MAX_MEMORIES: usize = 16;
+use crate::runtime::bindings::{self, KubeError, RetryAfter};
+use crate::runtime::call::{Effect, HostCallRecord, KubeCall};
 
 /// The delay a guest is told to wait after a host call that timed out.
 const TIMEOUT_RETRY_MS: u64 = 1000;
 /// The delay for an Unavailable answer that did not say when to retry.
 const UNAVAILABLE_RETRY_MS: u64 = 1000;
 
-pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
-    use wasmtime_wasi::p2::bindings::cli;
-    use wasmtime_wasi::p2::bindings::sync::io as sync_io;
-
-    let mut linker = Linker::new(engine);
-    bindings::PolicyModule::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-
-    let l = &mut linker;
-    let cli_view = <HostState as WasiCliView>::cli;
-    cli::environment::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::exit::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::stdin::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::stdout::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::stderr::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::terminal_input::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::terminal_output::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<HostState, IoTable>(l, |s| {
-        &mut s.table
-    })?;
-    sync_io::poll::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
-    sync_io::streams::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
-    Ok(linker)
-}
-
-/// `wasi:io` needs only the resource table.
-struct IoTable;
-
-impl HasData for IoTable {
-    type Data<'a> = &'a mut ResourceTable;
-}
-
-/// The data of one store, that is of one call.
-pub(crate) struct HostState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    stderr: StderrTail,
-    pub(crate) limits: Limits,
-    /// `None` for `describe`, which may make no cluster call.
-    ctx: Option<CallContext>,
-    pub(crate) effects: Vec<Effect>,
-    pub(crate) host_calls: u32,
-    pub(crate) calls: Vec<KubeCall>,
-    started: Instant,
-    in_host_calls: Duration,
-}
-
 impl HostState {
-    pub(crate) fn new(ctx: Option<CallContext>, memory_limit: usize) -> Self {
-        let stderr = StderrTail::default();
-        let wasi = WasiCtxBuilder::new()
-            .stderr(stderr.clone())
-            // Not linked at all; denied here as well in case that ever changes.
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }))
-            .build();
-        Self {
-            wasi,
-            table: ResourceTable::new(),
-            stderr,
-            limits: Limits::new(memory_limit),
-            ctx,
-            effects: Vec::new(),
-            host_calls: 0,
-            calls: Vec::new(),
-            started: Instant::now(),
-            in_host_calls: Duration::ZERO,
-        }
-    }
-
-    /// Time the guest itself has run since the store was made.
-    pub(crate) fn guest_time(&self) -> Duration {
-        self.started.elapsed().saturating_sub(self.in_host_calls)
-    }
-
-    /// The end of what the guest wrote to stderr (a panic message), if anything.
-    pub(crate) fn stderr_tail(&self) -> Option<String> {
-        let bytes = self.stderr.contents();
-        // One line: it ends up in a log line and in the Sandbox's event.
-        let text = String::from_utf8_lossy(&bytes)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        (!text.is_empty()).then_some(text)
-    }
-
     /// Logs one `kube-client` call for [`GuestCall::calls`](super::GuestCall::calls).
     fn log<T>(
         &mut self,
@@ -390,15 +253,6 @@ fn kube_error(e: ApiError) -> KubeError {
     }
 }
 
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
 impl bindings::cubepod::controller::types::Host for HostState {}
 
 impl bindings::cubepod::controller::kube_client::Host for HostState {
@@ -456,128 +310,5 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
     fn delete_secret(&mut self, namespace: String, name: String) -> Result<(), KubeError> {
         let result = self.delete(Resource::Secret, &namespace, &name);
         self.log("delete-secret", &namespace, &name, None, result)
-    }
-}
-
-/// [`StoreLimits`] that also remember when they refused a memory growth, so that the trap it
-/// causes is reported as [`RuntimeError::MemoryExhausted`](super::RuntimeError::MemoryExhausted).
-pub(crate) struct Limits {
-    inner: StoreLimits,
-    pub(crate) memory_refused: bool,
-}
-
-impl Limits {
-    fn new(memory_limit: usize) -> Self {
-        Self {
-            inner: StoreLimitsBuilder::new()
-                .memory_size(memory_limit)
-                .instances(MAX_INSTANCES)
-                .tables(MAX_TABLES)
-                .memories(MAX_MEMORIES)
-                // A refused growth traps instead of handing the guest a null pointer.
-                .trap_on_grow_failure(true)
-                .build(),
-            memory_refused: false,
-        }
-    }
-}
-
-impl ResourceLimiter for Limits {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let verdict = self.inner.memory_growing(current, desired, maximum);
-        if !matches!(verdict, Ok(true)) {
-            self.memory_refused = true;
-        }
-        verdict
-    }
-
-    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.memory_refused = true;
-        self.inner.memory_grow_failed(error)
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        self.inner.table_growing(current, desired, maximum)
-    }
-
-    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.inner.table_grow_failed(error)
-    }
-
-    fn instances(&self) -> usize {
-        self.inner.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.inner.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.inner.memories()
-    }
-}
-
-/// The guest's stderr: every write succeeds (a policy that logs must not fail for it), and
-/// only the last [`STDERR_TAIL`] bytes are kept.
-#[derive(Clone, Default)]
-struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
-
-impl StderrTail {
-    fn contents(&self) -> Vec<u8> {
-        match self.0.lock() {
-            Ok(tail) => tail.iter().copied().collect(),
-            Err(poisoned) => poisoned.into_inner().iter().copied().collect(),
-        }
-    }
-}
-
-impl IsTerminal for StderrTail {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
-
-impl StdoutStream for StderrTail {
-    fn p2_stream(&self) -> Box<dyn OutputStream> {
-        Box::new(self.clone())
-    }
-
-    /// Only `wasi:cli@0.3` streams use this; that version is not linked.
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(tokio::io::sink())
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl Pollable for StderrTail {
-    async fn ready(&mut self) {}
-}
-
-#[wasmtime_wasi::async_trait]
-impl OutputStream for StderrTail {
-    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
-        let mut tail = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        tail.extend(bytes.iter().copied());
-        let excess = tail.len().saturating_sub(STDERR_TAIL);
-        tail.drain(..excess);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> StreamResult<()> {
-        Ok(())
-    }
-
-    fn check_write(&mut self) -> StreamResult<usize> {
-        Ok(64 * 1024)
     }
 }
