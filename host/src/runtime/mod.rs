@@ -55,6 +55,11 @@ pub enum RuntimeError {
     /// The guest tried to grow its memory past the limit.
     #[error("policy exceeded its memory limit of {limit} bytes in {export}")]
     MemoryExhausted { export: &'static str, limit: usize },
+    /// The guest went past one of its fixed budgets (kube-client calls per call, and the
+    /// reconcile core's output budgets): the call is failed and nothing after that point is
+    /// carried out. The message names the budget and its bound.
+    #[error("policy went past its budget: {0}")]
+    Budget(String),
     /// The bytes are not a component wasmtime can compile (or the engine could not be set up).
     #[error("policy does not compile: {why}")]
     Compile { why: String },
@@ -76,6 +81,7 @@ impl RuntimeError {
             RuntimeError::Trap { .. } => "trap",
             RuntimeError::DeadlineExceeded { .. } => "timeout",
             RuntimeError::MemoryExhausted { .. } => "memory",
+            RuntimeError::Budget(_) => "budget",
             RuntimeError::Compile { .. } => "compile",
             RuntimeError::Contract { .. } => "contract",
             RuntimeError::Io { .. } => "io",

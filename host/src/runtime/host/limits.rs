@@ -9,7 +9,7 @@ const MAX_TABLES: usize = 64;
 const MAX_MEMORIES: usize = 16;
 
 /// [`StoreLimits`] that also remember when they refused a memory growth, so that the trap it
-/// causes is reported as [`RuntimeError::MemoryExhausted`](super::RuntimeError::MemoryExhausted).
+/// causes is reported as [`RuntimeError::MemoryExhausted`](crate::runtime::RuntimeError::MemoryExhausted).
 pub(crate) struct Limits {
     inner: StoreLimits,
     pub(crate) memory_refused: bool,
