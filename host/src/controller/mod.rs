@@ -2,6 +2,7 @@
 //! the policy on each key and carries out what it returns.
 
 pub mod cache;
+mod child_lookup;
 pub mod coalesce;
 pub mod events;
 pub mod health;

@@ -21,7 +21,10 @@ mod host;
 mod module;
 pub mod twin;
 
-pub use call::{CallContext, Effect, GuestCall, HostCallObserver, HostCallRecord, KubeCall};
+pub use call::{
+    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
+    KubeCall,
+};
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{PolicyEngine, RuntimeConfig, wasmtime_config};
 pub use module::{PolicyModule, world_exports, world_imports};

@@ -21,14 +21,17 @@ mod kube_client;
 mod limits;
 mod wasi;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::WasiCtx;
 
+use super::RuntimeConfig;
 use super::bindings;
 use super::call::{CallContext, Effect, KubeCall};
+use crate::kube::boundary::{Containment, SandboxScope};
 pub(crate) use limits::Limits;
 pub(crate) use wasi::ALLOWED_WASI;
 use wasi::StderrTail;
@@ -48,6 +51,12 @@ pub(crate) struct HostState {
     pub(crate) limits: Limits,
     /// `None` for `describe`, which may make no cluster call.
     ctx: Option<CallContext>,
+    /// The Sandbox the call is for; `None` for the exports that get no cluster access.
+    scope: Option<SandboxScope>,
+    containment: Arc<Containment>,
+    /// Set when the guest went past a budget: the trap it causes is reported as
+    /// [`RuntimeError::Budget`](crate::runtime::RuntimeError::Budget) with this message.
+    pub(crate) budget_exceeded: Option<String>,
     pub(crate) effects: Vec<Effect>,
     pub(crate) host_calls: u32,
     pub(crate) calls: Vec<KubeCall>,
@@ -56,15 +65,22 @@ pub(crate) struct HostState {
 }
 
 impl HostState {
-    pub(crate) fn new(ctx: Option<CallContext>, memory_limit: usize) -> Self {
+    pub(crate) fn new(
+        ctx: Option<CallContext>,
+        scope: Option<SandboxScope>,
+        config: &RuntimeConfig,
+    ) -> Self {
         let stderr = StderrTail::default();
         let wasi = wasi::context(&stderr);
         Self {
             wasi,
             table: ResourceTable::new(),
             stderr,
-            limits: Limits::new(memory_limit),
+            limits: Limits::new(config.memory_limit_bytes),
             ctx,
+            scope,
+            containment: config.containment.clone(),
+            budget_exceeded: None,
             effects: Vec::new(),
             host_calls: 0,
             calls: Vec::new(),
