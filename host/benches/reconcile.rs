@@ -367,30 +367,28 @@ struct NullHost;
 impl host::cubepod::controller::types::Host for NullHost {}
 
 impl host::cubepod::controller::kube_client::Host for NullHost {
-    fn ensure_pvc(&mut self, _: String, _: String, _: String) -> Result<(), host::KubeError> {
-        Ok(())
+    fn ensure_pvc(&mut self, _: String, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
     }
-    fn delete_pvc(&mut self, _: String, _: String) -> Result<(), host::KubeError> {
-        Ok(())
+    fn delete_pvc(&mut self, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
     }
-    fn ensure_pod(
-        &mut self,
-        _: String,
-        _: String,
-        _: String,
-    ) -> Result<Option<String>, host::KubeError> {
-        Ok(None)
+    fn ensure_pod(&mut self, _: String, _: String, _: String) -> NullAnswer<Option<String>> {
+        Ok(Ok(None))
     }
-    fn delete_pod(&mut self, _: String, _: String) -> Result<(), host::KubeError> {
-        Ok(())
+    fn delete_pod(&mut self, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
     }
-    fn ensure_secret(&mut self, _: String, _: String, _: String) -> Result<(), host::KubeError> {
-        Ok(())
+    fn ensure_secret(&mut self, _: String, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
     }
-    fn delete_secret(&mut self, _: String, _: String) -> Result<(), host::KubeError> {
-        Ok(())
+    fn delete_secret(&mut self, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
     }
 }
+
+/// The imports may trap (the runtime's budget); the null host never does.
+type NullAnswer<T> = wasmtime::Result<Result<T, host::KubeError>>;
 
 /// Calls of the default policy in a fresh bare store (no WASI context, no limiter, no epoch
 /// callback, a [`NullHost`]) on an engine of `config`: what instantiation and the guest cost

@@ -159,6 +159,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         cache_dir: Some(args.cache_dir()),
         // The workers, the reap and pool ticks, and a hot swap's self-test.
         max_concurrent_calls: args.concurrency.saturating_add(8),
+        containment: Arc::new(args.containment.containment()),
         ..RuntimeConfig::default()
     })
     .map_err(|source| StartError::Policy {

@@ -4,7 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
+
+use crate::kube::boundary::{self, Containment, PodSecurity, WIDENABLE_POD_FIELDS};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -72,6 +75,9 @@ pub struct RunArgs {
     /// Time bound of one Kubernetes request made for the policy.
     #[arg(long, env = "CUBEPOD_HOST_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub host_call_timeout: Duration,
+
+    #[command(flatten)]
+    pub containment: ContainmentArgs,
 
     /// Reconciles run at once. A reconcile mostly waits on its API requests (a new sandbox's
     /// are four in a row), so this is what keeps the API busy; each is one request in flight.
@@ -209,6 +215,10 @@ pub struct PolicyTestArgs {
     /// Memory bound of one call into the policy, in MiB, as `run --guest-memory-mib`.
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
+
+    /// The containment rules, as `run` has them: the same flags give the same refusals.
+    #[command(flatten)]
+    pub containment: ContainmentArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -228,4 +238,85 @@ pub struct PolicyInspectArgs {
     /// Memory bound of one policy call during the conformance self-test, in MiB.
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
+
+    /// The containment rules of the conformance self-test, as `run` has them.
+    #[command(flatten)]
+    pub containment: ContainmentArgs,
+}
+
+/// What a policy's `kube-client` calls may write, and their per-call budgets: one set of
+/// flags for `run`, `policy test` and `policy inspect`, so that CI refuses what production
+/// would (see docs/policy-authoring.md, "What a policy may do").
+#[derive(Debug, Clone, Args)]
+pub struct ContainmentArgs {
+    /// RuntimeClasses a sandbox's Pod may name; it must name one. Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOWED_RUNTIME_CLASSES",
+        value_delimiter = ',',
+        default_value = "kata-qemu"
+    )]
+    pub allowed_runtime_classes: Vec<String>,
+
+    /// The Pod Security Standards level a sandbox's Pod must meet.
+    #[arg(long, env = "CUBEPOD_POD_SECURITY", value_enum, default_value_t = PodSecurity::Baseline)]
+    pub pod_security: PodSecurity,
+
+    /// The only service account a sandbox's Pod may run as (always without a token).
+    #[arg(
+        long,
+        env = "CUBEPOD_SANDBOX_SERVICE_ACCOUNT",
+        default_value = "default"
+    )]
+    pub sandbox_service_account: String,
+
+    /// Pod spec fields besides the sandbox profile that a policy may set. Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOW_POD_FIELD",
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(WIDENABLE_POD_FIELDS)
+    )]
+    pub allow_pod_field: Vec<String>,
+
+    /// Secrets besides the sandbox's own that a Pod may reference (env, volumes, image pull
+    /// secrets). Comma-separated.
+    #[arg(long, env = "CUBEPOD_ALLOWED_SECRET_REFS", value_delimiter = ',')]
+    pub allowed_secret_refs: Vec<String>,
+
+    /// ConfigMaps a Pod may reference. Comma-separated.
+    #[arg(long, env = "CUBEPOD_ALLOWED_CONFIG_MAP_REFS", value_delimiter = ',')]
+    pub allowed_config_map_refs: Vec<String>,
+
+    /// The largest storage a PVC may request (a Kubernetes quantity).
+    #[arg(long, env = "CUBEPOD_MAX_VOLUME_SIZE", default_value = "1Ti", value_parser = volume_size)]
+    pub max_volume_size: u128,
+
+    /// kube-client calls one policy call may make; past it the call fails (reason budget).
+    #[arg(long, env = "CUBEPOD_MAX_KUBE_CALLS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_kube_calls: u32,
+
+    /// Bytes of one manifest a policy sends, checked before it is parsed.
+    #[arg(long, env = "CUBEPOD_MAX_MANIFEST_BYTES", default_value_t = 512 << 10, value_parser = clap::value_parser!(u64).range(1024..=(64 << 20)))]
+    pub max_manifest_bytes: u64,
+}
+
+impl ContainmentArgs {
+    pub fn containment(&self) -> Containment {
+        Containment {
+            runtime_classes: self.allowed_runtime_classes.iter().cloned().collect(),
+            pod_security: self.pod_security,
+            service_account: self.sandbox_service_account.clone(),
+            extra_pod_fields: self.allow_pod_field.iter().cloned().collect(),
+            secret_refs: self.allowed_secret_refs.iter().cloned().collect(),
+            config_map_refs: self.allowed_config_map_refs.iter().cloned().collect(),
+            max_volume_bytes: self.max_volume_size,
+            max_kube_calls: self.max_kube_calls,
+            max_manifest_bytes: usize::try_from(self.max_manifest_bytes).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+fn volume_size(text: &str) -> Result<u128, String> {
+    boundary::quantity_value(text).map_err(|e| format!("{text:?} {e}"))
 }

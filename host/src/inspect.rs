@@ -160,7 +160,11 @@ pub fn run(
     out: &mut dyn std::io::Write,
 ) -> Result<bool, CliError> {
     let bytes = cli::read_module(&args.module)?;
-    let engine = cli::engine(args.guest_deadline, args.guest_memory_mib)?;
+    let engine = cli::engine(
+        args.guest_deadline,
+        args.guest_memory_mib,
+        &args.containment,
+    )?;
     let found = inspect(&engine, &display(&args.module), &bytes, handle);
     if args.json {
         let text = serde_json::to_string_pretty(&found)

@@ -132,8 +132,8 @@ impl Metrics {
             )),
             boundary_refusals: register!(counter(
                 "cubepod_boundary_refusals_total",
-                "kube-client calls of the guest refused at the boundary.",
-                &["verb", "resource"]
+                "kube-client calls of the guest refused at the boundary, by the rule that refused.",
+                &["verb", "resource", "rule"]
             )),
             policy_swaps: register!(counter(
                 "cubepod_policy_swaps_total",

@@ -16,6 +16,9 @@ mod wasm_build {
 }
 
 const SCENARIOS: &str = "examples/policies/guarded/scenarios";
+/// The guarded policy adds node affinity and tolerations, outside the default Pod profile:
+/// the operator allows them, as its documentation says.
+const GUARDED_FLAGS: &str = "--allow-pod-field=affinity,tolerations";
 
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -48,6 +51,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
         // The flags' environment variables must not leak in from the developer's shell.
         .env_remove("CUBEPOD_GUEST_DEADLINE")
         .env_remove("CUBEPOD_GUEST_MEMORY_MIB")
+        .env_remove("CUBEPOD_ALLOW_POD_FIELD")
         .output()
         .expect("the binary runs");
     (
@@ -91,7 +95,7 @@ fn assert_all_pass(code: i32, stdout: &str, stderr: &str, folder: &str) {
 #[test]
 fn the_guarded_policy_passes_its_scenarios() {
     let wasm = guarded_wasm().to_str().expect("a UTF-8 path");
-    let (code, stdout, stderr) = run(&["policy", "test", wasm, SCENARIOS]);
+    let (code, stdout, stderr) = run(&["policy", "test", wasm, SCENARIOS, GUARDED_FLAGS]);
     assert!(
         stdout.starts_with("policy cubepod-guarded 0.1.0 (contract "),
         "{stdout}"
@@ -108,7 +112,7 @@ fn the_guarded_policy_passes_its_scenarios() {
 #[test]
 fn the_guarded_policy_fits_the_contract() {
     let wasm = guarded_wasm().to_str().expect("a UTF-8 path");
-    let (code, stdout, stderr) = run(&["policy", "inspect", wasm]);
+    let (code, stdout, stderr) = run(&["policy", "inspect", wasm, GUARDED_FLAGS]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     for expected in [
         "name:      cubepod-guarded\n".to_string(),
@@ -122,6 +126,17 @@ fn the_guarded_policy_fits_the_contract() {
             "missing {expected:?} in:\n{stdout}"
         );
     }
+}
+
+#[test]
+fn the_guarded_policy_is_refused_without_the_flag() {
+    let wasm = guarded_wasm().to_str().expect("a UTF-8 path");
+    let (code, stdout, _) = run(&["policy", "test", wasm, SCENARIOS]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("refused by rule pod at spec.affinity"),
+        "{stdout}"
+    );
 }
 
 #[test]

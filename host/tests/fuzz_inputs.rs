@@ -724,7 +724,8 @@ fn the_boundary_admits_only_managed_children_in_its_namespaces() {
                         );
                     }
                 }
-                Err(reason) => {
+                Err(refusal) => {
+                    let reason = refusal.to_string();
                     prop_assert!(
                         reason.contains(&name) || reason.contains(&namespace),
                         "the refusal does not name the call: {}",

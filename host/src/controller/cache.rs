@@ -528,6 +528,21 @@ impl Cache {
         counts.pools_ready.sort();
         counts
     }
+
+    /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
+    /// (one, unless someone relabelled it), for the boundary's delete rule. A scan of every
+    /// sandbox's children: deletes are rare next to reconciles.
+    pub fn child_owners(&self, resource: Resource, namespace: &str, name: &str) -> Vec<String> {
+        let child = format!("{resource}/{name}");
+        self.read()
+            .children
+            .iter()
+            .filter(|(owner, entry)| {
+                owner.namespace == namespace && entry.versions.get(&child).is_some()
+            })
+            .map(|(owner, _)| owner.name.clone())
+            .collect()
+    }
 }
 
 /// A pool member is ready when its sandbox runs and its Pod is Ready.

@@ -94,14 +94,18 @@ impl ControllerManager {
     ) -> Arc<Self> {
         let boundary = Arc::new(Boundary::new(config.namespaces.iter().cloned()));
         let refusals = metrics.clone();
+        // Made first: the policy's deletes are checked against it.
+        let cache = Arc::new(Cache::default());
         let context =
             CallContext::new(cluster.clone(), boundary, tokio::runtime::Handle::current())
                 .with_host_call_timeout(config.host_call_timeout)
+                .with_children(cache.clone())
                 .with_observer(Arc::new(move |record: HostCallRecord| {
                     if record.refused {
+                        let rule = record.rule.map_or("unknown", |r| r.label());
                         refusals
                             .boundary_refusals
-                            .with_label_values(&[record.verb, record.resource.plural()])
+                            .with_label_values(&[record.verb, record.resource.plural(), rule])
                             .inc();
                     }
                 }));

@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod cache;
+mod child_lookup;
 pub mod coalesce;
 pub mod events;
 pub mod health;

@@ -4,6 +4,8 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "policy-module",
     additional_derives: [PartialEq, Eq],
+    // A call past its budget traps the guest (`RuntimeError::Budget`) instead of answering.
+    imports: { "cubepod:controller/kube-client": trappable },
 });
 
 pub use cubepod::controller::types::*;

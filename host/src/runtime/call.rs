@@ -13,7 +13,7 @@ use super::bindings::{
 use super::engine::ticks;
 use super::host::HostState;
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
-use crate::kube::boundary::Boundary;
+use crate::kube::boundary::{Boundary, ForkSource, Rule, SandboxScope};
 use crate::kube::{Cluster, Resource};
 
 /// Told of every request a guest's `kube-client` call made (or that the boundary refused),
@@ -33,6 +33,26 @@ pub struct HostCallRecord {
     pub result: &'static str,
     /// The boundary refused the call (`result` is `refused`).
     pub refused: bool,
+    /// The rule that refused it (its `label()` is the metric's `rule`); `None` when sent.
+    pub rule: Option<Rule>,
+}
+
+/// What the controller's cache holds under a name, for the delete rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildHeld {
+    /// A managed child of the call's Sandbox.
+    Own,
+    /// A managed child of another Sandbox.
+    Other,
+    /// Nothing: the object does not exist, or cubepod-controller does not manage it.
+    NotHeld,
+}
+
+/// Answers from the controller's cache, without an API read, whether a delete names the
+/// call's Sandbox's own child. A [`CallContext`] without one admits only deletes of what the
+/// call's input shows as observed (fail closed).
+pub trait ChildLookup: Send + Sync {
+    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
 }
 
 /// What a call may reach: the cluster through the boundary, and how to wait on it.
@@ -47,6 +67,8 @@ pub struct CallContext {
     /// blocked in a host call, so this bounds it instead.
     pub host_call_timeout: Duration,
     pub observer: Option<HostCallObserver>,
+    /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
+    pub children: Option<Arc<dyn ChildLookup>>,
 }
 
 impl CallContext {
@@ -62,7 +84,13 @@ impl CallContext {
             handle,
             host_call_timeout: super::RuntimeConfig::default().host_call_timeout,
             observer: None,
+            children: None,
         }
+    }
+
+    pub fn with_children(mut self, children: Arc<dyn ChildLookup>) -> Self {
+        self.children = Some(children);
+        self
     }
 
     pub fn with_host_call_timeout(mut self, timeout: Duration) -> Self {
@@ -82,6 +110,7 @@ impl std::fmt::Debug for CallContext {
             .field("boundary", &self.boundary)
             .field("host_call_timeout", &self.host_call_timeout)
             .field("observer", &self.observer.is_some())
+            .field("children", &self.children.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -149,9 +178,13 @@ impl PolicyModule {
         ctx: &CallContext,
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
-        self.call("reconcile-sandbox", Some(ctx), |policy, store| {
-            policy.call_reconcile_sandbox(store, &input)
-        })
+        let scope = reconcile_scope(&input);
+        self.call(
+            "reconcile-sandbox",
+            Some(ctx),
+            Some(scope),
+            |policy, store| policy.call_reconcile_sandbox(store, &input),
+        )
     }
 
     /// `cleanup-sandbox`: delete a deleted Sandbox's children.
@@ -162,9 +195,13 @@ impl PolicyModule {
         sandbox: Sandbox,
         observed: ObservedChildren,
     ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
-        self.call("cleanup-sandbox", Some(ctx), |policy, store| {
-            policy.call_cleanup_sandbox(store, now, &sandbox, &observed)
-        })
+        let scope = sandbox_scope(&sandbox, &observed, None);
+        self.call(
+            "cleanup-sandbox",
+            Some(ctx),
+            Some(scope),
+            |policy, store| policy.call_cleanup_sandbox(store, now, &sandbox, &observed),
+        )
     }
 
     /// `reconcile-pool`: decide a warm pool's creates and deletes.
@@ -173,7 +210,8 @@ impl PolicyModule {
         ctx: &CallContext,
         input: PoolInput,
     ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
-        self.call("reconcile-pool", Some(ctx), |policy, store| {
+        // No cluster access: a pool's members are the host's to create and delete.
+        self.call("reconcile-pool", Some(ctx), None, |policy, store| {
             policy.call_reconcile_pool(store, &input)
         })
     }
@@ -186,14 +224,14 @@ impl PolicyModule {
         namespace: &str,
         sandboxes: &[ReapCandidate],
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
-        self.call("reap", Some(ctx), |policy, store| {
+        self.call("reap", Some(ctx), None, |policy, store| {
             policy.call_reap(store, now, namespace, sandboxes)
         })
     }
 
     /// `describe`. It needs no cluster: every `kube-client` call it made would be refused.
     pub fn describe(&self) -> Result<PolicyInfo, RuntimeError> {
-        let call = self.call("describe", None, |policy, store| {
+        let call = self.call("describe", None, None, |policy, store| {
             policy.call_describe(store)
         })?;
         Ok(call.value)
@@ -203,9 +241,55 @@ impl PolicyModule {
         &self,
         export: &'static str,
         ctx: Option<&CallContext>,
+        scope: Option<SandboxScope>,
         run: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<GuestCall<R>, RuntimeError> {
-        call(self.engine(), self.pre(), export, ctx, run)
+        call(self.engine(), self.pre(), export, ctx, scope, run)
+    }
+}
+
+/// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the
+/// input carries: what the call may write.
+fn reconcile_scope(input: &ReconcileInput) -> SandboxScope {
+    let fork = input
+        .fork_source
+        .as_ref()
+        .filter(|source| input.sandbox.spec.fork_from.as_deref() == Some(source.name.as_str()))
+        .map(|source| ForkSource {
+            name: source.name.clone(),
+            rootfs_pvc: source.status.rootfs_pvc.clone(),
+            workspace_pvc: source.status.workspace_pvc.clone(),
+        });
+    sandbox_scope(&input.sandbox, &input.observed, fork)
+}
+
+fn sandbox_scope(
+    sandbox: &Sandbox,
+    observed: &ObservedChildren,
+    fork: Option<ForkSource>,
+) -> SandboxScope {
+    let mut children: Vec<(Resource, String)> = observed
+        .pvcs
+        .iter()
+        .map(|p| (Resource::PersistentVolumeClaim, p.name.clone()))
+        .collect();
+    if let Some(pod) = &observed.pod {
+        children.push((Resource::Pod, pod.name.clone()));
+    }
+    if observed.secret {
+        children.push((
+            Resource::Secret,
+            cubepod_guest::names::secret(&sandbox.name),
+        ));
+    }
+    SandboxScope {
+        namespace: sandbox.namespace.clone(),
+        name: sandbox.name.clone(),
+        uid: sandbox.uid.clone(),
+        rootfs_generation: sandbox.spec.rootfs_generation,
+        storage_class: sandbox.spec.storage_class.clone(),
+        fork,
+        observed: children,
     }
 }
 
@@ -218,14 +302,12 @@ pub(crate) fn call<R>(
     pre: &PolicyModulePre<HostState>,
     export: &'static str,
     ctx: Option<&CallContext>,
+    scope: Option<SandboxScope>,
     run: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<GuestCall<R>, RuntimeError> {
     let config = engine.config();
     let deadline = config.call_deadline;
-    let mut store = Store::new(
-        engine.engine(),
-        HostState::new(ctx.cloned(), config.memory_limit_bytes),
-    );
+    let mut store = Store::new(engine.engine(), HostState::new(ctx.cloned(), scope, config));
     store.limiter(|state| &mut state.limits);
     // A store's deadline starts at 0, which would interrupt at once.
     store.set_epoch_deadline(ticks(deadline, config.epoch_tick));
@@ -266,6 +348,9 @@ fn failure(
     error: wasmtime::Error,
 ) -> RuntimeError {
     tracing::debug!(export, error = ?error, "policy call failed");
+    if let Some(budget) = &state.budget_exceeded {
+        return RuntimeError::Budget(format!("{export}: {budget}"));
+    }
     if state.limits.memory_refused {
         return RuntimeError::MemoryExhausted {
             export,

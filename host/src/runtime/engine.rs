@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine};
 
 use super::RuntimeError;
 use super::host::{self, HostState};
+use crate::kube::boundary::Containment;
 
 /// How the runtime bounds and caches policies.
 #[derive(Clone, Debug)]
@@ -31,6 +32,9 @@ pub struct RuntimeConfig {
     /// from a pool of this many slots, set up once: no mmap and munmap of a linear memory per
     /// call. A call beyond it fails and is retried like any failed reconcile.
     pub max_concurrent_calls: u32,
+    /// What a call may write and its per-call budgets: with the engine, so that the
+    /// controller, its hot-swap self-test and `policy test` apply the same rules.
+    pub containment: Arc<Containment>,
 }
 
 impl Default for RuntimeConfig {
@@ -42,6 +46,7 @@ impl Default for RuntimeConfig {
             host_call_timeout: Duration::from_secs(10),
             cache_dir: None,
             max_concurrent_calls: 32,
+            containment: Arc::new(Containment::default()),
         }
     }
 }

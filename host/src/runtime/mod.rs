@@ -9,7 +9,7 @@
 //! The boundary, as DESIGN.md states it:
 //! - imports: only `kube-client`, whose every call passes [`Boundary::check`](crate::kube::boundary::Boundary::check)
 //!   first, plus the few `wasi:cli`/`wasi:io` interfaces that Rust's std makes every
-//!   `wasm32-wasip2` component import, backed by an empty WASI context (see `host.rs`);
+//!   `wasm32-wasip2` component import, backed by an empty WASI context (see `host/wasi.rs`);
 //! - every call: a fresh store, an epoch deadline on guest time, a memory limit, and a timeout
 //!   on each host call.
 
@@ -21,7 +21,10 @@ mod host;
 mod module;
 pub mod twin;
 
-pub use call::{CallContext, Effect, GuestCall, HostCallObserver, HostCallRecord, KubeCall};
+pub use call::{
+    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
+    KubeCall,
+};
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{PolicyEngine, RuntimeConfig, wasmtime_config};
 pub use module::{PolicyModule, world_exports, world_imports};
@@ -55,6 +58,11 @@ pub enum RuntimeError {
     /// The guest tried to grow its memory past the limit.
     #[error("policy exceeded its memory limit of {limit} bytes in {export}")]
     MemoryExhausted { export: &'static str, limit: usize },
+    /// The guest went past one of its fixed budgets (kube-client calls per call, and the
+    /// reconcile core's output budgets): the call is failed and nothing after that point is
+    /// carried out. The message names the budget and its bound.
+    #[error("policy went past its budget: {0}")]
+    Budget(String),
     /// The bytes are not a component wasmtime can compile (or the engine could not be set up).
     #[error("policy does not compile: {why}")]
     Compile { why: String },
@@ -76,6 +84,7 @@ impl RuntimeError {
             RuntimeError::Trap { .. } => "trap",
             RuntimeError::DeadlineExceeded { .. } => "timeout",
             RuntimeError::MemoryExhausted { .. } => "memory",
+            RuntimeError::Budget(_) => "budget",
             RuntimeError::Compile { .. } => "compile",
             RuntimeError::Contract { .. } => "contract",
             RuntimeError::Io { .. } => "io",

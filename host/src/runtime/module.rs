@@ -96,7 +96,7 @@ impl PolicyEngine {
             .map_err(|e| RuntimeError::Contract {
                 why: format!("{e:#}"),
             })?;
-        let described = super::call::call(self, &pre, "describe", None, |policy, store| {
+        let described = super::call::call(self, &pre, "describe", None, None, |policy, store| {
             policy.call_describe(store)
         })?;
         if described.host_calls > 0 {

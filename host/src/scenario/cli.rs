@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
@@ -14,7 +15,7 @@ use super::conformance;
 use super::format;
 use super::junit;
 use super::runner::{self, Report};
-use crate::config::PolicyTestArgs;
+use crate::config::{ContainmentArgs, PolicyTestArgs};
 use crate::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
 
 /// The MODULE argument that names the policy embedded in the binary.
@@ -63,12 +64,17 @@ pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
         })
 }
 
-/// An engine with the given bounds, as `run` makes it (no compilation cache: a test run
+/// An engine with the given bounds and containment rules, as `run` makes it (no compilation cache: a test run
 /// should not depend on, or fill, the controller's).
-pub fn engine(deadline: Duration, memory_mib: u32) -> Result<PolicyEngine, CliError> {
+pub fn engine(
+    deadline: Duration,
+    memory_mib: u32,
+    containment: &ContainmentArgs,
+) -> Result<PolicyEngine, CliError> {
     PolicyEngine::new(RuntimeConfig {
         call_deadline: deadline,
         memory_limit_bytes: memory_mib as usize * 1024 * 1024,
+        containment: Arc::new(containment.containment()),
         ..RuntimeConfig::default()
     })
     .map_err(CliError::Engine)
@@ -121,7 +127,11 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CliError> {
 pub fn test(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Result<bool, CliError> {
     let files = scenario_files(&args.scenarios)?;
     let bytes = read_module(&args.module)?;
-    let engine = engine(args.guest_deadline, args.guest_memory_mib)?;
+    let engine = engine(
+        args.guest_deadline,
+        args.guest_memory_mib,
+        &args.containment,
+    )?;
     let module = engine.load(&bytes).map_err(|source| CliError::Load {
         what: format!("{} cannot be loaded", args.module.display()),
         source,

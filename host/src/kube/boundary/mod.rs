@@ -1,0 +1,1040 @@
+//! The boundary every `kube-client` call of a policy passes before it reaches the cluster
+//! (DESIGN.md, "Rules of the boundary"). Two layers:
+//!
+//! - [`Boundary::check`]: the configured namespaces only, Pods, PVCs and Secrets only, a valid
+//!   name, and a manifest that is the object the call names;
+//! - [`Containment`]: what one call for Sandbox S may write, as allowlists of what a sandbox
+//!   needs: only S's own children, with S's labels and controller reference (rule `scope`);
+//!   a Pod inside the Pod Security Standards level and the sandbox profile (rule `pod`); a
+//!   block PVC of bounded size that clones only S's fork source (rule `pvc`); an Opaque Secret
+//!   of bounded size (rule `secret`); and the per-call budgets (rule `budget`).
+//!
+//! A field, kind or value not known to be safe is refused; an operator widens the lists by
+//! flag (`config::ContainmentArgs`). A refusal names its [`Rule`] and the field; it goes back
+//! to the guest as `kube-error::refused` and is logged and counted by the caller.
+
+#[cfg(test)]
+mod containment_tests;
+mod pod;
+mod quantity;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+pub use quantity::{QuantityError, parse_ceil as quantity_value};
+
+use super::Resource;
+use cubepod_guest::names;
+
+/// The label every child carries, and its value.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "cubepod-controller";
+/// The label naming the child's Sandbox.
+pub const SANDBOX_LABEL: &str = "cubepod.io/sandbox";
+
+/// The only labels a child may carry: any other could make a sandbox's Pod match a Service,
+/// NetworkPolicy or PodDisruptionBudget selector of another workload.
+const CHILD_LABELS: [&str; 4] = [
+    MANAGED_BY_LABEL,
+    SANDBOX_LABEL,
+    names::VOLUME_LABEL,
+    names::GENERATION_LABEL,
+];
+
+/// The most a Secret's data may hold, keys and values as sent (base64 counted as sent).
+pub const MAX_SECRET_BYTES: usize = 64 << 10;
+
+/// How much of a refused manifest or name the host keeps (in logs and call records).
+pub const KEPT_PREFIX: usize = 1024;
+
+/// Which rule refused a call: the `rule` label of `cubepod_boundary_refusals_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// The export may not call the cluster, or the object is not the call's Sandbox's child.
+    Scope,
+    Namespace,
+    /// Not a Pod, PVC or Secret.
+    Kind,
+    /// Not a valid object name.
+    Name,
+    /// Not the JSON object the call names.
+    Manifest,
+    /// Past a per-call budget (calls, bytes of a manifest).
+    Budget,
+    /// Outside the Pod profile.
+    Pod,
+    Pvc,
+    Secret,
+}
+
+impl Rule {
+    pub const fn label(self) -> &'static str {
+        match self {
+            Rule::Scope => "scope",
+            Rule::Namespace => "namespace",
+            Rule::Kind => "kind",
+            Rule::Name => "name",
+            Rule::Manifest => "manifest",
+            Rule::Budget => "budget",
+            Rule::Pod => "pod",
+            Rule::Pvc => "pvc",
+            Rule::Secret => "secret",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// Why the boundary refused a call: the rule, the field, and why, about the object named.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: refused by rule {rule} at {field}: {reason}")]
+pub struct Refusal {
+    pub rule: Rule,
+    /// `Pod ns/name`.
+    pub what: String,
+    /// The field refused: `spec.hostNetwork`, `metadata.labels`, `namespace` (the call's).
+    pub field: String,
+    pub reason: String,
+}
+
+impl Refusal {
+    pub fn new(
+        rule: Rule,
+        what: &str,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            rule,
+            what: what.to_string(),
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `Pod ns/name`, with the guest's strings clipped.
+pub fn describe(resource: Resource, namespace: &str, name: &str) -> String {
+    format!(
+        "{} {}/{}",
+        resource.kind(),
+        clip(namespace, KEPT_PREFIX),
+        clip(name, KEPT_PREFIX)
+    )
+}
+
+/// At most `max` bytes of `text` (on a character boundary), and how long it was if cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len())
+}
+
+/// The Pod Security Standards level a sandbox's Pod must meet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodSecurity {
+    #[default]
+    Baseline,
+    Restricted,
+}
+
+/// Pod spec fields outside the sandbox profile that an operator may allow by flag: they
+/// steer scheduling, not what the Pod can reach.
+pub const WIDENABLE_POD_FIELDS: [&str; 8] = [
+    "affinity",
+    "tolerations",
+    "nodeSelector",
+    "priorityClassName",
+    "topologySpreadConstraints",
+    "schedulerName",
+    "dnsConfig",
+    "hostAliases",
+];
+
+/// The rules of containment and the per-call budgets (one set for `run`, `policy test` and
+/// the hot-swap self-test: `config::ContainmentArgs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Containment {
+    /// RuntimeClasses a Pod may name (it must name one).
+    pub runtime_classes: BTreeSet<String>,
+    pub pod_security: PodSecurity,
+    /// The only service account a Pod may run as.
+    pub service_account: String,
+    /// Fields of [`WIDENABLE_POD_FIELDS`] allowed in a Pod's spec.
+    pub extra_pod_fields: BTreeSet<String>,
+    /// Secrets besides the sandbox's own that a Pod may reference.
+    pub secret_refs: BTreeSet<String>,
+    /// ConfigMaps a Pod may reference.
+    pub config_map_refs: BTreeSet<String>,
+    /// The largest storage request of a PVC, in bytes.
+    pub max_volume_bytes: u128,
+    /// `kube-client` calls one policy call may make; past it the call traps.
+    pub max_kube_calls: u32,
+    /// Bytes of one manifest, checked before it is parsed.
+    pub max_manifest_bytes: usize,
+}
+
+impl Default for Containment {
+    fn default() -> Self {
+        Self {
+            runtime_classes: BTreeSet::from([names::DEFAULT_RUNTIME_CLASS.to_string()]),
+            pod_security: PodSecurity::Baseline,
+            service_account: "default".to_string(),
+            extra_pod_fields: BTreeSet::new(),
+            secret_refs: BTreeSet::new(),
+            config_map_refs: BTreeSet::new(),
+            max_volume_bytes: 1 << 40,
+            max_kube_calls: 16,
+            max_manifest_bytes: 512 << 10,
+        }
+    }
+}
+
+/// The Sandbox a call is for, from the call's own input: what its children are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxScope {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `spec.rootfsGeneration`: the rootfs PVC a Pod may mount.
+    pub rootfs_generation: u32,
+    /// `spec.storage.storageClassName`: the only class a PVC may name.
+    pub storage_class: Option<String>,
+    /// The Sandbox `spec.forkFrom` names, as the input carries it.
+    pub fork: Option<ForkSource>,
+    /// The children the input shows as observed: what a delete may name where no cache
+    /// answers (tests, `policy test`).
+    pub observed: Vec<(Resource, String)>,
+}
+
+/// What a fork may clone: the source's current PVCs, from its status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ForkSource {
+    pub name: String,
+    pub rootfs_pvc: Option<String>,
+    pub workspace_pvc: Option<String>,
+}
+
+/// Which child of its Sandbox an object is, by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildRole {
+    Pod,
+    Workspace,
+    Rootfs(u32),
+    Credentials,
+}
+
+impl SandboxScope {
+    /// The role of `resource` `name` among this Sandbox's children, if it is one of their
+    /// names (`<s>`, `<s>-workspace`, `<s>-rootfs-g<N>`, `<s>-credentials`).
+    pub fn child_role(&self, resource: Resource, name: &str) -> Option<ChildRole> {
+        let s = self.name.as_str();
+        match resource {
+            Resource::Pod if name == names::pod(s) => Some(ChildRole::Pod),
+            Resource::Secret if name == names::secret(s) => Some(ChildRole::Credentials),
+            Resource::PersistentVolumeClaim if name == names::workspace_pvc(s) => {
+                Some(ChildRole::Workspace)
+            }
+            Resource::PersistentVolumeClaim => names::rootfs_generation_of(s, name)
+                // Only the canonical spelling: `-g03` would be a second name for `-g3`.
+                .filter(|g| names::rootfs_pvc(s, *g) == name)
+                .map(ChildRole::Rootfs),
+            _ => None,
+        }
+    }
+
+    /// A Sandbox's children live in its namespace.
+    fn check_namespace(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Refusal> {
+        if namespace == self.namespace {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            Rule::Scope,
+            &describe(resource, namespace, name),
+            "namespace",
+            format!(
+                "not the namespace of Sandbox {:?} ({:?})",
+                self.name, self.namespace
+            ),
+        ))
+    }
+
+    fn child_names(&self, resource: Resource) -> String {
+        let s = self.name.as_str();
+        match resource {
+            Resource::Pod => format!("{:?}", names::pod(s)),
+            Resource::Secret => format!("{:?}", names::secret(s)),
+            _ => format!("{:?} or \"{s}-rootfs-g<N>\"", names::workspace_pvc(s)),
+        }
+    }
+
+    /// The current rootfs PVC and the workspace PVC: what a Pod may mount.
+    fn volumes(&self) -> [String; 2] {
+        [
+            names::rootfs_pvc(&self.name, self.rootfs_generation),
+            names::workspace_pvc(&self.name),
+        ]
+    }
+}
+
+/// What a policy may write: the namespaces the controller serves, Pods, PVCs and Secrets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Boundary {
+    /// The namespaces the controller serves.
+    pub namespaces: BTreeSet<String>,
+}
+
+impl Boundary {
+    pub fn new<I, S>(namespaces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            namespaces: namespaces.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// The first layer: namespace, kind, name, and for a write (`manifest` given) a manifest
+    /// that is the object the call names; returns the parsed manifest. What a call for one
+    /// Sandbox may write is [`Containment`]'s to say.
+    pub fn check(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+    ) -> Result<Option<Value>, Refusal> {
+        let what = describe(resource, namespace, name);
+        if !resource.is_child() {
+            return Err(Refusal::new(
+                Rule::Kind,
+                &what,
+                "kind",
+                "a policy may write only Pods, PersistentVolumeClaims and Secrets",
+            ));
+        }
+        if !self.namespaces.contains(namespace) {
+            return Err(Refusal::new(
+                Rule::Namespace,
+                &what,
+                "namespace",
+                format!(
+                    "namespace {:?} is outside the controller's namespaces ({})",
+                    clip(namespace, KEPT_PREFIX),
+                    self.list()
+                ),
+            ));
+        }
+        if let Err(why) = dns1123_subdomain(name) {
+            return Err(Refusal::new(
+                Rule::Name,
+                &what,
+                "name",
+                format!("name {:?} {why}", clip(name, KEPT_PREFIX)),
+            ));
+        }
+        let Some(manifest) = manifest else {
+            return Ok(None);
+        };
+        let refuse =
+            |field: &str, reason: String| Refusal::new(Rule::Manifest, &what, field, reason);
+        let object: Value = serde_json::from_str(manifest)
+            .map_err(|e| refuse("manifest", format!("the manifest is not valid JSON: {e}")))?;
+        let Some(fields) = object.as_object() else {
+            return Err(refuse(
+                "manifest",
+                "the manifest is not a JSON object".into(),
+            ));
+        };
+        let text = |key: &str| fields.get(key).and_then(Value::as_str);
+        if text("kind") != Some(resource.kind())
+            || text("apiVersion") != Some(resource.api_version())
+        {
+            return Err(refuse(
+                "kind",
+                format!(
+                    "the manifest is a {} {}, not the {} {} this call writes",
+                    clip(text("apiVersion").unwrap_or("<no apiVersion>"), 64),
+                    clip(text("kind").unwrap_or("<no kind>"), 64),
+                    resource.api_version(),
+                    resource.kind(),
+                ),
+            ));
+        }
+        let metadata = object.get("metadata");
+        let meta = |key: &str| metadata.and_then(|m| m.get(key)).and_then(Value::as_str);
+        if meta("name") != Some(name) {
+            return Err(refuse(
+                "metadata.name",
+                format!(
+                    "the manifest's metadata.name is {:?}, not the call's {:?}",
+                    clip(meta("name").unwrap_or_default(), KEPT_PREFIX),
+                    clip(name, KEPT_PREFIX)
+                ),
+            ));
+        }
+        if meta("namespace") != Some(namespace) {
+            return Err(refuse(
+                "metadata.namespace",
+                format!(
+                    "the manifest's metadata.namespace is {:?}, not the call's {namespace:?}",
+                    clip(meta("namespace").unwrap_or_default(), KEPT_PREFIX)
+                ),
+            ));
+        }
+        Ok(Some(object))
+    }
+
+    fn list(&self) -> String {
+        if self.namespaces.is_empty() {
+            return "none".to_string();
+        }
+        self.namespaces
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Containment {
+    /// A manifest's size, before anything parses it.
+    pub fn check_manifest_size(&self, what: &str, manifest: &str) -> Result<(), Refusal> {
+        if manifest.len() > self.max_manifest_bytes {
+            return Err(Refusal::new(
+                Rule::Budget,
+                what,
+                "manifest",
+                format!(
+                    "the manifest is {} bytes, more than the {} a manifest may have \
+                     (--max-manifest-bytes)",
+                    manifest.len(),
+                    self.max_manifest_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A delete's name: one of the Sandbox's child names. Whether the object is the
+    /// Sandbox's is the cache's to say (see `runtime::ChildLookup`).
+    pub fn check_delete(
+        &self,
+        scope: &SandboxScope,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ChildRole, Refusal> {
+        scope.check_namespace(resource, namespace, name)?;
+        scope.child_role(resource, name).ok_or_else(|| {
+            Refusal::new(
+                Rule::Scope,
+                &describe(resource, &scope.namespace, name),
+                "name",
+                format!(
+                    "not a child name of Sandbox {:?}: a call for it may delete only {}",
+                    scope.name,
+                    scope.child_names(resource)
+                ),
+            )
+        })
+    }
+
+    /// What a call for `scope`'s Sandbox may write: its own child, as the profile of its
+    /// kind allows. `object` is the manifest [`Boundary::check`] admitted.
+    pub fn check_write(
+        &self,
+        scope: &SandboxScope,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), Refusal> {
+        scope.check_namespace(resource, namespace, name)?;
+        let what = describe(resource, namespace, name);
+        let role = scope.child_role(resource, name).ok_or_else(|| {
+            Refusal::new(
+                Rule::Scope,
+                &what,
+                "metadata.name",
+                format!(
+                    "not a child name of Sandbox {:?}: a call for it may write only {}",
+                    scope.name,
+                    scope.child_names(resource)
+                ),
+            )
+        })?;
+        check_metadata(scope, &what, object)?;
+        match resource {
+            Resource::Pod => pod::check(self, scope, &what, object),
+            Resource::PersistentVolumeClaim => self.check_pvc(scope, role, &what, object),
+            Resource::Secret => check_secret(&what, object),
+            _ => Err(Refusal::new(Rule::Kind, &what, "kind", "not a child kind")),
+        }
+    }
+
+    fn check_pvc(
+        &self,
+        scope: &SandboxScope,
+        role: ChildRole,
+        what: &str,
+        object: &Value,
+    ) -> Result<(), Refusal> {
+        let fields = Fields::new(Rule::Pvc, what);
+        fields.object(object, "", &["apiVersion", "kind", "metadata", "spec"])?;
+        let spec = fields.required(object, "spec")?;
+        let spec_map = fields.object(
+            spec,
+            "spec",
+            &[
+                "accessModes",
+                "volumeMode",
+                "resources",
+                "storageClassName",
+                "dataSource",
+            ],
+        )?;
+        if spec.get("volumeMode").and_then(Value::as_str) != Some("Block") {
+            return Err(fields.refuse(
+                "spec.volumeMode",
+                "a sandbox's volume must be volumeMode: Block",
+            ));
+        }
+        const ACCESS_MODES: [&str; 2] = ["ReadWriteOnce", "ReadWriteOncePod"];
+        let modes = fields.array(fields.required(spec, "accessModes")?, "spec.accessModes")?;
+        if modes.is_empty() {
+            return Err(fields.refuse("spec.accessModes", "no access mode"));
+        }
+        for (i, mode) in modes.iter().enumerate() {
+            if !mode.as_str().is_some_and(|m| ACCESS_MODES.contains(&m)) {
+                return Err(fields.refuse(
+                    format!("spec.accessModes[{i}]"),
+                    format!("{} is not one of {ACCESS_MODES:?}", short(mode)),
+                ));
+            }
+        }
+        let resources = fields.required(spec, "resources")?;
+        fields.object(resources, "spec.resources", &["requests", "limits"])?;
+        let requests = fields.required(resources, "requests")?;
+        fields.object(requests, "spec.resources.requests", &["storage"])?;
+        fields.required(requests, "storage")?;
+        for part in ["requests", "limits"] {
+            let Some(amounts) = resources.get(part) else {
+                continue;
+            };
+            fields.object(amounts, &format!("spec.resources.{part}"), &["storage"])?;
+            if let Some(size) = amounts.get("storage") {
+                self.check_size(&fields, &format!("spec.resources.{part}.storage"), size)?;
+            }
+        }
+        if let Some(class) = spec_map.get("storageClassName") {
+            if class.as_str() != scope.storage_class.as_deref() || class.is_null() {
+                return Err(fields.refuse(
+                    "spec.storageClassName",
+                    format!(
+                        "{} is not the storage class the Sandbox's spec names ({})",
+                        short(class),
+                        scope
+                            .storage_class
+                            .as_deref()
+                            .map_or("none".to_string(), |c| format!("{c:?}"))
+                    ),
+                ));
+            }
+        }
+        if let Some(source) = spec_map.get("dataSource") {
+            check_clone(scope, role, &fields, source)?;
+        }
+        Ok(())
+    }
+
+    fn check_size(&self, fields: &Fields<'_>, field: &str, size: &Value) -> Result<(), Refusal> {
+        let text = size
+            .as_str()
+            .ok_or_else(|| fields.refuse(field, "a quantity must be a string"))?;
+        let bytes = quantity_value(text)
+            .map_err(|e| fields.refuse(field, format!("{:?} {e}", clip(text, 64))))?;
+        if bytes > self.max_volume_bytes {
+            return Err(fields.refuse(
+                field,
+                format!(
+                    "{:?} is more than the largest volume allowed, {} bytes (--max-volume-size)",
+                    clip(text, 64),
+                    self.max_volume_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A PVC's `dataSource`: only when the Sandbox is a fork, only the source's current PVC of
+/// the same role.
+fn check_clone(
+    scope: &SandboxScope,
+    role: ChildRole,
+    fields: &Fields<'_>,
+    source: &Value,
+) -> Result<(), Refusal> {
+    let field = "spec.dataSource";
+    fields.object(source, field, &["apiGroup", "kind", "name"])?;
+    if source
+        .get("apiGroup")
+        .is_some_and(|g| g.as_str() != Some(""))
+        || source.get("kind").and_then(Value::as_str) != Some("PersistentVolumeClaim")
+    {
+        return Err(fields.refuse(
+            field,
+            "a volume may be cloned only from a PersistentVolumeClaim",
+        ));
+    }
+    let Some(fork) = &scope.fork else {
+        return Err(fields.refuse(
+            field,
+            format!(
+                "Sandbox {:?} is not a fork (no spec.forkFrom whose source the call was handed): \
+                 its volumes may not clone another's",
+                scope.name
+            ),
+        ));
+    };
+    let allowed = match role {
+        ChildRole::Workspace => fork.workspace_pvc.as_deref(),
+        ChildRole::Rootfs(_) => fork.rootfs_pvc.as_deref(),
+        _ => None,
+    };
+    let name = source.get("name").and_then(Value::as_str);
+    if name.is_none() || name != allowed {
+        return Err(fields.refuse(
+            format!("{field}.name"),
+            format!(
+                "{} is not the fork source {:?}'s current PVC of this role ({})",
+                source.get("name").map_or("nothing".to_string(), short),
+                fork.name,
+                allowed.map_or("none".to_string(), |a| format!("{a:?}"))
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_secret(what: &str, object: &Value) -> Result<(), Refusal> {
+    let fields = Fields::new(Rule::Secret, what);
+    let map = fields.object(
+        object,
+        "",
+        &[
+            "apiVersion",
+            "kind",
+            "metadata",
+            "type",
+            "data",
+            "stringData",
+            "immutable",
+        ],
+    )?;
+    if let Some(kind) = map.get("type") {
+        if kind.as_str() != Some("Opaque") {
+            return Err(fields.refuse(
+                "type",
+                format!(
+                    "{} is not Opaque, the only type a sandbox's Secret may have",
+                    short(kind)
+                ),
+            ));
+        }
+    }
+    let mut total = 0usize;
+    for part in ["data", "stringData"] {
+        let Some(entries) = map.get(part) else {
+            continue;
+        };
+        let entries = entries
+            .as_object()
+            .ok_or_else(|| fields.refuse(part, "not an object"))?;
+        for (key, value) in entries {
+            let value = value.as_str().ok_or_else(|| {
+                fields.refuse(format!("{part}.{}", clip(key, 64)), "not a string")
+            })?;
+            total = total.saturating_add(key.len()).saturating_add(value.len());
+        }
+    }
+    if total > MAX_SECRET_BYTES {
+        return Err(fields.refuse(
+            "data",
+            format!("{total} bytes of data, more than the {MAX_SECRET_BYTES} a Secret may hold"),
+        ));
+    }
+    Ok(())
+}
+
+/// A child's metadata: its name and namespace (checked already), S's labels only, and
+/// exactly one ownerReference, the controller reference to S.
+fn check_metadata(scope: &SandboxScope, what: &str, object: &Value) -> Result<(), Refusal> {
+    let fields = Fields::new(Rule::Scope, what);
+    let metadata = fields.required(object, "metadata")?;
+    fields.object(
+        metadata,
+        "metadata",
+        &["name", "namespace", "labels", "ownerReferences"],
+    )?;
+    let labels = fields.object(
+        fields.required(metadata, "labels")?,
+        "metadata.labels",
+        &CHILD_LABELS,
+    )?;
+    for (key, value) in labels {
+        if !value.is_string() {
+            return Err(fields.refuse(format!("metadata.labels.{key}"), "not a string"));
+        }
+    }
+    let label = |key: &str| labels.get(key).and_then(Value::as_str);
+    if label(MANAGED_BY_LABEL) != Some(MANAGED_BY) {
+        return Err(fields.refuse(
+            format!("metadata.labels.{MANAGED_BY_LABEL}"),
+            format!(
+                "the manifest lacks the label {MANAGED_BY_LABEL}: {MANAGED_BY}, so \
+                 cubepod-controller would not manage the object"
+            ),
+        ));
+    }
+    if label(SANDBOX_LABEL) != Some(scope.name.as_str()) {
+        return Err(fields.refuse(
+            format!("metadata.labels.{SANDBOX_LABEL}"),
+            format!(
+                "the manifest's label {SANDBOX_LABEL} is {}, not the call's Sandbox {:?}",
+                labels
+                    .get(SANDBOX_LABEL)
+                    .map_or("missing".to_string(), short),
+                scope.name
+            ),
+        ));
+    }
+    let field = "metadata.ownerReferences";
+    let owners = fields.array(fields.required(metadata, "ownerReferences")?, field)?;
+    let [owner] = owners.as_slice() else {
+        return Err(fields.refuse(
+            field,
+            format!(
+                "{} owner references: a child has exactly one, the controller reference to its \
+                 Sandbox",
+                owners.len()
+            ),
+        ));
+    };
+    let field = "metadata.ownerReferences[0]";
+    let owner_map = fields.object(
+        owner,
+        field,
+        &[
+            "apiVersion",
+            "kind",
+            "name",
+            "uid",
+            "controller",
+            "blockOwnerDeletion",
+        ],
+    )?;
+    let is =
+        |key: &str, expected: &str| owner_map.get(key).and_then(Value::as_str) == Some(expected);
+    if !is("apiVersion", names::API_VERSION)
+        || !is("kind", "Sandbox")
+        || !is("name", &scope.name)
+        || !is("uid", &scope.uid)
+        || owner_map.get("controller") != Some(&Value::Bool(true))
+        || owner_map
+            .get("blockOwnerDeletion")
+            .is_some_and(|b| !b.is_boolean())
+    {
+        return Err(fields.refuse(
+            field,
+            format!(
+                "not the controller reference to Sandbox {:?} (apiVersion {}, kind Sandbox, \
+                 uid {:?}, controller: true)",
+                scope.name,
+                names::API_VERSION,
+                scope.uid
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a manifest for one rule, refusing what it does not know.
+struct Fields<'a> {
+    rule: Rule,
+    what: &'a str,
+}
+
+impl<'a> Fields<'a> {
+    fn new(rule: Rule, what: &'a str) -> Self {
+        Self { rule, what }
+    }
+
+    fn refuse(&self, field: impl Into<String>, reason: impl Into<String>) -> Refusal {
+        Refusal::new(self.rule, self.what, field, reason)
+    }
+
+    /// `value` as an object whose every key is in `allowed`.
+    fn object<'v>(
+        &self,
+        value: &'v Value,
+        field: &str,
+        allowed: &[&str],
+    ) -> Result<&'v Map<String, Value>, Refusal> {
+        self.object_with(value, field, |key| allowed.contains(&key))
+    }
+
+    fn object_with<'v>(
+        &self,
+        value: &'v Value,
+        field: &str,
+        allowed: impl Fn(&str) -> bool,
+    ) -> Result<&'v Map<String, Value>, Refusal> {
+        let shown = if field.is_empty() {
+            "the manifest"
+        } else {
+            field
+        };
+        let map = value
+            .as_object()
+            .ok_or_else(|| self.refuse(shown, "not an object"))?;
+        if let Some(key) = map.keys().find(|k| !allowed(k)) {
+            let path = if field.is_empty() {
+                clip(key, 128)
+            } else {
+                format!("{field}.{}", clip(key, 128))
+            };
+            return Err(self.refuse(
+                path,
+                "a field the host does not know to be safe for a sandbox",
+            ));
+        }
+        Ok(map)
+    }
+
+    fn array<'v>(&self, value: &'v Value, field: &str) -> Result<&'v Vec<Value>, Refusal> {
+        value
+            .as_array()
+            .ok_or_else(|| self.refuse(field, "not an array"))
+    }
+
+    fn required<'v>(&self, value: &'v Value, key: &str) -> Result<&'v Value, Refusal> {
+        value
+            .get(key)
+            .ok_or_else(|| self.refuse(key, "required, and missing"))
+    }
+}
+
+/// A guest's value in a message, clipped.
+fn short(value: &Value) -> String {
+    clip(&value.to_string(), 128)
+}
+
+/// Kubernetes' rule for object names (RFC 1123 subdomain): at most 253 characters, dot-separated
+/// labels of lower-case alphanumerics and '-', each starting and ending alphanumeric.
+fn dns1123_subdomain(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > 253 {
+        return Err("is longer than 253 characters");
+    }
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok = name.split('.').all(|label| {
+        label.starts_with(alnum)
+            && label.ends_with(alnum)
+            && label.chars().all(|c| alnum(c) || c == '-')
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err("is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NS: &str = "cubepod-workloads";
+
+    fn boundary() -> Boundary {
+        Boundary::new([NS])
+    }
+
+    fn secret(name: &str, namespace: &str) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "cubepod-controller",
+                    "cubepod.io/sandbox": "dev-alice",
+                },
+            },
+            "stringData": {"token": "t"},
+        })
+    }
+
+    fn check_secret(manifest: &Value) -> Result<Option<Value>, Refusal> {
+        boundary().check(
+            Resource::Secret,
+            NS,
+            "dev-alice-credentials",
+            Some(&manifest.to_string()),
+        )
+    }
+
+    fn refusal(result: Result<Option<Value>, Refusal>) -> String {
+        match result {
+            Err(reason) => reason.to_string(),
+            Ok(v) => panic!("admitted: {v:?}"),
+        }
+    }
+
+    #[test]
+    fn admits_a_managed_child_and_returns_it() {
+        let manifest = secret("dev-alice-credentials", NS);
+        assert_eq!(check_secret(&manifest), Ok(Some(manifest)));
+    }
+
+    #[test]
+    fn admits_a_delete_in_the_namespaces() {
+        assert_eq!(
+            boundary().check(Resource::Pod, NS, "dev-alice", None),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn refuses_a_namespace_outside_the_allowlist() {
+        let reason = refusal(boundary().check(
+            Resource::Secret,
+            "kube-system",
+            "dev-alice-credentials",
+            Some(&secret("dev-alice-credentials", "kube-system").to_string()),
+        ));
+        assert!(reason.contains("\"kube-system\""), "{reason}");
+        assert!(reason.contains("outside"), "{reason}");
+        let reason = refusal(boundary().check(Resource::Pod, "default", "x", None));
+        assert!(reason.contains("\"default\""), "{reason}");
+    }
+
+    #[test]
+    fn refuses_resources_other_than_children() {
+        for resource in [Resource::Sandbox, Resource::PodWarmPool, Resource::Event] {
+            let reason = refusal(boundary().check(resource, NS, "x", None));
+            assert!(reason.contains("only Pods"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn refuses_a_manifest_of_another_kind() {
+        let reason = refusal(boundary().check(
+            Resource::Pod,
+            NS,
+            "dev-alice-credentials",
+            Some(&secret("dev-alice-credentials", NS).to_string()),
+        ));
+        assert!(reason.contains("v1 Secret, not the v1 Pod"), "{reason}");
+    }
+
+    #[test]
+    fn refuses_a_manifest_of_another_api_version() {
+        let mut manifest = secret("dev-alice-credentials", NS);
+        manifest["apiVersion"] = json!("v2");
+        let reason = refusal(check_secret(&manifest));
+        assert!(reason.contains("v2 Secret"), "{reason}");
+    }
+
+    #[test]
+    fn refuses_a_manifest_that_is_not_json() {
+        let reason = refusal(boundary().check(
+            Resource::Secret,
+            NS,
+            "dev-alice-credentials",
+            Some("{not json"),
+        ));
+        assert!(reason.contains("not valid JSON"), "{reason}");
+    }
+
+    #[test]
+    fn refuses_a_manifest_that_is_not_an_object() {
+        let reason = refusal(boundary().check(
+            Resource::Secret,
+            NS,
+            "dev-alice-credentials",
+            Some("[1, 2]"),
+        ));
+        assert!(reason.contains("not a JSON object"), "{reason}");
+    }
+
+    #[test]
+    fn refuses_a_manifest_named_otherwise() {
+        let reason = refusal(check_secret(&secret("someone-else", NS)));
+        assert!(
+            reason.contains("metadata.name is \"someone-else\""),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn refuses_a_manifest_in_another_namespace() {
+        let reason = refusal(check_secret(&secret(
+            "dev-alice-credentials",
+            "kube-system",
+        )));
+        assert!(
+            reason.contains("metadata.namespace is \"kube-system\""),
+            "{reason}"
+        );
+        let mut manifest = secret("dev-alice-credentials", NS);
+        manifest["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("namespace");
+        let reason = refusal(check_secret(&manifest));
+        assert!(reason.contains("metadata.namespace is \"\""), "{reason}");
+    }
+
+    #[test]
+    fn refuses_names_that_are_not_dns_subdomains() {
+        for name in ["", "Dev-Alice", "-a", "a-", "a..b", "a_b", &"a".repeat(254)] {
+            let reason = refusal(boundary().check(Resource::Pod, NS, name, None));
+            assert!(reason.contains("name"), "{name}: {reason}");
+        }
+        for name in ["a", "dev-alice", "a.b-c.d0", &"a".repeat(253)] {
+            assert!(
+                boundary().check(Resource::Pod, NS, name, None).is_ok(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_boundary_refuses_everything() {
+        let reason = refusal(Boundary::default().check(Resource::Pod, NS, "a", None));
+        assert!(reason.contains("(none)"), "{reason}");
+    }
+}

@@ -1,0 +1,884 @@
+//! The sandbox Pod profile: a field allowlist of what a sandbox's Pod needs, the Pod Security
+//! Standards level (baseline or restricted, as kubernetes.io defines them), the Kata runtime
+//! class, the sandbox's own volumes and Secret, and one service account without a token.
+
+use serde_json::{Map, Value};
+
+use super::{
+    Containment, Fields, PodSecurity, Refusal, Rule, SandboxScope, WIDENABLE_POD_FIELDS, short,
+};
+use cubepod_guest::names;
+
+/// Pod spec fields a sandbox's Pod may set; `WIDENABLE_POD_FIELDS` by flag.
+const SPEC_FIELDS: [&str; 22] = [
+    "runtimeClassName",
+    "restartPolicy",
+    "automountServiceAccountToken",
+    "serviceAccountName",
+    "serviceAccount",
+    "enableServiceLinks",
+    "initContainers",
+    "containers",
+    "volumes",
+    "securityContext",
+    "imagePullSecrets",
+    "terminationGracePeriodSeconds",
+    "activeDeadlineSeconds",
+    "dnsPolicy",
+    "hostname",
+    "subdomain",
+    "setHostnameAsFQDN",
+    "shareProcessNamespace",
+    "hostUsers",
+    // Pod Security Standards, baseline: only false.
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+];
+
+const CONTAINER_FIELDS: [&str; 22] = [
+    "name",
+    "image",
+    "command",
+    "args",
+    "workingDir",
+    "env",
+    "envFrom",
+    "resources",
+    "volumeMounts",
+    "volumeDevices",
+    "ports",
+    "securityContext",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "imagePullPolicy",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "stdin",
+    "stdinOnce",
+    "tty",
+];
+
+/// Baseline, "Capabilities": what `capabilities.add` may hold.
+const BASELINE_CAPABILITIES: [&str; 13] = [
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// Baseline, "Sysctls": the safe set.
+const SAFE_SYSCTLS: [&str; 10] = [
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
+/// Baseline, "SELinux": the allowed `seLinuxOptions.type` values (empty too).
+const SELINUX_TYPES: [&str; 5] = [
+    "",
+    "container_t",
+    "container_init_t",
+    "container_kvm_t",
+    "container_engine_t",
+];
+
+/// Baseline, "Seccomp" and "AppArmor": any profile but Unconfined.
+const CONFINED_PROFILES: [&str; 2] = ["RuntimeDefault", "Localhost"];
+
+/// Resources a container may request: no extended resources (devices) nor claims.
+const RESOURCE_NAMES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
+
+pub(super) fn check(
+    rules: &Containment,
+    scope: &SandboxScope,
+    what: &str,
+    pod: &Value,
+) -> Result<(), Refusal> {
+    let f = Fields::new(Rule::Pod, what);
+    f.object(pod, "", &["apiVersion", "kind", "metadata", "spec"])?;
+    let spec = f.required(pod, "spec")?;
+    let spec = f.object_with(spec, "spec", |key| {
+        SPEC_FIELDS.contains(&key)
+            || (WIDENABLE_POD_FIELDS.contains(&key) && rules.extra_pod_fields.contains(key))
+    })?;
+    let pod_check = PodCheck { rules, scope, f };
+    pod_check.spec(spec)
+}
+
+struct PodCheck<'a> {
+    rules: &'a Containment,
+    scope: &'a SandboxScope,
+    f: Fields<'a>,
+}
+
+impl PodCheck<'_> {
+    fn refuse(&self, field: impl Into<String>, reason: impl Into<String>) -> Refusal {
+        self.f.refuse(field, reason)
+    }
+
+    fn spec(&self, spec: &Map<String, Value>) -> Result<(), Refusal> {
+        match spec.get("runtimeClassName").and_then(Value::as_str) {
+            Some(class) if self.rules.runtime_classes.contains(class) => {}
+            other => {
+                return Err(self.refuse(
+                    "spec.runtimeClassName",
+                    format!(
+                        "{} is not an allowed runtime class ({:?}, --allowed-runtime-classes): \
+                         a sandbox runs in a VM",
+                        other.map_or("missing".to_string(), |c| format!(
+                            "{:?}",
+                            super::clip(c, 64)
+                        )),
+                        self.rules.runtime_classes
+                    ),
+                ));
+            }
+        }
+        if spec.get("automountServiceAccountToken") != Some(&Value::Bool(false)) {
+            return Err(self.refuse(
+                "spec.automountServiceAccountToken",
+                "must be false: a sandbox gets no Kubernetes API credentials",
+            ));
+        }
+        let account = &self.rules.service_account;
+        for key in ["serviceAccountName", "serviceAccount"] {
+            if let Some(name) = spec.get(key) {
+                if name.as_str() != Some(account.as_str()) {
+                    return Err(self.refuse(
+                        format!("spec.{key}"),
+                        format!(
+                            "{} is not the sandbox service account {account:?} \
+                             (--sandbox-service-account)",
+                            short(name)
+                        ),
+                    ));
+                }
+            }
+        }
+        if account != "default"
+            && !spec.contains_key("serviceAccountName")
+            && !spec.contains_key("serviceAccount")
+        {
+            return Err(self.refuse(
+                "spec.serviceAccountName",
+                format!("missing: the Pod would run as \"default\", not {account:?}"),
+            ));
+        }
+        // Baseline, "Host Namespaces".
+        for key in ["hostNetwork", "hostPID", "hostIPC"] {
+            self.must_be_false(spec, key, &format!("spec.{key}"))?;
+        }
+        if let Some(pull) = spec.get("imagePullSecrets") {
+            for (i, secret) in self
+                .f
+                .array(pull, "spec.imagePullSecrets")?
+                .iter()
+                .enumerate()
+            {
+                let field = format!("spec.imagePullSecrets[{i}]");
+                let map = self.f.object(secret, &field, &["name"])?;
+                self.secret_ref(map.get("name"), &format!("{field}.name"))?;
+            }
+        }
+        let pod_context = match spec.get("securityContext") {
+            Some(context) => Some(self.pod_security_context(context)?),
+            None => None,
+        };
+        if let Some(volumes) = spec.get("volumes") {
+            for (i, volume) in self.f.array(volumes, "spec.volumes")?.iter().enumerate() {
+                self.volume(volume, &format!("spec.volumes[{i}]"))?;
+            }
+        }
+        let containers = spec
+            .get("containers")
+            .ok_or_else(|| self.refuse("spec.containers", "required, and missing"))?;
+        let containers = self.f.array(containers, "spec.containers")?;
+        if containers.is_empty() {
+            return Err(self.refuse("spec.containers", "no container"));
+        }
+        for (list, values) in [
+            ("containers", Some(containers)),
+            (
+                "initContainers",
+                spec.get("initContainers")
+                    .map(|v| self.f.array(v, "spec.initContainers"))
+                    .transpose()?,
+            ),
+        ] {
+            for (i, container) in values.into_iter().flatten().enumerate() {
+                self.container(container, &format!("spec.{list}[{i}]"), pod_context)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn must_be_false(
+        &self,
+        map: &Map<String, Value>,
+        key: &str,
+        field: &str,
+    ) -> Result<(), Refusal> {
+        match map.get(key) {
+            None | Some(Value::Bool(false)) => Ok(()),
+            Some(other) => Err(self.refuse(
+                field,
+                format!(
+                    "{} is not allowed (Pod Security Standards, baseline)",
+                    short(other)
+                ),
+            )),
+        }
+    }
+
+    /// The Secret a Pod references: the sandbox's own, or one the operator names.
+    fn secret_ref(&self, name: Option<&Value>, field: &str) -> Result<(), Refusal> {
+        let own = names::secret(&self.scope.name);
+        match name.and_then(Value::as_str) {
+            Some(name) if name == own || self.rules.secret_refs.contains(name) => Ok(()),
+            _ => Err(self.refuse(
+                field,
+                format!(
+                    "{} is not the sandbox's Secret {own:?} nor one allowed by \
+                     --allowed-secret-refs",
+                    name.map_or("nothing".to_string(), short)
+                ),
+            )),
+        }
+    }
+
+    fn config_map_ref(&self, name: Option<&Value>, field: &str) -> Result<(), Refusal> {
+        match name.and_then(Value::as_str) {
+            Some(name) if self.rules.config_map_refs.contains(name) => Ok(()),
+            _ => Err(self.refuse(
+                field,
+                format!(
+                    "{} is not a ConfigMap allowed by --allowed-config-map-refs",
+                    name.map_or("nothing".to_string(), short)
+                ),
+            )),
+        }
+    }
+
+    fn volume(&self, volume: &Value, field: &str) -> Result<(), Refusal> {
+        const SOURCES: [&str; 6] = [
+            "persistentVolumeClaim",
+            "secret",
+            "emptyDir",
+            "downwardAPI",
+            "configMap",
+            "projected",
+        ];
+        let map = self
+            .f
+            .object_with(volume, field, |key| key == "name" || SOURCES.contains(&key))?;
+        let sources: Vec<&String> = map.keys().filter(|k| *k != "name").collect();
+        let [source] = sources.as_slice() else {
+            return Err(self.refuse(field, "a volume has exactly one source"));
+        };
+        let value = &map[source.as_str()];
+        let field = format!("{field}.{source}");
+        match source.as_str() {
+            "persistentVolumeClaim" => {
+                let pvc = self.f.object(value, &field, &["claimName", "readOnly"])?;
+                let allowed = self.scope.volumes();
+                match pvc.get("claimName").and_then(Value::as_str) {
+                    Some(claim) if allowed.iter().any(|a| a == claim) => Ok(()),
+                    other => Err(self.refuse(
+                        format!("{field}.claimName"),
+                        format!(
+                            "{} is not one of the sandbox's current volumes {allowed:?}",
+                            other.map_or("missing".to_string(), |c| format!(
+                                "{:?}",
+                                super::clip(c, 128)
+                            ))
+                        ),
+                    )),
+                }
+            }
+            "secret" => {
+                let secret = self.f.object(
+                    value,
+                    &field,
+                    &["secretName", "items", "defaultMode", "optional"],
+                )?;
+                self.key_paths(secret.get("items"), &format!("{field}.items"))?;
+                self.secret_ref(secret.get("secretName"), &format!("{field}.secretName"))
+            }
+            "configMap" => {
+                let map =
+                    self.f
+                        .object(value, &field, &["name", "items", "defaultMode", "optional"])?;
+                self.key_paths(map.get("items"), &format!("{field}.items"))?;
+                self.config_map_ref(map.get("name"), &format!("{field}.name"))
+            }
+            "emptyDir" => {
+                let dir = self.f.object(value, &field, &["medium", "sizeLimit"])?;
+                match dir.get("medium") {
+                    None => Ok(()),
+                    Some(Value::String(m)) if m.is_empty() || m == "Memory" => Ok(()),
+                    Some(other) => Err(self.refuse(
+                        format!("{field}.medium"),
+                        format!("{} is not \"\" or \"Memory\"", short(other)),
+                    )),
+                }
+            }
+            "downwardAPI" => {
+                let api = self.f.object(value, &field, &["items", "defaultMode"])?;
+                self.downward_items(api.get("items"), &format!("{field}.items"))
+            }
+            _ => {
+                let projected = self.f.object(value, &field, &["sources", "defaultMode"])?;
+                let Some(sources) = projected.get("sources") else {
+                    return Ok(());
+                };
+                for (i, source) in self
+                    .f
+                    .array(sources, &format!("{field}.sources"))?
+                    .iter()
+                    .enumerate()
+                {
+                    self.projection(source, &format!("{field}.sources[{i}]"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// One source of a projected volume: the sandbox's Secret, allowed ConfigMaps, the
+    /// downward API. No service account token, trust bundle or certificate.
+    fn projection(&self, source: &Value, field: &str) -> Result<(), Refusal> {
+        let map = self
+            .f
+            .object(source, field, &["secret", "configMap", "downwardAPI"])?;
+        if let Some(secret) = map.get("secret") {
+            let f = format!("{field}.secret");
+            let secret = self.f.object(secret, &f, &["name", "items", "optional"])?;
+            self.key_paths(secret.get("items"), &format!("{f}.items"))?;
+            self.secret_ref(secret.get("name"), &format!("{f}.name"))?;
+        }
+        if let Some(config) = map.get("configMap") {
+            let f = format!("{field}.configMap");
+            let config = self.f.object(config, &f, &["name", "items", "optional"])?;
+            self.key_paths(config.get("items"), &format!("{f}.items"))?;
+            self.config_map_ref(config.get("name"), &format!("{f}.name"))?;
+        }
+        if let Some(api) = map.get("downwardAPI") {
+            let f = format!("{field}.downwardAPI");
+            let api = self.f.object(api, &f, &["items"])?;
+            self.downward_items(api.get("items"), &format!("{f}.items"))?;
+        }
+        Ok(())
+    }
+
+    fn key_paths(&self, items: Option<&Value>, field: &str) -> Result<(), Refusal> {
+        for (i, item) in items
+            .map(|v| self.f.array(v, field))
+            .transpose()?
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            self.f
+                .object(item, &format!("{field}[{i}]"), &["key", "path", "mode"])?;
+        }
+        Ok(())
+    }
+
+    fn downward_items(&self, items: Option<&Value>, field: &str) -> Result<(), Refusal> {
+        for (i, item) in items
+            .map(|v| self.f.array(v, field))
+            .transpose()?
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let f = format!("{field}[{i}]");
+            let map = self
+                .f
+                .object(item, &f, &["path", "fieldRef", "resourceFieldRef", "mode"])?;
+            self.field_refs(map, &f)?;
+        }
+        Ok(())
+    }
+
+    fn field_refs(&self, map: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+        if let Some(r) = map.get("fieldRef") {
+            self.f.object(
+                r,
+                &format!("{field}.fieldRef"),
+                &["apiVersion", "fieldPath"],
+            )?;
+        }
+        if let Some(r) = map.get("resourceFieldRef") {
+            self.f.object(
+                r,
+                &format!("{field}.resourceFieldRef"),
+                &["containerName", "resource", "divisor"],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The Pod's `securityContext`; returns what restricted lets containers inherit.
+    fn pod_security_context(&self, context: &Value) -> Result<Inherited, Refusal> {
+        let field = "spec.securityContext";
+        let map = self.f.object(
+            context,
+            field,
+            &[
+                "runAsUser",
+                "runAsGroup",
+                "runAsNonRoot",
+                "fsGroup",
+                "fsGroupChangePolicy",
+                "supplementalGroups",
+                "supplementalGroupsPolicy",
+                "seccompProfile",
+                "appArmorProfile",
+                "seLinuxOptions",
+                "seLinuxChangePolicy",
+                "sysctls",
+                "windowsOptions",
+            ],
+        )?;
+        self.common_security(map, field)?;
+        if let Some(sysctls) = map.get("sysctls") {
+            let f = format!("{field}.sysctls");
+            for (i, sysctl) in self.f.array(sysctls, &f)?.iter().enumerate() {
+                let entry = self
+                    .f
+                    .object(sysctl, &format!("{f}[{i}]"), &["name", "value"])?;
+                let name = entry.get("name").and_then(Value::as_str);
+                if !name.is_some_and(|n| SAFE_SYSCTLS.contains(&n)) {
+                    return Err(self.refuse(
+                        format!("{f}[{i}].name"),
+                        format!(
+                            "{} is not a safe sysctl (Pod Security Standards, baseline)",
+                            entry.get("name").map_or("missing".to_string(), short)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Inherited {
+            non_root: map.get("runAsNonRoot") == Some(&Value::Bool(true)),
+            seccomp: map.contains_key("seccompProfile"),
+        })
+    }
+
+    /// What the Pod's and a container's security contexts share: user, seccomp, AppArmor,
+    /// SELinux, Windows host process.
+    fn common_security(&self, map: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+        for key in ["seccompProfile", "appArmorProfile"] {
+            if let Some(profile) = map.get(key) {
+                let f = format!("{field}.{key}");
+                let profile = self.f.object(profile, &f, &["type", "localhostProfile"])?;
+                let kind = profile.get("type").and_then(Value::as_str);
+                if !kind.is_some_and(|k| CONFINED_PROFILES.contains(&k)) {
+                    return Err(self.refuse(
+                        format!("{f}.type"),
+                        format!(
+                            "{} is not RuntimeDefault or Localhost (Pod Security Standards, \
+                             baseline)",
+                            profile.get("type").map_or("missing".to_string(), short)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(options) = map.get("seLinuxOptions") {
+            let f = format!("{field}.seLinuxOptions");
+            let options = self
+                .f
+                .object(options, &f, &["type", "user", "role", "level"])?;
+            let text = |key: &str| options.get(key).map(|v| v.as_str());
+            if let Some(kind) = text("type") {
+                if !kind.is_some_and(|k| SELINUX_TYPES.contains(&k)) {
+                    return Err(self.refuse(
+                        format!("{f}.type"),
+                        format!("not one of {SELINUX_TYPES:?} (Pod Security Standards, baseline)"),
+                    ));
+                }
+            }
+            for key in ["user", "role"] {
+                if text(key).is_some_and(|v| v != Some("")) {
+                    return Err(self.refuse(
+                        format!("{f}.{key}"),
+                        "must be unset (Pod Security Standards, baseline)",
+                    ));
+                }
+            }
+        }
+        if let Some(windows) = map.get("windowsOptions") {
+            let f = format!("{field}.windowsOptions");
+            let windows = self.f.object(windows, &f, &["hostProcess"])?;
+            self.must_be_false(windows, "hostProcess", &format!("{f}.hostProcess"))?;
+        }
+        if self.rules.pod_security == PodSecurity::Restricted {
+            if map.get("runAsUser").is_some_and(|u| u.as_u64() == Some(0)) {
+                return Err(self.refuse(
+                    format!("{field}.runAsUser"),
+                    "0 is root (Pod Security Standards, restricted)",
+                ));
+            }
+            if map.get("runAsNonRoot") == Some(&Value::Bool(false)) {
+                return Err(self.refuse(
+                    format!("{field}.runAsNonRoot"),
+                    "must be true (Pod Security Standards, restricted)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn container(
+        &self,
+        container: &Value,
+        field: &str,
+        pod: Option<Inherited>,
+    ) -> Result<(), Refusal> {
+        // `restartPolicy` on a container: only init containers have it (native sidecars).
+        let init = field.starts_with("spec.initContainers");
+        let map = self.f.object_with(container, field, |key| {
+            CONTAINER_FIELDS.contains(&key) || (init && key == "restartPolicy")
+        })?;
+        if let Some(env) = map.get("env") {
+            for (i, var) in self
+                .f
+                .array(env, &format!("{field}.env"))?
+                .iter()
+                .enumerate()
+            {
+                self.env_var(var, &format!("{field}.env[{i}]"))?;
+            }
+        }
+        if let Some(env_from) = map.get("envFrom") {
+            let f = format!("{field}.envFrom");
+            for (i, source) in self.f.array(env_from, &f)?.iter().enumerate() {
+                let f = format!("{f}[{i}]");
+                let source = self
+                    .f
+                    .object(source, &f, &["prefix", "secretRef", "configMapRef"])?;
+                if let Some(r) = source.get("secretRef") {
+                    let r = self
+                        .f
+                        .object(r, &format!("{f}.secretRef"), &["name", "optional"])?;
+                    self.secret_ref(r.get("name"), &format!("{f}.secretRef.name"))?;
+                }
+                if let Some(r) = source.get("configMapRef") {
+                    let r =
+                        self.f
+                            .object(r, &format!("{f}.configMapRef"), &["name", "optional"])?;
+                    self.config_map_ref(r.get("name"), &format!("{f}.configMapRef.name"))?;
+                }
+            }
+        }
+        if let Some(resources) = map.get("resources") {
+            let f = format!("{field}.resources");
+            let resources = self.f.object(resources, &f, &["requests", "limits"])?;
+            for (part, amounts) in resources {
+                self.f
+                    .object(amounts, &format!("{f}.{part}"), &RESOURCE_NAMES)?;
+            }
+        }
+        if let Some(ports) = map.get("ports") {
+            let f = format!("{field}.ports");
+            for (i, port) in self.f.array(ports, &f)?.iter().enumerate() {
+                let f = format!("{f}[{i}]");
+                let port =
+                    self.f
+                        .object(port, &f, &["containerPort", "name", "protocol", "hostPort"])?;
+                // Baseline, "Host Ports": none, or 0.
+                if port.get("hostPort").is_some_and(|p| p.as_u64() != Some(0)) {
+                    return Err(self.refuse(
+                        format!("{f}.hostPort"),
+                        "a host port is not allowed (Pod Security Standards, baseline)",
+                    ));
+                }
+            }
+        }
+        if let Some(mounts) = map.get("volumeMounts") {
+            let f = format!("{field}.volumeMounts");
+            for (i, mount) in self.f.array(mounts, &f)?.iter().enumerate() {
+                let f = format!("{f}[{i}]");
+                let mount = self.f.object(
+                    mount,
+                    &f,
+                    &[
+                        "name",
+                        "mountPath",
+                        "subPath",
+                        "subPathExpr",
+                        "readOnly",
+                        "recursiveReadOnly",
+                        "mountPropagation",
+                    ],
+                )?;
+                if let Some(p) = mount.get("mountPropagation") {
+                    if !matches!(p.as_str(), Some("None" | "HostToContainer")) {
+                        return Err(self.refuse(
+                            format!("{f}.mountPropagation"),
+                            format!("{} is not None or HostToContainer", short(p)),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(devices) = map.get("volumeDevices") {
+            let f = format!("{field}.volumeDevices");
+            for (i, device) in self.f.array(devices, &f)?.iter().enumerate() {
+                self.f
+                    .object(device, &format!("{f}[{i}]"), &["name", "devicePath"])?;
+            }
+        }
+        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+            if let Some(p) = map.get(probe) {
+                self.probe(p, &format!("{field}.{probe}"))?;
+            }
+        }
+        if let Some(lifecycle) = map.get("lifecycle") {
+            let f = format!("{field}.lifecycle");
+            let lifecycle =
+                self.f
+                    .object(lifecycle, &f, &["postStart", "preStop", "stopSignal"])?;
+            for hook in ["postStart", "preStop"] {
+                if let Some(handler) = lifecycle.get(hook) {
+                    let f = format!("{f}.{hook}");
+                    let handler =
+                        self.f
+                            .object(handler, &f, &["exec", "httpGet", "tcpSocket", "sleep"])?;
+                    self.handler(handler, &f)?;
+                }
+            }
+        }
+        self.container_security(map.get("securityContext"), field, pod)
+    }
+
+    fn env_var(&self, var: &Value, field: &str) -> Result<(), Refusal> {
+        let var = self.f.object(var, field, &["name", "value", "valueFrom"])?;
+        let Some(from) = var.get("valueFrom") else {
+            return Ok(());
+        };
+        let f = format!("{field}.valueFrom");
+        let from = self.f.object(
+            from,
+            &f,
+            &[
+                "secretKeyRef",
+                "configMapKeyRef",
+                "fieldRef",
+                "resourceFieldRef",
+            ],
+        )?;
+        if let Some(r) = from.get("secretKeyRef") {
+            let r = self.f.object(
+                r,
+                &format!("{f}.secretKeyRef"),
+                &["name", "key", "optional"],
+            )?;
+            self.secret_ref(r.get("name"), &format!("{f}.secretKeyRef.name"))?;
+        }
+        if let Some(r) = from.get("configMapKeyRef") {
+            let r = self.f.object(
+                r,
+                &format!("{f}.configMapKeyRef"),
+                &["name", "key", "optional"],
+            )?;
+            self.config_map_ref(r.get("name"), &format!("{f}.configMapKeyRef.name"))?;
+        }
+        self.field_refs(from, &f)
+    }
+
+    fn probe(&self, probe: &Value, field: &str) -> Result<(), Refusal> {
+        let map = self.f.object(
+            probe,
+            field,
+            &[
+                "exec",
+                "httpGet",
+                "tcpSocket",
+                "grpc",
+                "initialDelaySeconds",
+                "timeoutSeconds",
+                "periodSeconds",
+                "successThreshold",
+                "failureThreshold",
+                "terminationGracePeriodSeconds",
+            ],
+        )?;
+        if let Some(grpc) = map.get("grpc") {
+            self.f
+                .object(grpc, &format!("{field}.grpc"), &["port", "service"])?;
+        }
+        self.handler(map, field)
+    }
+
+    /// A probe's or hook's action. Baseline, "Host Probes / Lifecycle Hooks": no `host`.
+    fn handler(&self, map: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+        if let Some(exec) = map.get("exec") {
+            self.f
+                .object(exec, &format!("{field}.exec"), &["command"])?;
+        }
+        if let Some(sleep) = map.get("sleep") {
+            self.f
+                .object(sleep, &format!("{field}.sleep"), &["seconds"])?;
+        }
+        for (action, allowed) in [
+            (
+                "httpGet",
+                &["path", "port", "host", "scheme", "httpHeaders"][..],
+            ),
+            ("tcpSocket", &["port", "host"][..]),
+        ] {
+            let Some(value) = map.get(action) else {
+                continue;
+            };
+            let f = format!("{field}.{action}");
+            let target = self.f.object(value, &f, allowed)?;
+            if target.get("host").is_some_and(|h| h.as_str() != Some("")) {
+                return Err(self.refuse(
+                    format!("{f}.host"),
+                    "a probe or hook may not target another host (Pod Security Standards, \
+                     baseline)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn container_security(
+        &self,
+        context: Option<&Value>,
+        field: &str,
+        pod: Option<Inherited>,
+    ) -> Result<(), Refusal> {
+        let f = format!("{field}.securityContext");
+        let empty = Map::new();
+        let map = match context {
+            Some(context) => self.f.object(
+                context,
+                &f,
+                &[
+                    "allowPrivilegeEscalation",
+                    "capabilities",
+                    "privileged",
+                    "procMount",
+                    "readOnlyRootFilesystem",
+                    "runAsGroup",
+                    "runAsNonRoot",
+                    "runAsUser",
+                    "seLinuxOptions",
+                    "seccompProfile",
+                    "appArmorProfile",
+                    "windowsOptions",
+                ],
+            )?,
+            None => &empty,
+        };
+        // Baseline, "Privileged Containers" and "/proc Mount Type".
+        self.must_be_false(map, "privileged", &format!("{f}.privileged"))?;
+        if map
+            .get("procMount")
+            .is_some_and(|p| p.as_str() != Some("Default"))
+        {
+            return Err(self.refuse(
+                format!("{f}.procMount"),
+                "only Default (Pod Security Standards, baseline)",
+            ));
+        }
+        self.common_security(map, &f)?;
+        let restricted = self.rules.pod_security == PodSecurity::Restricted;
+        let mut drops_all = false;
+        if let Some(capabilities) = map.get("capabilities") {
+            let cf = format!("{f}.capabilities");
+            let caps = self.f.object(capabilities, &cf, &["add", "drop"])?;
+            if let Some(add) = caps.get("add") {
+                let allowed: &[&str] = if restricted {
+                    &["NET_BIND_SERVICE"]
+                } else {
+                    &BASELINE_CAPABILITIES
+                };
+                for (i, cap) in self.f.array(add, &format!("{cf}.add"))?.iter().enumerate() {
+                    if !cap.as_str().is_some_and(|c| allowed.contains(&c)) {
+                        return Err(self.refuse(
+                            format!("{cf}.add[{i}]"),
+                            format!(
+                                "{} may not be added (Pod Security Standards, {})",
+                                short(cap),
+                                level(restricted)
+                            ),
+                        ));
+                    }
+                }
+            }
+            if let Some(drop) = caps.get("drop") {
+                drops_all = self
+                    .f
+                    .array(drop, &format!("{cf}.drop"))?
+                    .iter()
+                    .any(|c| c.as_str() == Some("ALL"));
+            }
+        }
+        if !restricted {
+            return Ok(());
+        }
+        let pod = pod.unwrap_or_default();
+        if map.get("allowPrivilegeEscalation") != Some(&Value::Bool(false)) {
+            return Err(self.refuse(
+                format!("{f}.allowPrivilegeEscalation"),
+                "must be false (Pod Security Standards, restricted)",
+            ));
+        }
+        if !drops_all {
+            return Err(self.refuse(
+                format!("{f}.capabilities.drop"),
+                "must drop ALL (Pod Security Standards, restricted)",
+            ));
+        }
+        if !pod.non_root && map.get("runAsNonRoot") != Some(&Value::Bool(true)) {
+            return Err(self.refuse(
+                format!("{f}.runAsNonRoot"),
+                "must be true here or in spec.securityContext (Pod Security Standards, \
+                 restricted)",
+            ));
+        }
+        if !pod.seccomp && !map.contains_key("seccompProfile") {
+            return Err(self.refuse(
+                format!("{f}.seccompProfile"),
+                "RuntimeDefault or Localhost must be set here or in spec.securityContext \
+                 (Pod Security Standards, restricted)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What restricted lets a container take from the Pod's security context.
+#[derive(Clone, Copy, Debug, Default)]
+struct Inherited {
+    non_root: bool,
+    seccomp: bool,
+}
+
+fn level(restricted: bool) -> &'static str {
+    if restricted { "restricted" } else { "baseline" }
+}

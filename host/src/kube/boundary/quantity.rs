@@ -1,0 +1,148 @@
+//! The value of a Kubernetes quantity ("10Gi", "1.5T", "5e9"), exactly: integers scaled by the
+//! suffix, never a float, so that a size just past a bound cannot round under it.
+
+/// Why a text is not a quantity the boundary can compare.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    #[error("is not a Kubernetes quantity")]
+    Syntax,
+    #[error("is negative")]
+    Negative,
+    #[error("is too large to compare")]
+    TooLarge,
+}
+
+/// The quantity in whole units, rounded up ("1.5" is 2, "1m" is 1): a storage request is
+/// compared in bytes, and rounding up never lets a request slip under a bound.
+pub fn parse_ceil(text: &str) -> Result<u128, QuantityError> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let number_end = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(number_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
+        return Err(QuantityError::Syntax);
+    }
+    let (base, exponent) = scale(suffix)?;
+    // The digits as one integer over 10^len(fraction); leading zeros cost nothing.
+    let digits = format!("{whole}{fraction}");
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Ok(0);
+    }
+    if negative {
+        return Err(QuantityError::Negative);
+    }
+    if digits.len() > 38 {
+        return Err(QuantityError::TooLarge);
+    }
+    let mantissa: u128 = digits.parse().map_err(|_| QuantityError::Syntax)?;
+    let fraction_digits = i32::try_from(fraction.len()).map_err(|_| QuantityError::TooLarge)?;
+    let (mut numerator, mut denominator) = (mantissa, 1u128);
+    let power = |base: u128, n: i32| -> Result<u128, QuantityError> {
+        let n = u32::try_from(n).map_err(|_| QuantityError::TooLarge)?;
+        base.checked_pow(n).ok_or(QuantityError::TooLarge)
+    };
+    match base {
+        2 => {
+            numerator = numerator
+                .checked_mul(power(2, exponent)?)
+                .ok_or(QuantityError::TooLarge)?
+        }
+        _ => {
+            let exponent = exponent - fraction_digits;
+            if exponent >= 0 {
+                numerator = numerator
+                    .checked_mul(power(10, exponent)?)
+                    .ok_or(QuantityError::TooLarge)?;
+            } else {
+                denominator = power(10, -exponent)?;
+            }
+        }
+    }
+    if base == 2 && fraction_digits > 0 {
+        denominator = power(10, fraction_digits)?;
+    }
+    Ok(numerator.div_ceil(denominator))
+}
+
+/// The suffix as (base, exponent): binary Ki..Ei, decimal n..E, or an `e` exponent.
+fn scale(suffix: &str) -> Result<(u128, i32), QuantityError> {
+    const BINARY: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    const DECIMAL: [(&str, i32); 10] = [
+        ("n", -9),
+        ("u", -6),
+        ("m", -3),
+        ("", 0),
+        ("k", 3),
+        ("M", 6),
+        ("G", 9),
+        ("T", 12),
+        ("P", 15),
+        ("E", 18),
+    ];
+    if let Some(index) = BINARY.iter().position(|s| *s == suffix) {
+        let index = i32::try_from(index).map_err(|_| QuantityError::Syntax)?;
+        return Ok((2, 10 * (index + 1)));
+    }
+    if let Some((_, exponent)) = DECIMAL.iter().find(|(s, _)| *s == suffix) {
+        return Ok((10, *exponent));
+    }
+    let exponent = suffix
+        .strip_prefix(['e', 'E'])
+        .ok_or(QuantityError::Syntax)?;
+    let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+    if digits.is_empty() || digits.len() > 3 || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(QuantityError::Syntax);
+    }
+    let exponent: i32 = exponent.parse().map_err(|_| QuantityError::Syntax)?;
+    Ok((10, exponent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_of_kubernetes_quantities() {
+        for (text, bytes) in [
+            ("1", 1),
+            ("10Gi", 10 << 30),
+            ("1Ti", 1 << 40),
+            ("1.5Gi", 3 << 29),
+            ("1T", 1_000_000_000_000),
+            ("5e9", 5_000_000_000),
+            ("1E3", 1000),
+            ("1500m", 2),
+            ("1m", 1),
+            ("0.5", 1),
+            (".5Ki", 512),
+            ("0", 0),
+            ("+2k", 2000),
+            ("0Gi", 0),
+            ("007Mi", 7 << 20),
+        ] {
+            assert_eq!(parse_ceil(text), Ok(bytes), "{text}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_quantity() {
+        for text in [
+            "", "ten", "10GB", "10 Gi", "1..2", ".", "Gi", "1e", "1x", "1.2.3Gi",
+        ] {
+            assert_eq!(parse_ceil(text), Err(QuantityError::Syntax), "{text}");
+        }
+        assert_eq!(parse_ceil("-1Gi"), Err(QuantityError::Negative));
+        assert_eq!(parse_ceil("1e999"), Err(QuantityError::TooLarge));
+        assert_eq!(parse_ceil(&"9".repeat(60)), Err(QuantityError::TooLarge));
+        assert_eq!(
+            parse_ceil("1000000000000000000000Ei"),
+            Err(QuantityError::TooLarge)
+        );
+    }
+}

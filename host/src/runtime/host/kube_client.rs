@@ -1,0 +1,453 @@
+//! The `kube-client` import: every call is counted against the call's budget, passes the
+//! boundary (namespaces, kinds, names) and the containment rules of the call's Sandbox, then
+//! goes to the cluster under a timeout; what it did is kept for the caller (effects, call
+//! records, observer). A refusal is logged, counted and answered as `kube-error::refused`;
+//! past the calls budget the guest traps.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::HostState;
+use crate::kube::boundary::{KEPT_PREFIX, Refusal, Rule, clip, describe};
+use crate::kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
+use crate::runtime::bindings::{self, KubeError, RetryAfter};
+use crate::runtime::call::{ChildHeld, Effect, HostCallRecord, KubeCall};
+
+/// The delay a guest is told to wait after a host call that timed out.
+const TIMEOUT_RETRY_MS: u64 = 1000;
+/// The delay for an Unavailable answer that did not say when to retry.
+const UNAVAILABLE_RETRY_MS: u64 = 1000;
+
+/// What an import answers: the outer error traps the guest (a budget spent).
+type Answer<T> = wasmtime::Result<Result<T, KubeError>>;
+
+impl HostState {
+    /// Logs one `kube-client` call for [`GuestCall::calls`](crate::runtime::GuestCall::calls).
+    /// Of a refused call only a prefix of the manifest is kept (a refused one may be huge).
+    fn log<T>(
+        &mut self,
+        op: &'static str,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+        result: Result<T, KubeError>,
+    ) -> Result<T, KubeError> {
+        let refused = matches!(result, Err(KubeError::Refused(_)));
+        let manifest = manifest.map(|m| {
+            if refused {
+                clip(m, KEPT_PREFIX)
+            } else {
+                m.to_string()
+            }
+        });
+        self.calls.push(KubeCall {
+            op,
+            namespace: clip(namespace, KEPT_PREFIX),
+            name: clip(name, KEPT_PREFIX),
+            manifest,
+            result: result.as_ref().map(drop).map_err(Clone::clone),
+        });
+        result
+    }
+
+    fn observe(&self, record: HostCallRecord) {
+        if let Some(observer) = self.ctx.as_ref().and_then(|c| c.observer.as_ref()) {
+            observer(record);
+        }
+    }
+
+    /// Counts a call against the budget; past it, the guest traps and nothing more is sent.
+    fn count(&mut self, resource: Resource, verb: &'static str) -> wasmtime::Result<()> {
+        self.host_calls = self.host_calls.saturating_add(1);
+        let max = self.containment.max_kube_calls;
+        if self.host_calls <= max {
+            return Ok(());
+        }
+        let message =
+            format!("more than {max} kube-client calls in one policy call (--max-kube-calls)");
+        tracing::warn!(%resource, verb, rule = %Rule::Budget, max, "a policy went past its calls budget");
+        self.observe(HostCallRecord {
+            verb,
+            resource,
+            duration: Duration::ZERO,
+            result: "refused",
+            refused: true,
+            rule: Some(Rule::Budget),
+        });
+        self.budget_exceeded = Some(message.clone());
+        Err(wasmtime::Error::msg(message))
+    }
+
+    /// An `ensure-*`: create the object, AlreadyExists being success. On success the last
+    /// effect is the object as the API returned it, or the manifest when it existed.
+    fn ensure(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<Ensured, KubeError> {
+        let Some(object) = self.admit(resource, "create", namespace, name, Some(manifest))? else {
+            // The boundary hands back the parsed manifest of every write it admits.
+            return Err(KubeError::Refused(format!(
+                "{}: no manifest to create",
+                describe(resource, namespace, name)
+            )));
+        };
+        // Sent without a copy: the rare AlreadyExists parses the manifest again instead.
+        match self.request(resource, "create", namespace, name, |cluster| {
+            cluster.create(resource, namespace, object)
+        })? {
+            Ok(created) => {
+                self.applied(resource, namespace, name, created);
+                Ok(Ensured::Created)
+            }
+            Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
+                tracing::debug!(%resource, namespace, name, "already exists");
+                // Recorded as the manifest: the cache learns that the object exists; the watch
+                // brings its real state. The boundary admitted it a moment ago, and its verdict
+                // depends on nothing else.
+                let Some(Ok(Some(object))) = self.ctx.as_ref().map(|ctx| {
+                    ctx.boundary
+                        .check(resource, namespace, name, Some(manifest))
+                }) else {
+                    return Err(KubeError::Refused(format!(
+                        "{}: the manifest no longer passes the boundary",
+                        describe(resource, namespace, name)
+                    )));
+                };
+                self.applied(resource, namespace, name, object);
+                Ok(Ensured::Existed)
+            }
+            Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    /// A `delete-*`: NotFound is success. Sent only for what the cache holds as the
+    /// Sandbox's child (or this call wrote); what the cache does not hold is taken as gone.
+    fn delete(&mut self, resource: Resource, namespace: &str, name: &str) -> Result<(), KubeError> {
+        self.admit(resource, "delete", namespace, name, None)?;
+        if !self.deletable(resource, namespace, name)? {
+            tracing::debug!(%resource, namespace, name, "not in the cache: nothing to delete");
+            return Ok(());
+        }
+        match self.request(resource, "delete", namespace, name, |cluster| {
+            cluster.delete(resource, namespace, name)
+        })? {
+            Ok(()) => {}
+            Err(e) if e.is(ApiErrorKind::NotFound) => {}
+            Err(e) => return Err(kube_error(e)),
+        }
+        self.effects.push(Effect::Deleted {
+            resource,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Whether an admitted delete is sent: `Ok(false)` for what the cache does not hold.
+    fn deletable(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, KubeError> {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Ok(false);
+        };
+        let written = self.effects.iter().any(|e| {
+            matches!(e, Effect::Applied { resource: r, namespace: n, name: m, .. }
+                if *r == resource && n == namespace && m == name)
+        });
+        if written {
+            return Ok(true);
+        }
+        let what = describe(resource, namespace, name);
+        match &ctx.children {
+            Some(cache) => match cache.child(resource, namespace, name, &scope.name) {
+                ChildHeld::Own => Ok(true),
+                ChildHeld::NotHeld => Ok(false),
+                ChildHeld::Other => Err(self.refuse(
+                    "delete",
+                    resource,
+                    Refusal::new(
+                        Rule::Scope,
+                        &what,
+                        "name",
+                        format!(
+                            "the controller holds it as a child of another Sandbox, not of {:?}",
+                            scope.name
+                        ),
+                    ),
+                )),
+            },
+            None if scope
+                .observed
+                .iter()
+                .any(|(r, n)| *r == resource && n == name) =>
+            {
+                Ok(true)
+            }
+            None => Err(self.refuse(
+                "delete",
+                resource,
+                Refusal::new(
+                    Rule::Scope,
+                    &what,
+                    "name",
+                    format!(
+                        "not among Sandbox {:?}'s observed children, and no cache to ask",
+                        scope.name
+                    ),
+                ),
+            )),
+        }
+    }
+
+    /// The boundary's and the containment rules' verdict on a call.
+    fn admit(
+        &mut self,
+        resource: Resource,
+        verb: &'static str,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+    ) -> Result<Option<Value>, KubeError> {
+        self.verdict(resource, namespace, name, manifest)
+            .map_err(|refusal| self.refuse(verb, resource, refusal))
+    }
+
+    fn verdict(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+    ) -> Result<Option<Value>, Refusal> {
+        let what = describe(resource, namespace, name);
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Err(Refusal::new(
+                Rule::Scope,
+                &what,
+                "export",
+                "this export may not call the cluster: only reconcile-sandbox and \
+                 cleanup-sandbox may",
+            ));
+        };
+        if let Some(manifest) = manifest {
+            self.containment.check_manifest_size(&what, manifest)?;
+        }
+        let object = ctx.boundary.check(resource, namespace, name, manifest)?;
+        match &object {
+            Some(object) => self
+                .containment
+                .check_write(scope, resource, namespace, name, object)?,
+            None => {
+                self.containment
+                    .check_delete(scope, resource, namespace, name)?;
+            }
+        }
+        Ok(object)
+    }
+
+    /// Logs and counts a refusal, and turns it into the guest's error.
+    fn refuse(&self, verb: &'static str, resource: Resource, refusal: Refusal) -> KubeError {
+        tracing::warn!(
+            %resource,
+            verb,
+            rule = %refusal.rule,
+            field = %refusal.field,
+            what = %refusal.what,
+            reason = %refusal.reason,
+            "refused a policy's call"
+        );
+        self.observe(HostCallRecord {
+            verb,
+            resource,
+            duration: Duration::ZERO,
+            result: "refused",
+            refused: true,
+            rule: Some(refusal.rule),
+        });
+        KubeError::Refused(refusal.to_string())
+    }
+
+    /// One request to the cluster, bounded by the host-call timeout; the outer error is the
+    /// timeout (or the missing context), the inner one the API's answer.
+    fn request<T, F>(
+        &mut self,
+        resource: Resource,
+        verb: &'static str,
+        namespace: &str,
+        name: &str,
+        send: F,
+    ) -> Result<Result<T, ApiError>, KubeError>
+    where
+        F: for<'c> FnOnce(&'c dyn Cluster) -> BoxFuture<'c, Result<T, ApiError>>,
+    {
+        let Some(ctx) = self.ctx.clone() else {
+            return Err(KubeError::Refused(format!(
+                "{verb} {resource} {namespace}/{name}: this export may not call the cluster"
+            )));
+        };
+        let started = Instant::now();
+        let timeout = ctx.host_call_timeout;
+        let answer = ctx.handle.block_on(async {
+            // Made inside block_on: a tokio timer needs the runtime's context.
+            tokio::time::timeout(timeout, send(ctx.cluster.as_ref())).await
+        });
+        let duration = started.elapsed();
+        self.in_host_calls += duration;
+        let result = match &answer {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(e)) => e.kind.label(),
+            Err(_) => "timeout",
+        };
+        self.observe(HostCallRecord {
+            verb,
+            resource,
+            duration,
+            result,
+            refused: false,
+            rule: None,
+        });
+        answer.map_err(|_| {
+            tracing::warn!(%resource, verb, namespace, name, ?timeout, "cluster did not answer a policy's call in time");
+            KubeError::Retryable(RetryAfter {
+                delay_ms: TIMEOUT_RETRY_MS,
+                message: format!(
+                    "{verb} {resource} {namespace}/{name}: the API server did not answer within {timeout:?}"
+                ),
+            })
+        })
+    }
+
+    fn applied(&mut self, resource: Resource, namespace: &str, name: &str, object: Value) {
+        self.effects.push(Effect::Applied {
+            resource,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            object,
+        });
+    }
+
+    /// The Pod's IP after an ensure: from the created object, or read back when it existed.
+    fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
+        let ip = |object: &Value| {
+            object
+                .pointer("/status/podIP")
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty())
+                .map(str::to_string)
+        };
+        if ensured == Ensured::Created {
+            return match self.effects.last() {
+                Some(Effect::Applied { object, .. }) => ip(object),
+                _ => None,
+            };
+        }
+        match self.request(Resource::Pod, "get", namespace, name, |cluster| {
+            cluster.get(Resource::Pod, namespace, name)
+        }) {
+            Ok(Ok(object)) => {
+                let found = ip(&object);
+                // The real object is a better cache entry than the manifest.
+                if let Some(Effect::Applied { object: last, .. }) = self.effects.last_mut() {
+                    *last = object;
+                }
+                found
+            }
+            // The Pod exists (AlreadyExists said so); its IP is only unknown for now.
+            Ok(Err(e)) => {
+                tracing::debug!(namespace, name, error = %e, "cannot read back an existing Pod");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// What an `ensure-*` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ensured {
+    Created,
+    Existed,
+}
+
+/// The API's answer in the contract's terms, the API's message kept.
+fn kube_error(e: ApiError) -> KubeError {
+    match e.kind {
+        ApiErrorKind::NotFound => KubeError::NotFound(e.message),
+        ApiErrorKind::AlreadyExists | ApiErrorKind::Conflict => KubeError::Conflict(e.message),
+        ApiErrorKind::Invalid => KubeError::Invalid(e.message),
+        ApiErrorKind::Unavailable => KubeError::Retryable(RetryAfter {
+            delay_ms: e
+                .retry_after
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(UNAVAILABLE_RETRY_MS),
+            message: e.message,
+        }),
+        ApiErrorKind::Forbidden
+        | ApiErrorKind::Unauthorized
+        | ApiErrorKind::Gone
+        | ApiErrorKind::Other => KubeError::Other(e.message),
+    }
+}
+
+impl bindings::cubepod::controller::types::Host for HostState {}
+
+impl bindings::cubepod::controller::kube_client::Host for HostState {
+    fn ensure_pvc(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
+        self.count(Resource::PersistentVolumeClaim, "create")?;
+        let result = self
+            .ensure(
+                Resource::PersistentVolumeClaim,
+                &namespace,
+                &name,
+                &manifest,
+            )
+            .map(drop);
+        Ok(self.log("ensure-pvc", &namespace, &name, Some(&manifest), result))
+    }
+
+    fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::PersistentVolumeClaim, "delete")?;
+        let result = self.delete(Resource::PersistentVolumeClaim, &namespace, &name);
+        Ok(self.log("delete-pvc", &namespace, &name, None, result))
+    }
+
+    fn ensure_pod(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<Option<String>> {
+        self.count(Resource::Pod, "create")?;
+        let result = self
+            .ensure(Resource::Pod, &namespace, &name, &manifest)
+            .map(|ensured| self.pod_ip(&namespace, &name, ensured));
+        Ok(self.log("ensure-pod", &namespace, &name, Some(&manifest), result))
+    }
+
+    fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::Pod, "delete")?;
+        let result = self.delete(Resource::Pod, &namespace, &name);
+        Ok(self.log("delete-pod", &namespace, &name, None, result))
+    }
+
+    fn ensure_secret(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
+        self.count(Resource::Secret, "create")?;
+        let result = self
+            .ensure(Resource::Secret, &namespace, &name, &manifest)
+            .map(drop);
+        Ok(self.log("ensure-secret", &namespace, &name, Some(&manifest), result))
+    }
+
+    fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::Secret, "delete")?;
+        let result = self.delete(Resource::Secret, &namespace, &name);
+        Ok(self.log("delete-secret", &namespace, &name, None, result))
+    }
+}

@@ -1,0 +1,107 @@
+//! What a guest can reach: [`HostState`], the data of every store, and the [`Linker`] that
+//! wires the imports to it. By concern: `kube_client` (the only way out), `wasi` (the few
+//! WASI interfaces std needs) and `limits` (the store's memory and instance bounds).
+//!
+//! Imports a policy may have:
+//! - `cubepod:controller/kube-client` (and `types`): the only way out (`kube_client`). Every
+//!   call passes [`Boundary::check`](crate::kube::boundary::Boundary::check) first, then goes
+//!   to the [`Cluster`](crate::kube::Cluster) under a timeout.
+//! - `wasi:cli/{environment,exit,stdin,stdout,stderr,terminal-*}` and
+//!   `wasi:io/{error,poll,streams}`: Rust's std makes every `wasm32-wasip2` component import
+//!   them (for `env::args`, `process::exit`, the panic message on stderr), so a policy could
+//!   not be instantiated without them. They are backed by an empty [`WasiCtx`]: no
+//!   environment, no arguments, no cwd, stdin empty, stdout discarded, and the last 2 KiB of
+//!   stderr kept in memory and added to a trap's message (they hold a panic's message).
+//!
+//! Nothing else of WASI is linked: no filesystem, sockets, clocks or randomness (time and
+//! randomness are inputs of the contract), so a component that imports them is refused at load
+//! (see `module::check_contract`).
+
+mod kube_client;
+mod limits;
+mod wasi;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::WasiCtx;
+
+use super::RuntimeConfig;
+use super::bindings;
+use super::call::{CallContext, Effect, KubeCall};
+use crate::kube::boundary::{Containment, SandboxScope};
+pub(crate) use limits::Limits;
+pub(crate) use wasi::ALLOWED_WASI;
+use wasi::StderrTail;
+
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    bindings::PolicyModule::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+    wasi::add_to_linker(&mut linker)?;
+    Ok(linker)
+}
+
+/// The data of one store, that is of one call.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: StderrTail,
+    pub(crate) limits: Limits,
+    /// `None` for `describe`, which may make no cluster call.
+    ctx: Option<CallContext>,
+    /// The Sandbox the call is for; `None` for the exports that get no cluster access.
+    scope: Option<SandboxScope>,
+    containment: Arc<Containment>,
+    /// Set when the guest went past a budget: the trap it causes is reported as
+    /// [`RuntimeError::Budget`](crate::runtime::RuntimeError::Budget) with this message.
+    pub(crate) budget_exceeded: Option<String>,
+    pub(crate) effects: Vec<Effect>,
+    pub(crate) host_calls: u32,
+    pub(crate) calls: Vec<KubeCall>,
+    started: Instant,
+    in_host_calls: Duration,
+}
+
+impl HostState {
+    pub(crate) fn new(
+        ctx: Option<CallContext>,
+        scope: Option<SandboxScope>,
+        config: &RuntimeConfig,
+    ) -> Self {
+        let stderr = StderrTail::default();
+        let wasi = wasi::context(&stderr);
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+            limits: Limits::new(config.memory_limit_bytes),
+            ctx,
+            scope,
+            containment: config.containment.clone(),
+            budget_exceeded: None,
+            effects: Vec::new(),
+            host_calls: 0,
+            calls: Vec::new(),
+            started: Instant::now(),
+            in_host_calls: Duration::ZERO,
+        }
+    }
+
+    /// Time the guest itself has run since the store was made.
+    pub(crate) fn guest_time(&self) -> Duration {
+        self.started.elapsed().saturating_sub(self.in_host_calls)
+    }
+
+    /// The end of what the guest wrote to stderr (a panic message), if anything.
+    pub(crate) fn stderr_tail(&self) -> Option<String> {
+        let bytes = self.stderr.contents();
+        // One line: it ends up in a log line and in the Sandbox's event.
+        let text = String::from_utf8_lossy(&bytes)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        (!text.is_empty()).then_some(text)
+    }
+}

@@ -1,0 +1,479 @@
+//! The containment rules against a real hostile component (`tests/policies/hostile`, built
+//! here with the shared nested cargo builder), through the runtime and an in-memory cluster
+//! that already holds another sandbox's children and an unmanaged Secret: each attack is
+//! refused with its rule and field, nothing reaches the cluster, and the call records name
+//! the rule.
+//!
+//! Run: `cargo test -p cubepod-host --test containment`
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cubepod_guest::fixtures;
+use cubepod_host::controller::cache::Cache;
+use cubepod_host::kube::boundary::{Boundary, Containment, KEPT_PREFIX, Rule};
+use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::kube::{Cluster, Resource};
+use cubepod_host::runtime::bindings::{
+    KubeError, PoolInput, ReapCandidate, WarmPool, WarmPoolSpec, WarmPoolStatus,
+};
+use cubepod_host::runtime::{
+    CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig,
+    RuntimeError, twin,
+};
+use serde_json::{Value, json};
+
+mod wasm_build {
+    include!("../wasm_build.rs");
+}
+
+const NS: &str = fixtures::NAMESPACE;
+const VICTIM: &str = "victim";
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+}
+
+fn tokio_runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}
+
+/// The hostile policy on an engine with the default rules and room for a 24 MiB manifest.
+fn hostile() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let wasm = wasm_build::build_policy_component(
+            workspace(),
+            "cubepod-hostile-policy",
+            "cubepod_hostile_policy",
+        )
+        .unwrap_or_else(|why| panic!("{why}"));
+        let engine = PolicyEngine::new(RuntimeConfig {
+            memory_limit_bytes: 192 << 20,
+            containment: Arc::new(Containment::default()),
+            max_concurrent_calls: 4,
+            ..RuntimeConfig::default()
+        })
+        .expect("an engine");
+        engine
+            .load(&std::fs::read(wasm).expect("the component"))
+            .expect("the hostile policy loads")
+    })
+}
+
+fn managed(resource: Resource, name: &str, sandbox: &str) -> Value {
+    let mut object = json!({
+        "apiVersion": "v1",
+        "kind": resource.kind(),
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {
+                "app.kubernetes.io/managed-by": "cubepod-controller",
+                "cubepod.io/sandbox": sandbox,
+            },
+        },
+    });
+    if resource == Resource::PersistentVolumeClaim {
+        object["spec"] = json!({
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Block",
+            "resources": {"requests": {"storage": "1Gi"}},
+        });
+    }
+    if resource == Resource::Pod {
+        object["spec"] = json!({"containers": [{"name": "c", "image": "i"}]});
+    }
+    object
+}
+
+/// A cluster holding the victim's children and an unmanaged Secret; the cache filled from it;
+/// a context that records every host call.
+struct Harness {
+    cluster: Arc<MemoryCluster>,
+    records: Arc<Mutex<Vec<HostCallRecord>>>,
+    context: CallContext,
+    before: Vec<Value>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Self::with(&[])
+    }
+
+    /// Also holding `extra`, which the cache does not hold unless managed.
+    fn with(extra: &[(Resource, Value)]) -> Self {
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        for (resource, object) in extra {
+            cluster.insert(*resource, object.clone()).expect("seed");
+        }
+        for (resource, name) in [
+            (Resource::PersistentVolumeClaim, "victim-workspace"),
+            (Resource::PersistentVolumeClaim, "victim-rootfs-g1"),
+            (Resource::Secret, "victim-credentials"),
+            (Resource::Pod, "victim"),
+        ] {
+            cluster
+                .insert(resource, managed(resource, name, VICTIM))
+                .expect("seed");
+        }
+        cluster
+            .insert(
+                Resource::Secret,
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "registry-credentials", "namespace": NS},
+                    "type": "Opaque",
+                }),
+            )
+            .expect("seed");
+        let cache = Arc::new(Cache::default());
+        for resource in [
+            Resource::Pod,
+            Resource::PersistentVolumeClaim,
+            Resource::Secret,
+        ] {
+            cache.replace(resource, NS, &cluster.objects(resource));
+        }
+        cluster.clear_writes();
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let seen = records.clone();
+        let dyn_cluster: Arc<dyn Cluster> = cluster.clone();
+        let context = CallContext::new(
+            dyn_cluster,
+            Arc::new(Boundary::new([NS])),
+            tokio_runtime().handle().clone(),
+        )
+        .with_children(cache)
+        .with_observer(Arc::new(move |record| {
+            seen.lock().unwrap_or_else(|p| p.into_inner()).push(record)
+        }));
+        let before = Self::objects(&cluster);
+        Self {
+            cluster,
+            records,
+            context,
+            before,
+        }
+    }
+
+    fn objects(cluster: &MemoryCluster) -> Vec<Value> {
+        [
+            Resource::Pod,
+            Resource::PersistentVolumeClaim,
+            Resource::Secret,
+        ]
+        .into_iter()
+        .flat_map(|r| cluster.objects(r))
+        .collect()
+    }
+
+    fn records(&self) -> Vec<HostCallRecord> {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// No write request reached the cluster, and it holds what it held.
+    fn assert_untouched(&self) {
+        assert_eq!(
+            self.cluster.writes(),
+            Vec::new(),
+            "writes reached the cluster"
+        );
+        assert_eq!(Self::objects(&self.cluster), self.before);
+    }
+
+    /// The one call was refused by `rule` at `field`, as the guest, the call records and
+    /// the observer all say.
+    #[track_caller]
+    fn assert_refused<T>(&self, call: &GuestCall<T>, rule: Rule, field: &str) {
+        let [kube_call] = call.calls.as_slice() else {
+            panic!("expected one kube-client call: {:?}", call.calls);
+        };
+        let Err(KubeError::Refused(message)) = &kube_call.result else {
+            panic!("not refused: {kube_call:?}");
+        };
+        assert!(
+            message.contains(&format!("refused by rule {} at {field}:", rule.label())),
+            "{message}"
+        );
+        let records = self.records();
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert!(records[0].refused, "{records:?}");
+        assert_eq!(records[0].rule, Some(rule), "{records:?}");
+        assert_eq!(records[0].result, "refused");
+        self.assert_untouched();
+    }
+}
+
+/// `reconcile-sandbox` of a new sandbox named after the case.
+fn reconcile(harness: &Harness, case: &str) -> GuestCall<Result<(), KubeError>> {
+    let input = twin::reconcile_input(&fixtures::sandbox(case).input());
+    hostile()
+        .reconcile_sandbox(&harness.context, input)
+        .expect("no trap")
+        .map(|value| value.map(drop))
+}
+
+#[track_caller]
+fn refused(case: &str, rule: Rule, field: &str) {
+    let harness = Harness::new();
+    let call = reconcile(&harness, case);
+    assert!(
+        matches!(call.value, Err(KubeError::Refused(_))),
+        "{case}: {:?}",
+        call.value
+    );
+    harness.assert_refused(&call, rule, field);
+}
+
+#[test]
+fn a_privileged_pod_is_refused() {
+    refused(
+        "privileged",
+        Rule::Pod,
+        "spec.containers[0].securityContext.privileged",
+    );
+}
+
+#[test]
+fn a_host_network_pod_is_refused() {
+    refused("host-network", Rule::Pod, "spec.hostNetwork");
+}
+
+#[test]
+fn a_pod_without_the_kata_runtime_class_is_refused() {
+    refused("no-runtime-class", Rule::Pod, "spec.runtimeClassName");
+}
+
+#[test]
+fn mounting_another_sandboxs_workspace_is_refused() {
+    refused(
+        "foreign-workspace",
+        Rule::Pod,
+        "spec.volumes[1].persistentVolumeClaim.claimName",
+    );
+}
+
+#[test]
+fn reading_another_sandboxs_credentials_is_refused() {
+    refused(
+        "foreign-secret",
+        Rule::Pod,
+        "spec.containers[0].env[3].valueFrom.secretKeyRef.name",
+    );
+}
+
+#[test]
+fn cloning_a_volume_without_fork_from_is_refused() {
+    refused("clone-without-fork", Rule::Pvc, "spec.dataSource");
+}
+
+#[test]
+fn an_oversized_volume_is_refused() {
+    refused(
+        "oversized-volume",
+        Rule::Pvc,
+        "spec.resources.requests.storage",
+    );
+}
+
+#[test]
+fn a_foreign_service_account_is_refused() {
+    refused(
+        "foreign-service-account",
+        Rule::Pod,
+        "spec.serviceAccountName",
+    );
+}
+
+#[test]
+fn a_service_account_token_secret_is_refused() {
+    refused("sa-token-secret", Rule::Secret, "type");
+}
+
+#[test]
+fn deleting_an_unmanaged_object_is_refused() {
+    refused("delete-unmanaged", Rule::Scope, "name");
+}
+
+#[test]
+fn squatting_another_sandboxs_child_name_is_refused() {
+    refused("squat", Rule::Scope, "metadata.name");
+}
+
+#[test]
+fn an_extra_child_is_refused() {
+    refused("extra-child", Rule::Scope, "metadata.name");
+}
+
+#[test]
+fn a_host_path_volume_is_refused() {
+    refused("hostpath", Rule::Pod, "spec.volumes[0].hostPath");
+}
+
+#[test]
+fn a_node_name_is_refused() {
+    refused("node-name", Rule::Pod, "spec.nodeName");
+}
+
+#[test]
+fn an_unknown_field_is_refused() {
+    refused("unknown-field", Rule::Pod, "spec.containers[0].hostDevices");
+}
+
+#[test]
+fn a_huge_manifest_is_refused_before_parsing_and_kept_as_a_prefix() {
+    let harness = Harness::new();
+    let call = reconcile(&harness, "huge-manifest");
+    harness.assert_refused(&call, Rule::Budget, "manifest");
+    let kept = call.calls[0].manifest.as_deref().unwrap_or_default();
+    assert!(kept.len() < KEPT_PREFIX + 64, "{} bytes kept", kept.len());
+    let Err(KubeError::Refused(message)) = &call.value else {
+        panic!("{:?}", call.value);
+    };
+    assert!(message.len() < 2 * KEPT_PREFIX, "{} bytes", message.len());
+}
+
+#[test]
+fn a_flood_of_calls_fails_the_call_at_its_budget_and_writes_nothing_after() {
+    let harness = Harness::new();
+    let input = twin::reconcile_input(&fixtures::sandbox("flood").input());
+    let error = hostile()
+        .reconcile_sandbox(&harness.context, input)
+        .expect_err("the call fails");
+    assert!(matches!(error, RuntimeError::Budget(_)), "{error}");
+    assert_eq!(error.metric_label(), "budget");
+    assert!(error.to_string().contains("--max-kube-calls"), "{error}");
+    let budget = Containment::default().max_kube_calls as usize;
+    // The first created the sandbox's own Secret, the rest met it; none after the budget.
+    let writes = harness.cluster.writes();
+    assert_eq!(writes.len(), budget, "{writes:?}");
+    let records = harness.records();
+    assert_eq!(records.len(), budget + 1, "{records:?}");
+    assert!(records[..budget].iter().all(|r| !r.refused));
+    assert_eq!(records[budget].rule, Some(Rule::Budget));
+}
+
+#[test]
+fn reconcile_pool_gets_no_cluster_access() {
+    let harness = Harness::new();
+    let template = twin::sandbox(&fixtures::sandbox("t").build()).spec;
+    let input = PoolInput {
+        now: fixtures::NOW,
+        pool: WarmPool {
+            namespace: NS.to_string(),
+            name: "pool-writes".to_string(),
+            uid: "uid-pool".to_string(),
+            generation: 1,
+            spec: WarmPoolSpec {
+                replicas: 1,
+                template,
+            },
+            status: WarmPoolStatus {
+                ready: 0,
+                members: 0,
+                observed_generation: 0,
+                conditions: Vec::new(),
+            },
+        },
+        members: Vec::new(),
+        max_replicas: 10,
+    };
+    let call = hostile()
+        .reconcile_pool(&harness.context, input)
+        .expect("no trap");
+    assert!(matches!(call.value, Err(KubeError::Refused(_))));
+    harness.assert_refused(&call, Rule::Scope, "export");
+}
+
+#[test]
+fn reap_gets_no_cluster_access() {
+    let harness = Harness::new();
+    let candidate = ReapCandidate {
+        name: "reap-writes".to_string(),
+        idle_timeout_seconds: None,
+        last_activity: None,
+        started_at: None,
+        pool: None,
+        claimed_by: None,
+        claimed_member: None,
+    };
+    let call = hostile()
+        .reap(&harness.context, fixtures::NOW, NS, &[candidate])
+        .expect("no trap");
+    harness.assert_refused(&call, Rule::Scope, "export");
+}
+
+#[test]
+fn a_cleanup_may_not_delete_another_sandboxs_child() {
+    let harness = Harness::new();
+    let sandbox = twin::sandbox(&fixtures::sandbox("cleanup-foreign").deleting().build());
+    let observed = cubepod_host::model::children::empty();
+    let call = hostile()
+        .cleanup_sandbox(&harness.context, fixtures::NOW, sandbox, observed)
+        .expect("no trap");
+    assert!(matches!(call.value, Err(KubeError::Refused(_))));
+    harness.assert_refused(&call, Rule::Scope, "name");
+}
+
+#[test]
+fn a_well_behaved_sandbox_still_gets_its_children() {
+    let harness = Harness::new();
+    let input = twin::reconcile_input(&fixtures::sandbox("dev-alice").input());
+    let call = hostile()
+        .reconcile_sandbox(&harness.context, input)
+        .expect("no trap");
+    assert!(call.value.is_ok(), "{:?}", call.value);
+    assert_eq!(call.calls.len(), 4);
+    assert!(
+        harness
+            .records()
+            .iter()
+            .all(|r| !r.refused && r.rule.is_none())
+    );
+    assert_eq!(harness.cluster.writes().len(), 4);
+}
+
+#[test]
+fn a_delete_of_what_the_cache_does_not_hold_sends_nothing() {
+    // An unmanaged Pod that bears a sandbox's own name: the cache does not hold it.
+    let squatter = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "dev-bob", "namespace": NS},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    });
+    let harness = Harness::with(&[(Resource::Pod, squatter)]);
+    let mut observed = cubepod_host::model::children::empty();
+    observed.pod = Some(cubepod_host::runtime::bindings::ObservedPod {
+        name: "dev-bob".to_string(),
+        deleting: false,
+        ip: None,
+        ready: false,
+        rootfs_generation: Some(1),
+    });
+    let sandbox = twin::sandbox(&fixtures::sandbox("dev-bob").deleting().build());
+    let call = hostile()
+        .cleanup_sandbox(&harness.context, fixtures::NOW, sandbox, observed)
+        .expect("no trap");
+    assert!(call.value.is_ok(), "{:?}", call.value);
+    assert_eq!(call.calls.len(), 1);
+    assert_eq!(call.calls[0].op, "delete-pod");
+    assert_eq!(call.calls[0].result, Ok(()));
+    assert!(call.effects.is_empty(), "{:?}", call.effects);
+    assert_eq!(harness.records(), Vec::new());
+    harness.assert_untouched();
+}

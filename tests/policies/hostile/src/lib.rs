@@ -1,0 +1,533 @@
+//! A hostile policy: well-formed, but it attacks the host on request, one case per
+//! containment rule, so that the host's tests can check each rule against a real component.
+//! Every case is picked by a name: the sandbox's (reconcile-sandbox, cleanup-sandbox), the
+//! pool's (reconcile-pool) or a reap candidate's (reap), equal to the case's name or starting
+//! with it and a `-`. Anything else behaves as the default policy. [`VICTIM`] is the other
+//! sandbox a case attacks.
+//!
+//! Writes (`kube-client`, refused by the host in the import; the case returns the host's
+//! answer as its error):
+//!
+//! - `privileged`: the default Pod with `privileged: true` (rule `pod`);
+//! - `host-network`: the default Pod with `hostNetwork: true` (`pod`);
+//! - `no-runtime-class`: the default Pod without `runtimeClassName` (`pod`);
+//! - `foreign-workspace`: a Pod mounting the victim's workspace PVC (`pod`);
+//! - `foreign-secret`: a Pod whose token comes from the victim's Secret (`pod`);
+//! - `clone-without-fork`: a workspace PVC cloning the victim's, with no forkFrom (`pvc`);
+//! - `oversized-volume`: a workspace PVC of 1 Pi (`pvc`);
+//! - `foreign-service-account`: a Pod running as the controller's service account (`pod`);
+//! - `sa-token-secret`: a service-account-token Secret (`secret`);
+//! - `delete-unmanaged`: deletes a Secret the controller does not manage (`scope`);
+//! - `squat`: creates the victim's workspace PVC, labelled as its own (`scope`);
+//! - `extra-child`: a second Pod, `<name>-debug` (`scope`);
+//! - `flood`: 50,000 `ensure-secret` calls (the calls budget: the call fails, reason `budget`);
+//! - `huge-manifest`: a 24 MiB Pod manifest (`budget`, before it is parsed);
+//! - `hostpath`: a Pod mounting the node's `/` (`pod`);
+//! - `node-name`: a Pod with `nodeName` (`pod`);
+//! - `unknown-field`: a Pod with a container field no Kubernetes release has (`pod`);
+//! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
+//!   exports that get no cluster access (`scope`);
+//! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`).
+//!
+//! Outputs (no kube-client call; bounded by the host's reconcile core):
+//!
+//! - `claim-non-candidate`: claims a name not among the pool candidates;
+//! - `huge-status`: 5,000 conditions, one with a 4 MiB message;
+//! - `event-flood`: 5,000 Events with 1 KiB messages;
+//! - `requeue-zero`: `requeue-after-seconds: 0`;
+//! - `pool-hundreds` (a pool's name): creates 500 members;
+//! - `pool-clone` (a pool's name): members that fork the victim, which is not a member;
+//! - `pool-foreign-owner` (a pool's name): members owned by another object's uid, with a
+//!   finalizer of their own;
+//! - `pool-delete-strangers` (a pool's name): deletes the victim and names not members;
+//! - `reap-strangers` (a candidate's name): decisions about sandboxes not handed, and about
+//!   another namespace.
+//!
+//! Built by `host/tests/containment.rs` with
+//! `cargo build -p cubepod-hostile-policy --target wasm32-wasip2 --profile guest-release`.
+
+use cubepod_guest::bindings::{
+    CleanupOutput, Condition, ConditionStatus, Event, EventType, KubeError, MemberCreate,
+    ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate, ReapDecision,
+    ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
+};
+use cubepod_guest::client::KubeClient;
+use cubepod_guest::manifest::{self, Owner, VolumeRole};
+use cubepod_guest::names;
+use serde_json::{Value, json};
+
+pub const POLICY_NAME: &str = "cubepod-hostile";
+
+/// The sandbox the cases attack.
+pub const VICTIM: &str = "victim";
+
+/// Writes made past this many calls: far past any budget.
+pub const FLOOD_CALLS: u32 = 50_000;
+
+/// Bytes of the `huge-manifest` case's Pod.
+pub const HUGE_MANIFEST_BYTES: usize = 24 << 20;
+
+/// An unmanaged Secret the `delete-unmanaged` case deletes.
+pub const UNMANAGED_SECRET: &str = "registry-credentials";
+
+pub fn describe() -> PolicyInfo {
+    PolicyInfo {
+        name: POLICY_NAME.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        contract_version: cubepod_guest::CONTRACT_VERSION.to_string(),
+    }
+}
+
+/// Every case, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    Privileged,
+    HostNetwork,
+    NoRuntimeClass,
+    ForeignWorkspace,
+    ForeignSecret,
+    CloneWithoutFork,
+    OversizedVolume,
+    ForeignServiceAccount,
+    SaTokenSecret,
+    DeleteUnmanaged,
+    Squat,
+    ExtraChild,
+    Flood,
+    HugeManifest,
+    Hostpath,
+    NodeName,
+    UnknownField,
+    PoolWrites,
+    ReapWrites,
+    CleanupForeign,
+    ClaimNonCandidate,
+    HugeStatus,
+    EventFlood,
+    RequeueZero,
+    PoolHundreds,
+    PoolClone,
+    PoolForeignOwner,
+    PoolDeleteStrangers,
+    ReapStrangers,
+}
+
+impl Case {
+    pub const ALL: [(&'static str, Case); 29] = [
+        ("privileged", Case::Privileged),
+        ("host-network", Case::HostNetwork),
+        ("no-runtime-class", Case::NoRuntimeClass),
+        ("foreign-workspace", Case::ForeignWorkspace),
+        ("foreign-secret", Case::ForeignSecret),
+        ("clone-without-fork", Case::CloneWithoutFork),
+        ("oversized-volume", Case::OversizedVolume),
+        ("foreign-service-account", Case::ForeignServiceAccount),
+        ("sa-token-secret", Case::SaTokenSecret),
+        ("delete-unmanaged", Case::DeleteUnmanaged),
+        ("squat", Case::Squat),
+        ("extra-child", Case::ExtraChild),
+        ("flood", Case::Flood),
+        ("huge-manifest", Case::HugeManifest),
+        ("hostpath", Case::Hostpath),
+        ("node-name", Case::NodeName),
+        ("unknown-field", Case::UnknownField),
+        ("pool-writes", Case::PoolWrites),
+        ("reap-writes", Case::ReapWrites),
+        ("cleanup-foreign", Case::CleanupForeign),
+        ("claim-non-candidate", Case::ClaimNonCandidate),
+        ("huge-status", Case::HugeStatus),
+        ("event-flood", Case::EventFlood),
+        ("requeue-zero", Case::RequeueZero),
+        ("pool-hundreds", Case::PoolHundreds),
+        ("pool-clone", Case::PoolClone),
+        ("pool-foreign-owner", Case::PoolForeignOwner),
+        ("pool-delete-strangers", Case::PoolDeleteStrangers),
+        ("reap-strangers", Case::ReapStrangers),
+    ];
+
+    /// The case a name asks for: the case's name, or it and a `-` and anything.
+    pub fn of(name: &str) -> Option<Case> {
+        Self::ALL
+            .iter()
+            .find(|(case, _)| {
+                name == *case
+                    || name
+                        .strip_prefix(case)
+                        .is_some_and(|rest| rest.starts_with('-'))
+            })
+            .map(|(_, case)| *case)
+    }
+}
+
+/// The default policy's manifests for `sandbox`, as JSON to edit.
+struct Manifests<'a> {
+    sandbox: &'a Sandbox,
+}
+
+impl<'a> Manifests<'a> {
+    fn owner(&self) -> Owner<'a> {
+        Owner {
+            kind: "Sandbox",
+            name: &self.sandbox.name,
+            uid: &self.sandbox.uid,
+        }
+    }
+
+    fn pod(&self) -> Value {
+        let s = &self.sandbox;
+        let text = manifest::pod(
+            &s.namespace,
+            self.owner(),
+            &s.spec,
+            &names::rootfs_pvc(&s.name, s.spec.rootfs_generation),
+            &names::workspace_pvc(&s.name),
+            &names::secret(&s.name),
+        );
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    fn workspace(&self) -> Value {
+        let s = &self.sandbox;
+        let text = manifest::pvc(
+            &names::workspace_pvc(&s.name),
+            &s.namespace,
+            self.owner(),
+            VolumeRole::Workspace,
+            None,
+            &s.spec.workspace_size,
+            s.spec.storage_class.as_deref(),
+            None,
+        );
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    fn secret(&self) -> Value {
+        let s = &self.sandbox;
+        let text = manifest::secret(&names::secret(&s.name), &s.namespace, self.owner(), "t");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+}
+
+/// `reconcile-sandbox`: the default logic, or the case the sandbox's name asks for.
+pub fn reconcile(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+) -> Result<ReconcileOutput, KubeError> {
+    let sandbox = &input.sandbox;
+    let Some(case) = Case::of(&sandbox.name) else {
+        return cubepod_guest::reconcile::reconcile(client, input);
+    };
+    let ns = sandbox.namespace.as_str();
+    let own = sandbox.name.as_str();
+    let m = Manifests { sandbox };
+    if let Some(edit) = pod_edit(case) {
+        let mut pod = m.pod();
+        edit(&mut pod);
+        client.ensure_pod(ns, own, &pod.to_string())?;
+        return Err(KubeError::Other(format!(
+            "hostile policy: the host let case {case:?} through"
+        )));
+    }
+    let written: Result<(), KubeError> = match case {
+        Case::ExtraChild => {
+            let debug = format!("{own}-debug");
+            let mut pod = m.pod();
+            pod["metadata"]["name"] = json!(debug);
+            client.ensure_pod(ns, &debug, &pod.to_string()).map(drop)
+        }
+        Case::HugeManifest => {
+            let mut pod = m.pod();
+            pod["spec"]["containers"][0]["env"][0]["value"] =
+                json!("x".repeat(HUGE_MANIFEST_BYTES));
+            client.ensure_pod(ns, own, &pod.to_string()).map(drop)
+        }
+        Case::CloneWithoutFork => {
+            let mut pvc = m.workspace();
+            pvc["spec"]["dataSource"] =
+                json!({"kind": "PersistentVolumeClaim", "name": names::workspace_pvc(VICTIM)});
+            client
+                .ensure_pvc(ns, &names::workspace_pvc(own), &pvc.to_string())
+                .map(drop)
+        }
+        Case::OversizedVolume => {
+            let mut pvc = m.workspace();
+            pvc["spec"]["resources"]["requests"]["storage"] = json!("1Pi");
+            client.ensure_pvc(ns, &names::workspace_pvc(own), &pvc.to_string())
+        }
+        Case::Squat => {
+            let name = names::workspace_pvc(VICTIM);
+            let mut pvc = m.workspace();
+            pvc["metadata"]["name"] = json!(name);
+            client.ensure_pvc(ns, &name, &pvc.to_string())
+        }
+        Case::SaTokenSecret => {
+            let mut secret = m.secret();
+            secret["type"] = json!("kubernetes.io/service-account-token");
+            client.ensure_secret(ns, &names::secret(own), &secret.to_string())
+        }
+        Case::DeleteUnmanaged => client.delete_secret(ns, UNMANAGED_SECRET),
+        Case::Flood => {
+            let secret = m.secret().to_string();
+            let mut last = Ok(());
+            for _ in 0..FLOOD_CALLS {
+                last = client.ensure_secret(ns, &names::secret(own), &secret);
+            }
+            last
+        }
+        Case::ClaimNonCandidate => {
+            let mut out = unchanged(input);
+            out.claim = Some("not-a-candidate".to_string());
+            return Ok(out);
+        }
+        Case::HugeStatus => {
+            let mut out = unchanged(input);
+            out.status.conditions = (0..5_000)
+                .map(|i| Condition {
+                    kind: format!("Hostile{i}"),
+                    status: ConditionStatus::True,
+                    reason: "Hostile".to_string(),
+                    message: if i == 0 {
+                        "m".repeat(4 << 20)
+                    } else {
+                        format!("condition {i}")
+                    },
+                    last_transition_time: input.now,
+                })
+                .collect();
+            return Ok(out);
+        }
+        Case::EventFlood => {
+            let mut out = unchanged(input);
+            out.events = (0..5_000)
+                .map(|i| Event {
+                    kind: EventType::Warning,
+                    reason: format!("Hostile{i}"),
+                    message: "e".repeat(1024),
+                })
+                .collect();
+            return Ok(out);
+        }
+        Case::RequeueZero => {
+            let mut out = cubepod_guest::reconcile::reconcile(client, input)?;
+            out.requeue_after_seconds = Some(0);
+            return Ok(out);
+        }
+        // Cases of other exports: here, the default.
+        _ => return cubepod_guest::reconcile::reconcile(client, input),
+    };
+    written?;
+    Err(KubeError::Other(format!(
+        "hostile policy: the host let case {case:?} through"
+    )))
+}
+
+/// The edit of the default Pod a Pod case makes.
+fn pod_edit(case: Case) -> Option<fn(&mut Value)> {
+    let edit: fn(&mut Value) = match case {
+        Case::Privileged => |p| {
+            p["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+        },
+        Case::HostNetwork => |p| p["spec"]["hostNetwork"] = json!(true),
+        Case::NoRuntimeClass => |p| {
+            if let Some(spec) = p["spec"].as_object_mut() {
+                spec.remove("runtimeClassName");
+            }
+        },
+        Case::ForeignWorkspace => |p| {
+            p["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"] =
+                json!(names::workspace_pvc(VICTIM));
+        },
+        Case::ForeignSecret => |p| {
+            p["spec"]["containers"][0]["env"][3]["valueFrom"]["secretKeyRef"]["name"] =
+                json!(names::secret(VICTIM));
+        },
+        Case::ForeignServiceAccount => |p| {
+            p["spec"]["serviceAccountName"] = json!("cubepod-controller");
+        },
+        Case::Hostpath => |p| {
+            p["spec"]["volumes"][0] = json!({"name": "rootfs", "hostPath": {"path": "/"}});
+        },
+        Case::NodeName => |p| p["spec"]["nodeName"] = json!("node-1"),
+        Case::UnknownField => |p| {
+            p["spec"]["containers"][0]["hostDevices"] = json!(["/dev/kvm"]);
+        },
+        _ => return None,
+    };
+    Some(edit)
+}
+
+/// The sandbox's status as it was: an output that changes nothing.
+fn unchanged(input: &ReconcileInput) -> ReconcileOutput {
+    ReconcileOutput {
+        status: input.sandbox.status.clone(),
+        requeue_after_seconds: None,
+        claim: None,
+        events: Vec::new(),
+    }
+}
+
+/// `cleanup-sandbox`: the default, or a delete of the victim's Pod.
+pub fn cleanup(
+    client: &mut impl KubeClient,
+    now: Timestamp,
+    sandbox: &Sandbox,
+    observed: &ObservedChildren,
+) -> Result<CleanupOutput, KubeError> {
+    if Case::of(&sandbox.name) == Some(Case::CleanupForeign) {
+        client.delete_pod(&sandbox.namespace, VICTIM)?;
+        return Err(KubeError::Other(
+            "hostile policy: the host let a cleanup delete another sandbox's Pod".to_string(),
+        ));
+    }
+    cubepod_guest::cleanup::cleanup(client, now, sandbox, observed)
+}
+
+/// `reconcile-pool`: the default, or a case of the pool's name.
+pub fn reconcile_pool(
+    client: &mut impl KubeClient,
+    input: &PoolInput,
+) -> Result<PoolOutput, KubeError> {
+    let pool = &input.pool;
+    let mut out = cubepod_guest::pool::reconcile_pool(input);
+    let owner = Owner {
+        kind: "PodWarmPool",
+        name: &pool.name,
+        uid: &pool.uid,
+    };
+    let member = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let text = manifest::pool_member(name, &pool.namespace, owner, &pool.spec.template);
+        let mut object: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        edit(&mut object);
+        MemberCreate {
+            name: name.to_string(),
+            manifest: object.to_string(),
+        }
+    };
+    match Case::of(&pool.name) {
+        Some(Case::PoolWrites) => {
+            let name = format!("{}-credentials", pool.name);
+            let secret = json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": pool.namespace},
+                "type": "Opaque",
+            });
+            client.ensure_secret(&pool.namespace, &name, &secret.to_string())?;
+            return Err(KubeError::Other(
+                "hostile policy: reconcile-pool wrote to the cluster".to_string(),
+            ));
+        }
+        Some(Case::PoolHundreds) => {
+            out.create = (0..500)
+                .map(|i| member(&names::pool_member(&pool.name, i), &|_| {}))
+                .collect();
+        }
+        Some(Case::PoolClone) => {
+            out.create = vec![member(&names::pool_member(&pool.name, 0), &|m| {
+                m["spec"]["forkFrom"] = json!(VICTIM);
+            })];
+        }
+        Some(Case::PoolForeignOwner) => {
+            out.create = vec![member(&names::pool_member(&pool.name, 0), &|m| {
+                m["metadata"]["ownerReferences"][0]["uid"] = json!("uid-of-something-else");
+                m["metadata"]["finalizers"] = json!(["hostile.example/keep"]);
+            })];
+        }
+        Some(Case::PoolDeleteStrangers) => {
+            out.delete = vec![VICTIM.to_string(), "not-a-member".to_string()];
+        }
+        _ => {}
+    }
+    Ok(out)
+}
+
+/// `reap`: the default, or a case of a candidate's name.
+pub fn reap(
+    client: &mut impl KubeClient,
+    now: Timestamp,
+    namespace: &str,
+    sandboxes: &[ReapCandidate],
+) -> Vec<ReapDecision> {
+    let case = sandboxes.iter().find_map(|c| Case::of(&c.name));
+    match case {
+        Some(Case::ReapWrites) => {
+            // The answer is dropped: reap returns decisions only; the host records the call.
+            let _ = client.delete_pod(namespace, VICTIM);
+            Vec::new()
+        }
+        Some(Case::ReapStrangers) => [
+            (namespace, VICTIM),
+            (namespace, "not-handed"),
+            ("kube-system", "coredns"),
+        ]
+        .into_iter()
+        .map(|(namespace, name)| ReapDecision {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            idle_seconds: 1,
+            reason: "hostile".to_string(),
+        })
+        .collect(),
+        _ => cubepod_guest::reaper::reap(now, namespace, sandboxes),
+    }
+}
+
+pub struct Hostile;
+
+#[cfg(target_arch = "wasm32")]
+impl cubepod_guest::policy::Policy for Hostile {
+    fn describe() -> PolicyInfo {
+        describe()
+    }
+
+    fn reconcile_sandbox(
+        client: &mut impl KubeClient,
+        input: ReconcileInput,
+    ) -> Result<ReconcileOutput, KubeError> {
+        reconcile(client, &input)
+    }
+
+    fn cleanup_sandbox(
+        client: &mut impl KubeClient,
+        now: Timestamp,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+    ) -> Result<CleanupOutput, KubeError> {
+        cleanup(client, now, &sandbox, &observed)
+    }
+
+    // The trait hands these exports no client (they get no cluster access): this policy
+    // reaches for the import all the same.
+    fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
+        reconcile_pool(&mut cubepod_guest::client::HostKubeClient, &input)
+    }
+
+    fn reap(now: Timestamp, namespace: String, sandboxes: Vec<ReapCandidate>) -> Vec<ReapDecision> {
+        reap(
+            &mut cubepod_guest::client::HostKubeClient,
+            now,
+            &namespace,
+            &sandboxes,
+        )
+    }
+}
+
+cubepod_guest::export_policy!(Hostile);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_pick_the_case() {
+        assert_eq!(Case::of("privileged"), Some(Case::Privileged));
+        assert_eq!(Case::of("privileged-2"), Some(Case::Privileged));
+        assert_eq!(Case::of("pool-hundreds"), Some(Case::PoolHundreds));
+        assert_eq!(Case::of("privilegedx"), None);
+        assert_eq!(Case::of("dev-alice"), None);
+        assert_eq!(Case::of(VICTIM), None);
+        for (name, case) in Case::ALL {
+            assert_eq!(Case::of(name), Some(case), "{name}");
+        }
+    }
+}
