@@ -341,6 +341,12 @@ impl Reconciler {
             }
             return Ok(());
         }
+        if let Some(bad) = self.disallowed_runtime_class(&object) {
+            // A spec the operator does not allow: said in the status, and no Pod is made.
+            return self
+                .report_unreadable(Resource::Sandbox, target, &bad, report)
+                .await;
+        }
         if !object.has_finalizer() {
             let found = writer
                 .add_finalizer(&object)
@@ -435,6 +441,41 @@ impl Reconciler {
             Duration::from_secs(u64::from(s.max(admission::MIN_REQUEUE_SECONDS)))
         });
         Ok(())
+    }
+
+    /// A Sandbox asking for a runtime class the operator does not allow
+    /// (`--allowed-runtime-classes`), as a spec the controller cannot act on.
+    fn disallowed_runtime_class(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
+        let class = object.sandbox.spec.runtime_class.as_deref()?;
+        let module = self.policy.current();
+        let allowed = &module.engine().config().containment.runtime_classes;
+        if allowed.contains(class) {
+            return None;
+        }
+        let error = crate::model::ModelError {
+            kind: "Sandbox",
+            namespace: object.sandbox.namespace.clone(),
+            name: object.sandbox.name.clone(),
+            field: "spec.runtimeClassName".to_string(),
+            problem: format!(
+                "{:?} is not an allowed runtime class (allowed: {})",
+                admission::shown(class),
+                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let message = error.to_string();
+        let reported = object.sandbox.status.conditions.iter().any(|c| {
+            c.kind == crate::model::SPEC_VALID
+                && c.status == crate::runtime::bindings::ConditionStatus::False
+                && c.message == message
+        });
+        Some(Unreadable {
+            error,
+            uid: object.sandbox.uid.clone(),
+            resource_version: object.resource_version.clone(),
+            generation: object.sandbox.generation,
+            reported,
+        })
     }
 
     /// A Sandbox's status, over the version it was computed from: a concurrent write (the
@@ -741,10 +782,11 @@ impl Reconciler {
         }
     }
 
-    fn count_refusal(&self, verb: &str, resource: &str, _rule: &str) {
+    /// `cubepod_boundary_refusals_total` of a refused output (verb `output`, or `reap`).
+    fn count_refusal(&self, verb: &str, resource: &str, rule: &str) {
         self.metrics
             .boundary_refusals
-            .with_label_values(&[verb, resource])
+            .with_label_values(&[verb, resource, rule])
             .inc();
     }
 
@@ -779,7 +821,7 @@ impl Reconciler {
             resource.kind(),
             bad.error
         ));
-        self.report_unreadable(resource, target, &bad).await
+        self.report_unreadable(resource, target, &bad, report).await
     }
 
     /// An object whose spec cannot be read gets a status and an Event that say which field
@@ -789,18 +831,21 @@ impl Reconciler {
         resource: Resource,
         target: &ObjectRef,
         bad: &Unreadable,
+        report: &mut Carried,
     ) -> Result<(), ReconcileError> {
         if bad.reported {
             return Ok(());
         }
-        tracing::warn!(%target, error = %bad.error, "cannot read the spec; fix it");
+        tracing::warn!(%target, error = %bad.error, "cannot act on the spec; fix it");
         let writer = self.writer();
         let now = self.settings.clock.now();
         let patch = bad.status_patch(resource == Resource::Sandbox, now);
+        report.status = Some(patch["status"].clone());
+        report.events = vec!["InvalidSpec".to_string()];
         writer
             .write_status(resource, target, Some(&bad.resource_version), patch)
             .await
-            .map_err(api("reporting the unreadable spec"))?;
+            .map_err(api("reporting the spec's problem"))?;
         let event = Event {
             kind: EventType::Warning,
             reason: "InvalidSpec".to_string(),
