@@ -532,6 +532,22 @@ impl Cache {
     /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
     /// (one, unless someone relabelled it), for the boundary's delete rule. A scan of every
     /// sandbox's children: deletes are rare next to reconciles.
+    /// Whether `sandbox`'s entry holds this child: one table lookup, the common case of a
+    /// policy deleting its own child.
+    pub fn holds_child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+    ) -> bool {
+        let child = format!("{resource}/{name}");
+        self.read()
+            .children
+            .get(&ObjectRef::new(namespace, sandbox))
+            .is_some_and(|entry| entry.versions.get(&child).is_some())
+    }
+
     pub fn child_owners(&self, resource: Resource, namespace: &str, name: &str) -> Vec<String> {
         let child = format!("{resource}/{name}");
         self.read()

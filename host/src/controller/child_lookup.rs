@@ -7,13 +7,16 @@ use crate::runtime::{ChildHeld, ChildLookup};
 
 impl ChildLookup for Cache {
     fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld {
+        // One lookup for the common case, the policy deleting a child it observed; the scan
+        // of every entry only for a name the sandbox does not hold.
+        if self.holds_child(resource, namespace, name, sandbox) {
+            return ChildHeld::Own;
+        }
         let owners = self.child_owners(resource, namespace, name);
         if owners.is_empty() {
             ChildHeld::NotHeld
-        } else if owners.iter().all(|owner| owner == sandbox) {
-            ChildHeld::Own
         } else {
-            // Held for another sandbox too: deleting it could take that sandbox's child.
+            // Held for another sandbox: deleting it would take that sandbox's child.
             ChildHeld::Other
         }
     }

@@ -110,7 +110,6 @@ impl ControllerManager {
                     }
                 }));
         health.set_policy(ActivePolicy::of(&module));
-        let cache = Arc::new(Cache::default());
         let policy = PolicySlot::new(module);
         let reconciler = Reconciler::new(
             cluster.clone(),

@@ -92,14 +92,17 @@ impl Scratch {
     /// async code.
     pub fn new(namespace: &str, module: &PolicyModule, handle: &Handle) -> Self {
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        // As the controller's: the policy's deletes are checked against the cache.
+        let cache = Arc::new(Cache::default());
         let context = CallContext::new(
             cluster.clone(),
             Arc::new(Boundary::new([namespace])),
             handle.clone(),
-        );
+        )
+        .with_children(cache.clone());
         let reconciler = Reconciler::new(
             cluster.clone(),
-            Arc::new(Cache::default()),
+            cache,
             PolicySlot::new(module.clone()),
             context,
             Arc::new(Metrics::new()),
@@ -149,9 +152,9 @@ impl Scratch {
         self.block_on(seed(&self.cluster, &self.namespace, objects))
     }
 
-    /// Fills a fresh cache from lists, as the reflectors would after a relist.
+    /// Refills the cache from lists, as the reflectors do after a relist.
     fn refresh(&mut self) -> Result<(), StepError> {
-        let cache = Cache::default();
+        let cache = &self.reconciler.cache;
         for scope in reflector::scopes(&self.namespace) {
             let resource = scope.resource;
             let list =
@@ -162,7 +165,6 @@ impl Scratch {
                     })?;
             cache.replace(resource, &self.namespace, &list.items);
         }
-        self.reconciler.cache = Arc::new(cache);
         Ok(())
     }
 
