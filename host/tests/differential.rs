@@ -1,5 +1,6 @@
 //! `policy test` predicts the controller: every scenario file the project ships (the default
-//! policy's `tests/scenarios/` and each example policy's `scenarios/`) is run twice, once as
+//! policy's `tests/scenarios/`, each example policy's `scenarios/`, and the hostile test
+//! policy's, whose outputs the host refuses) is run twice, once as
 //! `policy test` runs it (the scratch cluster, its cache refilled from lists before each step)
 //! and once through the real `ControllerManager` over a `MemoryCluster` (its reflectors watching,
 //! each step a key the manager processes or a reaper tick), and after every step the two
@@ -84,6 +85,21 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         "an example policy without a build in this test"
     );
     out.push(("guarded".to_string(), guarded, dirs.remove(0)));
+    // The hostile test policy: the controller refuses its outputs exactly as policy test does.
+    let hostile = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-hostile-policy",
+        "cubepod_hostile_policy",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let hostile = engine()
+        .load_file(&hostile)
+        .expect("the hostile policy loads");
+    out.push((
+        "hostile".to_string(),
+        hostile,
+        workspace().join("tests/policies/hostile/scenarios"),
+    ));
     out
 }
 
@@ -356,6 +372,6 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    // Every file was compared: 14 default scenarios and the example's, at least.
-    assert!(compared >= 18, "only {compared} scenarios compared");
+    // Every file was compared: 15 default scenarios, the example's 4 and the hostile 9, at least.
+    assert!(compared >= 28, "only {compared} scenarios compared");
 }

@@ -1,0 +1,186 @@
+//! What the controller does with a hostile policy's outputs, beyond what a scenario shows
+//! (`tests/policies/hostile/scenarios/` shows each refusal and its rule): the real
+//! `ControllerManager` over a `MemoryCluster` counts each refusal by its rule and as a failed
+//! reconcile, counts a budget as a guest trap, surfaces a refusal as one Warning Event however
+//! often the policy repeats it, writes nothing of the refused output, and never requeues sooner
+//! than a second.
+//!
+//! Run: `cargo test -p cubepod-host --test hostile_outputs`
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cubepod_host::controller::health::Health;
+use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+use cubepod_host::controller::queue::WorkKey;
+use cubepod_host::controller::reconciler::Carried;
+use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::kube::{Cluster, Resource, WatchEventType};
+use cubepod_host::metrics::Metrics;
+use cubepod_host::model::ObjectRef;
+use cubepod_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig};
+use serde_json::{Value, json};
+
+mod wasm_build {
+    include!("../wasm_build.rs");
+}
+
+const NS: &str = "cubepod-workloads";
+
+fn hostile() -> PolicyModule {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent");
+    let wasm = wasm_build::build_policy_component(
+        workspace,
+        "cubepod-hostile-policy",
+        "cubepod_hostile_policy",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    PolicyEngine::new(RuntimeConfig::default())
+        .expect("an engine")
+        .load_file(&wasm)
+        .expect("the hostile policy loads")
+}
+
+struct Controller {
+    cluster: Arc<MemoryCluster>,
+    manager: Arc<ControllerManager>,
+    metrics: Arc<Metrics>,
+}
+
+/// A manager whose cache is fed by hand (no reflectors): each test hands it the objects.
+fn controller() -> Controller {
+    let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+    let metrics = Arc::new(Metrics::new());
+    let manager = ControllerManager::new(
+        cluster.clone(),
+        hostile(),
+        ManagerConfig {
+            // A just-started sandbox's status is not held: the requeue is the policy's.
+            status_coalesce: Duration::ZERO,
+            ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+        },
+        metrics.clone(),
+        Arc::new(Health::default()),
+    );
+    Controller {
+        cluster,
+        manager,
+        metrics,
+    }
+}
+
+impl Controller {
+    async fn sandbox(&self, name: &str) -> ObjectRef {
+        let created = self
+            .cluster
+            .create(
+                Resource::Sandbox,
+                NS,
+                json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                       "metadata": {"name": name, "namespace": NS},
+                       "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"}}),
+            )
+            .await
+            .expect("created");
+        self.manager
+            .cache
+            .apply(Resource::Sandbox, WatchEventType::Added, &created);
+        ObjectRef::new(NS, name)
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.cluster.objects(Resource::Event)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_fails_the_reconcile_is_counted_and_surfaces_once() {
+    let c = controller();
+    let target = c.sandbox("event-flood").await;
+    for _ in 0..3 {
+        c.manager.process(WorkKey::Sandbox(target.clone())).await;
+    }
+    let m = &c.metrics;
+    assert_eq!(
+        m.reconciles.with_label_values(&["sandbox", "budget"]).get(),
+        3
+    );
+    assert_eq!(
+        m.guest_traps
+            .with_label_values(&["reconcile-sandbox", "budget"])
+            .get(),
+        3
+    );
+    assert_eq!(
+        m.boundary_refusals
+            .with_label_values(&["output", "sandboxes", "budget"])
+            .get(),
+        3
+    );
+    // None of the 5,000 Events; one Warning that says what was refused and where.
+    let events = c.events();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["reason"], "PolicyRefused");
+    assert_eq!(events[0]["type"], "Warning");
+    let message = events[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("[budget] events"), "{message}");
+    // Nothing of the output was written: no status.
+    let sandbox = c
+        .cluster
+        .get(Resource::Sandbox, NS, "event-flood")
+        .await
+        .expect("the sandbox");
+    assert!(sandbox.get("status").is_none(), "{sandbox:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_claim_adopts_nothing_and_counts_under_its_rule() {
+    let c = controller();
+    c.sandbox("not-a-candidate").await;
+    let target = c.sandbox("claim-non-candidate").await;
+    c.manager.process(WorkKey::Sandbox(target)).await;
+    let m = &c.metrics;
+    assert_eq!(
+        m.reconciles
+            .with_label_values(&["sandbox", "refused"])
+            .get(),
+        1
+    );
+    assert_eq!(
+        m.boundary_refusals
+            .with_label_values(&["output", "sandboxes", "claim"])
+            .get(),
+        1
+    );
+    let other = c
+        .cluster
+        .get(Resource::Sandbox, NS, "not-a-candidate")
+        .await
+        .expect("the other sandbox");
+    assert!(
+        other["metadata"].get("ownerReferences").is_none(),
+        "{other:#}"
+    );
+    assert!(other["metadata"].get("labels").is_none(), "{other:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeue_of_zero_seconds_waits_one_second() {
+    let c = controller();
+    let target = c.sandbox("requeue-zero").await;
+    let mut report = Carried::default();
+    c.manager
+        .reconciler
+        .sandbox(&target, &mut report)
+        .await
+        .expect("the reconcile succeeds");
+    assert_eq!(report.requeue_after_seconds, Some(0), "the policy's answer");
+    assert_eq!(
+        report.requeue,
+        Some(Duration::from_secs(1)),
+        "the controller's"
+    );
+}
