@@ -19,7 +19,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use cubepod_host::controller::admission;
 use cubepod_host::controller::cache::Cache;
-use cubepod_host::kube::boundary::Boundary;
+use cubepod_host::kube::boundary::{Boundary, Containment, SandboxScope};
 use cubepod_host::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
 use cubepod_host::model::{ObjectRef, pool, sandbox};
@@ -696,8 +696,9 @@ fn the_boundary_admits_only_managed_children_in_its_namespaces() {
             (Just(resource), Just(namespace), Just(name), manifest)
         });
     let boundary = Boundary::new([NS]);
+    let containment = Containment::default();
     check(
-        "kube-client calls -> kube::boundary::Boundary::check",
+        "kube-client calls -> kube::boundary::Boundary::check, then Containment::check_write",
         cases(4096),
         call,
         |(resource, namespace, name, manifest)| {
@@ -712,16 +713,25 @@ fn the_boundary_admits_only_managed_children_in_its_namespaces() {
                         prop_assert_eq!(&object["apiVersion"], resource.api_version());
                         prop_assert_eq!(&object["metadata"]["name"], name.as_str());
                         prop_assert_eq!(&object["metadata"]["namespace"], NS);
+                        // The containment layer, for a call of the Sandbox the manifest names:
+                        // it admits the object only as that Sandbox's managed child.
                         let labels = &object["metadata"]["labels"];
-                        prop_assert_eq!(
-                            &labels["app.kubernetes.io/managed-by"],
-                            "cubepod-controller"
-                        );
-                        prop_assert!(
-                            labels["cubepod.io/sandbox"]
-                                .as_str()
-                                .is_some_and(|s| !s.is_empty())
-                        );
+                        let sandbox = labels["cubepod.io/sandbox"].as_str().unwrap_or("dev-alice");
+                        let scope = SandboxScope {
+                            namespace: NS.to_string(),
+                            name: sandbox.to_string(),
+                            ..SandboxScope::default()
+                        };
+                        if containment
+                            .check_write(&scope, resource, &namespace, &name, &object)
+                            .is_ok()
+                        {
+                            prop_assert_eq!(
+                                &labels["app.kubernetes.io/managed-by"],
+                                "cubepod-controller"
+                            );
+                            prop_assert_eq!(&labels["cubepod.io/sandbox"], sandbox);
+                        }
                     }
                 }
                 Err(refusal) => {

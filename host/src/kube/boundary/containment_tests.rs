@@ -278,7 +278,7 @@ fn scope_only_the_sandboxs_own_children() {
                 .remove("ownerReferences");
         },
         Rule::Scope,
-        "ownerReferences",
+        "metadata.ownerReferences",
     );
 }
 

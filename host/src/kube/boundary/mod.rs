@@ -1,5 +1,5 @@
 //! The boundary every `kube-client` call of a policy passes before it reaches the cluster
-//! (DESIGN.md, "Rules of the boundary"). Two layers:
+//! (docs/policy-authoring.md, "The boundary", has the table). Two layers:
 //!
 //! - [`Boundary::check`]: the configured namespaces only, Pods, PVCs and Secrets only, a valid
 //!   name, and a manifest that is the object the call names;
@@ -499,7 +499,7 @@ impl Containment {
     ) -> Result<(), Refusal> {
         let fields = Fields::new(Rule::Pvc, what);
         fields.object(object, "", &["apiVersion", "kind", "metadata", "spec"])?;
-        let spec = fields.required(object, "spec")?;
+        let spec = fields.required(object, "", "spec")?;
         let spec_map = fields.object(
             spec,
             "spec",
@@ -518,7 +518,10 @@ impl Containment {
             ));
         }
         const ACCESS_MODES: [&str; 2] = ["ReadWriteOnce", "ReadWriteOncePod"];
-        let modes = fields.array(fields.required(spec, "accessModes")?, "spec.accessModes")?;
+        let modes = fields.array(
+            fields.required(spec, "spec", "accessModes")?,
+            "spec.accessModes",
+        )?;
         if modes.is_empty() {
             return Err(fields.refuse("spec.accessModes", "no access mode"));
         }
@@ -530,11 +533,11 @@ impl Containment {
                 ));
             }
         }
-        let resources = fields.required(spec, "resources")?;
+        let resources = fields.required(spec, "spec", "resources")?;
         fields.object(resources, "spec.resources", &["requests", "limits"])?;
-        let requests = fields.required(resources, "requests")?;
+        let requests = fields.required(resources, "spec.resources", "requests")?;
         fields.object(requests, "spec.resources.requests", &["storage"])?;
-        fields.required(requests, "storage")?;
+        fields.required(requests, "spec.resources.requests", "storage")?;
         for part in ["requests", "limits"] {
             let Some(amounts) = resources.get(part) else {
                 continue;
@@ -544,20 +547,20 @@ impl Containment {
                 self.check_size(&fields, &format!("spec.resources.{part}.storage"), size)?;
             }
         }
-        if let Some(class) = spec_map.get("storageClassName") {
-            if class.as_str() != scope.storage_class.as_deref() || class.is_null() {
-                return Err(fields.refuse(
-                    "spec.storageClassName",
-                    format!(
-                        "{} is not the storage class the Sandbox's spec names ({})",
-                        short(class),
-                        scope
-                            .storage_class
-                            .as_deref()
-                            .map_or("none".to_string(), |c| format!("{c:?}"))
-                    ),
-                ));
-            }
+        if let Some(class) = spec_map.get("storageClassName")
+            && (class.as_str() != scope.storage_class.as_deref() || class.is_null())
+        {
+            return Err(fields.refuse(
+                "spec.storageClassName",
+                format!(
+                    "{} is not the storage class the Sandbox's spec names ({})",
+                    short(class),
+                    scope
+                        .storage_class
+                        .as_deref()
+                        .map_or("none".to_string(), |c| format!("{c:?}"))
+                ),
+            ));
         }
         if let Some(source) = spec_map.get("dataSource") {
             check_clone(scope, role, &fields, source)?;
@@ -650,16 +653,16 @@ fn check_secret(what: &str, object: &Value) -> Result<(), Refusal> {
             "immutable",
         ],
     )?;
-    if let Some(kind) = map.get("type") {
-        if kind.as_str() != Some("Opaque") {
-            return Err(fields.refuse(
-                "type",
-                format!(
-                    "{} is not Opaque, the only type a sandbox's Secret may have",
-                    short(kind)
-                ),
-            ));
-        }
+    if let Some(kind) = map.get("type")
+        && kind.as_str() != Some("Opaque")
+    {
+        return Err(fields.refuse(
+            "type",
+            format!(
+                "{} is not Opaque, the only type a sandbox's Secret may have",
+                short(kind)
+            ),
+        ));
     }
     let mut total = 0usize;
     for part in ["data", "stringData"] {
@@ -689,14 +692,14 @@ fn check_secret(what: &str, object: &Value) -> Result<(), Refusal> {
 /// exactly one ownerReference, the controller reference to S.
 fn check_metadata(scope: &SandboxScope, what: &str, object: &Value) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Scope, what);
-    let metadata = fields.required(object, "metadata")?;
+    let metadata = fields.required(object, "", "metadata")?;
     fields.object(
         metadata,
         "metadata",
         &["name", "namespace", "labels", "ownerReferences"],
     )?;
     let labels = fields.object(
-        fields.required(metadata, "labels")?,
+        fields.required(metadata, "metadata", "labels")?,
         "metadata.labels",
         &CHILD_LABELS,
     )?;
@@ -728,7 +731,10 @@ fn check_metadata(scope: &SandboxScope, what: &str, object: &Value) -> Result<()
         ));
     }
     let field = "metadata.ownerReferences";
-    let owners = fields.array(fields.required(metadata, "ownerReferences")?, field)?;
+    let owners = fields.array(
+        fields.required(metadata, "metadata", "ownerReferences")?,
+        field,
+    )?;
     let [owner] = owners.as_slice() else {
         return Err(fields.refuse(
             field,
@@ -836,10 +842,16 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| self.refuse(field, "not an array"))
     }
 
-    fn required<'v>(&self, value: &'v Value, key: &str) -> Result<&'v Value, Refusal> {
-        value
-            .get(key)
-            .ok_or_else(|| self.refuse(key, "required, and missing"))
+    /// `value.key`, where `value` is at `field` (`""` for the manifest itself).
+    fn required<'v>(&self, value: &'v Value, field: &str, key: &str) -> Result<&'v Value, Refusal> {
+        value.get(key).ok_or_else(|| {
+            let path = if field.is_empty() {
+                key.to_string()
+            } else {
+                format!("{field}.{key}")
+            };
+            self.refuse(path, "required, and missing")
+        })
     }
 }
 

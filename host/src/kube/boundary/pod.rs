@@ -115,7 +115,7 @@ pub(super) fn check(
 ) -> Result<(), Refusal> {
     let f = Fields::new(Rule::Pod, what);
     f.object(pod, "", &["apiVersion", "kind", "metadata", "spec"])?;
-    let spec = f.required(pod, "spec")?;
+    let spec = f.required(pod, "", "spec")?;
     let spec = f.object_with(spec, "spec", |key| {
         SPEC_FIELDS.contains(&key)
             || (WIDENABLE_POD_FIELDS.contains(&key) && rules.extra_pod_fields.contains(key))
@@ -161,17 +161,17 @@ impl PodCheck<'_> {
         }
         let account = &self.rules.service_account;
         for key in ["serviceAccountName", "serviceAccount"] {
-            if let Some(name) = spec.get(key) {
-                if name.as_str() != Some(account.as_str()) {
-                    return Err(self.refuse(
-                        format!("spec.{key}"),
-                        format!(
-                            "{} is not the sandbox service account {account:?} \
-                             (--sandbox-service-account)",
-                            short(name)
-                        ),
-                    ));
-                }
+            if let Some(name) = spec.get(key)
+                && name.as_str() != Some(account.as_str())
+            {
+                return Err(self.refuse(
+                    format!("spec.{key}"),
+                    format!(
+                        "{} is not the sandbox service account {account:?} \
+                         (--sandbox-service-account)",
+                        short(name)
+                    ),
+                ));
             }
         }
         if account != "default"
@@ -511,13 +511,13 @@ impl PodCheck<'_> {
                 .f
                 .object(options, &f, &["type", "user", "role", "level"])?;
             let text = |key: &str| options.get(key).map(|v| v.as_str());
-            if let Some(kind) = text("type") {
-                if !kind.is_some_and(|k| SELINUX_TYPES.contains(&k)) {
-                    return Err(self.refuse(
-                        format!("{f}.type"),
-                        format!("not one of {SELINUX_TYPES:?} (Pod Security Standards, baseline)"),
-                    ));
-                }
+            if let Some(kind) = text("type")
+                && !kind.is_some_and(|k| SELINUX_TYPES.contains(&k))
+            {
+                return Err(self.refuse(
+                    format!("{f}.type"),
+                    format!("not one of {SELINUX_TYPES:?} (Pod Security Standards, baseline)"),
+                ));
             }
             for key in ["user", "role"] {
                 if text(key).is_some_and(|v| v != Some("")) {
@@ -633,13 +633,13 @@ impl PodCheck<'_> {
                         "mountPropagation",
                     ],
                 )?;
-                if let Some(p) = mount.get("mountPropagation") {
-                    if !matches!(p.as_str(), Some("None" | "HostToContainer")) {
-                        return Err(self.refuse(
-                            format!("{f}.mountPropagation"),
-                            format!("{} is not None or HostToContainer", short(p)),
-                        ));
-                    }
+                if let Some(p) = mount.get("mountPropagation")
+                    && !matches!(p.as_str(), Some("None" | "HostToContainer"))
+                {
+                    return Err(self.refuse(
+                        format!("{f}.mountPropagation"),
+                        format!("{} is not None or HostToContainer", short(p)),
+                    ));
                 }
             }
         }
