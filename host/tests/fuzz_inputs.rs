@@ -984,8 +984,11 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
                     prop_assert_eq!(&read.sandbox.spec, &pool.spec.template);
                 }
                 Err(refusal) => {
-                    prop_assert!(matches!(refusal.rule, "pool" | "budget"));
-                    prop_assert!(!refusal.why.is_empty());
+                    prop_assert!(matches!(
+                        refusal.rule,
+                        admission::Rule::Pool | admission::Rule::Budget
+                    ));
+                    prop_assert!(!refusal.reason.is_empty());
                     prop_assert!(refusal.to_string().len() < 1024, "a bounded refusal");
                 }
             }

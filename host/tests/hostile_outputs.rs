@@ -126,7 +126,10 @@ async fn a_budget_fails_the_reconcile_is_counted_and_surfaces_once() {
     assert_eq!(events[0]["reason"], "PolicyRefused");
     assert_eq!(events[0]["type"], "Warning");
     let message = events[0]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("[budget] events"), "{message}");
+    assert!(
+        message.contains("refused by rule budget at events"),
+        "{message}"
+    );
     // Nothing of the output was written: no status.
     let sandbox = c
         .cluster

@@ -1,6 +1,7 @@
 //! What the reconcile core admits of a policy's output before it acts on it: pool members
 //! that are the pool's own (rule `pool`), claims only of offered candidates (rule `claim`), and
-//! outputs within their budgets (rule `budget`). Each rule is an allowlist: a member manifest
+//! outputs within their budgets (rule `budget`). Refusals are the boundary's
+//! ([`Refusal`], [`Rule`]): one vocabulary for what the import and the core refuse. Each rule is an allowlist: a member manifest
 //! may carry only the fields a member needs, and a field the host does not know is refused.
 //! `kube-client` calls are checked before they reach the cluster, by `kube::boundary`.
 
@@ -9,31 +10,12 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::kube::boundary::clip;
+pub use crate::kube::boundary::{Refusal, Rule};
 use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::sandbox::{self, POOL_LABEL};
 use crate::runtime::bindings::{Event, SandboxStatus, WarmPool, WarmPoolStatus};
-
-/// A refused part of a policy's output: nothing is written for it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("[{rule}] {field}: {why}")]
-pub struct Refusal {
-    /// `pool`, `claim`, `reap`, `budget`: the `rule` label of `cubepod_boundary_refusals_total`.
-    pub rule: &'static str,
-    /// Where in the output: `create[2].spec.forkFrom`.
-    pub field: String,
-    pub why: String,
-}
-
-impl Refusal {
-    fn new(rule: &'static str, field: impl Into<String>, why: impl Into<String>) -> Self {
-        Self {
-            rule,
-            field: field.into(),
-            why: why.into(),
-        }
-    }
-}
 
 /// How much of one output the core acts on; past any of them the whole call fails (`budget`)
 /// and nothing of it is written.
@@ -76,33 +58,47 @@ pub const MIN_REQUEUE_SECONDS: u32 = 1;
 impl OutputBudget {
     /// A Sandbox's returned status: its size as written, its conditions as `metav1.Condition`
     /// allows them.
-    pub fn sandbox_status(&self, status: &SandboxStatus, written: &Value) -> Result<(), Refusal> {
+    pub fn sandbox_status(
+        &self,
+        what: &str,
+        status: &SandboxStatus,
+        written: &Value,
+    ) -> Result<(), Refusal> {
         self.conditions_within(
+            what,
             status
                 .conditions
                 .iter()
                 .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
         )?;
-        self.status_size(written)
+        self.status_size(what, written)
     }
 
-    pub fn pool_status(&self, status: &WarmPoolStatus, written: &Value) -> Result<(), Refusal> {
+    pub fn pool_status(
+        &self,
+        what: &str,
+        status: &WarmPoolStatus,
+        written: &Value,
+    ) -> Result<(), Refusal> {
         self.conditions_within(
+            what,
             status
                 .conditions
                 .iter()
                 .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
         )?;
-        self.status_size(written)
+        self.status_size(what, written)
     }
 
     fn conditions_within<'a>(
         &self,
+        what: &str,
         conditions: impl ExactSizeIterator<Item = (&'a str, &'a str, &'a str)>,
     ) -> Result<(), Refusal> {
         if conditions.len() > self.conditions {
             return Err(Refusal::new(
-                "budget",
+                Rule::Budget,
+                what,
                 "status.conditions",
                 format!(
                     "{} conditions, more than the {} a status may hold",
@@ -115,21 +111,24 @@ impl OutputBudget {
             let field = |name: &str| format!("status.conditions[{index}].{name}");
             if kind.is_empty() || kind.len() > CONDITION_TYPE_BYTES {
                 return Err(Refusal::new(
-                    "budget",
+                    Rule::Budget,
+                    what,
                     field("type"),
                     format!("{} bytes, not 1 to {CONDITION_TYPE_BYTES}", kind.len()),
                 ));
             }
             if reason.len() > CONDITION_REASON_BYTES {
                 return Err(Refusal::new(
-                    "budget",
+                    Rule::Budget,
+                    what,
                     field("reason"),
                     format!("{} bytes, more than {CONDITION_REASON_BYTES}", reason.len()),
                 ));
             }
             if message.len() > CONDITION_MESSAGE_BYTES {
                 return Err(Refusal::new(
-                    "budget",
+                    Rule::Budget,
+                    what,
                     field("message"),
                     format!(
                         "{} bytes, more than the {CONDITION_MESSAGE_BYTES} metav1.Condition allows",
@@ -141,11 +140,12 @@ impl OutputBudget {
         Ok(())
     }
 
-    fn status_size(&self, written: &Value) -> Result<(), Refusal> {
+    fn status_size(&self, what: &str, written: &Value) -> Result<(), Refusal> {
         let bytes = written.to_string().len();
         if bytes > self.status_bytes {
             return Err(Refusal::new(
-                "budget",
+                Rule::Budget,
+                what,
                 "status",
                 format!("{bytes} bytes as written, more than {}", self.status_bytes),
             ));
@@ -153,10 +153,11 @@ impl OutputBudget {
         Ok(())
     }
 
-    pub fn events(&self, events: &[Event]) -> Result<(), Refusal> {
+    pub fn events(&self, what: &str, events: &[Event]) -> Result<(), Refusal> {
         if events.len() > self.events {
             return Err(Refusal::new(
-                "budget",
+                Rule::Budget,
+                what,
                 "events",
                 format!(
                     "{} Events in one call, more than {}",
@@ -168,7 +169,8 @@ impl OutputBudget {
         for (index, event) in events.iter().enumerate() {
             if event.reason.is_empty() || event.reason.len() > EVENT_REASON_BYTES {
                 return Err(Refusal::new(
-                    "budget",
+                    Rule::Budget,
+                    what,
                     format!("events[{index}].reason"),
                     format!(
                         "{} bytes, not 1 to {EVENT_REASON_BYTES}",
@@ -178,7 +180,8 @@ impl OutputBudget {
             }
             if event.message.len() > self.event_message_bytes {
                 return Err(Refusal::new(
-                    "budget",
+                    Rule::Budget,
+                    what,
                     format!("events[{index}].message"),
                     format!(
                         "{} bytes, more than {}",
@@ -195,34 +198,19 @@ impl OutputBudget {
 /// The most of a guest's text a refusal quotes: a refused output may be megabytes.
 const SHOWN_BYTES: usize = 128;
 
-/// A bounded prefix of a guest's `text` for a refusal, cut at a character boundary.
+/// A bounded prefix of a guest's `text` for a refusal.
 pub fn shown(text: &str) -> String {
-    prefix(text, SHOWN_BYTES)
-}
-
-/// An Event message quoting a refusal: bounded as an Event's message is.
-pub fn shown_message(text: &str) -> String {
-    prefix(text, 1024)
-}
-
-fn prefix(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_string();
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes)", &text[..end], text.len())
+    clip(text, SHOWN_BYTES)
 }
 
 /// A claim only of a member the input offered: a ready, unclaimed member of the sandbox's pool.
-pub fn claim(member: &str, offered: &[String]) -> Result<(), Refusal> {
+pub fn claim(what: &str, member: &str, offered: &[String]) -> Result<(), Refusal> {
     if offered.iter().any(|o| o == member) {
         return Ok(());
     }
     Err(Refusal::new(
-        "claim",
+        Rule::Claim,
+        what,
         "claim",
         format!(
             "{:?} is not among the pool candidates the policy was handed",
@@ -264,10 +252,12 @@ pub fn member(
     budget: &OutputBudget,
 ) -> Result<Value, Refusal> {
     let at = |field: &str| format!("create[{index}]{field}");
-    let refuse = |field: &str, why: String| Refusal::new("pool", at(field), why);
+    let what = &format!("PodWarmPool {}/{}", pool.namespace, pool.name);
+    let refuse = |field: &str, why: String| Refusal::new(Rule::Pool, what, at(field), why);
     if manifest.len() > budget.member_manifest_bytes {
         return Err(Refusal::new(
-            "budget",
+            Rule::Budget,
+            what,
             at(""),
             format!(
                 "a member manifest of {} bytes, more than {}",
@@ -520,7 +510,7 @@ mod tests {
                 .unwrap()
                 .insert(key.to_string(), value);
             let refusal = admit(&pool, &manifest).unwrap_err();
-            assert_eq!(refusal.rule, "pool", "{path}");
+            assert_eq!(refusal.rule, Rule::Pool, "{path}");
             assert_eq!(
                 refusal.field,
                 format!("create[0]{field}"),
@@ -544,16 +534,16 @@ mod tests {
         let pool = pool(json!({"image": "img"}));
         let huge = member_manifest("p-0", json!({"image": "x".repeat(1 << 20)}));
         let refusal = admit(&pool, &huge).unwrap_err();
-        assert_eq!(refusal.rule, "budget");
+        assert_eq!(refusal.rule, Rule::Budget);
         assert!(refusal.to_string().len() < 256, "{refusal}");
     }
 
     #[test]
     fn a_claim_is_only_of_an_offered_candidate() {
         let offered = vec!["p-0".to_string()];
-        claim("p-0", &offered).unwrap();
-        let refusal = claim(&"victim".repeat(10_000), &offered).unwrap_err();
-        assert_eq!(refusal.rule, "claim");
+        claim("Sandbox ns/a", "p-0", &offered).unwrap();
+        let refusal = claim("Sandbox ns/a", &"victim".repeat(10_000), &offered).unwrap_err();
+        assert_eq!(refusal.rule, Rule::Claim);
         assert!(refusal.to_string().len() < 512);
     }
 
@@ -573,14 +563,17 @@ mod tests {
             reason: "R".to_string(),
             message,
         };
-        budget.events(&[event("fine".into())]).unwrap();
+        let what = "Sandbox ns/a";
+        budget.events(what, &[event("fine".into())]).unwrap();
         let many: Vec<Event> = (0..1_000).map(|_| event("x".into())).collect();
-        assert_eq!(budget.events(&many).unwrap_err().field, "events");
-        let long = budget.events(&[event("x".repeat(1 << 20))]).unwrap_err();
+        assert_eq!(budget.events(what, &many).unwrap_err().field, "events");
+        let long = budget
+            .events(what, &[event("x".repeat(1 << 20))])
+            .unwrap_err();
         assert_eq!(long.field, "events[0].message");
         assert!(
             budget
-                .status_size(&json!({"x": "y".repeat(1 << 20)}))
+                .status_size(what, &json!({"x": "y".repeat(1 << 20)}))
                 .is_err()
         );
     }

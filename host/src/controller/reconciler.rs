@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde_json::Value;
 
-use super::admission::{self, OutputBudget, Refusal, Surfaced};
+use super::admission::{self, OutputBudget, Refusal, Rule, Surfaced};
 use super::cache::Cache;
 use super::coalesce::HeldStatuses;
 use super::inputs;
@@ -392,12 +392,15 @@ impl Reconciler {
         report.claim = out.claim.clone();
         // The whole output is admitted before any of it is written.
         let budget = &self.settings.budget;
+        let what = format!("Sandbox {target}");
         let admitted = budget
-            .sandbox_status(&out.status, &patch)
-            .and_then(|()| budget.events(&out.events))
+            .sandbox_status(&what, &out.status, &patch)
+            .and_then(|()| budget.events(&what, &out.events))
             .map_err(ReconcileError::Budget)
             .and_then(|()| match &out.claim {
-                Some(member) => admission::claim(member, &offered).map_err(ReconcileError::Refused),
+                Some(member) => {
+                    admission::claim(&what, member, &offered).map_err(ReconcileError::Refused)
+                }
                 None => Ok(()),
             });
         if let Err(error) = admitted {
@@ -627,17 +630,18 @@ impl Reconciler {
                 .get(decision.name.as_str())
                 .filter(|_| decision.namespace == namespace)
             else {
-                let refusal = Refusal {
-                    rule: "reap",
-                    field: "decisions".to_string(),
-                    why: format!(
+                let refusal = Refusal::new(
+                    Rule::Reap,
+                    &format!("the reaper's decisions for namespace {namespace}"),
+                    "namespace/name",
+                    format!(
                         "{}/{} was not among the candidates handed",
                         admission::shown(&decision.namespace),
                         admission::shown(&decision.name)
                     ),
-                };
+                );
                 tracing::warn!(%refusal, "reaper decision refused");
-                self.count_refusal("reap", "sandboxes", refusal.rule);
+                self.count_refusal("reap", "sandboxes", refusal.rule.label());
                 continue;
             };
             tracing::info!(
@@ -674,22 +678,24 @@ impl Reconciler {
         patch: &Value,
     ) -> Result<Vec<Value>, ReconcileError> {
         let budget = &self.settings.budget;
+        let what = format!("PodWarmPool {}/{}", pool.namespace, pool.name);
         budget
-            .pool_status(&out.status, patch)
-            .and_then(|()| budget.events(&out.events))
+            .pool_status(&what, &out.status, patch)
+            .and_then(|()| budget.events(&what, &out.events))
             .map_err(ReconcileError::Budget)?;
         let active = members.iter().filter(|m| !m.claimed && !m.deleting).count();
         let room = admission::member_room(pool, active, self.settings.max_pool_replicas);
         if out.create.len() > room {
-            return Err(ReconcileError::Refused(Refusal {
-                rule: "pool",
-                field: "create".to_string(),
-                why: format!(
+            return Err(ReconcileError::Refused(Refusal::new(
+                Rule::Pool,
+                &what,
+                "create",
+                format!(
                     "{} creates; the pool has room for {room} (min(spec.replicas, \
                      --max-pool-replicas) less its {active} active members)",
                     out.create.len()
                 ),
-            }));
+            )));
         }
         if let Some((index, name)) = out
             .delete
@@ -697,11 +703,12 @@ impl Reconciler {
             .enumerate()
             .find(|(_, name)| !members.iter().any(|m| &m.name == *name))
         {
-            return Err(ReconcileError::Refused(Refusal {
-                rule: "pool",
-                field: format!("delete[{index}]"),
-                why: format!("{:?} is not a member of the pool", admission::shown(name)),
-            }));
+            return Err(ReconcileError::Refused(Refusal::new(
+                Rule::Pool,
+                &what,
+                format!("delete[{index}]"),
+                format!("{:?} is not a member of the pool", admission::shown(name)),
+            )));
         }
         out.create
             .iter()
@@ -709,7 +716,7 @@ impl Reconciler {
             .map(|(index, m)| admission::member(pool, index, &m.name, &m.manifest, budget))
             .collect::<Result<_, _>>()
             .map_err(|refusal| match refusal.rule {
-                "budget" => ReconcileError::Budget(refusal),
+                Rule::Budget => ReconcileError::Budget(refusal),
                 _ => ReconcileError::Refused(refusal),
             })
     }
@@ -736,8 +743,8 @@ impl Reconciler {
             }
             _ => return error,
         };
-        self.count_refusal("output", kind_resource(kind), refusal.rule);
-        tracing::warn!(%target, export, rule = refusal.rule, field = %refusal.field, "{}", refusal.why);
+        self.count_refusal("output", kind_resource(kind), refusal.rule.label());
+        tracing::warn!(%target, export, rule = %refusal.rule, field = %refusal.field, "{}", refusal.reason);
         let message = refusal.to_string();
         if self.surfaced.first(target, &message) {
             let event = Event {
@@ -772,7 +779,7 @@ impl Reconciler {
             .map(|why| Event {
                 kind: EventType::Warning,
                 reason: "PolicyRefused".to_string(),
-                message: admission::shown_message(why),
+                message: crate::kube::boundary::clip(why, EVENT_MESSAGE_BYTES),
             })
             .collect();
         if !refused.is_empty() {
@@ -857,6 +864,9 @@ impl Reconciler {
         Ok(())
     }
 }
+
+/// The most of a refusal an Event quotes.
+const EVENT_MESSAGE_BYTES: usize = 1024;
 
 /// The plural of one of our kinds, for the `resource` label.
 fn kind_resource(kind: &str) -> &'static str {

@@ -67,6 +67,12 @@ pub enum Rule {
     Pod,
     Pvc,
     Secret,
+    /// A pool's creates and deletes: only its own members, made from its template.
+    Pool,
+    /// A claim only of a candidate the input offered.
+    Claim,
+    /// Reaper decisions only about the candidates handed.
+    Reap,
 }
 
 impl Rule {
@@ -81,6 +87,9 @@ impl Rule {
             Rule::Pod => "pod",
             Rule::Pvc => "pvc",
             Rule::Secret => "secret",
+            Rule::Pool => "pool",
+            Rule::Claim => "claim",
+            Rule::Reap => "reap",
         }
     }
 }
