@@ -183,14 +183,14 @@ fn seen(cluster: &MemoryCluster) -> Seen {
     Seen { objects, writes }
 }
 
+/// Every time in a child's status, which the in-memory kubelet writes by the wall clock.
 fn wall_clock(value: &mut Value) {
     match value {
-        Value::Object(fields) => {
-            fields.remove("lastTransitionTime");
-            fields.remove("startTime");
-            fields.values_mut().for_each(wall_clock);
-        }
+        Value::Object(fields) => fields.values_mut().for_each(wall_clock),
         Value::Array(items) => items.iter_mut().for_each(wall_clock),
+        Value::String(text) if cubepod_host::model::time::parse(text).is_ok() => {
+            *text = "<wall clock>".to_string();
+        }
         _ => {}
     }
 }
