@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::kube::boundary::{self, Containment, PodSecurity, WIDENABLE_POD_FIELDS};
+use crate::kube::boundary::{self, Containment, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -299,6 +299,22 @@ pub struct ContainmentArgs {
     /// Bytes of one manifest a policy sends, checked before it is parsed.
     #[arg(long, env = "CUBEPOD_MAX_MANIFEST_BYTES", default_value_t = 512 << 10, value_parser = clap::value_parser!(u64).range(1024..=(64 << 20)))]
     pub max_manifest_bytes: u64,
+
+    /// Bytes of the status one policy call returns, as written.
+    #[arg(long, env = "CUBEPOD_MAX_STATUS_BYTES", default_value_t = 64 << 10, value_parser = clap::value_parser!(u64).range(1024..=(1 << 20)))]
+    pub max_status_bytes: u64,
+
+    /// Conditions one status may hold.
+    #[arg(long, env = "CUBEPOD_MAX_CONDITIONS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_conditions: u32,
+
+    /// Events one policy call may ask for.
+    #[arg(long, env = "CUBEPOD_MAX_EVENTS_PER_CALL", default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub max_events_per_call: u32,
+
+    /// Bytes of one Event's message.
+    #[arg(long, env = "CUBEPOD_MAX_EVENT_MESSAGE_BYTES", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(64..=(32 << 10)))]
+    pub max_event_message_bytes: u32,
 }
 
 impl ContainmentArgs {
@@ -313,6 +329,12 @@ impl ContainmentArgs {
             max_volume_bytes: self.max_volume_size,
             max_kube_calls: self.max_kube_calls,
             max_manifest_bytes: usize::try_from(self.max_manifest_bytes).unwrap_or(usize::MAX),
+            output: OutputBudget {
+                status_bytes: usize::try_from(self.max_status_bytes).unwrap_or(usize::MAX),
+                conditions: self.max_conditions as usize,
+                events: self.max_events_per_call as usize,
+                event_message_bytes: self.max_event_message_bytes as usize,
+            },
         }
     }
 }

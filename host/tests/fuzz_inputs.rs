@@ -960,8 +960,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
                 "spec": {"replicas": 3, "template": {"image": "img"}},
             }))
             .expect("a pool");
-            let budget = admission::OutputBudget::default();
-            match admission::member(&pool, 0, &member, &manifest, &budget) {
+            match admission::member(&pool, 0, &member, &manifest, 512 << 10) {
                 Ok(object) => {
                     let meta = &object["metadata"];
                     prop_assert_eq!(&meta["name"], member.as_str());

@@ -11,26 +11,11 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use crate::kube::boundary::clip;
-pub use crate::kube::boundary::{Refusal, Rule};
+pub use crate::kube::boundary::{OutputBudget, Refusal, Rule};
 use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::sandbox::{self, POOL_LABEL};
 use crate::runtime::bindings::{Event, SandboxStatus, WarmPool, WarmPoolStatus};
-
-/// How much of one output the core acts on; past any of them the whole call fails (`budget`)
-/// and nothing of it is written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OutputBudget {
-    /// A status as written (its JSON).
-    pub status_bytes: usize,
-    pub conditions: usize,
-    /// Events one call may ask for.
-    pub events: usize,
-    /// Bytes of one Event's message.
-    pub event_message_bytes: usize,
-    /// Bytes of one member manifest.
-    pub member_manifest_bytes: usize,
-}
 
 /// The limits `metav1.Condition` sets: the API server refuses a status beyond them.
 const CONDITION_MESSAGE_BYTES: usize = 32 * 1024;
@@ -38,18 +23,6 @@ const CONDITION_REASON_BYTES: usize = 1024;
 const CONDITION_TYPE_BYTES: usize = 316;
 /// Event reasons are short CamelCase words; anything longer is not a reason.
 const EVENT_REASON_BYTES: usize = 128;
-
-impl Default for OutputBudget {
-    fn default() -> Self {
-        Self {
-            status_bytes: 64 * 1024,
-            conditions: 16,
-            events: 8,
-            event_message_bytes: 1024,
-            member_manifest_bytes: 64 * 1024,
-        }
-    }
-}
 
 /// The shortest requeue the core honours: a policy asking for less would make the controller
 /// spin on one key.
@@ -249,12 +222,12 @@ pub fn member(
     index: usize,
     name: &str,
     manifest: &str,
-    budget: &OutputBudget,
+    max_manifest_bytes: usize,
 ) -> Result<Value, Refusal> {
     let at = |field: &str| format!("create[{index}]{field}");
     let what = &format!("PodWarmPool {}/{}", pool.namespace, pool.name);
     let refuse = |field: &str, why: String| Refusal::new(Rule::Pool, what, at(field), why);
-    if manifest.len() > budget.member_manifest_bytes {
+    if manifest.len() > max_manifest_bytes {
         return Err(Refusal::new(
             Rule::Budget,
             what,
@@ -262,7 +235,7 @@ pub fn member(
             format!(
                 "a member manifest of {} bytes, more than {}",
                 manifest.len(),
-                budget.member_manifest_bytes
+                max_manifest_bytes
             ),
         ));
     }
@@ -458,13 +431,7 @@ mod tests {
     }
 
     fn admit(pool: &WarmPool, manifest: &Value) -> Result<Value, Refusal> {
-        member(
-            pool,
-            0,
-            "p-0",
-            &manifest.to_string(),
-            &OutputBudget::default(),
-        )
+        member(pool, 0, "p-0", &manifest.to_string(), 512 << 10)
     }
 
     #[test]

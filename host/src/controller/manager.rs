@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::admission::OutputBudget;
 use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
@@ -42,8 +41,6 @@ pub struct ManagerConfig {
     /// The system clock, or a fixed one that a test moves.
     pub clock: Clock,
     pub tokens: Tokens,
-    /// How much of one policy output the controller acts on.
-    pub budget: OutputBudget,
 }
 
 impl ManagerConfig {
@@ -62,7 +59,6 @@ impl ManagerConfig {
             normal_events: false,
             clock: Clock::System,
             tokens: Tokens::Random,
-            budget: OutputBudget::default(),
         }
     }
 }
@@ -123,7 +119,6 @@ impl ControllerManager {
                 status_coalesce: config.status_coalesce,
                 clock: config.clock.clone(),
                 tokens: config.tokens,
-                budget: config.budget.clone(),
             },
         );
         Arc::new(Self {

@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde_json::Value;
 
-use super::admission::{self, OutputBudget, Refusal, Rule, Surfaced};
+use super::admission::{self, Refusal, Rule, Surfaced};
 use super::cache::Cache;
 use super::coalesce::HeldStatuses;
 use super::inputs;
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
+use crate::kube::boundary::Containment;
 use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
@@ -154,8 +155,6 @@ pub struct Settings {
     pub status_coalesce: Duration,
     pub clock: Clock,
     pub tokens: Tokens,
-    /// How much of one output the core acts on.
-    pub budget: OutputBudget,
 }
 
 /// What one reconcile did: for `policy test`'s expectations and the loop's requeue.
@@ -391,7 +390,8 @@ impl Reconciler {
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
         // The whole output is admitted before any of it is written.
-        let budget = &self.settings.budget;
+        let containment = self.containment();
+        let budget = &containment.output;
         let what = format!("Sandbox {target}");
         let admitted = budget
             .sandbox_status(&what, &out.status, &patch)
@@ -446,12 +446,18 @@ impl Reconciler {
         Ok(())
     }
 
+    /// The rules the running module is held to: they ride on its engine, so that `policy
+    /// test`, the swap self-test and the controller apply the same ones.
+    fn containment(&self) -> Arc<Containment> {
+        self.policy.current().engine().config().containment.clone()
+    }
+
     /// A Sandbox asking for a runtime class the operator does not allow
     /// (`--allowed-runtime-classes`), as a spec the controller cannot act on.
     fn disallowed_runtime_class(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
         let class = object.sandbox.spec.runtime_class.as_deref()?;
-        let module = self.policy.current();
-        let allowed = &module.engine().config().containment.runtime_classes;
+        let containment = self.containment();
+        let allowed = &containment.runtime_classes;
         if allowed.contains(class) {
             return None;
         }
@@ -677,7 +683,8 @@ impl Reconciler {
         out: &crate::runtime::bindings::PoolOutput,
         patch: &Value,
     ) -> Result<Vec<Value>, ReconcileError> {
-        let budget = &self.settings.budget;
+        let containment = self.containment();
+        let budget = &containment.output;
         let what = format!("PodWarmPool {}/{}", pool.namespace, pool.name);
         budget
             .pool_status(&what, &out.status, patch)
@@ -713,7 +720,15 @@ impl Reconciler {
         out.create
             .iter()
             .enumerate()
-            .map(|(index, m)| admission::member(pool, index, &m.name, &m.manifest, budget))
+            .map(|(index, m)| {
+                admission::member(
+                    pool,
+                    index,
+                    &m.name,
+                    &m.manifest,
+                    containment.max_manifest_bytes,
+                )
+            })
             .collect::<Result<_, _>>()
             .map_err(|refusal| match refusal.rule {
                 Rule::Budget => ReconcileError::Budget(refusal),

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
-use crate::controller::admission::{OutputBudget, Refusal};
+use crate::controller::admission::Refusal;
 use crate::controller::cache::Cache;
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconciler::{Carried, Clock, ReconcileError, Reconciler, Settings, Tokens};
@@ -112,7 +112,6 @@ impl Scratch {
                 status_coalesce: Duration::ZERO,
                 clock: Clock::fixed(0),
                 tokens: Tokens::Fixed(FRESH_TOKEN),
-                budget: OutputBudget::default(),
             },
         );
         Self {

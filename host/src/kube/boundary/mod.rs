@@ -192,6 +192,33 @@ pub struct Containment {
     pub max_kube_calls: u32,
     /// Bytes of one manifest, checked before it is parsed.
     pub max_manifest_bytes: usize,
+    /// What one call's output may hold (checked by the reconcile core).
+    pub output: OutputBudget,
+}
+
+/// How much of one policy output the reconcile core acts on
+/// (`controller::admission`); past any of them the call fails (`budget`) and nothing of the
+/// output is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputBudget {
+    /// A status as written (its JSON).
+    pub status_bytes: usize,
+    pub conditions: usize,
+    /// Events one call may ask for.
+    pub events: usize,
+    /// Bytes of one Event's message.
+    pub event_message_bytes: usize,
+}
+
+impl Default for OutputBudget {
+    fn default() -> Self {
+        Self {
+            status_bytes: 64 * 1024,
+            conditions: 16,
+            events: 8,
+            event_message_bytes: 1024,
+        }
+    }
 }
 
 impl Default for Containment {
@@ -206,6 +233,7 @@ impl Default for Containment {
             max_volume_bytes: 1 << 40,
             max_kube_calls: 16,
             max_manifest_bytes: 512 << 10,
+            output: OutputBudget::default(),
         }
     }
 }
