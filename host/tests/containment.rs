@@ -6,7 +6,7 @@
 //!
 //! Run: `cargo test -p cubepod-host --test containment`
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cubepod_guest::fixtures;
@@ -47,16 +47,24 @@ fn tokio_runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// The hostile policy on an engine with the default rules and room for a 24 MiB manifest.
-fn hostile() -> &'static PolicyModule {
-    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
-    MODULE.get_or_init(|| {
-        let wasm = wasm_build::build_policy_component(
+/// `tests/policies/hostile` as a component, built once per test run.
+fn hostile_wasm() -> &'static Path {
+    static WASM: OnceLock<PathBuf> = OnceLock::new();
+    WASM.get_or_init(|| {
+        wasm_build::build_policy_component(
             workspace(),
             "cubepod-hostile-policy",
             "cubepod_hostile_policy",
         )
-        .unwrap_or_else(|why| panic!("{why}"));
+        .unwrap_or_else(|why| panic!("{why}"))
+    })
+}
+
+/// The hostile policy on an engine with the default rules and room for a 24 MiB manifest.
+fn hostile() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let wasm = hostile_wasm();
         let engine = PolicyEngine::new(RuntimeConfig {
             memory_limit_bytes: 192 << 20,
             containment: Arc::new(Containment::default()),
@@ -476,4 +484,29 @@ fn a_delete_of_what_the_cache_does_not_hold_sends_nothing() {
     assert!(call.effects.is_empty(), "{:?}", call.effects);
     assert_eq!(harness.records(), Vec::new());
     harness.assert_untouched();
+}
+
+/// `policy test` runs the same import: the scenarios of the hostile policy expect each
+/// refusal, with its rule and field, as the controller makes it.
+#[test]
+fn policy_test_shows_the_same_refusals() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cubepod-controller"))
+        .args(["policy", "test"])
+        .arg(hostile_wasm())
+        .arg("tests/policies/hostile/scenarios")
+        // Room for the 24 MiB manifest, so that it meets the manifest budget, not the memory.
+        .arg("--guest-memory-mib=256")
+        .current_dir(workspace())
+        .env_remove("CUBEPOD_GUEST_MEMORY_MIB")
+        .env_remove("CUBEPOD_MAX_KUBE_CALLS")
+        .env_remove("CUBEPOD_MAX_MANIFEST_BYTES")
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.ends_with("9 passed, 0 failed\n"), "{stdout}");
 }

@@ -748,6 +748,82 @@ fn the_boundary_admits_only_managed_children_in_its_namespaces() {
     );
 }
 
+/// Where a hostile policy edits the default policy's Pod.
+const POD_PATHS: &[&str] = &[
+    "/metadata/labels",
+    "/metadata/ownerReferences/0",
+    "/metadata/annotations",
+    "/spec",
+    "/spec/runtimeClassName",
+    "/spec/automountServiceAccountToken",
+    "/spec/serviceAccountName",
+    "/spec/hostNetwork",
+    "/spec/nodeName",
+    "/spec/securityContext",
+    "/spec/volumes",
+    "/spec/volumes/0",
+    "/spec/volumes/1/persistentVolumeClaim/claimName",
+    "/spec/containers/0",
+    "/spec/containers/0/securityContext",
+    "/spec/containers/0/securityContext/privileged",
+    "/spec/containers/0/env/3/valueFrom",
+    "/spec/containers/0/ports",
+    "/spec/initContainers/0/securityContext",
+];
+
+#[test]
+fn the_pod_profile_takes_any_edit_of_a_pod_and_admits_only_a_contained_one() {
+    let input = cubepod_guest::fixtures::sandbox("dev-alice").input();
+    let mut client = cubepod_guest::recording::RecordingClient::default();
+    cubepod_guest::reconcile::reconcile(&mut client, &input).expect("the default reconciles");
+    let pod = client
+        .calls
+        .iter()
+        .find(|c| c.summary() == "ensure-pod dev-alice")
+        .and_then(|c| c.manifest().cloned())
+        .expect("the default writes its Pod");
+    let scope = SandboxScope {
+        namespace: NS.to_string(),
+        name: "dev-alice".to_string(),
+        uid: "uid-dev-alice".to_string(),
+        rootfs_generation: 1,
+        ..SandboxScope::default()
+    };
+    let containment = Containment::default();
+    check(
+        "edits of the default Pod -> kube::boundary::Containment::check_write",
+        cases(2048),
+        mutations(POD_PATHS).prop_map(move |m| mutate(pod.clone(), m)),
+        |object| {
+            if containment
+                .check_write(&scope, Resource::Pod, NS, "dev-alice", &object)
+                .is_ok()
+            {
+                let spec = &object["spec"];
+                prop_assert_eq!(&spec["runtimeClassName"], "kata-qemu");
+                prop_assert_eq!(&spec["automountServiceAccountToken"], false);
+                prop_assert!(spec.get("nodeName").is_none());
+                prop_assert!(spec["hostNetwork"] != true);
+                prop_assert!(object["metadata"].get("annotations").is_none());
+                for container in spec["containers"].as_array().into_iter().flatten() {
+                    prop_assert!(container["securityContext"]["privileged"] != true);
+                }
+                for volume in spec["volumes"].as_array().into_iter().flatten() {
+                    prop_assert!(volume.get("hostPath").is_none());
+                    if let Some(claim) = volume.pointer("/persistentVolumeClaim/claimName") {
+                        prop_assert!(
+                            claim == "dev-alice-rootfs-g1" || claim == "dev-alice-workspace",
+                            "mounted {}",
+                            claim
+                        );
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
 fn timestamp() -> impl Strategy<Value = i64> {
     prop_oneof![
         4 => 0i64..4_102_444_800,

@@ -61,7 +61,11 @@ fn misbehaving_reconciles_fail_alone_and_the_controller_lives_on() {
     let refusals = metric(
         &body,
         "cubepod_boundary_refusals_total",
-        &[("verb", "create"), ("resource", "secrets")],
+        &[
+            ("verb", "create"),
+            ("resource", "secrets"),
+            ("rule", "namespace"),
+        ],
     );
     assert!(
         refusals.unwrap_or(0.0) >= 1.0,

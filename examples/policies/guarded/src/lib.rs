@@ -16,7 +16,9 @@
 //!
 //! Build: `cargo build -p cubepod-policy-guarded --target wasm32-wasip2 --profile guest-release`
 //! (the component is `target/wasm32-wasip2/guest-release/cubepod_policy_guarded.wasm`).
-//! Test: `cubepod-controller policy test <that file> examples/policies/guarded/scenarios`.
+//! Test: `cubepod-controller policy test <that file> examples/policies/guarded/scenarios
+//! --allow-pod-field=affinity,tolerations`: the default Pod profile has neither field, so the
+//! operator allows them, for `run` as for `policy test`.
 
 use cubepod_guest::bindings::{PolicyInfo, ReconcileInput, ReconcileOutput, SandboxSpec};
 use cubepod_guest::client::{KubeClient, KubeResult};

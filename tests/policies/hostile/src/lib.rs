@@ -43,6 +43,9 @@
 //! - `reap-strangers` (a candidate's name): decisions about sandboxes not handed, and about
 //!   another namespace.
 //!
+//! `scenarios/refusals.yaml` expects some of these refusals through `policy test` (which runs
+//! the same import as the controller).
+//!
 //! Built by `host/tests/containment.rs` with
 //! `cargo build -p cubepod-hostile-policy --target wasm32-wasip2 --profile guest-release`.
 
