@@ -60,13 +60,12 @@ fn hostile_wasm() -> &'static Path {
     })
 }
 
-/// The hostile policy on an engine with the default rules and room for a 24 MiB manifest.
+/// The hostile policy on an engine with the default rules and bounds.
 fn hostile() -> &'static PolicyModule {
     static MODULE: OnceLock<PolicyModule> = OnceLock::new();
     MODULE.get_or_init(|| {
         let wasm = hostile_wasm();
         let engine = PolicyEngine::new(RuntimeConfig {
-            memory_limit_bytes: 192 << 20,
             containment: Arc::new(Containment::default()),
             max_concurrent_calls: 4,
             ..RuntimeConfig::default()
@@ -494,8 +493,6 @@ fn policy_test_shows_the_same_refusals() {
         .args(["policy", "test"])
         .arg(hostile_wasm())
         .arg("tests/policies/hostile/scenarios")
-        // Room for the 24 MiB manifest, so that it meets the manifest budget, not the memory.
-        .arg("--guest-memory-mib=256")
         .current_dir(workspace())
         .env_remove("CUBEPOD_GUEST_MEMORY_MIB")
         .env_remove("CUBEPOD_MAX_KUBE_CALLS")
@@ -508,5 +505,5 @@ fn policy_test_shows_the_same_refusals() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.ends_with("9 passed, 0 failed\n"), "{stdout}");
+    assert!(stdout.ends_with("18 passed, 0 failed\n"), "{stdout}");
 }

@@ -21,7 +21,7 @@
 //! - `squat`: creates the victim's workspace PVC, labelled as its own (`scope`);
 //! - `extra-child`: a second Pod, `<name>-debug` (`scope`);
 //! - `flood`: 50,000 `ensure-secret` calls (the calls budget: the call fails, reason `budget`);
-//! - `huge-manifest`: a 24 MiB Pod manifest (`budget`, before it is parsed);
+//! - `huge-manifest`: a 12 MiB Pod manifest (`budget`, before it is parsed);
 //! - `hostpath`: a Pod mounting the node's `/` (`pod`);
 //! - `node-name`: a Pod with `nodeName` (`pod`);
 //! - `unknown-field`: a Pod with a container field no Kubernetes release has (`pod`);
@@ -68,7 +68,7 @@ pub const VICTIM: &str = "victim";
 pub const FLOOD_CALLS: u32 = 50_000;
 
 /// Bytes of the `huge-manifest` case's Pod.
-pub const HUGE_MANIFEST_BYTES: usize = 24 << 20;
+pub const HUGE_MANIFEST_BYTES: usize = 12 << 20;
 
 /// An unmanaged Secret the `delete-unmanaged` case deletes.
 pub const UNMANAGED_SECRET: &str = "registry-credentials";
