@@ -46,6 +46,14 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Key(#[from] crate::signing::KeyError),
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
 }
