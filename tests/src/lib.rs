@@ -101,6 +101,37 @@ pub fn faulty_policy() -> &'static Path {
     })
 }
 
+/// An ECDSA P-256 key pair made by openssl in `dir` (CI installs it): (private PKCS#8 PEM,
+/// public SPKI PEM), the kinds `cosign generate-key-pair` and `policy sign` use.
+pub fn p256_key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub"));
+    for args in [
+        vec![
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ],
+        vec!["pkey", "-pubout", "-in"],
+    ] {
+        let mut command = Command::new("openssl");
+        command.args(&args).arg(&private);
+        if args[0] == "pkey" {
+            command.arg("-out").arg(&public);
+        }
+        let out = command.output().expect("openssl runs (install it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (private, public)
+}
+
 /// Writes `yaml` to a file in `dir` and returns its path, for `--seed`.
 pub fn seed_file(dir: &Path, yaml: &str) -> PathBuf {
     let path = dir.join("seed.yaml");
