@@ -212,6 +212,9 @@ fn admit(
     })
 }
 
+/// What is under test, the module's bytes, and its signature file (`None`: no file).
+type Case<'a> = (&'a str, &'a [u8], Option<&'a [u8]>);
+
 #[test]
 fn every_bad_signature_refuses_the_module_with_its_reason_before_it_compiles() {
     let keys = Keys::new();
@@ -233,10 +236,10 @@ fn every_bad_signature_refuses_the_module_with_its_reason_before_it_compiles() {
     let by_other_key = openssl_p256_signature(&keys.private("other-ec"), &module);
     let text = String::from_utf8(good.clone()).unwrap();
     let half = text.trim().len() / 2 / 4 * 4;
-    let cases: [(&str, &[u8], Option<&[u8]>); 6] = [
+    let cases: [Case; 6] = [
         ("changed after signing", &changed, Some(&good)),
         ("signed by another key", DEFAULT_POLICY, Some(&by_other_key)),
-        ("truncated", DEFAULT_POLICY, Some(text[..half].as_bytes())),
+        ("truncated", DEFAULT_POLICY, Some(&text.as_bytes()[..half])),
         ("not base64", DEFAULT_POLICY, Some(b"this is not base64!")),
         ("empty", DEFAULT_POLICY, Some(b"\n")),
         ("missing", DEFAULT_POLICY, None),
