@@ -99,8 +99,9 @@ pub struct RunArgs {
     pub shutdown_timeout: Duration,
 
     /// Where compiled policy modules are cached, keyed by digest and engine. Created private
-    /// (0700); not used (modules are compiled in memory) when it is owned by another user or
-    /// writable by its group or others. Default: a folder in the system's temporary directory.
+    /// (0700); not used (modules are compiled in memory) when it is a symlink, owned by another
+    /// user, or writable by its group or others. Default: a folder in the system's temporary
+    /// directory.
     #[arg(long, env = "CUBEPOD_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 

@@ -106,29 +106,35 @@ pub fn faulty_policy() -> &'static Path {
 pub fn p256_key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let private = dir.join(format!("{name}.pem"));
     let public = dir.join(format!("{name}.pub"));
-    for args in [
-        vec![
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-        ],
-        vec!["pkey", "-pubout", "-in"],
-    ] {
-        let mut command = Command::new("openssl");
-        command.args(&args).arg(&private);
-        if args[0] == "pkey" {
-            command.arg("-out").arg(&public);
-        }
-        let out = command.output().expect("openssl runs (install it)");
+    let openssl = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl runs (install it)");
         assert!(
             out.status.success(),
             "openssl {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-    }
+    };
+    let arg = std::ffi::OsStr::new;
+    openssl(&[
+        arg("genpkey"),
+        arg("-algorithm"),
+        arg("EC"),
+        arg("-pkeyopt"),
+        arg("ec_paramgen_curve:P-256"),
+        arg("-out"),
+        private.as_os_str(),
+    ]);
+    openssl(&[
+        arg("pkey"),
+        arg("-pubout"),
+        arg("-in"),
+        private.as_os_str(),
+        arg("-out"),
+        public.as_os_str(),
+    ]);
     (private, public)
 }
 

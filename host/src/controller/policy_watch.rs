@@ -68,7 +68,8 @@ impl PolicyWatcher {
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let (events, mut changed) = mpsc::channel::<()>(1);
         // Watch the folder, not the file: a ConfigMap update replaces the `..data` symlink
-        // beside it, and an editor may replace the file by a rename.
+        // beside it, and an editor may replace the file by a rename. The module's signature
+        // (`<module>.sig`) lives in the same folder, so its changes wake the check too.
         let folder = self
             .path
             .parent()

@@ -6,7 +6,8 @@
 //! directory itself: created private (0700), and refused (the module is compiled in memory
 //! instead) unless it is owned by this process's user and writable by no one else. The
 //! directory is opened once per load without following a symlink, and checked and used through
-//! that handle, so it cannot be swapped for another between the check and the read.
+//! that handle (`/proc/self/fd/N`: Linux; elsewhere the cache is refused), so it cannot be
+//! swapped for another between the check and the read.
 //!
 //! Entries are not authenticated with a secret (an HMAC): the key would have to live where the
 //! entries live, readable by exactly those who can write them, so it would stop no one the
