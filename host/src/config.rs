@@ -191,8 +191,8 @@ pub enum PolicyCommand {
     /// Each scenario runs on a scratch in-memory cluster, through the same sandboxed runtime
     /// and limits as the controller. Prints PASS or FAIL per scenario (with a diff), then
     /// "N passed, M failed"; exits 1 if any failed, 2 if it could not run. With no SCENARIO,
-    /// runs the built-in conformance cases that a hot swap runs. The scenario format is
-    /// described in tests/scenarios/README.md.
+    /// runs the built-in conformance cases that every module passes to run. The scenario format
+    /// is described in tests/scenarios/README.md.
     Test(PolicyTestArgs),
     /// Show what a policy module is, and whether it fits the contract.
     ///

@@ -84,7 +84,7 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
     let bytes: &[u8] = &candidate.bytes;
     let mut found = Inspection {
         module: candidate.what.clone(),
-        digest: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes)),
+        digest: candidate.digest(),
         size: bytes.len(),
         name: None,
         version: None,

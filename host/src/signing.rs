@@ -15,7 +15,7 @@ use p256::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use sha2::{Digest, Sha256};
 
 use crate::config::PolicySignArgs;
-use crate::scenario::cli::{self, CliError};
+use crate::scenario::cli::CliError;
 
 /// `<module>.sig`: where a module's signature is looked for, and where `policy sign` writes it.
 pub fn signature_path(module: &Path) -> PathBuf {
@@ -369,7 +369,11 @@ impl std::fmt::Debug for SigningKey {
 /// Runs `policy sign`: writes the module's signature to `<module>.sig` (or `--output`).
 pub fn sign_command(args: &PolicySignArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     let key = SigningKey::load(&args.key)?;
-    let module = cli::read_module(&args.module)?;
+    // A file, not `builtin:default`: the built-in policy is verified with the binary.
+    let module = std::fs::read(&args.module).map_err(|source| CliError::Read {
+        path: args.module.clone(),
+        source,
+    })?;
     let path = args
         .output
         .clone()

@@ -1,7 +1,7 @@
 //! `cubepod-controller policy test MODULE [SCENARIO...]`: loads the module as the controller
 //! would (same engine limits), runs every scenario file found, prints `PASS`/`FAIL` per
 //! scenario with the diff under a failure, then `N passed, M failed`; optionally writes JUnit
-//! XML. With no SCENARIO it runs the built-in conformance cases that hot swap runs.
+//! XML. With no SCENARIO it runs the built-in conformance cases that every module passes to run.
 
 use std::borrow::Cow;
 use std::io::Write;
