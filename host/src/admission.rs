@@ -187,7 +187,7 @@ impl Admission {
                 content: Ok(signature),
             } => self
                 .keys
-                .verify(&candidate.bytes, Some(signature), path)
+                .verify(&candidate.bytes, signature, path)
                 .cloned()
                 .map(Some),
         }

@@ -188,20 +188,14 @@ impl KeyRing {
         &self.keys
     }
 
-    /// Checks `signature` (the content of the file at `path`, `None` when there is none) over
-    /// `module`; returns the first key that verifies it.
+    /// Checks `signature` (the content of the file at `path`) over `module`; returns the first
+    /// key that verifies it.
     pub fn verify(
         &self,
         module: &[u8],
-        signature: Option<&[u8]>,
+        signature: &[u8],
         path: &Path,
     ) -> Result<&VerifyingKey, SignatureError> {
-        let Some(signature) = signature else {
-            return Err(SignatureError::Missing {
-                path: path.to_path_buf(),
-                why: "no such file".to_string(),
-            });
-        };
         let decoded = self
             .decode(signature)
             .map_err(|why| SignatureError::Malformed {

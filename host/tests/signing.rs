@@ -114,13 +114,13 @@ fn signatures_made_by_openssl_verify() {
 
     let p256 = openssl_p256_signature(&keys.private("ec"), &module);
     let key = ring(&[keys.public("ec")])
-        .verify(DEFAULT_POLICY, Some(&p256), &sig)
+        .verify(DEFAULT_POLICY, &p256, &sig)
         .map(|k| k.path().to_path_buf());
     assert_eq!(key, Ok(keys.public("ec")));
 
     let ed25519 = openssl_ed25519_signature(&keys.private("ed"), &module);
     let key = ring(&[keys.public("ed")])
-        .verify(DEFAULT_POLICY, Some(&ed25519), &sig)
+        .verify(DEFAULT_POLICY, &ed25519, &sig)
         .map(|k| k.algorithm());
     assert_eq!(key, Ok("ed25519"));
 }
@@ -135,7 +135,7 @@ fn any_configured_key_that_verifies_admits() {
         keys.public("other-ec"),
         keys.public("ec"),
     ]);
-    let key = all.verify(DEFAULT_POLICY, Some(&signature), &signature_path(&module));
+    let key = all.verify(DEFAULT_POLICY, &signature, &signature_path(&module));
     assert_eq!(key.map(|k| k.path().to_path_buf()), Ok(keys.public("ec")));
 }
 
