@@ -11,12 +11,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cubepod_host::admission::Admission;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::policy_watch::{PolicyWatcher, sha256_hex};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::metrics::Metrics;
 use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
+use cubepod_host::signing::KeyRing;
 
 const SWAPS: usize = 15;
 
@@ -62,7 +64,7 @@ fn main() {
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let watcher = PolicyWatcher::new(
             path.clone(),
-            engine,
+            Admission::new(engine, KeyRing::default()),
             manager.clone(),
             // Long: the bench measures the file event's path, not the poll's.
             Duration::from_secs(60),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
 use crate::config::RunArgs;
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection};
@@ -17,8 +18,9 @@ use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use crate::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use crate::metrics::Metrics;
-use crate::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
+use crate::runtime::{PolicyEngine, RuntimeConfig};
 use crate::server::{self, ServerState};
+use crate::signing::KeyRing;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -40,11 +42,18 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("policy module {what}: {source}")]
+    #[error("policy {what}: {source}")]
     Policy {
         what: String,
         source: crate::runtime::RuntimeError,
     },
+    #[error("policy module {what} refused ({}): {source}", source.reason())]
+    PolicyRefused {
+        what: String,
+        source: crate::admission::Refused,
+    },
+    #[error("policy verification {0}")]
+    VerifyKey(#[from] crate::signing::KeyError),
     #[error("seeding the embedded cluster: {0}")]
     Seed(#[from] crate::embedded::SeedError),
     #[error("cannot serve on {addr}: {source}")]
@@ -120,37 +129,35 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
     Ok(())
 }
 
-/// Loads the policy the flags name, or the built-in default.
-pub fn load_policy(
-    engine: &PolicyEngine,
+/// Admits the policy the flags name, or the built-in default, through the pipeline every
+/// hot swap uses. A refused module stops the start: nothing has been asked of the cluster yet
+/// (no Lease, no watch), so a replica that restarts with a bad module in its ConfigMap leaves
+/// the healthy replicas alone.
+pub async fn admit_policy(
+    admission: &Admission,
     path: Option<&PathBuf>,
-) -> Result<PolicyModule, StartError> {
-    match path {
-        Some(path) => {
-            let bytes = std::fs::read(path).map_err(|source| StartError::PolicyFile {
+) -> Result<Admitted, StartError> {
+    let candidate = match path {
+        Some(path) => admission
+            .read(path)
+            .await
+            .map_err(|source| StartError::PolicyFile {
                 path: path.clone(),
                 source,
-            })?;
-            engine.load(&bytes).map_err(|source| StartError::Policy {
-                what: path.display().to_string(),
-                source,
-            })
-        }
-        None => engine
-            .load(default_policy::DEFAULT_POLICY)
-            .map_err(|source| StartError::Policy {
-                what: "built-in default".to_string(),
-                source,
-            }),
-    }
+            })?,
+        None => Candidate::builtin(),
+    };
+    let what = candidate.what.clone();
+    admission
+        .admit(candidate)
+        .await
+        .map_err(|source| StartError::PolicyRefused { what, source })
 }
 
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
-    let cluster: Arc<dyn Cluster> =
-        InstrumentedCluster::new(connect(&args).await?, metrics.clone());
 
     let engine = PolicyEngine::new(RuntimeConfig {
         call_deadline: args.guest_deadline,
@@ -166,20 +173,37 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         what: "engine".to_string(),
         source,
     })?;
-    let module = load_policy(&engine, args.policy.as_ref())?;
+    let keys = KeyRing::load(&args.policy_verify_keys)?;
+    for key in keys.keys() {
+        tracing::info!(key = %key.describe(), "policy modules must be signed by a configured key");
+    }
+    if !keys.is_empty() && args.policy.is_none() {
+        tracing::warn!(
+            "--policy-verify-key without --policy: the built-in default policy runs (it is part \
+             of the binary, not verified)"
+        );
+    }
+    let admission = Admission::new(engine.clone(), keys);
+    // Before the cluster is touched: see admit_policy.
+    let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
+    let cluster: Arc<dyn Cluster> =
+        InstrumentedCluster::new(connect(&args).await?, metrics.clone());
+    let module = admitted.module;
     let info = module.info().clone();
     tracing::info!(
         name = %info.name,
         version = %info.version,
         digest = %module.digest(),
-        "policy loaded"
+        key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
+        conformance = admitted.cases,
+        "policy admitted"
     );
     metrics
         .policy_info
         .with_label_values(&[info.name.as_str(), info.version.as_str(), module.digest()])
         .set(1);
-    // Both results show from the start, so that a rate() over them is defined.
-    for result in ["applied", "rejected"] {
+    // Every result shows from the start, so that a rate() over them is defined.
+    for result in std::iter::once(&"applied").chain(REFUSAL_REASONS) {
         metrics.policy_swaps.with_label_values(&[result]).inc_by(0);
     }
     let manager = ControllerManager::new(
@@ -238,7 +262,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     if let Some(path) = &args.policy {
         let watcher = PolicyWatcher::new(
             path.clone(),
-            engine.clone(),
+            admission.clone(),
             manager.clone(),
             args.policy_poll_interval,
         );
@@ -247,7 +271,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     }
     manager.run(shutdown).await;
     server_task.abort();
-    drop(engine);
+    drop((admission, engine));
     tracing::info!("stopped");
     Ok(())
 }

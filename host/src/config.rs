@@ -38,6 +38,18 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_POLICY")]
     pub policy: Option<PathBuf>,
 
+    /// Public key (PEM, ECDSA P-256 or Ed25519) that policy modules must be signed with: a module
+    /// loads, at start or in a swap, only with a valid signature beside it (`<module>.sig`, as
+    /// `cosign sign-blob --key` or `policy sign` writes it). Repeatable; any key that verifies
+    /// admits. Without one, modules are not verified.
+    #[arg(
+        long = "policy-verify-key",
+        env = "CUBEPOD_POLICY_VERIFY_KEY",
+        value_delimiter = ',',
+        value_name = "PATH"
+    )]
+    pub policy_verify_keys: Vec<PathBuf>,
+
     /// How often the policy file is checked for a new module, besides on file events.
     #[arg(long, env = "CUBEPOD_POLICY_POLL_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub policy_poll_interval: Duration,
@@ -92,8 +104,10 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
 
-    /// Where compiled policy modules are cached, keyed by digest. Default: a folder in the
-    /// system's temporary directory.
+    /// Where compiled policy modules are cached, keyed by digest and engine. Created private
+    /// (0700); not used (modules are compiled in memory) when it is a symlink, owned by another
+    /// user, or writable by its group or others. Default: a folder in the system's temporary
+    /// directory.
     #[arg(long, env = "CUBEPOD_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
@@ -183,8 +197,8 @@ pub enum PolicyCommand {
     /// Each scenario runs on a scratch in-memory cluster, through the same sandboxed runtime
     /// and limits as the controller. Prints PASS or FAIL per scenario (with a diff), then
     /// "N passed, M failed"; exits 1 if any failed, 2 if it could not run. With no SCENARIO,
-    /// runs the built-in conformance cases that a hot swap runs. The scenario format is
-    /// described in tests/scenarios/README.md.
+    /// runs the built-in conformance cases that every module passes to run. The scenario format
+    /// is described in tests/scenarios/README.md.
     Test(PolicyTestArgs),
     /// Show what a policy module is, and whether it fits the contract.
     ///
@@ -192,6 +206,28 @@ pub enum PolicyCommand {
     /// module that does not fit the contract (or fails the conformance self-test) is named as
     /// such, with why, and the exit code is 1.
     Inspect(PolicyInspectArgs),
+    /// Sign a policy module for `run --policy-verify-key`.
+    ///
+    /// Writes the signature beside the module (`<module>.sig`), in the format of `cosign
+    /// sign-blob --key`: base64 of an ECDSA P-256/SHA-256 (DER) or Ed25519 signature over the
+    /// module's bytes. The key is an unencrypted PEM PKCS#8 private key (`openssl genpkey
+    /// -algorithm EC -pkeyopt ec_paramgen_curve:P-256`, or `-algorithm ed25519`); for a cosign
+    /// key, use `cosign sign-blob` itself.
+    Sign(PolicySignArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicySignArgs {
+    /// The private key: PEM PKCS#8 ("PRIVATE KEY"), ECDSA P-256 or Ed25519, unencrypted.
+    #[arg(long, value_name = "PATH")]
+    pub key: PathBuf,
+
+    /// The policy module to sign.
+    pub module: PathBuf,
+
+    /// Where to write the signature. Default: the module's path with `.sig` appended.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -230,6 +266,11 @@ pub struct PolicyInspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Also check the module's signature (`<module>.sig`) as `run --policy-verify-key PATH`
+    /// would; a module it would refuse exits 1. Repeatable.
+    #[arg(long = "verify-key", value_delimiter = ',', value_name = "PATH")]
+    pub verify_keys: Vec<PathBuf>,
 
     /// Time bound of one policy call during the conformance self-test.
     #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]

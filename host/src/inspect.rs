@@ -1,18 +1,19 @@
 //! `cubepod-controller policy inspect MODULE`: what a policy module is (name, version,
 //! contract version, digest, size, imports, exports) and whether it fits the contract, with
 //! why not. It loads the module exactly as the controller would, then runs the conformance
-//! self-test that hot swap requires; a module that fails either step does not fit.
-
-use std::path::Path;
+//! self-test that the controller requires; a module that fails either step does not fit. With
+//! `--verify-key`, it also gives the signature's verdict, as `run --policy-verify-key` would.
 
 use serde::Serialize;
 use tokio::runtime::Handle;
 use wasmtime::component::Component;
 
+use crate::admission::{Admission, Candidate};
 use crate::config::PolicyInspectArgs;
-use crate::runtime::{CONTRACT_PACKAGE, CONTRACT_VERSION, PolicyEngine, RuntimeError};
+use crate::runtime::{CONTRACT_PACKAGE, CONTRACT_VERSION, RuntimeError};
 use crate::scenario::cli::{self, CliError};
 use crate::scenario::conformance;
+use crate::signing::KeyRing;
 
 /// What inspection found.
 #[derive(Debug, Clone, Serialize)]
@@ -35,14 +36,55 @@ pub struct Inspection {
     pub fits: bool,
     /// Why the module does not fit the contract.
     pub why: Option<String>,
+    /// The signature's verdict, when verification keys were given.
+    pub signature: Option<SignatureVerdict>,
 }
 
-/// Inspects `bytes` (named `module` in the output). Call from a blocking thread: the
-/// self-test's scratch clusters run on `handle`.
-pub fn inspect(engine: &PolicyEngine, module: &str, bytes: &[u8], handle: &Handle) -> Inspection {
+/// What `--verify-key` found of the module's signature.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignatureVerdict {
+    /// A controller with these keys would admit the module (as far as its signature goes).
+    pub valid: bool,
+    /// `valid`, `not_checked` (the built-in policy), or the refusal's reason
+    /// (`signature_missing`, `signature_malformed`, `signature_invalid`).
+    pub result: String,
+    pub detail: String,
+}
+
+impl SignatureVerdict {
+    fn of(admission: &Admission, candidate: &Candidate) -> Option<Self> {
+        if admission.keys().is_empty() {
+            return None;
+        }
+        Some(match admission.verify(candidate) {
+            Ok(Some(key)) => Self {
+                valid: true,
+                result: "valid".to_string(),
+                detail: format!("verified by {}", key.describe()),
+            },
+            Ok(None) => Self {
+                valid: true,
+                result: "not_checked".to_string(),
+                detail: "the built-in policy is part of the binary".to_string(),
+            },
+            Err(error) => Self {
+                valid: false,
+                result: error.reason().to_string(),
+                detail: error.to_string(),
+            },
+        })
+    }
+}
+
+/// Inspects a module as read (its signature too, when `admission` has keys). Call from a
+/// blocking thread: the self-test's scratch clusters run on `handle`.
+pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) -> Inspection {
+    let engine = admission.engine();
+    let bytes: &[u8] = &candidate.bytes;
     let mut found = Inspection {
-        module: module.to_string(),
-        digest: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes)),
+        module: candidate.what.clone(),
+        digest: candidate.digest(),
         size: bytes.len(),
         name: None,
         version: None,
@@ -53,6 +95,7 @@ pub fn inspect(engine: &PolicyEngine, module: &str, bytes: &[u8], handle: &Handl
         conformance: None,
         fits: false,
         why: None,
+        signature: SignatureVerdict::of(admission, candidate),
     };
     let loaded = match engine.load(bytes) {
         Ok(loaded) => loaded,
@@ -150,22 +193,44 @@ pub fn render_text(found: &Inspection) -> String {
             why.as_deref().unwrap_or("unknown reason")
         )),
     }
+    if let Some(signature) = &found.signature {
+        out.push_str(&format!(
+            "signature: {}: {}\n",
+            signature.result, signature.detail
+        ));
+    }
     out
 }
 
-/// Runs `policy inspect`; `Ok(true)` when the module fits. Call from a blocking thread.
+/// Runs `policy inspect`; `Ok(true)` when the module fits (and, with `--verify-key`, its
+/// signature verifies). Call from a blocking thread.
 pub fn run(
     args: &PolicyInspectArgs,
     handle: &Handle,
     out: &mut dyn std::io::Write,
 ) -> Result<bool, CliError> {
-    let bytes = cli::read_module(&args.module)?;
     let engine = cli::engine(
         args.guest_deadline,
         args.guest_memory_mib,
         &args.containment,
     )?;
-    let found = inspect(&engine, &display(&args.module), &bytes, handle);
+    let admission = Admission::new(engine, KeyRing::load(&args.verify_keys)?);
+    let candidate = if args.module.as_os_str() == cli::BUILTIN_DEFAULT {
+        Candidate {
+            what: cli::BUILTIN_DEFAULT.to_string(),
+            ..Candidate::builtin()
+        }
+    } else {
+        // The controller's own reading of a module and its signature; this thread is a
+        // blocking one, outside the runtime.
+        handle
+            .block_on(admission.read(&args.module))
+            .map_err(|source| CliError::Read {
+                path: args.module.clone(),
+                source,
+            })?
+    };
+    let found = inspect(&admission, &candidate, handle);
     if args.json {
         let text = serde_json::to_string_pretty(&found)
             .map_err(|e| CliError::Output(std::io::Error::other(e)))?;
@@ -173,9 +238,5 @@ pub fn run(
     } else {
         write!(out, "{}", render_text(&found))?;
     }
-    Ok(found.fits)
-}
-
-fn display(module: &Path) -> String {
-    module.display().to_string()
+    Ok(found.fits && found.signature.as_ref().is_none_or(|s| s.valid))
 }

@@ -2,6 +2,7 @@
 //! and work queue, timers, the HTTP server, the wasm runtime, metrics) and leaves every decision
 //! to the policy component. `main.rs` only wires these together.
 
+pub mod admission;
 pub mod allocator;
 pub mod app;
 pub mod config;
@@ -14,3 +15,4 @@ pub mod model;
 pub mod runtime;
 pub mod scenario;
 pub mod server;
+pub mod signing;

@@ -57,9 +57,9 @@ async fn run() -> ExitCode {
     }
 }
 
-/// `policy test` and `policy inspect`: 0 on success, 1 when a scenario failed or the module
-/// does not fit, 2 when the command could not run. Their policy calls block on the cluster, so
-/// they run on a blocking thread.
+/// `policy test`, `policy inspect` and `policy sign`: 0 on success, 1 when a scenario failed or
+/// the module does not fit (or its signature does not verify), 2 when the command could not
+/// run. Their policy calls block on the cluster, so they run on a blocking thread.
 async fn policy(command: PolicyCommand) -> ExitCode {
     // Warnings only, on stderr: stdout is the report.
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
@@ -73,6 +73,9 @@ async fn policy(command: PolicyCommand) -> ExitCode {
         match &command {
             PolicyCommand::Test(args) => cubepod_host::scenario::cli::test(args, &handle, &mut out),
             PolicyCommand::Inspect(args) => cubepod_host::inspect::run(args, &handle, &mut out),
+            PolicyCommand::Sign(args) => {
+                cubepod_host::signing::sign_command(args, &mut out).map(|()| true)
+            }
         }
     })
     .await;

@@ -137,7 +137,7 @@ impl Metrics {
             )),
             policy_swaps: register!(counter(
                 "cubepod_policy_swaps_total",
-                "Policy modules applied or rejected.",
+                "New policy modules, by result: applied, or the reason of the refusal.",
                 &["result"]
             )),
             policy_info: register!(

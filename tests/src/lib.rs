@@ -101,6 +101,43 @@ pub fn faulty_policy() -> &'static Path {
     })
 }
 
+/// An ECDSA P-256 key pair made by openssl in `dir` (CI installs it): (private PKCS#8 PEM,
+/// public SPKI PEM), the kinds `cosign generate-key-pair` and `policy sign` use.
+pub fn p256_key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub"));
+    let openssl = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl runs (install it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let arg = std::ffi::OsStr::new;
+    openssl(&[
+        arg("genpkey"),
+        arg("-algorithm"),
+        arg("EC"),
+        arg("-pkeyopt"),
+        arg("ec_paramgen_curve:P-256"),
+        arg("-out"),
+        private.as_os_str(),
+    ]);
+    openssl(&[
+        arg("pkey"),
+        arg("-pubout"),
+        arg("-in"),
+        private.as_os_str(),
+        arg("-out"),
+        public.as_os_str(),
+    ]);
+    (private, public)
+}
+
 /// Writes `yaml` to a file in `dir` and returns its path, for `--seed`.
 pub fn seed_file(dir: &Path, yaml: &str) -> PathBuf {
     let path = dir.join("seed.yaml");

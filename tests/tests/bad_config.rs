@@ -1,10 +1,13 @@
 //! Bad configuration at start: the controller exits with a non-zero status and a message that
-//! names the file (or flag) and what is wrong with it, and it never panics.
+//! names the file (or flag) and what is wrong with it, and it never panics. A policy module
+//! gets the checks a hot swap gives it (signature, contract, self-test): one that fails them
+//! stops the start.
 
 use std::path::Path;
 use std::time::Duration;
 
-use cubepod_tests::Controller;
+use cubepod_host::runtime::DEFAULT_POLICY;
+use cubepod_tests::{Controller, faulty_policy_variant, p256_key_pair};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -112,4 +115,53 @@ fn a_policy_file_that_is_not_a_component_is_refused_with_why() {
     let flag = format!("--policy={}", policy.display());
     let stderr = refused(&unused, &["--embedded", &flag]);
     assert!(stderr.contains("garbage.wasm"), "{stderr}");
+}
+
+#[test]
+fn a_policy_that_fails_its_self_test_stops_the_start_naming_it_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let unused = dir.path().join("kubeconfig");
+    let policy = dir.path().join("nonconforming.wasm");
+    std::fs::copy(faulty_policy_variant("nonconforming"), &policy).unwrap();
+    let flag = format!("--policy={}", policy.display());
+    let stderr = refused(&unused, &["--embedded", &flag]);
+    assert!(stderr.contains("nonconforming.wasm"), "{stderr}");
+    assert!(stderr.contains("refused (self_test)"), "{stderr}");
+    assert!(stderr.contains("conformance"), "{stderr}");
+}
+
+#[test]
+fn with_a_verify_key_an_unsigned_policy_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let unused = dir.path().join("kubeconfig");
+    let (_, public) = p256_key_pair(dir.path(), "release");
+    let policy = dir.path().join("unsigned.wasm");
+    std::fs::write(&policy, DEFAULT_POLICY).unwrap();
+    let stderr = refused(
+        &unused,
+        &[
+            "--embedded",
+            &format!("--policy={}", policy.display()),
+            &format!("--policy-verify-key={}", public.display()),
+        ],
+    );
+    assert!(stderr.contains("unsigned.wasm"), "{stderr}");
+    assert!(stderr.contains("refused (signature_missing)"), "{stderr}");
+    assert!(stderr.contains("unsigned.wasm.sig"), "{stderr}");
+}
+
+#[test]
+fn a_verify_key_that_is_not_a_public_key_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let unused = dir.path().join("kubeconfig");
+    let not_a_key = write(dir.path(), "release.pub", "hello");
+    let stderr = refused(
+        &unused,
+        &[
+            "--embedded",
+            &format!("--policy-verify-key={}", not_a_key.display()),
+        ],
+    );
+    assert!(stderr.contains("release.pub"), "{stderr}");
+    assert!(stderr.contains("not a PEM public key"), "{stderr}");
 }

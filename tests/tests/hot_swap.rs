@@ -1,12 +1,18 @@
 //! Hot swap in a live controller: the policy file is replaced while the process runs. A good
 //! module takes over between reconciles, in the same process, and every object is reconciled
-//! under it; a bad one is refused with its reason and the running module stays.
+//! under it; a bad one is refused with its reason and the running module stays. With a
+//! verification key, only a module whose signature verifies takes over, even when the
+//! signature arrives after the module.
 
 use std::path::Path;
 use std::time::Duration;
 
+use cubepod_host::admission::REFUSAL_REASONS;
 use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
-use cubepod_tests::{Controller, faulty_policy, faulty_policy_variant, metric, seed_file};
+use cubepod_host::signing::{SigningKey, signature_path};
+use cubepod_tests::{
+    Controller, faulty_policy, faulty_policy_variant, metric, p256_key_pair, seed_file,
+};
 
 const PATIENCE: Duration = Duration::from_secs(90);
 
@@ -19,6 +25,11 @@ fn replace(path: &Path, bytes: &[u8]) {
 
 fn swaps(body: &str, result: &str) -> f64 {
     metric(body, "cubepod_policy_swaps_total", &[("result", result)]).unwrap_or(-1.0)
+}
+
+/// Every refusal, whatever its reason.
+fn refused(body: &str) -> f64 {
+    REFUSAL_REASONS.iter().map(|r| swaps(body, r)).sum()
 }
 
 /// The default policy with its contract's package version changed from 0.1.0 to 0.9.0 in
@@ -89,7 +100,7 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
         });
         assert_eq!(line["fields"]["reason"], *reason, "{line}");
         let body = controller.wait_for("/metrics", PATIENCE, |_, body| {
-            swaps(body, "rejected") == (n + 1) as f64
+            refused(body) == (n + 1) as f64
         });
         assert_eq!(swaps(&body, "applied"), 0.0);
         let (_, ready) = controller.get("/readyz").unwrap();
@@ -146,4 +157,93 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
     );
     let (status, _) = controller.get("/healthz").unwrap();
     assert_eq!(status, 200);
+}
+
+#[test]
+fn with_a_key_only_a_module_whose_signature_verifies_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (private, public) = p256_key_pair(dir.path(), "release");
+    let (other, _) = p256_key_pair(dir.path(), "other");
+    let key = SigningKey::load(&private).unwrap();
+    let policy = dir.path().join("policy.wasm");
+    let sig = signature_path(&policy);
+    std::fs::write(&policy, DEFAULT_POLICY).unwrap();
+    std::fs::write(&sig, key.sign(DEFAULT_POLICY)).unwrap();
+    let controller = Controller::start(&[
+        &format!("--policy={}", policy.display()),
+        &format!("--policy-verify-key={}", public.display()),
+        "--policy-poll-interval=200ms",
+    ]);
+    let ready = controller.wait_for("/readyz", PATIENCE, |s, _| s == 200);
+    assert!(ready.contains("policy: cubepod-default"), "{ready}");
+
+    // A new module arrives before its signature, as a watcher may see a ConfigMap update; then
+    // the signature files a mistaken release could ship; the right one last.
+    let faulty = std::fs::read(faulty_policy()).unwrap();
+    let digest = cubepod_host::controller::policy_watch::sha256_hex(&faulty);
+    let good = key.sign(&faulty);
+    let steps: [(&str, Option<Vec<u8>>, &str); 5] = [
+        // The default policy's signature stays beside the new module.
+        ("the old signature", None, "signature_invalid"),
+        (
+            "another key's",
+            Some(SigningKey::load(&other).unwrap().sign(&faulty).into_bytes()),
+            "signature_invalid",
+        ),
+        (
+            "a truncated one",
+            Some(good.as_bytes()[..good.len() / 2].to_vec()),
+            "signature_malformed",
+        ),
+        (
+            "not base64",
+            Some(b"-- not a signature --".to_vec()),
+            "signature_malformed",
+        ),
+        ("none", Some(Vec::new()), "signature_missing"),
+    ];
+    replace(&policy, &faulty);
+    for (n, (case, signature, reason)) in steps.iter().enumerate() {
+        match signature {
+            Some(bytes) if bytes.is_empty() => std::fs::remove_file(&sig).unwrap(),
+            Some(bytes) => replace(&sig, bytes),
+            None => {}
+        }
+        let line = controller.wait_for_log(PATIENCE, |fields| {
+            fields["digest"] == digest.as_str() && fields["reason"] == *reason
+        });
+        assert!(
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("policy.wasm.sig")),
+            "{case}: the refusal names the signature file: {line}"
+        );
+        let body = controller.wait_for("/metrics", PATIENCE, |_, body| {
+            refused(body) == (n + 1) as f64
+        });
+        assert_eq!(swaps(&body, "applied"), 0.0, "{case}");
+        let (_, ready) = controller.get("/readyz").unwrap();
+        assert!(
+            ready.contains("policy: cubepod-default"),
+            "{case}: the old module stays: {ready}"
+        );
+    }
+
+    let body = controller.get("/metrics").unwrap().1;
+    assert_eq!(
+        metric(&body, "cubepod_guest_traps_total", &[]),
+        None,
+        "no refused module ran"
+    );
+
+    // The right signature arrives: the module refused a moment ago is checked again.
+    replace(&sig, good.as_bytes());
+    controller.wait_for("/readyz", PATIENCE, |_, body| {
+        body.contains("policy: cubepod-faulty")
+    });
+    let body = controller.get("/metrics").unwrap().1;
+    assert_eq!(swaps(&body, "applied"), 1.0);
+    assert_eq!(swaps(&body, "signature_invalid"), 2.0);
+    assert_eq!(swaps(&body, "signature_malformed"), 2.0);
+    assert_eq!(swaps(&body, "signature_missing"), 1.0);
 }

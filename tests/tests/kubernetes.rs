@@ -221,6 +221,63 @@ fn two_replicas_never_both_reconcile_and_the_survivor_takes_over() {
 }
 
 #[test]
+fn a_replica_whose_module_is_refused_exits_without_touching_the_cluster() {
+    let fake = server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let election = [
+        "--leader-elect",
+        "--lease-duration=2s",
+        "--lease-renew-deadline=1500ms",
+        "--lease-retry-period=200ms",
+    ];
+    let bad = format!(
+        "--policy={}",
+        cubepod_tests::faulty_policy_variant("nonconforming").display()
+    );
+    let refused_replica = |identity: &str| {
+        let mut replica = Controller::start_with_kubeconfig(
+            &kubeconfig,
+            &[&election[..], &[identity, bad.as_str()]].concat(),
+        );
+        let status = replica.wait_exit(PATIENCE).expect("exits at start");
+        assert!(!status.success());
+        let stderr = replica.stderr();
+        assert!(stderr.contains("refused (self_test)"), "{stderr}");
+    };
+
+    // Alone: not one request reaches the API server, so no Lease is taken or held.
+    refused_replica("--identity=b");
+    assert_eq!(fake.requests().len(), 0, "{:?}", fake.requests());
+
+    // Beside a healthy leader: it leads on, and reconciles, while the other restarts with the
+    // bad module.
+    let a = Controller::start_with_kubeconfig(
+        &kubeconfig,
+        &[&election[..], &["--identity=a"]].concat(),
+    );
+    let leads = || {
+        a.get("/readyz")
+            .map(|(_, body)| body.contains("leader: yes"))
+            .unwrap_or(false)
+    };
+    until("a leads", leads);
+    let cluster = fake.cluster();
+    let holder = || {
+        block(cluster.get(Resource::Lease, "cubepod-system", "cubepod-controller"))
+            .map(|lease| lease["spec"]["holderIdentity"].clone())
+    };
+    refused_replica("--identity=b");
+    refused_replica("--identity=b");
+    assert!(leads(), "a still leads");
+    assert_eq!(holder().ok(), Some(json!("a")));
+    create_sandbox(&cluster, "x");
+    until("x runs", || running(&cluster) == 1);
+}
+
+#[test]
 fn watches_that_end_or_expire_lose_no_change() {
     let fake = server();
     // Every watch stream ends after a few events, as a server timeout or a load balancer would

@@ -1,49 +1,28 @@
 //! Hot swap: `run --policy PATH` watches the file and replaces the running policy when its
 //! content changes. A ConfigMap volume swaps a symlink rather than writing the file, so file
-//! events only say "look now": what decides is the content's digest. A new module is compiled,
-//! its contract checked, and self-tested on a scratch cluster under the same limits before it
-//! replaces the running one between reconciles; a module that fails any step is refused and the
-//! running one stays.
+//! events only say "look now": what decides is the content's digest (and, with verification
+//! keys, the signature's). A new module goes through the admission pipeline that admitted the
+//! first one ([`crate::admission`]: signature, compile, contract, self-test) before it replaces
+//! the running one between reconciles; a module that fails any step is refused and the running
+//! one stays.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
-use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 
 use super::health::ActivePolicy;
 use super::manager::ControllerManager;
 use super::queue::WorkKey;
-use crate::runtime::{PolicyEngine, PolicyModule};
-
-/// Why a new module was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SwapRefused {
-    #[error("{0}")]
-    Load(#[from] crate::runtime::RuntimeError),
-    #[error("self-test failed: {0}")]
-    SelfTest(String),
-    #[error("the swap task ended abnormally: {0}")]
-    Join(String),
-}
-
-impl SwapRefused {
-    /// A short reason for logs and metrics.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            SwapRefused::Load(error) => error.metric_label(),
-            SwapRefused::SelfTest(_) => "self_test",
-            SwapRefused::Join(_) => "panic",
-        }
-    }
-}
+use crate::admission::Admission;
+pub use crate::admission::{Refused as SwapRefused, sha256_hex};
 
 /// What a check of the file found.
 #[derive(Debug)]
 pub enum SwapOutcome {
-    /// Same content as the running module, or as one refused before.
+    /// Same content as the running module, or as one refused before (with the same signature).
     Unchanged,
     Applied {
         digest: String,
@@ -59,28 +38,25 @@ pub enum SwapOutcome {
 
 pub struct PolicyWatcher {
     pub path: PathBuf,
-    pub engine: PolicyEngine,
+    pub admission: Admission,
     pub manager: Arc<ControllerManager>,
     /// A check also runs this often, in case a file event was missed.
     pub poll_interval: Duration,
-    last_refused: Option<String>,
+    /// The module digest and signature digest of the last refusal.
+    last_refused: Option<(String, Option<String>)>,
     last_unreadable: Option<String>,
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 impl PolicyWatcher {
     pub fn new(
         path: PathBuf,
-        engine: PolicyEngine,
+        admission: Admission,
         manager: Arc<ControllerManager>,
         poll_interval: Duration,
     ) -> Self {
         Self {
             path,
-            engine,
+            admission,
             manager,
             poll_interval,
             last_refused: None,
@@ -92,7 +68,8 @@ impl PolicyWatcher {
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let (events, mut changed) = mpsc::channel::<()>(1);
         // Watch the folder, not the file: a ConfigMap update replaces the `..data` symlink
-        // beside it, and an editor may replace the file by a rename.
+        // beside it, and an editor may replace the file by a rename. The module's signature
+        // (`<module>.sig`) lives in the same folder, so its changes wake the check too.
         let folder = self
             .path
             .parent()
@@ -127,11 +104,11 @@ impl PolicyWatcher {
         }
     }
 
-    /// Reads the file and swaps if its content is new and passes every step.
+    /// Reads the file (and its signature) and swaps if the content is new and passes every step.
     pub async fn check(&mut self) -> SwapOutcome {
         let started = Instant::now();
-        let bytes = match tokio::fs::read(&self.path).await {
-            Ok(bytes) => bytes,
+        let candidate = match self.admission.read(&self.path).await {
+            Ok(candidate) => candidate,
             Err(error) => {
                 let why = format!("{}: {error}", self.path.display());
                 if self.last_unreadable.as_deref() != Some(why.as_str()) {
@@ -142,26 +119,20 @@ impl PolicyWatcher {
             }
         };
         self.last_unreadable = None;
-        let digest = sha256_hex(&bytes);
+        let identity = candidate.identity();
+        let digest = identity.0.clone();
         let active = self.manager.policy.current();
-        if digest == active.digest() || self.last_refused.as_deref() == Some(digest.as_str()) {
+        // The running module stays whatever its signature file does now: it was verified when
+        // it was admitted. A refusal is not sticky: a new signature is a new identity.
+        if digest == active.digest() || self.last_refused.as_ref() == Some(&identity) {
             return SwapOutcome::Unchanged;
         }
         tracing::info!(digest = %digest, path = %self.path.display(), "new policy module: checking it");
-        let engine = self.engine.clone();
-        let handle = tokio::runtime::Handle::current();
-        let checked = tokio::task::spawn_blocking(move || -> Result<PolicyModule, SwapRefused> {
-            let module = engine.load(&bytes)?;
-            crate::scenario::conformance::self_test(&module, &handle)
-                .map_err(|e| SwapRefused::SelfTest(e.to_string()))?;
-            Ok(module)
-        })
-        .await
-        .map_err(|e| SwapRefused::Join(e.to_string()))
-        .and_then(|checked| checked);
+        let checked = self.admission.admit(candidate).await;
         let metrics = &self.manager.metrics;
         match checked {
-            Ok(module) => {
+            Ok(admitted) => {
+                let module = admitted.module;
                 let next = ActivePolicy::of(&module);
                 let previous = ActivePolicy::of(&self.manager.policy.replace(module));
                 let _ = metrics.policy_info.remove_label_values(&[
@@ -186,6 +157,7 @@ impl PolicyWatcher {
                     version = %next.version,
                     digest = %next.digest,
                     replaced = %previous.digest,
+                    key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
                     ?took,
                     "policy swapped; reconciling every object under it"
                 );
@@ -193,13 +165,16 @@ impl PolicyWatcher {
                 SwapOutcome::Applied { digest, took }
             }
             Err(why) => {
-                metrics.policy_swaps.with_label_values(&["rejected"]).inc();
+                metrics
+                    .policy_swaps
+                    .with_label_values(&[why.reason()])
+                    .inc();
                 tracing::warn!(
                     digest = %digest,
                     reason = why.reason(),
                     "policy module refused, the running one stays: {why}"
                 );
-                self.last_refused = Some(digest.clone());
+                self.last_refused = Some(identity);
                 SwapOutcome::Refused { digest, why }
             }
         }

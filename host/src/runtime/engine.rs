@@ -26,7 +26,8 @@ pub struct RuntimeConfig {
     /// The longest one `kube-client` call may wait on the cluster.
     pub host_call_timeout: Duration,
     /// Where compiled components are kept across restarts (`<digest>-<engine>.cwasm`); `None`
-    /// compiles every load.
+    /// compiles every load. Created 0700; not used (compiled in memory) when it is a symlink,
+    /// another user owns it, or its group or others may write it.
     pub cache_dir: Option<PathBuf>,
     /// Policy calls that may run at once (each has its own store and instance). Instances come
     /// from a pool of this many slots, set up once: no mmap and munmap of a linear memory per

@@ -14,6 +14,7 @@
 //!   on each host call.
 
 pub mod bindings;
+mod cache;
 mod call;
 pub mod default_policy;
 mod engine;

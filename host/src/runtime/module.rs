@@ -1,14 +1,14 @@
 //! Loading a policy: compile (through the precompiled cache), check the contract,
 //! pre-instantiate, and ask the policy to describe itself.
 
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::{PolicyInfo, PolicyModulePre};
+use super::cache::{CacheDir, engine_key};
 use super::engine::PolicyEngine;
 use super::host::{ALLOWED_WASI, HostState};
 use super::{CONTRACT_PACKAGE, CONTRACT_VERSION, RuntimeError};
@@ -146,47 +146,53 @@ impl PolicyEngine {
     }
 
     /// Compiles the component, through the precompiled cache when there is one. The cache is
-    /// an optimisation: a file that cannot be read or written is logged and compiled around.
+    /// an optimisation: a directory that fails its check, or an entry that cannot be read,
+    /// written or trusted, is logged and compiled around (see `cache.rs`).
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, RuntimeError> {
         let Some(dir) = &self.config().cache_dir else {
             return Component::new(self.engine(), bytes).map_err(compile_error);
         };
-        let path = self.cache_path(dir, digest);
-        if path.is_file() {
-            // SAFETY: `deserialize_file` runs the native code in the file. We load only files
-            // this function wrote: named by the sha256 of the component they were compiled from
-            // and by this engine's compatibility hash, and written whole (temp file + rename)
-            // so a crash leaves no torn file. The cache directory must be writable by the
-            // controller alone (it is in its own volume); wasmtime still checks the header
-            // and refuses a file from another engine configuration or version.
-            match unsafe { Component::deserialize_file(self.engine(), &path) } {
-                Ok(component) => {
-                    tracing::debug!(path = %path.display(), "loaded precompiled policy");
-                    return Ok(component);
+        let cache = match CacheDir::open(dir) {
+            Ok(cache) => cache,
+            Err(why) => {
+                tracing::warn!(dir = %dir.display(), "policy cache not used, compiling in memory: {why}");
+                return Component::new(self.engine(), bytes).map_err(compile_error);
+            }
+        };
+        let engine = engine_key(self.engine());
+        let name = format!("{digest}-{}.cwasm", hex::encode(&engine[..8]));
+        let path = cache.shown(&name);
+        match cache.read(&name, digest, &engine) {
+            Ok(Some(compiled)) => {
+                // SAFETY: `deserialize` runs the native code in `compiled`. The entry was read
+                // from a directory that only this user may write (checked through the handle it
+                // was read by), and it records this module's digest, this engine, and the
+                // sha256 of the code, all checked above; wasmtime checks its own header too.
+                match unsafe { Component::deserialize(self.engine(), &compiled) } {
+                    Ok(component) => {
+                        tracing::debug!(path = %path.display(), "loaded precompiled policy");
+                        return Ok(component);
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "unusable precompiled policy; compiling again");
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "unusable precompiled policy; compiling again");
-                }
+            }
+            Ok(None) => {}
+            Err(why) => {
+                tracing::warn!(path = %path.display(), "precompiled policy not trusted, compiling again: {why}");
             }
         }
         let compiled = self
             .engine()
             .precompile_component(bytes)
             .map_err(compile_error)?;
-        if let Err(e) = write_atomically(dir, &path, &compiled) {
+        if let Err(e) = cache.write(&name, digest, &engine, &compiled) {
             tracing::warn!(path = %path.display(), error = %e, "cannot cache the compiled policy");
         }
         // SAFETY: `compiled` was produced a line above by `precompile_component` of this very
         // engine, from the bytes being loaded.
         unsafe { Component::deserialize(self.engine(), &compiled) }.map_err(compile_error)
-    }
-
-    fn cache_path(&self, dir: &Path, digest: &str) -> PathBuf {
-        let mut hasher = std::hash::DefaultHasher::new();
-        self.engine()
-            .precompile_compatibility_hash()
-            .hash(&mut hasher);
-        dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
     }
 }
 
@@ -194,26 +200,6 @@ fn compile_error(e: wasmtime::Error) -> RuntimeError {
     RuntimeError::Compile {
         why: format!("{e:#}"),
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader never sees half a file.
-fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("policy.cwasm");
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let temp = dir.join(format!(".{name}.{}.{nonce}.tmp", std::process::id()));
-    let written = std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
 }
 
 /// The imports of the `policy-module` world, as a component names them.

@@ -1,7 +1,7 @@
 //! `cubepod-controller policy test MODULE [SCENARIO...]`: loads the module as the controller
 //! would (same engine limits), runs every scenario file found, prints `PASS`/`FAIL` per
 //! scenario with the diff under a failure, then `N passed, M failed`; optionally writes JUnit
-//! XML. With no SCENARIO it runs the built-in conformance cases that hot swap runs.
+//! XML. With no SCENARIO it runs the built-in conformance cases that every module passes to run.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -43,6 +43,14 @@ pub enum CliError {
     },
     #[error("writing the JUnit report {}: {source}", path.display())]
     Junit {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Key(#[from] crate::signing::KeyError),
+    #[error("writing {}: {source}", path.display())]
+    Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,

@@ -1,8 +1,8 @@
 //! Testing a policy without a cluster: `cubepod-controller policy test MODULE [SCENARIO...]`
 //! runs scenario files (the objects in the cluster, the steps, what must hold after each)
 //! through the same sandboxed runtime the controller uses, on a scratch in-memory cluster; and
-//! [`conformance::self_test`] runs the built-in conformance cases that hot swap requires of a
-//! new module.
+//! [`conformance::self_test`] runs the built-in conformance cases that the controller requires
+//! of every module.
 //!
 //! - [`format`]: the scenario file, parsed strictly, with errors that say where;
 //! - [`scratch`]: the scratch cluster, and each step carried out as the controller would;

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use cubepod_host::admission::Admission;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::policy_watch::{PolicyWatcher, sha256_hex};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::metrics::Metrics;
 use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
+use cubepod_host::signing::KeyRing;
 
 use super::NS;
 
@@ -92,7 +94,7 @@ pub async fn run(swaps: usize) -> Result<Vec<Duration>> {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let watcher = PolicyWatcher::new(
         path.clone(),
-        engine,
+        Admission::new(engine, KeyRing::default()),
         manager.clone(),
         Duration::from_secs(600),
     );
