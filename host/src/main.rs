@@ -70,13 +70,7 @@ async fn policy(command: PolicyCommand) -> ExitCode {
     let handle = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || {
         let mut out = std::io::stdout().lock();
-        match &command {
-            PolicyCommand::Test(args) => cubepod_host::scenario::cli::test(args, &handle, &mut out),
-            PolicyCommand::Inspect(args) => cubepod_host::inspect::run(args, &handle, &mut out),
-            PolicyCommand::Sign(args) => {
-                cubepod_host::signing::sign_command(args, &mut out).map(|()| true)
-            }
-        }
+        cubepod_host::policy_cli::run(&command, &handle, &mut out)
     })
     .await;
     match outcome {

@@ -14,9 +14,6 @@ use p256::pkcs8::der::pem;
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use sha2::{Digest, Sha256};
 
-use crate::config::PolicySignArgs;
-use crate::scenario::cli::CliError;
-
 /// `<module>.sig`: where a module's signature is looked for, and where `policy sign` writes it.
 pub fn signature_path(module: &Path) -> PathBuf {
     let mut path = module.as_os_str().to_owned();
@@ -358,33 +355,4 @@ impl std::fmt::Debug for SigningKey {
             .field("algorithm", &self.algorithm())
             .finish_non_exhaustive()
     }
-}
-
-/// Runs `policy sign`: writes the module's signature to `<module>.sig` (or `--output`).
-pub fn sign_command(args: &PolicySignArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
-    let key = SigningKey::load(&args.key)?;
-    // A file, not `builtin:default`: the built-in policy is verified with the binary.
-    let module = std::fs::read(&args.module).map_err(|source| CliError::Read {
-        path: args.module.clone(),
-        source,
-    })?;
-    let path = args
-        .output
-        .clone()
-        .unwrap_or_else(|| signature_path(&args.module));
-    std::fs::write(&path, key.sign(&module)).map_err(|source| CliError::Write {
-        path: path.clone(),
-        source,
-    })?;
-    writeln!(
-        out,
-        "signed {} ({} bytes, sha256 {}) with the {} key {}: {}",
-        args.module.display(),
-        module.len(),
-        hex::encode(Sha256::digest(&module)),
-        key.algorithm(),
-        args.key.display(),
-        path.display()
-    )?;
-    Ok(())
 }

@@ -10,9 +10,7 @@
 //! - [`diff`]: readable expected-vs-actual;
 //! - [`junit`]: the report for CI systems;
 //! - [`conformance`]: policy-agnostic invariants on built-in situations;
-//! - [`cli`]: the `policy test` command.
 
-pub mod cli;
 pub mod conformance;
 pub mod diff;
 mod expect;

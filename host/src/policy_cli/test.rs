@@ -3,90 +3,17 @@
 //! scenario with the diff under a failure, then `N passed, M failed`; optionally writes JUnit
 //! XML. With no SCENARIO it runs the built-in conformance cases that every module passes to run.
 
-use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
-use super::conformance;
-use super::format;
-use super::junit;
-use super::runner::{self, Report};
-use crate::config::{ContainmentArgs, PolicyTestArgs};
-use crate::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
-
-/// The MODULE argument that names the policy embedded in the binary.
-pub const BUILTIN_DEFAULT: &str = "builtin:default";
-
-/// Why `policy test` or `policy inspect` could not run at all (as opposed to a scenario that
-/// failed).
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}: no scenario file (*.yaml, *.yml) there", path.display())]
-    NoScenarios { path: PathBuf },
-    #[error("{0}")]
-    Engine(RuntimeError),
-    #[error("{what}: {source}")]
-    Load {
-        what: String,
-        #[source]
-        source: RuntimeError,
-    },
-    #[error("writing the JUnit report {}: {source}", path.display())]
-    Junit {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Key(#[from] crate::signing::KeyError),
-    #[error("writing {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("writing the output: {0}")]
-    Output(#[from] std::io::Error),
-}
-
-/// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file.
-pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
-    if module.as_os_str() == BUILTIN_DEFAULT {
-        return Ok(Cow::Borrowed(DEFAULT_POLICY));
-    }
-    std::fs::read(module)
-        .map(Cow::Owned)
-        .map_err(|source| CliError::Read {
-            path: module.to_path_buf(),
-            source,
-        })
-}
-
-/// An engine with the given bounds and containment rules, as `run` makes it (no compilation cache: a test run
-/// should not depend on, or fill, the controller's).
-pub fn engine(
-    deadline: Duration,
-    memory_mib: u32,
-    containment: &ContainmentArgs,
-) -> Result<PolicyEngine, CliError> {
-    PolicyEngine::new(RuntimeConfig {
-        call_deadline: deadline,
-        memory_limit_bytes: memory_mib as usize * 1024 * 1024,
-        containment: Arc::new(containment.containment()),
-        ..RuntimeConfig::default()
-    })
-    .map_err(CliError::Engine)
-}
+use super::{CliError, engine, read_module};
+use crate::config::PolicyTestArgs;
+use crate::runtime::PolicyModule;
+use crate::scenario::runner::{self, Report};
+use crate::scenario::{conformance, format, junit};
 
 /// Every scenario file under the given paths: files as given, folders searched (recursively)
 /// for `*.yaml` and `*.yml`, in name order.
@@ -132,7 +59,7 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CliError> {
 }
 
 /// Runs `policy test`; `Ok(true)` when every scenario passed. Call from a blocking thread.
-pub fn test(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Result<bool, CliError> {
+pub fn run(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Result<bool, CliError> {
     let files = scenario_files(&args.scenarios)?;
     let bytes = read_module(&args.module)?;
     let engine = engine(

@@ -8,10 +8,10 @@ use serde::Serialize;
 use tokio::runtime::Handle;
 use wasmtime::component::Component;
 
+use super::{self as cli, CliError};
 use crate::admission::{Admission, Candidate};
 use crate::config::PolicyInspectArgs;
 use crate::runtime::{CONTRACT_PACKAGE, CONTRACT_VERSION, RuntimeError};
-use crate::scenario::cli::{self, CliError};
 use crate::scenario::conformance;
 use crate::signing::KeyRing;
 

@@ -1,0 +1,103 @@
+//! The `policy` subcommands, side by side: `policy test` (scenario files and the conformance
+//! self-test, on a scratch cluster through the controller's own reconcile core), `policy
+//! inspect` (what a module is, whether the controller would admit it) and `policy sign` (a
+//! detached signature, as `cosign sign-blob --key` writes it). Each loads modules as `run` does.
+
+pub mod inspect;
+pub mod sign;
+pub mod test;
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+
+use crate::config::{ContainmentArgs, PolicyCommand};
+use crate::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, RuntimeError};
+
+/// The MODULE argument that names the policy embedded in the binary.
+pub const BUILTIN_DEFAULT: &str = "builtin:default";
+
+/// Why `policy test` or `policy inspect` could not run at all (as opposed to a scenario that
+/// failed).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: no scenario file (*.yaml, *.yml) there", path.display())]
+    NoScenarios { path: PathBuf },
+    #[error("{0}")]
+    Engine(RuntimeError),
+    #[error("{what}: {source}")]
+    Load {
+        what: String,
+        #[source]
+        source: RuntimeError,
+    },
+    #[error("writing the JUnit report {}: {source}", path.display())]
+    Junit {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Key(#[from] crate::signing::KeyError),
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file.
+pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
+    if module.as_os_str() == BUILTIN_DEFAULT {
+        return Ok(Cow::Borrowed(DEFAULT_POLICY));
+    }
+    std::fs::read(module)
+        .map(Cow::Owned)
+        .map_err(|source| CliError::Read {
+            path: module.to_path_buf(),
+            source,
+        })
+}
+
+/// An engine with the given bounds and containment rules, as `run` makes it (no compilation cache: a test run
+/// should not depend on, or fill, the controller's).
+pub fn engine(
+    deadline: Duration,
+    memory_mib: u32,
+    containment: &ContainmentArgs,
+) -> Result<PolicyEngine, CliError> {
+    PolicyEngine::new(RuntimeConfig {
+        call_deadline: deadline,
+        memory_limit_bytes: memory_mib as usize * 1024 * 1024,
+        containment: Arc::new(containment.containment()),
+        ..RuntimeConfig::default()
+    })
+    .map_err(CliError::Engine)
+}
+
+/// Runs one `policy` subcommand; `Ok(true)` on success, `Ok(false)` when a scenario failed or
+/// the module does not fit (or its signature does not verify). Call from a blocking thread:
+/// policy calls block on the scratch cluster's runtime.
+pub fn run(
+    command: &PolicyCommand,
+    handle: &Handle,
+    out: &mut dyn std::io::Write,
+) -> Result<bool, CliError> {
+    match command {
+        PolicyCommand::Test(args) => test::run(args, handle, out),
+        PolicyCommand::Inspect(args) => inspect::run(args, handle, out),
+        PolicyCommand::Sign(args) => sign::run(args, out).map(|()| true),
+    }
+}
