@@ -37,8 +37,8 @@ lint:
 # `just bench --quick`, or `just bench --write-docs` to rewrite docs/performance.md).
 bench *ARGS:
     cargo bench -p cubepod-guest --bench decision
-    cargo bench -p cubepod-host --bench reconcile
-    cargo bench -p cubepod-host --bench swap
+    cargo bench -p cubepod-tests --bench reconcile
+    cargo bench -p cubepod-tests --bench swap
     cargo build --release -p cubepod-host
     cargo run --release -p cubepod-tests --bin cubepod-bench -- {{ARGS}}
 

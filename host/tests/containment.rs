@@ -18,14 +18,17 @@ use cubepod_host::runtime::bindings::{
     KubeError, PoolInput, ReapCandidate, WarmPool, WarmPoolSpec, WarmPoolStatus,
 };
 use cubepod_host::runtime::{
-    CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig,
-    RuntimeError, twin,
+    CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
 };
 use serde_json::{Value, json};
 
 mod wasm_build {
     include!("../wasm_build.rs");
 }
+
+/// The default policy's inputs as the host's bindings type them (the benchmarks' own file).
+#[path = "../../tests/src/bench/twin.rs"]
+mod twin;
 
 const NS: &str = fixtures::NAMESPACE;
 const VICTIM: &str = "victim";

@@ -216,42 +216,46 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::kube::instant::InstantCluster;
-    use crate::kube::{ApiResult, BoxFuture, ObjectList, WatchEvent};
+    use crate::kube::{ApiError, ApiResult, BoxFuture, ObjectList, WatchEvent};
 
-    /// A server whose watches end at once with nothing in them; counts the requests.
+    /// A server whose watches end at once with nothing in them; counts the requests. It serves
+    /// nothing else: a reflector only lists and watches.
     #[derive(Default)]
     struct Refusing {
         requests: AtomicUsize,
     }
 
+    fn not_served<T: Send + 'static>() -> BoxFuture<'static, ApiResult<T>> {
+        Box::pin(async { Err(ApiError::new(ApiErrorKind::Other, "not served")) })
+    }
+
     impl Cluster for Refusing {
-        fn create(&self, r: Resource, ns: &str, o: Value) -> BoxFuture<'_, ApiResult<Value>> {
-            InstantCluster.create(r, ns, o)
+        fn create(&self, _: Resource, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
+            not_served()
         }
-        fn get(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<Value>> {
-            InstantCluster.get(r, ns, n)
+        fn get(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<Value>> {
+            not_served()
         }
-        fn delete(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<()>> {
-            InstantCluster.delete(r, ns, n)
+        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
+            not_served()
         }
         fn patch(
             &self,
-            r: Resource,
-            ns: &str,
-            n: &str,
-            p: Value,
+            _: Resource,
+            _: &str,
+            _: &str,
+            _: Value,
         ) -> BoxFuture<'_, ApiResult<Value>> {
-            InstantCluster.patch(r, ns, n, p)
+            not_served()
         }
         fn patch_status(
             &self,
-            r: Resource,
-            ns: &str,
-            n: &str,
-            p: Value,
+            _: Resource,
+            _: &str,
+            _: &str,
+            _: Value,
         ) -> BoxFuture<'_, ApiResult<Value>> {
-            InstantCluster.patch_status(r, ns, n, p)
+            not_served()
         }
         fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
             self.requests.fetch_add(1, Ordering::SeqCst);

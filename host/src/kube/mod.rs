@@ -3,7 +3,6 @@
 //! it as Kubernetes JSON, so both backends speak the API's own shapes.
 
 pub mod boundary;
-pub mod instant;
 pub mod instrumented;
 pub mod memory;
 pub mod rest;

@@ -5,10 +5,7 @@ use serde_json::Value;
 use super::meta::Meta;
 use crate::runtime::bindings::{ObservedChildren, ObservedPod, ObservedPvc};
 
-pub const SANDBOX_LABEL: &str = "cubepod.io/sandbox";
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "cubepod-controller";
-const GENERATION_LABEL: &str = "cubepod.io/rootfs-generation";
+pub use super::names::{GENERATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
 
 /// The label selector that finds every child of every sandbox.
 pub fn selector() -> String {

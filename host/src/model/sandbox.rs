@@ -12,7 +12,7 @@ use crate::runtime::bindings::{
 
 pub const FINALIZER: &str = "cubepod.io/cleanup";
 pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
-pub const POOL_LABEL: &str = "cubepod.io/pool";
+pub use super::names::POOL_LABEL;
 pub const CLAIMED_BY_LABEL: &str = "cubepod.io/claimed-by";
 pub const DEFAULT_SIZE: &str = "10Gi";
 

@@ -277,10 +277,7 @@ fn sandbox_scope(
         children.push((Resource::Pod, pod.name.clone()));
     }
     if observed.secret {
-        children.push((
-            Resource::Secret,
-            cubepod_guest::names::secret(&sandbox.name),
-        ));
+        children.push((Resource::Secret, crate::model::names::secret(&sandbox.name)));
     }
     SandboxScope {
         namespace: sandbox.namespace.clone(),

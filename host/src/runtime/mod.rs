@@ -20,7 +20,6 @@ pub mod default_policy;
 mod engine;
 mod host;
 mod module;
-pub mod twin;
 
 pub use call::{
     CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,

@@ -1,7 +1,7 @@
 //! One reconcile decision of the default policy through the wasm component (a fresh Store per
 //! call, as the controller makes it) and natively (the same Rust called directly), on two
-//! inputs: a converged resync (no kube-client call) and a new sandbox (4 calls). The short
-//! version of `cargo bench -p cubepod-host --bench reconcile`, which also breaks the wasm
+//! inputs: a converged resync (no kube-client call) and a new sandbox (4 calls). The table of
+//! `cargo bench -p cubepod-tests --bench reconcile`, which also breaks the wasm
 //! figure down (store, instantiation, WASI context, host calls, the boundary's parse).
 
 use std::hint::black_box;
@@ -14,8 +14,10 @@ use cubepod_guest::fixtures;
 use cubepod_guest::reconcile;
 use cubepod_guest::recording::NullClient;
 use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::kube::instant::InstantCluster;
-use cubepod_host::runtime::{CallContext, PolicyModule, twin};
+use cubepod_host::runtime::{CallContext, PolicyModule};
+
+use super::instant::InstantCluster;
+use super::twin;
 
 #[derive(Clone, Debug)]
 pub struct Case {
@@ -26,14 +28,14 @@ pub struct Case {
 }
 
 /// The new sandbox's input, and the converged one: its children observed, the Pod ready.
-fn native_inputs() -> Result<(guest::ReconcileInput, guest::ReconcileInput)> {
+pub fn native_inputs() -> Result<(guest::ReconcileInput, guest::ReconcileInput)> {
     fixtures::new_and_converged("bench")
         .map_err(|e| anyhow::anyhow!("a new sandbox does not reconcile: {e:?}"))
 }
 
 /// Times `run` `runs` times after a tenth as many to warm up; `setup` (untimed) makes each
 /// run's argument.
-fn time<S>(runs: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(S)) -> Vec<Duration> {
+pub fn time<S>(runs: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(S)) -> Vec<Duration> {
     for _ in 0..runs / 10 {
         run(setup());
     }

@@ -7,12 +7,13 @@
 //!   process, the controller is the real `target/release/cubepod-controller` in a subprocess
 //!   (sandboxes/s, writes, resync, RSS);
 //! - reap and warm-pool ticks run the real `ControllerManager` in-process over an in-memory
-//!   cluster; the decision and the hot swap go through the library API, as the micro-benchmarks
-//!   (`host/benches/{reconcile,swap}.rs`) do.
+//!   cluster; the decision and the hot swap go through the library API, the same code the
+//!   micro-benchmarks (`tests/benches/{reconcile,swap}.rs`) run.
 
 pub mod client;
 pub mod create;
 pub mod decision;
+pub mod instant;
 pub mod process;
 pub mod report;
 pub mod rss;
@@ -20,6 +21,7 @@ pub mod seed;
 pub mod stats;
 pub mod swap;
 pub mod ticks;
+pub mod twin;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -900,11 +900,11 @@ policy's `reap` over all 10,010 of them; nothing to pause). Pool: the pool's rec
 - **Decision**: the default policy's `reconcile-sandbox` through the wasm component (a fresh \
 Store and instance per call, as the controller makes them; the cluster answers at once) and the \
 same Rust called natively, on a converged resync and on a new sandbox. \
-`cargo bench -p cubepod-host --bench reconcile` breaks the wasm figure down.
+`cargo bench -p cubepod-tests --bench reconcile` breaks the wasm figure down.
 - **Hot swap**: a `PolicyWatcher` on a file; the file is replaced by a rename with the default \
 policy plus a distinct custom section (a new digest: compiled, contract-checked, self-tested), \
 timed until the manager serves the new module (the first swap is a warm-up). \
-`cargo bench -p cubepod-host --bench swap` is the same measurement.
+`cargo bench -p cubepod-tests --bench swap` is the same measurement.
 - **Component size**: the default policy component embedded in the binary.
 ";
 

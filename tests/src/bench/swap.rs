@@ -1,5 +1,5 @@
 //! A policy hot swap, from the file's change to the new module serving, as
-//! `cargo bench -p cubepod-host --bench swap` measures it: a `PolicyWatcher` on a file (file
+//! `cargo bench -p cubepod-tests --bench swap` and `cubepod-bench` measure it: a `PolicyWatcher` on a file (file
 //! events on, polling off), the file replaced by a rename with the default policy plus a
 //! distinct custom section (a new digest: compiled, contract-checked and self-tested, no
 //! precompiled-cache hit), timed until the manager's active module has the new digest.

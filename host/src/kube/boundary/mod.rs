@@ -26,13 +26,10 @@ use serde_json::{Map, Value};
 pub use quantity::{QuantityError, parse_ceil as quantity_value};
 
 use super::Resource;
-use cubepod_guest::names;
+use crate::model::names;
 
-/// The label every child carries, and its value.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "cubepod-controller";
-/// The label naming the child's Sandbox.
-pub const SANDBOX_LABEL: &str = "cubepod.io/sandbox";
+/// The labels every child carries: the managed-by label and value, and its Sandbox's name.
+pub use crate::model::names::{MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
 
 /// The only labels a child may carry: any other could make a sandbox's Pod match a Service,
 /// NetworkPolicy or PodDisruptionBudget selector of another workload.

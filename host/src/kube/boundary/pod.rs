@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::{
     Containment, Fields, PodSecurity, Refusal, Rule, SandboxScope, WIDENABLE_POD_FIELDS, short,
 };
-use cubepod_guest::names;
+use crate::model::names;
 
 /// Pod spec fields a sandbox's Pod may set; `WIDENABLE_POD_FIELDS` by flag.
 const SPEC_FIELDS: [&str; 22] = [

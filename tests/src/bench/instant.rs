@@ -4,7 +4,9 @@
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{ApiError, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent};
+use cubepod_host::kube::{
+    ApiError, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
+};
 
 /// A create returns the object, a delete succeeds, nothing can be read back, lists are empty
 /// and watches end at once.

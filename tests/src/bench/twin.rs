@@ -4,7 +4,7 @@
 
 use cubepod_guest::bindings as guest;
 
-use super::bindings as host;
+use cubepod_host::runtime::bindings as host;
 
 pub fn reconcile_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
     let observed = &input.observed;

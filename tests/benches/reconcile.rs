@@ -1,6 +1,6 @@
 //! One reconcile decision of the default policy, through the wasm component (a fresh store per
 //! call, as the controller makes it) and natively (the same Rust, called directly):
-//! `cargo bench -p cubepod-host --bench reconcile`.
+//! `cargo bench -p cubepod-tests --bench reconcile`.
 //!
 //! Two inputs: a converged resync (children observed, Pod ready: no kube-client call) and a new
 //! sandbox (4 calls: two PVCs, the Secret, the Pod). The wasm path's cluster answers at once,
@@ -11,20 +11,17 @@
 //! the wasm path's time goes (bare stores on both wasmtime allocators, the host-side pieces).
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cubepod_guest::bindings as guest;
 use cubepod_guest::client::{KubeClient, KubeResult};
-use cubepod_guest::recording::NullClient;
 use cubepod_guest::{fixtures, reconcile};
 use cubepod_host::kube::Resource;
 use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::kube::instant::InstantCluster;
 use cubepod_host::runtime::bindings as host;
-use cubepod_host::runtime::{
-    CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig, twin, wasmtime_config,
-};
+use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, wasmtime_config};
+use cubepod_tests::bench::decision::{self, Case};
+use cubepod_tests::bench::twin;
 
 const WASM_RUNS: usize = 5_000;
 const NATIVE_RUNS: usize = 20_000;
@@ -32,11 +29,6 @@ const NATIVE_RUNS: usize = 20_000;
 const LOADS: usize = 3;
 
 // ---- the inputs ---------------------------------------------------------------------------
-
-/// The two inputs, natively: a new sandbox, and the same sandbox converged.
-fn native_inputs() -> (guest::ReconcileInput, guest::ReconcileInput) {
-    fixtures::new_and_converged("bench").expect("a new sandbox reconciles")
-}
 
 // ---- measuring ----------------------------------------------------------------------------
 
@@ -48,29 +40,29 @@ struct Percentiles {
     faults: Option<f64>,
 }
 
-/// Warms up on a tenth of `runs`, then times `run` alone `runs` times; `setup` (untimed)
-/// makes each run's argument.
-fn measure<S>(runs: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(S)) -> Percentiles {
-    for _ in 0..runs / 10 {
-        run(setup());
-    }
+/// `decision::time` (a tenth of `runs` to warm up, then `runs` timed), with the minor page
+/// faults of the process per run, warm-up included.
+fn measure<S>(runs: usize, setup: impl FnMut() -> S, run: impl FnMut(S)) -> Percentiles {
     let faults_before = minor_faults();
-    let mut samples: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let arg = setup();
-            let start = Instant::now();
-            run(arg);
-            start.elapsed()
-        })
-        .collect();
+    let mut samples = decision::time(runs, setup, run);
+    let calls = (runs + runs / 10) as f64;
     let faults = minor_faults()
         .zip(faults_before)
-        .map(|(after, before)| after.saturating_sub(before) as f64 / runs as f64);
+        .map(|(after, before)| after.saturating_sub(before) as f64 / calls);
     samples.sort();
     Percentiles {
         p50: samples[samples.len() / 2],
         p99: samples[samples.len() * 99 / 100],
         faults,
+    }
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
+    samples.sort();
+    Percentiles {
+        p50: samples[samples.len() / 2],
+        p99: samples[samples.len() * 99 / 100],
+        faults: None,
     }
 }
 
@@ -156,40 +148,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    // This thread is outside the runtime: the guest's host calls block_on its handle.
-    let ctx = CallContext::new(
-        Arc::new(InstantCluster),
-        Arc::new(Boundary::new([fixtures::NAMESPACE])),
-        runtime.handle().clone(),
-    );
+    // Both paths, checked to decide the same first, then timed: the figures cubepod-bench
+    // reports.
+    let cases: Vec<Case> = decision::run(&module, runtime.handle().clone(), WASM_RUNS, NATIVE_RUNS)
+        .unwrap_or_else(|e| panic!("the decision bench failed: {e:#}"));
+    let (new, converged) = decision::native_inputs().expect("the two inputs");
 
-    let (new, converged) = native_inputs();
-    let cases = [("converged resync", converged, 0), ("new sandbox", new, 4)];
-
-    // ---- sanity: both paths decide the same ----
-    for (label, native, calls) in &cases {
-        let mut client = NullClient::default();
-        let out = reconcile::reconcile(&mut client, native).expect("native reconcile");
-        let call = module
-            .reconcile_sandbox(&ctx, twin::reconcile_input(native))
-            .expect("the wasm call runs");
-        let wasm = call.value.expect("wasm reconcile");
-        assert_eq!(client.calls, *calls, "{label}: native kube-client calls");
-        assert_eq!(call.host_calls, *calls, "{label}: wasm kube-client calls");
-        assert_eq!(
-            wasm.status.phase,
-            twin::sandbox_status(&out.status).phase,
-            "{label}: phase"
-        );
-        assert_eq!(
-            wasm.status,
-            twin::sandbox_status(&out.status),
-            "{label}: status"
-        );
-        assert_eq!(wasm.events.len(), out.events.len(), "{label}: events");
-    }
-
-    // ---- timing ----
     println!();
     println!(
         "default policy: component {} bytes ({:.0} KiB), precompiled {:.0} KiB",
@@ -206,42 +170,21 @@ fn main() {
     );
     println!();
     println!(
-        "{:<18} {:>5} {:>11} {:>11} {:>11} {:>11} {:>16} {:>12}",
-        "input",
-        "calls",
-        "native p50",
-        "native p99",
-        "wasm p50",
-        "wasm p99",
-        "wasm/native p50",
-        "wasm faults"
+        "{:<18} {:>5} {:>11} {:>11} {:>11} {:>11} {:>16}",
+        "input", "calls", "native p50", "native p99", "wasm p50", "wasm p99", "wasm/native p50"
     );
-    for (label, native, calls) in &cases {
-        let n = measure(
-            NATIVE_RUNS,
-            || (),
-            |()| {
-                let mut client = NullClient::default();
-                black_box(reconcile::reconcile(&mut client, black_box(native)).ok());
-                black_box(client.calls);
-            },
-        );
-        let input = twin::reconcile_input(native);
-        let w = measure(
-            WASM_RUNS,
-            || input.clone(),
-            |input| {
-                black_box(module.reconcile_sandbox(&ctx, black_box(input)).ok());
-            },
-        );
+    for case in &cases {
+        let n = percentiles(case.native.clone());
+        let w = percentiles(case.wasm.clone());
         println!(
-            "{label:<18} {calls:>5} {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>15.1}x {:>12}",
+            "{:<18} {:>5} {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>8.2} µs {:>15.1}x",
+            case.label,
+            case.calls,
             micros(n.p50),
             micros(n.p99),
             micros(w.p50),
             micros(w.p99),
             w.p50.as_secs_f64() / n.p50.as_secs_f64(),
-            faults(w)
         );
     }
 
@@ -256,8 +199,8 @@ fn main() {
     );
     // The same without the runtime's host state: on the runtime's engine configuration (the
     // pooling allocator, slots kept resident), and on wasmtime's default on-demand allocator.
-    let converged_input = twin::reconcile_input(&cases[0].1);
-    let new_input = twin::reconcile_input(&cases[1].1);
+    let converged_input = twin::reconcile_input(&converged);
+    let new_input = twin::reconcile_input(&new);
     let runtimes = wasmtime_config(&RuntimeConfig::default());
     let mut on_demand = runtimes.clone();
     on_demand.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
@@ -298,7 +241,7 @@ fn main() {
         },
     );
     // The boundary's parse of the new sandbox's 4 manifests (the cluster here costs nothing).
-    let manifests = manifests_of(&cases[1].1);
+    let manifests = manifests_of(&new);
     let boundary = Boundary::new([fixtures::NAMESPACE]);
     let check = |resource: Resource, name: &str, manifest: &str| {
         boundary
