@@ -70,10 +70,12 @@ impl HeldStatuses {
             .remove(target);
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.since.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

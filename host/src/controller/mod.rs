@@ -4,8 +4,8 @@
 pub mod admission;
 pub mod cache;
 mod child_lookup;
-pub mod coalesce;
-pub mod events;
+pub(crate) mod coalesce;
+pub(crate) mod events;
 pub mod health;
 pub mod inputs;
 pub mod leader;
@@ -15,5 +15,5 @@ pub mod policy_watch;
 pub mod queue;
 pub mod reconciler;
 pub mod reflector;
-pub mod small_map;
+pub(crate) mod small_map;
 pub mod writer;

@@ -3,7 +3,7 @@
 //! it as Kubernetes JSON, so both backends speak the API's own shapes.
 
 pub mod boundary;
-pub mod instrumented;
+pub(crate) mod instrumented;
 pub mod memory;
 pub mod rest;
 

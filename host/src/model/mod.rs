@@ -3,14 +3,14 @@
 //! schema would not, and says which field is wrong when an object cannot be read.
 
 pub mod children;
-pub mod meta;
+pub(crate) mod meta;
 /// The names and labels the design fixes, shared with the default policy: the policy's own
 /// file, compiled into the host as well, so that there is one copy and no crate between them.
 #[path = "../../../guest/src/names.rs"]
 pub mod names;
 pub mod pool;
 pub mod sandbox;
-pub mod status;
+pub(crate) mod status;
 pub mod time;
 
 /// An object the controller cannot read, with the field at fault.

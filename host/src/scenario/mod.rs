@@ -12,11 +12,11 @@
 //! - [`conformance`]: policy-agnostic invariants on built-in situations;
 
 pub mod conformance;
-pub mod diff;
+pub(crate) mod diff;
 mod expect;
 pub mod format;
-pub mod junit;
-pub mod runner;
+pub(crate) mod junit;
+pub(crate) mod runner;
 pub mod scratch;
 
 pub use conformance::{SelfTestError, self_test};
