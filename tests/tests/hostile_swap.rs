@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::memory::MemoryCluster;
+use cubepod_host::kube::memory::{MemoryCluster, WriteRecord};
 use cubepod_host::kube::{ApiErrorKind, Cluster, Resource};
 use cubepod_host::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL};
 use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
@@ -21,6 +21,16 @@ use cubepod_tests::{Controller, hostile_policy, metric, replace_file};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(180);
+
+/// The memory bound of one policy call: the operator's lever on what one call adds to the
+/// controller's RSS, since a call's linear memory (its pooling-allocator slot) is resident
+/// while the call runs. At the default 64 MiB the `huge-manifest` case builds its 12 MiB Pod
+/// (the string, the JSON value, its text as it grows) in about 60 MiB of guest memory and has
+/// the host lift it: RSS from about 57 to 127 MiB on its own, past twice idle, though the
+/// manifest bound refuses it. At 32 MiB the same call stops at the memory bound instead
+/// (`cubepod_guest_traps_total{reason="memory"}`) and adds about 30 MiB; the manifest bound
+/// itself is checked with the default flags in `host/tests/containment.rs`.
+const GUEST_MEMORY: &str = "--guest-memory-mib=32";
 
 /// The bound of kube-client calls per policy call the controller runs with (its default).
 const MAX_KUBE_CALLS: usize = 16;
@@ -168,6 +178,14 @@ fn children(cluster: &MemoryCluster) -> BTreeMap<String, Value> {
     all
 }
 
+/// A write the test made itself: the pool patches, the deletion of `cleanup-foreign`.
+fn test_write(write: &WriteRecord) -> bool {
+    (write.resource == Resource::PodWarmPool && write.verb == "patch")
+        || (write.resource == Resource::Sandbox
+            && write.verb == "delete"
+            && write.name == "cleanup-foreign")
+}
+
 /// The controller's RSS, sampled every 50 ms on a thread of its own until stopped.
 struct Sampler {
     stop: Arc<AtomicBool>,
@@ -199,15 +217,18 @@ impl Sampler {
     }
 }
 
-/// Failed reconciles the controller logged, by work key (`sandbox NS/NAME`, `podwarmpool ...`).
-fn failures(controller: &Controller) -> BTreeMap<String, usize> {
-    let mut by_key = BTreeMap::new();
+/// Failed reconciles the controller logged, by work key (`sandbox NS/NAME`, `podwarmpool ...`):
+/// how many, and the last error.
+fn failures(controller: &Controller) -> BTreeMap<String, (usize, String)> {
+    let mut by_key: BTreeMap<String, (usize, String)> = BTreeMap::new();
     for line in controller.logs() {
         let fields = &line["fields"];
         if fields["message"] == "reconcile failed"
             && let Some(key) = fields["key"].as_str()
         {
-            *by_key.entry(key.to_string()).or_insert(0) += 1;
+            let entry = by_key.entry(key.to_string()).or_default();
+            entry.0 += 1;
+            entry.1 = fields["error"].as_str().unwrap_or_default().to_string();
         }
     }
     by_key
@@ -261,6 +282,7 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
             &format!("--policy={}", policy.display()),
             &format!("--namespaces={REAP_WRITES_NS},{NS},{REAP_STRANGERS_NS}"),
             "--policy-poll-interval=200ms",
+            GUEST_MEMORY,
         ],
     );
     let pid = controller.child.id();
@@ -362,12 +384,11 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
         "cubepod_reconciles_total",
         &[("kind", "sandbox"), ("result", "ok")],
     );
-    let mut last_failures = BTreeMap::new();
     let body = controller.wait_for("/metrics", PATIENCE, |_, body| {
         let seen = failures(&controller);
         let every_case = failing_keys
             .iter()
-            .all(|key| seen.get(key).is_some_and(|n| *n >= 2));
+            .all(|key| seen.get(key).is_some_and(|(n, _)| *n >= 2));
         let every_rule = RULES.iter().all(|rule| refusals(body, rule) >= 2.0);
         let reap_writes = metric_sum(
             body,
@@ -383,8 +404,18 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
     });
     // A little longer: the retries of the costliest cases keep coming.
     std::thread::sleep(Duration::from_secs(5));
-    last_failures.extend(failures(&controller));
+    let last_failures = failures(&controller);
     let samples = sampler.finish();
+    // Every failed case was stopped by a rule or a bound, never by an error of its own.
+    for key in &failing_keys {
+        let (_, error) = &last_failures[key];
+        assert!(
+            error.contains("refused by rule")
+                || error.contains("past its budget")
+                || error.contains("memory limit"),
+            "{key} failed otherwise: {error}"
+        );
+    }
     let hostile_phase = swapped_at.elapsed();
     let memory_after = memory_of(pid).unwrap();
 
@@ -520,12 +551,7 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
     let flood_secret = "flood-credentials";
     let (flood, theirs): (Vec<_>, Vec<_>) = writes
         .iter()
-        .filter(|w| {
-            !(w.resource == Resource::PodWarmPool && w.verb == "patch")
-                && !(w.resource == Resource::Sandbox
-                    && w.verb == "delete"
-                    && w.name == "cleanup-foreign")
-        })
+        .filter(|w| !test_write(w))
         .partition(|w| w.resource == Resource::Secret && w.name == flood_secret);
     let theirs: Vec<String> = theirs
         .iter()
@@ -541,8 +567,7 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
     // refuses them all, and the budget stops the rest of its 50,000.
     let flood_attempts = last_failures
         .get(&format!("sandbox {NS}/flood"))
-        .copied()
-        .unwrap_or(0);
+        .map_or(0, |(n, _)| *n);
     assert!(
         flood
             .iter()
@@ -555,7 +580,8 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
         flood_writes <= MAX_KUBE_CALLS * (flood_attempts + 1),
         "flood wrote {flood_writes} times in {flood_attempts} reconciles"
     );
-    let attempts: usize = last_failures.values().sum::<usize>() + SANDBOX_CASES.len();
+    let attempts: usize =
+        last_failures.values().map(|(n, _)| n).sum::<usize>() + SANDBOX_CASES.len();
     let events = writes
         .iter()
         .filter(|w| w.resource == Resource::Event)
