@@ -390,11 +390,18 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
             .iter()
             .all(|key| seen.get(key).is_some_and(|(n, _)| *n >= 2));
         let every_rule = RULES.iter().all(|rule| refusals(body, rule) >= 2.0);
-        let reap_writes = metric_sum(
-            body,
-            "cubepod_boundary_refusals_total",
-            &[("verb", "delete"), ("resource", "pods"), ("rule", "scope")],
-        ) >= 4.0;
+        // The reaper's delete of a Pod in its namespace, refused twice.
+        let reap_writes = controller
+            .logs()
+            .iter()
+            .filter(|l| {
+                l["fields"]["message"] == "refused a policy's call"
+                    && l["fields"]["what"]
+                        .as_str()
+                        .is_some_and(|w| w.contains(&format!("{REAP_WRITES_NS}/")))
+            })
+            .count()
+            >= 2;
         let requeued = metric_sum(
             body,
             "cubepod_reconciles_total",
@@ -604,6 +611,11 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
     }
     let budget_traps = metric_sum(&body, "cubepod_guest_traps_total", &[("reason", "budget")]);
     assert!(budget_traps > 0.0, "the calls budget never failed a call");
+    let memory_traps = metric_sum(&body, "cubepod_guest_traps_total", &[("reason", "memory")]);
+    assert!(
+        memory_traps > 0.0,
+        "huge-manifest never met the memory bound"
+    );
 
     // Memory: the peak of the hostile phase, sampled, or the process's high-water mark if it
     // rose above the one before the swap (it sees the peaks between samples).
