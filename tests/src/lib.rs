@@ -91,14 +91,30 @@ pub fn faulty_policy_variant(feature: &'static str) -> PathBuf {
 /// `oom-`, `escape-`, and behaves as the default policy otherwise.
 pub fn faulty_policy() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        wasm_build::build_policy_component(
-            workspace(),
-            "cubepod-faulty-policy",
-            "cubepod_faulty_policy",
-        )
-        .unwrap_or_else(|why| panic!("{why}"))
+    built_once(&PATH, "cubepod-faulty-policy", "cubepod_faulty_policy")
+}
+
+/// `tests/policies/hostile` built as a component (once per test run): a well-formed policy
+/// that attacks one containment rule per case, picked by the sandbox's, pool's or reap
+/// candidate's name, and behaves as the default policy otherwise.
+pub fn hostile_policy() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    built_once(&PATH, "cubepod-hostile-policy", "cubepod_hostile_policy")
+}
+
+/// The test policy `package` (library `lib`) built as a component, the first time asked.
+fn built_once(cell: &'static OnceLock<PathBuf>, package: &str, lib: &str) -> &'static Path {
+    cell.get_or_init(|| {
+        wasm_build::build_policy_component(workspace(), package, lib)
+            .unwrap_or_else(|why| panic!("{why}"))
     })
+}
+
+/// Replaces the policy file as a ConfigMap update does: write beside it, then rename over it.
+pub fn replace_file(path: &Path, bytes: &[u8]) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, bytes).expect("write the staged file");
+    std::fs::rename(&staged, path).expect("rename it over the file");
 }
 
 /// An ECDSA P-256 key pair made by openssl in `dir` (CI installs it): (private PKCS#8 PEM,

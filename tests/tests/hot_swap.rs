@@ -4,24 +4,17 @@
 //! verification key, only a module whose signature verifies takes over, even when the
 //! signature arrives after the module.
 
-use std::path::Path;
 use std::time::Duration;
 
 use cubepod_host::admission::REFUSAL_REASONS;
 use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
 use cubepod_host::signing::{SigningKey, signature_path};
 use cubepod_tests::{
-    Controller, faulty_policy, faulty_policy_variant, metric, p256_key_pair, seed_file,
+    Controller, faulty_policy, faulty_policy_variant, metric, p256_key_pair, replace_file,
+    seed_file,
 };
 
 const PATIENCE: Duration = Duration::from_secs(90);
-
-/// Replaces the policy file as a ConfigMap update does: write beside it, then rename over it.
-fn replace(path: &Path, bytes: &[u8]) {
-    let staged = path.with_extension("staged");
-    std::fs::write(&staged, bytes).unwrap();
-    std::fs::rename(&staged, path).unwrap();
-}
 
 fn swaps(body: &str, result: &str) -> f64 {
     metric(body, "cubepod_policy_swaps_total", &[("result", result)]).unwrap_or(-1.0)
@@ -93,7 +86,7 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
         ),
     ];
     for (n, (reason, bytes)) in refusals.iter().enumerate() {
-        replace(&policy, bytes);
+        replace_file(&policy, bytes);
         let digest = cubepod_host::controller::policy_watch::sha256_hex(bytes);
         let line = controller.wait_for_log(PATIENCE, |fields| {
             fields["digest"] == digest.as_str() && fields["reason"].is_string()
@@ -118,7 +111,7 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
 
     // A good module: applied between reconciles, and every object is reconciled under it, so
     // the faulty policy's attempt on escape-x shows at once.
-    replace(&policy, &std::fs::read(faulty_policy()).unwrap());
+    replace_file(&policy, &std::fs::read(faulty_policy()).unwrap());
     let ready = controller.wait_for("/readyz", PATIENCE, |_, body| {
         body.contains("policy: cubepod-faulty")
     });
@@ -202,11 +195,11 @@ fn with_a_key_only_a_module_whose_signature_verifies_takes_over() {
         ),
         ("none", Some(Vec::new()), "signature_missing"),
     ];
-    replace(&policy, &faulty);
+    replace_file(&policy, &faulty);
     for (n, (case, signature, reason)) in steps.iter().enumerate() {
         match signature {
             Some(bytes) if bytes.is_empty() => std::fs::remove_file(&sig).unwrap(),
-            Some(bytes) => replace(&sig, bytes),
+            Some(bytes) => replace_file(&sig, bytes),
             None => {}
         }
         let line = controller.wait_for_log(PATIENCE, |fields| {
@@ -237,7 +230,7 @@ fn with_a_key_only_a_module_whose_signature_verifies_takes_over() {
     );
 
     // The right signature arrives: the module refused a moment ago is checked again.
-    replace(&sig, good.as_bytes());
+    replace_file(&sig, good.as_bytes());
     controller.wait_for("/readyz", PATIENCE, |_, body| {
         body.contains("policy: cubepod-faulty")
     });

@@ -37,14 +37,21 @@ impl OutputBudget {
         status: &SandboxStatus,
         written: &Value,
     ) -> Result<(), Refusal> {
+        self.sandbox_conditions(what, status)?;
+        self.status_size(what, written)
+    }
+
+    /// The conditions part of [`Self::sandbox_status`], on the status as returned: checked
+    /// before the status is copied into what would be written, since a status past it may be
+    /// megabytes and every copy is resident at once.
+    pub fn sandbox_conditions(&self, what: &str, status: &SandboxStatus) -> Result<(), Refusal> {
         self.conditions_within(
             what,
             status
                 .conditions
                 .iter()
                 .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
-        )?;
-        self.status_size(what, written)
+        )
     }
 
     pub fn pool_status(

@@ -381,40 +381,49 @@ impl Reconciler {
         self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
             .await;
         let out = call.value.map_err(ReconcileError::Guest)?;
-        // What the API will hold once written: a status that the API renders differently
-        // (an empty reason, a time out of range) would otherwise differ on every pass.
-        let status = sandbox::as_written(&out.status, object.sandbox.generation);
-        let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
-        report.status = Some(patch["status"].clone());
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
-        // The whole output is admitted before any of it is written.
+        // The whole output is admitted before any of it is written; its conditions before any
+        // copy of the status is made (as written, the patch, its text), since a status of
+        // thousands of conditions or a huge message is megabytes, every copy resident at once.
         let containment = self.containment();
         let budget = &containment.output;
         let what = format!("Sandbox {target}");
         let admitted = budget
-            .sandbox_status(&what, &out.status, &patch)
-            .and_then(|()| budget.events(&what, &out.events))
+            .sandbox_conditions(&what, &out.status)
             .map_err(ReconcileError::Budget)
-            .and_then(|()| match &out.claim {
-                Some(member) => {
-                    admission::claim(&what, member, &offered).map_err(ReconcileError::Refused)
+            .and_then(|()| {
+                // What the API will hold once written: a status that the API renders
+                // differently (an empty reason, a time out of range) would otherwise differ
+                // on every pass.
+                let status = sandbox::as_written(&out.status, object.sandbox.generation);
+                let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+                report.status = Some(patch["status"].clone());
+                budget
+                    .sandbox_status(&what, &out.status, &patch)
+                    .and_then(|()| budget.events(&what, &out.events))
+                    .map_err(ReconcileError::Budget)?;
+                if let Some(member) = &out.claim {
+                    admission::claim(&what, member, &offered).map_err(ReconcileError::Refused)?;
                 }
-                None => Ok(()),
+                Ok((status, patch))
             });
-        if let Err(error) = admitted {
-            return Err(self
-                .refuse(
-                    "reconcile-sandbox",
-                    "Sandbox",
-                    target,
-                    &object.sandbox.uid,
-                    error,
-                    now,
-                )
-                .await);
-        }
+        let (status, patch) = match admitted {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                return Err(self
+                    .refuse(
+                        "reconcile-sandbox",
+                        "Sandbox",
+                        target,
+                        &object.sandbox.uid,
+                        error,
+                        now,
+                    )
+                    .await);
+            }
+        };
         if let Some(member) = &out.claim {
             let member_ref = ObjectRef::new(&target.namespace, member);
             let Some(member_object) = self.cache.sandbox(&member_ref) else {
