@@ -323,9 +323,38 @@ impl Reconciler {
                 })
                 .await?;
             report.calls = call.calls;
+            self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
+                .await;
             let out = call.value.map_err(ReconcileError::Guest)?;
-            let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
             report.done = Some(out.done);
+            // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
+            let containment = self.containment();
+            let budget = &containment.output;
+            let what = format!("Sandbox {target}");
+            let admitted = budget
+                .sandbox_conditions(&what, &out.status)
+                .and_then(|()| {
+                    let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
+                    budget
+                        .sandbox_status(&what, &out.status, &patch)
+                        .map(|()| patch)
+                })
+                .map_err(ReconcileError::Budget);
+            let patch = match admitted {
+                Ok(patch) => patch,
+                Err(error) => {
+                    return Err(self
+                        .refuse(
+                            "cleanup-sandbox",
+                            "Sandbox",
+                            target,
+                            &object.sandbox.uid,
+                            error,
+                            now,
+                        )
+                        .await);
+                }
+            };
             report.status = Some(patch["status"].clone());
             if out.done {
                 tracing::info!(%target, "children deleted; removing the finalizer");
