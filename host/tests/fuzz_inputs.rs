@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use base64::Engine as _;
-use cubepod_host::controller::admission;
 use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::output_rules;
 use cubepod_host::kube::boundary::{Boundary, Containment, SandboxScope};
 use cubepod_host::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
@@ -1027,7 +1027,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
         (Just(pool), Just(member), manifest)
     });
     check(
-        "pool member manifests -> controller::admission::member",
+        "pool member manifests -> controller::output_rules::member",
         cases(1024),
         member,
         |(pool, member, manifest)| {
@@ -1036,7 +1036,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
                 "spec": {"replicas": 3, "template": {"image": "img"}},
             }))
             .expect("a pool");
-            match admission::member(&pool, 0, &member, &manifest, 512 << 10) {
+            match output_rules::member(&pool, 0, &member, &manifest, 512 << 10) {
                 Ok(object) => {
                     let meta = &object["metadata"];
                     prop_assert_eq!(&meta["name"], member.as_str());
@@ -1061,7 +1061,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
                 Err(refusal) => {
                     prop_assert!(matches!(
                         refusal.rule,
-                        admission::Rule::Pool | admission::Rule::Budget
+                        output_rules::Rule::Pool | output_rules::Rule::Budget
                     ));
                     prop_assert!(!refusal.reason.is_empty());
                     prop_assert!(refusal.to_string().len() < 1024, "a bounded refusal");

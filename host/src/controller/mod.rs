@@ -1,7 +1,6 @@
 //! The control loop: a watch cache fed by reflectors, a work queue, and the manager that runs
 //! the policy on each key and carries out what it returns.
 
-pub mod admission;
 pub mod cache;
 mod child_lookup;
 pub(crate) mod coalesce;
@@ -10,6 +9,7 @@ pub mod health;
 pub mod inputs;
 pub mod leader;
 pub mod manager;
+pub mod output_rules;
 pub mod policy;
 pub mod policy_watch;
 pub mod queue;

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde_json::Value;
 
-use super::admission::{self, Refusal, Rule, Surfaced};
 use super::cache::Cache;
 use super::coalesce::HeldStatuses;
 use super::inputs;
+use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
 use crate::kube::boundary::Containment;
@@ -434,7 +434,8 @@ impl Reconciler {
                     .and_then(|()| budget.events(&what, &out.events))
                     .map_err(ReconcileError::Budget)?;
                 if let Some(member) = &out.claim {
-                    admission::claim(&what, member, &offered).map_err(ReconcileError::Refused)?;
+                    output_rules::claim(&what, member, &offered)
+                        .map_err(ReconcileError::Refused)?;
                 }
                 Ok((status, patch))
             });
@@ -479,7 +480,7 @@ impl Reconciler {
         }
         report.requeue = out.requeue_after_seconds.map(|s| {
             // A requeue sooner than this would spin the controller on one key.
-            Duration::from_secs(u64::from(s.max(admission::MIN_REQUEUE_SECONDS)))
+            Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
         });
         Ok(())
     }
@@ -506,7 +507,7 @@ impl Reconciler {
             field: "spec.runtimeClassName".to_string(),
             problem: format!(
                 "{:?} is not an allowed runtime class (allowed: {})",
-                admission::shown(class),
+                output_rules::shown(class),
                 allowed.iter().cloned().collect::<Vec<_>>().join(", ")
             ),
         };
@@ -680,8 +681,8 @@ impl Reconciler {
                     "namespace/name",
                     format!(
                         "{}/{} was not among the candidates handed",
-                        admission::shown(&decision.namespace),
-                        admission::shown(&decision.name)
+                        output_rules::shown(&decision.namespace),
+                        output_rules::shown(&decision.name)
                     ),
                 );
                 tracing::warn!(%refusal, "reaper decision refused");
@@ -729,7 +730,7 @@ impl Reconciler {
             .and_then(|()| budget.events(&what, &out.events))
             .map_err(ReconcileError::Budget)?;
         let active = members.iter().filter(|m| !m.claimed && !m.deleting).count();
-        let room = admission::member_room(pool, active, self.settings.max_pool_replicas);
+        let room = output_rules::member_room(pool, active, self.settings.max_pool_replicas);
         if out.create.len() > room {
             return Err(ReconcileError::Refused(Refusal::new(
                 Rule::Pool,
@@ -752,14 +753,17 @@ impl Reconciler {
                 Rule::Pool,
                 &what,
                 format!("delete[{index}]"),
-                format!("{:?} is not a member of the pool", admission::shown(name)),
+                format!(
+                    "{:?} is not a member of the pool",
+                    output_rules::shown(name)
+                ),
             )));
         }
         out.create
             .iter()
             .enumerate()
             .map(|(index, m)| {
-                admission::member(
+                output_rules::member(
                     pool,
                     index,
                     &m.name,

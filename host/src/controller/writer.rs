@@ -136,7 +136,7 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Creates a pool member from the manifest the core admitted (`admission::member`).
+    /// Creates a pool member from the manifest the core admitted (`output_rules::member`).
     pub async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {
         match self
             .cluster

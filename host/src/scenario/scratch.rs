@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
-use crate::controller::admission::Refusal;
 use crate::controller::cache::Cache;
+use crate::controller::output_rules::Refusal;
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconciler::{Carried, Clock, ReconcileError, Reconciler, Settings, Tokens};
 use crate::controller::reflector;

@@ -194,7 +194,7 @@ pub struct Containment {
 }
 
 /// How much of one policy output the reconcile core acts on
-/// (`controller::admission`); past any of them the call fails (`budget`) and nothing of the
+/// (`controller::output_rules`); past any of them the call fails (`budget`) and nothing of the
 /// output is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutputBudget {
