@@ -1,9 +1,10 @@
 //! What the reconcile core admits of a policy's output before it acts on it: pool members
 //! that are the pool's own (rule `pool`), claims only of offered candidates (rule `claim`), and
-//! outputs within their budgets (rule `budget`). Refusals are the boundary's
-//! ([`Refusal`], [`Rule`]): one vocabulary for what the import and the core refuse. Each rule is an allowlist: a member manifest
+//! outputs within their budgets (rule `budget`). Each rule is an allowlist: a member manifest
 //! may carry only the fields a member needs, and a field the host does not know is refused.
-//! `kube-client` calls are checked before they reach the cluster, by `kube::boundary`.
+//! Refusals are the boundary's ([`Refusal`], [`Rule`]): one vocabulary for what the
+//! `kube-client` import (`kube::boundary`, before a call reaches the cluster) and the core
+//! refuse.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
