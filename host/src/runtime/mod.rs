@@ -6,8 +6,10 @@
 //! tokio [`Handle`](tokio::runtime::Handle) of the [`CallContext`], so call it from
 //! `tokio::task::spawn_blocking` (or any thread outside the runtime), never from async code.
 //!
-//! The boundary, as DESIGN.md states it:
-//! - imports: only `kube-client`, whose every call passes [`Boundary::check`](crate::kube::boundary::Boundary::check)
+//! The runtime's part of the boundary (docs/architecture.md, "Where each rule of the boundary
+//! is enforced"):
+//! - imports: only `kube-client`, whose every call passes
+//!   [`Boundary::check`](crate::kube::boundary::Boundary::check) and the containment rules
 //!   first, plus the few `wasi:cli`/`wasi:io` interfaces that Rust's std makes every
 //!   `wasm32-wasip2` component import, backed by an empty WASI context (see `host/wasi.rs`);
 //! - every call: a fresh store, an epoch deadline on guest time, a memory limit, and a timeout
