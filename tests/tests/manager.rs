@@ -308,12 +308,15 @@ async fn an_unreadable_spec_is_reported_in_status_and_fixing_it_recovers() {
         c.names(Resource::PersistentVolumeClaim).is_empty(),
         "nothing made for a bad spec"
     );
-    let warned = c.cluster.objects(Resource::Event).into_iter().any(|e| {
-        e["reason"] == "InvalidSpec"
-            && e["involvedObject"]["name"] == "bad"
-            && e["type"] == "Warning"
-    });
-    assert!(warned, "an Event says what is wrong");
+    // Posted after the status is written: waited for, not read at once.
+    c.until("an Event says what is wrong", |c| {
+        c.cluster.objects(Resource::Event).into_iter().any(|e| {
+            e["reason"] == "InvalidSpec"
+                && e["involvedObject"]["name"] == "bad"
+                && e["type"] == "Warning"
+        })
+    })
+    .await;
 
     c.cluster
         .patch(

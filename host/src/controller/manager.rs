@@ -3,7 +3,7 @@
 //! output), ticks drive the idle reaper and the warm pools, and shutdown drains in-flight work.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -63,6 +63,9 @@ impl ManagerConfig {
     }
 }
 
+/// The least time between two heap trims: a trim walks the heap.
+const TRIM_INTERVAL: Duration = Duration::from_secs(5);
+
 /// How often deletions older than the cache's tombstone TTL are forgotten.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -76,6 +79,8 @@ pub struct ControllerManager {
     pub config: ManagerConfig,
     /// Carries out each key's policy call; shared with `policy test`.
     pub reconciler: Reconciler,
+    /// Keys processed so far, for the heartbeat's trim.
+    processed: AtomicU64,
 }
 
 impl ControllerManager {
@@ -130,6 +135,7 @@ impl ControllerManager {
             health,
             reconciler,
             config,
+            processed: AtomicU64::new(0),
         })
     }
 
@@ -225,9 +231,13 @@ impl ControllerManager {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut interval = tokio::time::interval(Duration::from_millis(500));
-        // Work since the last trim: a burst (the initial lists, a resync, a wave of creates)
-        // whose memory the allocator should hand back once the queue has drained.
+        // Work since the last trim: a burst (the initial lists, a resync, a wave of creates,
+        // a key retried between two beats) whose memory the allocator should hand back once
+        // the queue has drained. Keys processed are counted, so that work done between two
+        // beats counts too; a trim walks the heap, so at most one every TRIM_INTERVAL.
         let mut busy = true;
+        let mut processed = 0;
+        let mut last_trim: Option<Instant> = None;
         let mut last_prune = Instant::now();
         loop {
             tokio::select! {
@@ -243,10 +253,17 @@ impl ControllerManager {
                 tracing::info!("cache synced");
                 self.health.set_synced(true);
             }
+            let done = self.processed.load(std::sync::atomic::Ordering::Relaxed);
+            if done != processed {
+                processed = done;
+                busy = true;
+            }
+            let may_trim = last_trim.is_none_or(|at| at.elapsed() >= TRIM_INTERVAL);
             if !self.queue.is_empty() {
                 busy = true;
-            } else if busy && self.health.synced() {
+            } else if busy && may_trim && self.health.synced() {
                 busy = false;
+                last_trim = Some(Instant::now());
                 crate::allocator::trim();
             }
             self.update_gauges();
@@ -371,5 +388,7 @@ impl ControllerManager {
             }
         }
         self.queue.done(&key);
+        self.processed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
