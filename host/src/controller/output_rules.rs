@@ -15,6 +15,7 @@ use crate::kube::boundary::clip;
 pub use crate::kube::boundary::{OutputBudget, Refusal, Rule};
 use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::model::pool;
 use crate::model::sandbox::{self, POOL_LABEL};
 use crate::runtime::bindings::{Event, SandboxStatus, WarmPool, WarmPoolStatus};
 
@@ -30,37 +31,16 @@ const EVENT_REASON_BYTES: usize = 128;
 pub const MIN_REQUEUE_SECONDS: u32 = 1;
 
 impl OutputBudget {
-    /// A Sandbox's returned status: its size as written, its conditions as `metav1.Condition`
-    /// allows them.
-    pub fn sandbox_status(
+    /// A Sandbox's returned status as the controller would write it (its
+    /// [`sandbox::status_patch`]), once its conditions are as `metav1.Condition` allows and the
+    /// whole is within the byte budget. The conditions are checked before the patch is made: a
+    /// status past them may be megabytes, and every copy is resident at once.
+    pub fn sandbox_status_patch(
         &self,
         what: &str,
         status: &SandboxStatus,
-        written: &Value,
-    ) -> Result<(), Refusal> {
-        self.sandbox_conditions(what, status)?;
-        self.status_size(what, written)
-    }
-
-    /// The conditions part of [`Self::sandbox_status`], on the status as returned: checked
-    /// before the status is copied into what would be written, since a status past it may be
-    /// megabytes and every copy is resident at once.
-    pub fn sandbox_conditions(&self, what: &str, status: &SandboxStatus) -> Result<(), Refusal> {
-        self.conditions_within(
-            what,
-            status
-                .conditions
-                .iter()
-                .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
-        )
-    }
-
-    pub fn pool_status(
-        &self,
-        what: &str,
-        status: &WarmPoolStatus,
-        written: &Value,
-    ) -> Result<(), Refusal> {
+        generation: i64,
+    ) -> Result<Value, Refusal> {
         self.conditions_within(
             what,
             status
@@ -68,7 +48,28 @@ impl OutputBudget {
                 .iter()
                 .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
         )?;
-        self.status_size(what, written)
+        let patch = sandbox::status_patch(status, generation);
+        self.status_size(what, &patch)?;
+        Ok(patch)
+    }
+
+    /// As [`Self::sandbox_status_patch`], for a PodWarmPool's status.
+    pub fn pool_status_patch(
+        &self,
+        what: &str,
+        status: &WarmPoolStatus,
+        generation: i64,
+    ) -> Result<Value, Refusal> {
+        self.conditions_within(
+            what,
+            status
+                .conditions
+                .iter()
+                .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
+        )?;
+        let patch = pool::status_patch(status, generation);
+        self.status_size(what, &patch)?;
+        Ok(patch)
     }
 
     fn conditions_within<'a>(
@@ -122,7 +123,7 @@ impl OutputBudget {
     }
 
     fn status_size(&self, what: &str, written: &Value) -> Result<(), Refusal> {
-        let bytes = written.to_string().len();
+        let bytes = serialized_len(written);
         if bytes > self.status_bytes {
             return Err(Refusal::new(
                 Rule::Budget,
@@ -182,6 +183,26 @@ const SHOWN_BYTES: usize = 128;
 /// A bounded prefix of a guest's `text` for a refusal.
 pub fn shown(text: &str) -> String {
     clip(text, SHOWN_BYTES)
+}
+
+/// The bytes of `value` as JSON, counted without building the text.
+fn serialized_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, and a Value always serializes.
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// A claim only of a member the input offered: a ready, unclaimed member of the sandbox's pool.

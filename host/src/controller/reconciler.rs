@@ -328,17 +328,14 @@ impl Reconciler {
             let out = call.value.map_err(ReconcileError::Guest)?;
             report.done = Some(out.done);
             // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
-            let containment = self.containment();
-            let budget = &containment.output;
-            let what = format!("Sandbox {target}");
-            let admitted = budget
-                .sandbox_conditions(&what, &out.status)
-                .and_then(|()| {
-                    let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
-                    budget
-                        .sandbox_status(&what, &out.status, &patch)
-                        .map(|()| patch)
-                })
+            let admitted = self
+                .containment()
+                .output
+                .sandbox_status_patch(
+                    &format!("Sandbox {target}"),
+                    &out.status,
+                    object.sandbox.generation,
+                )
                 .map_err(ReconcileError::Budget);
             let patch = match admitted {
                 Ok(patch) => patch,
@@ -362,9 +359,7 @@ impl Reconciler {
                     .remove_finalizer(&object)
                     .await
                     .map_err(api("removing the finalizer"))?;
-            } else if sandbox::as_written(&out.status, object.sandbox.generation)
-                != object.sandbox.status
-            {
+            } else if sandbox::read_back(&patch, &out.status) != object.sandbox.status {
                 self.write_sandbox_status(&object, patch).await?;
             }
             return Ok(());
@@ -420,26 +415,16 @@ impl Reconciler {
         let budget = &containment.output;
         let what = format!("Sandbox {target}");
         let admitted = budget
-            .sandbox_conditions(&what, &out.status)
+            .sandbox_status_patch(&what, &out.status, object.sandbox.generation)
+            .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
             .map_err(ReconcileError::Budget)
-            .and_then(|()| {
-                // What the API will hold once written: a status that the API renders
-                // differently (an empty reason, a time out of range) would otherwise differ
-                // on every pass.
-                let status = sandbox::as_written(&out.status, object.sandbox.generation);
-                let patch = sandbox::status_patch(&out.status, object.sandbox.generation);
-                report.status = Some(patch["status"].clone());
-                budget
-                    .sandbox_status(&what, &out.status, &patch)
-                    .and_then(|()| budget.events(&what, &out.events))
-                    .map_err(ReconcileError::Budget)?;
-                if let Some(member) = &out.claim {
-                    output_rules::claim(&what, member, &offered)
-                        .map_err(ReconcileError::Refused)?;
-                }
-                Ok((status, patch))
+            .and_then(|patch| match &out.claim {
+                Some(member) => output_rules::claim(&what, member, &offered)
+                    .map(|()| patch)
+                    .map_err(ReconcileError::Refused),
+                None => Ok(patch),
             });
-        let (status, patch) = match admitted {
+        let patch = match admitted {
             Ok(admitted) => admitted,
             Err(error) => {
                 return Err(self
@@ -454,6 +439,10 @@ impl Reconciler {
                     .await);
             }
         };
+        report.status = Some(patch["status"].clone());
+        // What the API will hold once written: a status that the API renders differently (an
+        // empty reason, a time out of range) would otherwise differ on every pass.
+        let status = sandbox::read_back(&patch, &out.status);
         if let Some(member) = &out.claim {
             let member_ref = ObjectRef::new(&target.namespace, member);
             let Some(member_object) = self.cache.sandbox(&member_ref) else {
@@ -511,19 +500,7 @@ impl Reconciler {
                 allowed.iter().cloned().collect::<Vec<_>>().join(", ")
             ),
         };
-        let message = error.to_string();
-        let reported = object.sandbox.status.conditions.iter().any(|c| {
-            c.kind == crate::model::SPEC_VALID
-                && c.status == crate::runtime::bindings::ConditionStatus::False
-                && c.message == message
-        });
-        Some(Unreadable {
-            error,
-            uid: object.sandbox.uid.clone(),
-            resource_version: object.resource_version.clone(),
-            generation: object.sandbox.generation,
-            reported,
-        })
+        Some(Unreadable::of_sandbox(error, object))
     }
 
     /// A Sandbox's status, over the version it was computed from: a concurrent write (the
@@ -553,6 +530,7 @@ impl Reconciler {
         report: &mut Carried,
     ) -> Result<(), ReconcileError> {
         let Some(object) = self.cache.pool(target) else {
+            self.surfaced.forget(target);
             return self
                 .missing(
                     Resource::PodWarmPool,
@@ -576,15 +554,13 @@ impl Reconciler {
             .await?;
         report.calls = call.calls;
         let out = call.value.map_err(ReconcileError::Guest)?;
-        let patch = pool::status_patch(&out.status, object.pool.generation);
-        report.status = Some(patch["status"].clone());
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
         report.pool_delete = out.delete.clone();
         let members = self.cache.pool_members(target);
-        let admitted = self.admit_pool_output(&object.pool, &members, &out, &patch);
-        let creates = match admitted {
-            Ok(creates) => creates,
+        let admitted = self.admit_pool_output(&object.pool, &members, &out);
+        let (patch, creates) = match admitted {
+            Ok(admitted) => admitted,
             Err(error) => {
                 return Err(self
                     .refuse(
@@ -598,6 +574,7 @@ impl Reconciler {
                     .await);
             }
         };
+        report.status = Some(patch["status"].clone());
         let writer = self.writer();
         for object in creates {
             writer
@@ -613,7 +590,7 @@ impl Reconciler {
         }
         self.post_events("PodWarmPool", target, &object.pool.uid, &out.events, now)
             .await;
-        if pool::as_written(&out.status, object.pool.generation) != object.pool.status {
+        if pool::read_back(&patch, &out.status) != object.pool.status {
             writer
                 .write_status(
                     Resource::PodWarmPool,
@@ -714,20 +691,19 @@ impl Reconciler {
 
     /// A pool's output, admitted whole: its status and Events within budget, at most the room
     /// the pool has of creates, each a member of this pool made from its template, and deletes
-    /// only of its members. Returns the objects to create.
+    /// only of its members. Returns the status patch and the objects to create.
     fn admit_pool_output(
         &self,
         pool: &crate::runtime::bindings::WarmPool,
         members: &[crate::runtime::bindings::PoolMember],
         out: &crate::runtime::bindings::PoolOutput,
-        patch: &Value,
-    ) -> Result<Vec<Value>, ReconcileError> {
+    ) -> Result<(Value, Vec<Value>), ReconcileError> {
         let containment = self.containment();
         let budget = &containment.output;
         let what = format!("PodWarmPool {}/{}", pool.namespace, pool.name);
-        budget
-            .pool_status(&what, &out.status, patch)
-            .and_then(|()| budget.events(&what, &out.events))
+        let patch = budget
+            .pool_status_patch(&what, &out.status, pool.generation)
+            .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
             .map_err(ReconcileError::Budget)?;
         let active = members.iter().filter(|m| !m.claimed && !m.deleting).count();
         let room = output_rules::member_room(pool, active, self.settings.max_pool_replicas);
@@ -771,7 +747,8 @@ impl Reconciler {
                     containment.max_manifest_bytes,
                 )
             })
-            .collect::<Result<_, _>>()
+            .collect::<Result<Vec<_>, _>>()
+            .map(|creates| (patch, creates))
             .map_err(|refusal| match refusal.rule {
                 Rule::Budget => ReconcileError::Budget(refusal),
                 _ => ReconcileError::Refused(refusal),

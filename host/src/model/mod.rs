@@ -58,6 +58,24 @@ impl Unreadable {
         }
     }
 
+    /// As [`Self::new`], from the cache's record of a Sandbox the controller can read but will
+    /// not act on (a runtime class the operator does not allow).
+    pub fn of_sandbox(error: ModelError, object: &sandbox::SandboxObject) -> Self {
+        let message = error.to_string();
+        let reported = object.sandbox.status.conditions.iter().any(|c| {
+            c.kind == SPEC_VALID
+                && c.status == crate::runtime::bindings::ConditionStatus::False
+                && c.message == message
+        });
+        Self {
+            error,
+            uid: object.sandbox.uid.clone(),
+            resource_version: object.resource_version.clone(),
+            generation: object.sandbox.generation,
+            reported,
+        }
+    }
+
     /// The status that tells the user what to fix: SpecValid and Ready false, with why, as of
     /// `now`.
     pub fn status_patch(&self, with_phase: bool, now: i64) -> serde_json::Value {

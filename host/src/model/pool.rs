@@ -89,7 +89,11 @@ pub fn status_patch(status: &WarmPoolStatus, generation: i64) -> Value {
 
 /// `status` as it reads back once `status_patch` wrote it (see `sandbox::as_written`).
 pub fn as_written(status: &WarmPoolStatus, generation: i64) -> WarmPoolStatus {
-    let patch = status_patch(status, generation);
+    read_back(&status_patch(status, generation), status)
+}
+
+/// What `patch` (the [`status_patch`] of `status`) reads back as once written.
+pub fn read_back(patch: &Value, status: &WarmPoolStatus) -> WarmPoolStatus {
     match patch.get("status").map(StatusJson::deserialize) {
         Some(Ok(s)) => status_from_json(&s),
         _ => status.clone(),

@@ -271,7 +271,11 @@ pub fn reap_candidate(sandbox: &Sandbox) -> Option<ReapCandidate> {
 /// `status` as it reads back once `status_patch` wrote it: what to compare the cached status
 /// with, so that a status the API holds differently is not written again on every pass.
 pub fn as_written(status: &SandboxStatus, generation: i64) -> SandboxStatus {
-    let patch = status_patch(status, generation);
+    read_back(&status_patch(status, generation), status)
+}
+
+/// What `patch` (the [`status_patch`] of `status`) reads back as once written.
+pub fn read_back(patch: &Value, status: &SandboxStatus) -> SandboxStatus {
     patch
         .get("status")
         .and_then(|s| StatusJson::deserialize(s).ok())
