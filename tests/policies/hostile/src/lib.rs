@@ -27,7 +27,9 @@
 //! - `unknown-field`: a Pod with a container field no Kubernetes release has (`pod`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
 //!   exports that get no cluster access (`scope`);
-//! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`).
+//! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`);
+//! - `cleanup-huge-status` (cleanup-sandbox): the default cleanup, `done`, with the 5,000
+//!   conditions of `huge-status` (the host's output budget: the finalizer stays).
 //!
 //! Outputs (no kube-client call; bounded by the host's reconcile core):
 //!
@@ -104,6 +106,7 @@ pub enum Case {
     PoolWrites,
     ReapWrites,
     CleanupForeign,
+    CleanupHugeStatus,
     ClaimNonCandidate,
     HugeStatus,
     EventFlood,
@@ -116,7 +119,7 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 29] = [
+    pub const ALL: [(&'static str, Case); 30] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -137,6 +140,7 @@ impl Case {
         ("pool-writes", Case::PoolWrites),
         ("reap-writes", Case::ReapWrites),
         ("cleanup-foreign", Case::CleanupForeign),
+        ("cleanup-huge-status", Case::CleanupHugeStatus),
         ("claim-non-candidate", Case::ClaimNonCandidate),
         ("huge-status", Case::HugeStatus),
         ("event-flood", Case::EventFlood),
@@ -284,19 +288,7 @@ pub fn reconcile(
         }
         Case::HugeStatus => {
             let mut out = unchanged(input);
-            out.status.conditions = (0..5_000)
-                .map(|i| Condition {
-                    kind: format!("Hostile{i}"),
-                    status: ConditionStatus::True,
-                    reason: "Hostile".to_string(),
-                    message: if i == 0 {
-                        "m".repeat(4 << 20)
-                    } else {
-                        format!("condition {i}")
-                    },
-                    last_transition_time: input.now,
-                })
-                .collect();
+            out.status.conditions = huge_conditions(input.now);
             return Ok(out);
         }
         Case::EventFlood => {
@@ -360,6 +352,23 @@ fn pod_edit(case: Case) -> Option<fn(&mut Value)> {
 }
 
 /// The sandbox's status as it was: an output that changes nothing.
+/// 5,000 conditions, the first with a 4 MiB message.
+fn huge_conditions(now: Timestamp) -> Vec<Condition> {
+    (0..5_000)
+        .map(|i| Condition {
+            kind: format!("Hostile{i}"),
+            status: ConditionStatus::True,
+            reason: "Hostile".to_string(),
+            message: if i == 0 {
+                "m".repeat(4 << 20)
+            } else {
+                format!("condition {i}")
+            },
+            last_transition_time: now,
+        })
+        .collect()
+}
+
 fn unchanged(input: &ReconcileInput) -> ReconcileOutput {
     ReconcileOutput {
         status: input.sandbox.status.clone(),
@@ -382,7 +391,11 @@ pub fn cleanup(
             "hostile policy: the host let a cleanup delete another sandbox's Pod".to_string(),
         ));
     }
-    cubepod_guest::cleanup::cleanup(client, now, sandbox, observed)
+    let mut out = cubepod_guest::cleanup::cleanup(client, now, sandbox, observed)?;
+    if Case::of(&sandbox.name) == Some(Case::CleanupHugeStatus) {
+        out.status.conditions = huge_conditions(now);
+    }
+    Ok(out)
 }
 
 /// `reconcile-pool`: the default, or a case of the pool's name.
