@@ -117,8 +117,9 @@ pub fn replace_file(path: &Path, bytes: &[u8]) {
     std::fs::rename(&staged, path).expect("rename it over the file");
 }
 
-/// An ECDSA P-256 key pair made by openssl in `dir` (`.ci/run` installs it where missing): (private PKCS#8 PEM,
-/// public SPKI PEM), the kinds `cosign generate-key-pair` and `policy sign` use.
+/// An ECDSA P-256 key pair made by openssl in `dir` (`.ci/run` installs it where missing):
+/// (private PKCS#8 PEM, public SPKI PEM), the kinds `cosign generate-key-pair` and `policy sign`
+/// use.
 pub fn p256_key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let private = dir.join(format!("{name}.pem"));
     let public = dir.join(format!("{name}.pub"));
