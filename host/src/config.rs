@@ -8,6 +8,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::kube::boundary::{self, Containment, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS};
+use crate::runtime::DEFAULT_MEMORY_MIB;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -81,7 +82,7 @@ pub struct RunArgs {
     pub guest_deadline: Duration,
 
     /// Memory bound of one call into the policy, in MiB.
-    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
 
     /// Time bound of one Kubernetes request made for the policy.
@@ -249,7 +250,7 @@ pub struct PolicyTestArgs {
     pub guest_deadline: Duration,
 
     /// Memory bound of one call into the policy, in MiB, as `run --guest-memory-mib`.
-    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
 
     /// The containment rules, as `run` has them: the same flags give the same refusals.
@@ -277,7 +278,7 @@ pub struct PolicyInspectArgs {
     pub guest_deadline: Duration,
 
     /// Memory bound of one policy call during the conformance self-test, in MiB.
-    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
 
     /// The containment rules of the conformance self-test, as `run` has them.

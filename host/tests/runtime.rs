@@ -699,3 +699,32 @@ fn the_components_implement_exactly_the_world_plus_allowed_wasi() {
         }
     }
 }
+
+/// A full page of reap candidates, as the controller hands them, fits the default memory
+/// bound and deadline: the bound an operator keeps need not grow with the cluster.
+#[test]
+fn a_page_of_reap_candidates_fits_the_default_bounds() {
+    use cubepod_host::controller::reconciler::REAP_PAGE;
+    use cubepod_host::runtime::bindings::ReapCandidate;
+    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+    let module = engine.load(DEFAULT_POLICY).unwrap();
+    let now = 1_800_000_000;
+    let candidates: Vec<ReapCandidate> = (0..REAP_PAGE)
+        .map(|i| ReapCandidate {
+            name: format!("sandbox-{i:06}"),
+            idle_timeout_seconds: Some(3600),
+            // Every tenth idle for a day, the others active a minute ago.
+            last_activity: Some(if i % 10 == 0 { now - 86_400 } else { now - 60 }),
+            started_at: Some(now - 100_000),
+            pool: None,
+            claimed_by: None,
+            claimed_member: None,
+        })
+        .collect();
+    let cluster = Arc::new(StubCluster::default());
+    let call = module
+        .reap(&context(&cluster), now, NS, &candidates)
+        .expect("a page of candidates within the default bounds");
+    assert_eq!(call.value.len(), REAP_PAGE / 10);
+    assert!(call.value.iter().all(|d| d.name.ends_with('0')));
+}

@@ -22,15 +22,14 @@ use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(180);
 
-/// The memory bound of one policy call: the operator's lever on what one call adds to the
-/// controller's RSS, since a call's linear memory (its pooling-allocator slot) is resident
-/// while the call runs. At the default 64 MiB the `huge-manifest` case builds its 12 MiB Pod
-/// (the string, the JSON value, its text as it grows) in about 60 MiB of guest memory and has
-/// the host lift it: RSS from about 57 to 127 MiB on its own, past twice idle, though the
-/// manifest bound refuses it. At 32 MiB the same call stops at the memory bound instead
-/// (`cubepod_guest_traps_total{reason="memory"}`) and adds about 30 MiB; the manifest bound
-/// itself is checked with the default flags in `host/tests/containment.rs`.
-const GUEST_MEMORY: &str = "--guest-memory-mib=32";
+// The controller runs with its default memory bound of one policy call (32 MiB): a call's
+// linear memory (its pooling-allocator slot) is resident while it runs, so the bound is what
+// one call adds to the controller's RSS. The `huge-manifest` case, building a 12 MiB Pod
+// (the string, the JSON value, its text as it grows), stops at that bound
+// (`cubepod_guest_traps_total{reason="memory"}`) and adds about 30 MiB. At 64 MiB the same
+// call built the whole manifest and had the host lift it: RSS from about 57 to 127 MiB, past
+// twice idle, though the manifest bound refused it; the manifest bound itself is checked in
+// `host/tests/containment.rs`.
 
 /// The bound of kube-client calls per policy call the controller runs with (its default).
 const MAX_KUBE_CALLS: usize = 16;
@@ -282,7 +281,6 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
             &format!("--policy={}", policy.display()),
             &format!("--namespaces={REAP_WRITES_NS},{NS},{REAP_STRANGERS_NS}"),
             "--policy-poll-interval=200ms",
-            GUEST_MEMORY,
         ],
     );
     let pid = controller.child.id();

@@ -331,3 +331,63 @@ async fn an_unreadable_spec_is_reported_in_status_and_fixing_it_recovers() {
         .await;
     c.stop().await;
 }
+
+/// The reaper hands the policy a page of candidates at a time: one tick judges every
+/// sandbox of a namespace larger than a page, each decision marked over its own sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_reaper_tick_judges_every_page_of_candidates() {
+    let cluster = MemoryCluster::new(MemoryClusterConfig::default());
+    let names: Vec<String> = (0..7).map(|i| format!("idle-{i}")).collect();
+    for name in &names {
+        cluster
+            .create(
+                Resource::Sandbox,
+                NS,
+                sandbox(name, json!({"image": "img", "idleTimeoutSeconds": 60})),
+            )
+            .await
+            .unwrap();
+        // Started long ago, never active since: idle.
+        cluster
+            .patch_status(
+                Resource::Sandbox,
+                NS,
+                name,
+                json!({"status": {"phase": "Running", "startedAt": "2020-01-01T00:00:00Z"}}),
+            )
+            .await
+            .unwrap();
+    }
+    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+    let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
+    let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
+    config.reap_page = 3;
+    let manager = ControllerManager::new(
+        cluster.clone(),
+        module,
+        config,
+        Arc::new(Metrics::new()),
+        Arc::new(Health::default()),
+    );
+    let (_stop, shutdown) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    let synced = manager.spawn_reflectors(&mut tasks, &shutdown);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !synced
+        .iter()
+        .all(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cache never synced"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Pages of 3, 3 and 1, in one tick.
+    assert_eq!(manager.reap().await.unwrap(), 7);
+    for name in &names {
+        let s = cluster.get(Resource::Sandbox, NS, name).await.unwrap();
+        assert!(s["status"]["idlePausedAt"].is_string(), "{name}: {s}");
+    }
+    tasks.abort_all();
+}

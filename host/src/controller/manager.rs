@@ -14,7 +14,7 @@ use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub use super::reconciler::ReconcileError;
-use super::reconciler::{Carried, Clock, Reconciler, Settings, Tokens};
+use super::reconciler::{Carried, Clock, REAP_PAGE, Reconciler, Settings, Tokens};
 use super::reflector::{self, Reflector};
 use crate::kube::Cluster;
 use crate::kube::boundary::Boundary;
@@ -41,6 +41,8 @@ pub struct ManagerConfig {
     /// The system clock, or a fixed one that a test moves.
     pub clock: Clock,
     pub tokens: Tokens,
+    /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
+    pub reap_page: usize,
 }
 
 impl ManagerConfig {
@@ -59,6 +61,7 @@ impl ManagerConfig {
             normal_events: false,
             clock: Clock::System,
             tokens: Tokens::Random,
+            reap_page: REAP_PAGE,
         }
     }
 }
@@ -124,6 +127,7 @@ impl ControllerManager {
                 status_coalesce: config.status_coalesce,
                 clock: config.clock.clone(),
                 tokens: config.tokens,
+                reap_page: config.reap_page,
             },
         );
         Arc::new(Self {

@@ -38,12 +38,18 @@ pub struct RuntimeConfig {
     pub containment: Arc<Containment>,
 }
 
+/// The default memory bound of one call, in MiB (`--guest-memory-mib`). What one call may add
+/// to the controller's RSS while it runs: 32 MiB keeps the worst of the hostile test policy's
+/// oversized outputs under twice the controller's idle RSS, and leaves the default policy
+/// four times what its largest call takes (a reaper page: under 8 MiB).
+pub const DEFAULT_MEMORY_MIB: u32 = 32;
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             epoch_tick: Duration::from_millis(10),
             call_deadline: Duration::from_secs(1),
-            memory_limit_bytes: 64 << 20,
+            memory_limit_bytes: (DEFAULT_MEMORY_MIB as usize) << 20,
             host_call_timeout: Duration::from_secs(10),
             cache_dir: None,
             max_concurrent_calls: 32,

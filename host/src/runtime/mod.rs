@@ -28,7 +28,7 @@ pub use call::{
     KubeCall,
 };
 pub use default_policy::DEFAULT_POLICY;
-pub use engine::{PolicyEngine, RuntimeConfig, wasmtime_config};
+pub use engine::{DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
 pub use module::{PolicyModule, world_exports, world_imports};
 
 use std::path::PathBuf;

@@ -15,7 +15,9 @@ use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
 use crate::controller::cache::Cache;
 use crate::controller::output_rules::Refusal;
 use crate::controller::policy::PolicySlot;
-use crate::controller::reconciler::{Carried, Clock, ReconcileError, Reconciler, Settings, Tokens};
+use crate::controller::reconciler::{
+    Carried, Clock, REAP_PAGE, ReconcileError, Reconciler, Settings, Tokens,
+};
 use crate::controller::reflector;
 use crate::kube::boundary::Boundary;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
@@ -112,6 +114,7 @@ impl Scratch {
                 status_coalesce: Duration::ZERO,
                 clock: Clock::fixed(0),
                 tokens: Tokens::Fixed(FRESH_TOKEN),
+                reap_page: REAP_PAGE,
             },
         );
         Self {
