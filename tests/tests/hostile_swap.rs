@@ -24,12 +24,11 @@ const PATIENCE: Duration = Duration::from_secs(180);
 
 // The controller runs with its default memory bound of one policy call (32 MiB): a call's
 // linear memory (its pooling-allocator slot) is resident while it runs, so the bound is what
-// one call adds to the controller's RSS. The `huge-manifest` case, building a 12 MiB Pod
-// (the string, the JSON value, its text as it grows), stops at that bound
-// (`cubepod_guest_traps_total{reason="memory"}`) and adds about 30 MiB. At 64 MiB the same
-// call built the whole manifest and had the host lift it: RSS from about 57 to 127 MiB, past
-// twice idle, though the manifest bound refused it; the manifest bound itself is checked in
-// `host/tests/containment.rs`.
+// one call adds to the controller's RSS. The `huge-manifest` case builds a 4 MiB Pod, eight
+// times the manifest bound, which the host refuses before parsing it; a guest building more
+// stops at the memory bound (`unbounded-manifest`: `cubepod_guest_traps_total{reason="memory"}`).
+// At 64 MiB, a 12 MiB manifest took the controller's RSS from about 57 to 127 MiB, past twice
+// idle.
 
 /// The bound of kube-client calls per policy call the controller runs with (its default).
 const MAX_KUBE_CALLS: usize = 16;
@@ -56,6 +55,7 @@ const SANDBOX_CASES: [&str; 22] = [
     "extra-child",
     "flood",
     "huge-manifest",
+    "unbounded-manifest",
     "hostpath",
     "node-name",
     "unknown-field",
@@ -612,7 +612,7 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
     let memory_traps = metric_sum(&body, "cubepod_guest_traps_total", &[("reason", "memory")]);
     assert!(
         memory_traps > 0.0,
-        "huge-manifest never met the memory bound"
+        "unbounded-manifest never met the memory bound"
     );
 
     // Memory: the peak of the hostile phase, sampled, or the process's high-water mark if it

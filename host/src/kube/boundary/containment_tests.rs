@@ -695,12 +695,12 @@ fn a_manifest_past_its_budget_is_refused_before_parsing() {
         ..Containment::default()
     };
     let huge = format!("{{\"x\": \"{}\"}}", "a".repeat(2048));
-    let refusal = rules.check_manifest_size("Pod ns/a", &huge).unwrap_err();
+    let refusal = rules.check_manifest_size(&"Pod ns/a", &huge).unwrap_err();
     assert_eq!(
         (refusal.rule, refusal.field.as_str()),
         (Rule::Budget, "manifest")
     );
     // Not even valid JSON: the size is checked first.
-    assert!(rules.check_manifest_size("Pod ns/a", "{").is_ok());
+    assert!(rules.check_manifest_size(&"Pod ns/a", "{").is_ok());
     assert!(clip(&huge, KEPT_PREFIX).len() < KEPT_PREFIX + 32);
 }

@@ -112,39 +112,69 @@ pub struct Refusal {
 impl Refusal {
     pub fn new(
         rule: Rule,
-        what: &str,
-        field: impl Into<String>,
+        what: impl fmt::Display,
+        field: impl fmt::Display,
         reason: impl Into<String>,
     ) -> Self {
         Self {
             rule,
             what: what.to_string(),
-            field: field.into(),
+            field: field.to_string(),
             reason: reason.into(),
         }
     }
 }
 
-/// `Pod ns/name`, with the guest's strings clipped.
-pub fn describe(resource: Resource, namespace: &str, name: &str) -> String {
-    format!(
-        "{} {}/{}",
-        resource.kind(),
-        clip(namespace, KEPT_PREFIX),
-        clip(name, KEPT_PREFIX)
-    )
+/// `Pod ns/name`, with the guest's strings clipped: written out only where a refusal or a
+/// message needs it, since every admitted call would otherwise pay for the text.
+pub fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> Described<'a> {
+    Described {
+        resource,
+        namespace,
+        name,
+    }
+}
+
+/// An object a call names, as [`describe`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Described<'a> {
+    resource: Resource,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{}",
+            self.resource.kind(),
+            Clipped(self.namespace, KEPT_PREFIX),
+            Clipped(self.name, KEPT_PREFIX)
+        )
+    }
+}
+
+/// [`clip`] without the allocation.
+struct Clipped<'a>(&'a str, usize);
+
+impl fmt::Display for Clipped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Clipped(text, max) = *self;
+        if text.len() <= max {
+            return f.write_str(text);
+        }
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        write!(f, "{}... ({} bytes)", &text[..end], text.len())
+    }
 }
 
 /// At most `max` bytes of `text` (on a character boundary), and how long it was if cut.
 pub fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes)", &text[..end], text.len())
+    Clipped(text, max).to_string()
 }
 
 /// The Pod Security Standards level a sandbox's Pod must meet.
@@ -450,7 +480,11 @@ impl Boundary {
 
 impl Containment {
     /// A manifest's size, before anything parses it.
-    pub fn check_manifest_size(&self, what: &str, manifest: &str) -> Result<(), Refusal> {
+    pub fn check_manifest_size(
+        &self,
+        what: &dyn fmt::Display,
+        manifest: &str,
+    ) -> Result<(), Refusal> {
         if manifest.len() > self.max_manifest_bytes {
             return Err(Refusal::new(
                 Rule::Budget,
@@ -528,7 +562,7 @@ impl Containment {
         &self,
         scope: &SandboxScope,
         role: ChildRole,
-        what: &str,
+        what: &dyn fmt::Display,
         object: &Value,
     ) -> Result<(), Refusal> {
         let fields = Fields::new(Rule::Pvc, what);
@@ -576,9 +610,10 @@ impl Containment {
             let Some(amounts) = resources.get(part) else {
                 continue;
             };
-            fields.object(amounts, &format!("spec.resources.{part}"), &["storage"])?;
+            let at = sub(&"spec.resources", part);
+            fields.object(amounts, at, &["storage"])?;
             if let Some(size) = amounts.get("storage") {
-                self.check_size(&fields, &format!("spec.resources.{part}.storage"), size)?;
+                self.check_size(&fields, &sub(&at, "storage"), size)?;
             }
         }
         if let Some(class) = spec_map.get("storageClassName")
@@ -602,7 +637,12 @@ impl Containment {
         Ok(())
     }
 
-    fn check_size(&self, fields: &Fields<'_>, field: &str, size: &Value) -> Result<(), Refusal> {
+    fn check_size(
+        &self,
+        fields: &Fields<'_>,
+        field: &dyn fmt::Display,
+        size: &Value,
+    ) -> Result<(), Refusal> {
         let text = size
             .as_str()
             .ok_or_else(|| fields.refuse(field, "a quantity must be a string"))?;
@@ -672,7 +712,7 @@ fn check_clone(
     Ok(())
 }
 
-fn check_secret(what: &str, object: &Value) -> Result<(), Refusal> {
+fn check_secret(what: &dyn fmt::Display, object: &Value) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Secret, what);
     let map = fields.object(
         object,
@@ -724,7 +764,11 @@ fn check_secret(what: &str, object: &Value) -> Result<(), Refusal> {
 
 /// A child's metadata: its name and namespace (checked already), S's labels only, and
 /// exactly one ownerReference, the controller reference to S.
-fn check_metadata(scope: &SandboxScope, what: &str, object: &Value) -> Result<(), Refusal> {
+fn check_metadata(
+    scope: &SandboxScope,
+    what: &dyn fmt::Display,
+    object: &Value,
+) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Scope, what);
     let metadata = fields.required(object, "", "metadata")?;
     fields.object(
@@ -817,18 +861,48 @@ fn check_metadata(scope: &SandboxScope, what: &str, object: &Value) -> Result<()
     Ok(())
 }
 
-/// Reads a manifest for one rule, refusing what it does not know.
+/// The field `key` of the field `parent` (`spec` and `volumes`: `spec.volumes`), written out
+/// only when a refusal names it: an admitted manifest costs no text.
+pub(super) fn sub<'a>(parent: &'a dyn fmt::Display, key: &'a str) -> Below<'a> {
+    Below(parent, Step::Key(key))
+}
+
+/// The `i`th item of the list at `parent` (`spec.volumes[0]`), as [`sub`].
+pub(super) fn nth(parent: &dyn fmt::Display, i: usize) -> Below<'_> {
+    Below(parent, Step::Index(i))
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Below<'a>(&'a dyn fmt::Display, Step<'a>);
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+impl fmt::Display for Below<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Step::Key(key) => write!(f, "{}.{key}", self.0),
+            Step::Index(i) => write!(f, "{}[{i}]", self.0),
+        }
+    }
+}
+
+/// Reads a manifest for one rule, refusing what it does not know. Fields are named by
+/// anything that writes a path (`""` for the manifest itself), written out only on refusal.
 struct Fields<'a> {
     rule: Rule,
-    what: &'a str,
+    what: &'a dyn fmt::Display,
 }
 
 impl<'a> Fields<'a> {
-    fn new(rule: Rule, what: &'a str) -> Self {
+    fn new(rule: Rule, what: &'a dyn fmt::Display) -> Self {
         Self { rule, what }
     }
 
-    fn refuse(&self, field: impl Into<String>, reason: impl Into<String>) -> Refusal {
+    fn refuse(&self, field: impl fmt::Display, reason: impl Into<String>) -> Refusal {
         Refusal::new(self.rule, self.what, field, reason)
     }
 
@@ -836,7 +910,7 @@ impl<'a> Fields<'a> {
     fn object<'v>(
         &self,
         value: &'v Value,
-        field: &str,
+        field: impl fmt::Display,
         allowed: &[&str],
     ) -> Result<&'v Map<String, Value>, Refusal> {
         self.object_with(value, field, |key| allowed.contains(&key))
@@ -845,23 +919,20 @@ impl<'a> Fields<'a> {
     fn object_with<'v>(
         &self,
         value: &'v Value,
-        field: &str,
+        field: impl fmt::Display,
         allowed: impl Fn(&str) -> bool,
     ) -> Result<&'v Map<String, Value>, Refusal> {
-        let shown = if field.is_empty() {
-            "the manifest"
-        } else {
-            field
-        };
-        let map = value
-            .as_object()
-            .ok_or_else(|| self.refuse(shown, "not an object"))?;
-        if let Some(key) = map.keys().find(|k| !allowed(k)) {
-            let path = if field.is_empty() {
-                clip(key, 128)
+        let Some(map) = value.as_object() else {
+            let shown = field.to_string();
+            let shown = if shown.is_empty() {
+                "the manifest".to_string()
             } else {
-                format!("{field}.{}", clip(key, 128))
+                shown
             };
+            return Err(self.refuse(shown, "not an object"));
+        };
+        if let Some(key) = map.keys().find(|k| !allowed(k)) {
+            let path = joined(&field, &clip(key, 128));
             return Err(self.refuse(
                 path,
                 "a field the host does not know to be safe for a sandbox",
@@ -870,22 +941,36 @@ impl<'a> Fields<'a> {
         Ok(map)
     }
 
-    fn array<'v>(&self, value: &'v Value, field: &str) -> Result<&'v Vec<Value>, Refusal> {
+    fn array<'v>(
+        &self,
+        value: &'v Value,
+        field: impl fmt::Display,
+    ) -> Result<&'v Vec<Value>, Refusal> {
         value
             .as_array()
             .ok_or_else(|| self.refuse(field, "not an array"))
     }
 
     /// `value.key`, where `value` is at `field` (`""` for the manifest itself).
-    fn required<'v>(&self, value: &'v Value, field: &str, key: &str) -> Result<&'v Value, Refusal> {
-        value.get(key).ok_or_else(|| {
-            let path = if field.is_empty() {
-                key.to_string()
-            } else {
-                format!("{field}.{key}")
-            };
-            self.refuse(path, "required, and missing")
-        })
+    fn required<'v>(
+        &self,
+        value: &'v Value,
+        field: impl fmt::Display,
+        key: &str,
+    ) -> Result<&'v Value, Refusal> {
+        value
+            .get(key)
+            .ok_or_else(|| self.refuse(joined(&field, key), "required, and missing"))
+    }
+}
+
+/// `field.key`, or `key` where `field` is the manifest itself (written as `""`).
+fn joined(field: &dyn fmt::Display, key: &str) -> String {
+    let field = field.to_string();
+    if field.is_empty() {
+        key.to_string()
+    } else {
+        format!("{field}.{key}")
     }
 }
 

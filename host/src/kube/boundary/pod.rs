@@ -4,8 +4,11 @@
 
 use serde_json::{Map, Value};
 
+use std::fmt;
+
 use super::{
-    Containment, Fields, PodSecurity, Refusal, Rule, SandboxScope, WIDENABLE_POD_FIELDS, short,
+    Containment, Fields, PodSecurity, Refusal, Rule, SandboxScope, WIDENABLE_POD_FIELDS, nth,
+    short, sub,
 };
 use crate::model::names;
 
@@ -110,7 +113,7 @@ const RESOURCE_NAMES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
 pub(super) fn check(
     rules: &Containment,
     scope: &SandboxScope,
-    what: &str,
+    what: &dyn std::fmt::Display,
     pod: &Value,
 ) -> Result<(), Refusal> {
     let f = Fields::new(Rule::Pod, what);
@@ -131,7 +134,7 @@ struct PodCheck<'a> {
 }
 
 impl PodCheck<'_> {
-    fn refuse(&self, field: impl Into<String>, reason: impl Into<String>) -> Refusal {
+    fn refuse(&self, field: impl fmt::Display, reason: impl Into<String>) -> Refusal {
         self.f.refuse(field, reason)
     }
 
@@ -185,7 +188,7 @@ impl PodCheck<'_> {
         }
         // Baseline, "Host Namespaces".
         for key in ["hostNetwork", "hostPID", "hostIPC"] {
-            self.must_be_false(spec, key, &format!("spec.{key}"))?;
+            self.must_be_false(spec, key, &sub(&"spec", key))?;
         }
         if let Some(pull) = spec.get("imagePullSecrets") {
             for (i, secret) in self
@@ -194,9 +197,9 @@ impl PodCheck<'_> {
                 .iter()
                 .enumerate()
             {
-                let field = format!("spec.imagePullSecrets[{i}]");
+                let field = nth(&"spec.imagePullSecrets", i);
                 let map = self.f.object(secret, &field, &["name"])?;
-                self.secret_ref(map.get("name"), &format!("{field}.name"))?;
+                self.secret_ref(map.get("name"), &sub(&field, "name"))?;
             }
         }
         let pod_context = match spec.get("securityContext") {
@@ -205,7 +208,7 @@ impl PodCheck<'_> {
         };
         if let Some(volumes) = spec.get("volumes") {
             for (i, volume) in self.f.array(volumes, "spec.volumes")?.iter().enumerate() {
-                self.volume(volume, &format!("spec.volumes[{i}]"))?;
+                self.volume(volume, &nth(&"spec.volumes", i))?;
             }
         }
         let containers = spec
@@ -225,7 +228,7 @@ impl PodCheck<'_> {
             ),
         ] {
             for (i, container) in values.into_iter().flatten().enumerate() {
-                self.container(container, &format!("spec.{list}[{i}]"), pod_context)?;
+                self.container(container, list, &nth(&sub(&"spec", list), i), pod_context)?;
             }
         }
         Ok(())
@@ -235,7 +238,7 @@ impl PodCheck<'_> {
         &self,
         map: &Map<String, Value>,
         key: &str,
-        field: &str,
+        field: &dyn fmt::Display,
     ) -> Result<(), Refusal> {
         match map.get(key) {
             None | Some(Value::Bool(false)) => Ok(()),
@@ -250,7 +253,7 @@ impl PodCheck<'_> {
     }
 
     /// The Secret a Pod references: the sandbox's own, or one the operator names.
-    fn secret_ref(&self, name: Option<&Value>, field: &str) -> Result<(), Refusal> {
+    fn secret_ref(&self, name: Option<&Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let own = names::secret(&self.scope.name);
         match name.and_then(Value::as_str) {
             Some(name) if name == own || self.rules.secret_refs.contains(name) => Ok(()),
@@ -265,7 +268,11 @@ impl PodCheck<'_> {
         }
     }
 
-    fn config_map_ref(&self, name: Option<&Value>, field: &str) -> Result<(), Refusal> {
+    fn config_map_ref(
+        &self,
+        name: Option<&Value>,
+        field: &dyn fmt::Display,
+    ) -> Result<(), Refusal> {
         match name.and_then(Value::as_str) {
             Some(name) if self.rules.config_map_refs.contains(name) => Ok(()),
             _ => Err(self.refuse(
@@ -278,7 +285,7 @@ impl PodCheck<'_> {
         }
     }
 
-    fn volume(&self, volume: &Value, field: &str) -> Result<(), Refusal> {
+    fn volume(&self, volume: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
         const SOURCES: [&str; 6] = [
             "persistentVolumeClaim",
             "secret",
@@ -295,7 +302,7 @@ impl PodCheck<'_> {
             return Err(self.refuse(field, "a volume has exactly one source"));
         };
         let value = &map[source.as_str()];
-        let field = format!("{field}.{source}");
+        let field = sub(&field, source);
         match source.as_str() {
             "persistentVolumeClaim" => {
                 let pvc = self.f.object(value, &field, &["claimName", "readOnly"])?;
@@ -320,15 +327,15 @@ impl PodCheck<'_> {
                     &field,
                     &["secretName", "items", "defaultMode", "optional"],
                 )?;
-                self.key_paths(secret.get("items"), &format!("{field}.items"))?;
-                self.secret_ref(secret.get("secretName"), &format!("{field}.secretName"))
+                self.key_paths(secret.get("items"), &sub(&field, "items"))?;
+                self.secret_ref(secret.get("secretName"), &sub(&field, "secretName"))
             }
             "configMap" => {
                 let map =
                     self.f
                         .object(value, &field, &["name", "items", "defaultMode", "optional"])?;
-                self.key_paths(map.get("items"), &format!("{field}.items"))?;
-                self.config_map_ref(map.get("name"), &format!("{field}.name"))
+                self.key_paths(map.get("items"), &sub(&field, "items"))?;
+                self.config_map_ref(map.get("name"), &sub(&field, "name"))
             }
             "emptyDir" => {
                 let dir = self.f.object(value, &field, &["medium", "sizeLimit"])?;
@@ -343,7 +350,7 @@ impl PodCheck<'_> {
             }
             "downwardAPI" => {
                 let api = self.f.object(value, &field, &["items", "defaultMode"])?;
-                self.downward_items(api.get("items"), &format!("{field}.items"))
+                self.downward_items(api.get("items"), &sub(&field, "items"))
             }
             _ => {
                 let projected = self.f.object(value, &field, &["sources", "defaultMode"])?;
@@ -352,11 +359,11 @@ impl PodCheck<'_> {
                 };
                 for (i, source) in self
                     .f
-                    .array(sources, &format!("{field}.sources"))?
+                    .array(sources, &sub(&field, "sources"))?
                     .iter()
                     .enumerate()
                 {
-                    self.projection(source, &format!("{field}.sources[{i}]"))?;
+                    self.projection(source, &nth(&sub(&field, "sources"), i))?;
                 }
                 Ok(())
             }
@@ -365,31 +372,31 @@ impl PodCheck<'_> {
 
     /// One source of a projected volume: the sandbox's Secret, allowed ConfigMaps, the
     /// downward API. No service account token, trust bundle or certificate.
-    fn projection(&self, source: &Value, field: &str) -> Result<(), Refusal> {
+    fn projection(&self, source: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let map = self
             .f
             .object(source, field, &["secret", "configMap", "downwardAPI"])?;
         if let Some(secret) = map.get("secret") {
-            let f = format!("{field}.secret");
+            let f = sub(&field, "secret");
             let secret = self.f.object(secret, &f, &["name", "items", "optional"])?;
-            self.key_paths(secret.get("items"), &format!("{f}.items"))?;
-            self.secret_ref(secret.get("name"), &format!("{f}.name"))?;
+            self.key_paths(secret.get("items"), &sub(&f, "items"))?;
+            self.secret_ref(secret.get("name"), &sub(&f, "name"))?;
         }
         if let Some(config) = map.get("configMap") {
-            let f = format!("{field}.configMap");
+            let f = sub(&field, "configMap");
             let config = self.f.object(config, &f, &["name", "items", "optional"])?;
-            self.key_paths(config.get("items"), &format!("{f}.items"))?;
-            self.config_map_ref(config.get("name"), &format!("{f}.name"))?;
+            self.key_paths(config.get("items"), &sub(&f, "items"))?;
+            self.config_map_ref(config.get("name"), &sub(&f, "name"))?;
         }
         if let Some(api) = map.get("downwardAPI") {
-            let f = format!("{field}.downwardAPI");
+            let f = sub(&field, "downwardAPI");
             let api = self.f.object(api, &f, &["items"])?;
-            self.downward_items(api.get("items"), &format!("{f}.items"))?;
+            self.downward_items(api.get("items"), &sub(&f, "items"))?;
         }
         Ok(())
     }
 
-    fn key_paths(&self, items: Option<&Value>, field: &str) -> Result<(), Refusal> {
+    fn key_paths(&self, items: Option<&Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         for (i, item) in items
             .map(|v| self.f.array(v, field))
             .transpose()?
@@ -398,12 +405,16 @@ impl PodCheck<'_> {
             .enumerate()
         {
             self.f
-                .object(item, &format!("{field}[{i}]"), &["key", "path", "mode"])?;
+                .object(item, &nth(&field, i), &["key", "path", "mode"])?;
         }
         Ok(())
     }
 
-    fn downward_items(&self, items: Option<&Value>, field: &str) -> Result<(), Refusal> {
+    fn downward_items(
+        &self,
+        items: Option<&Value>,
+        field: &dyn fmt::Display,
+    ) -> Result<(), Refusal> {
         for (i, item) in items
             .map(|v| self.f.array(v, field))
             .transpose()?
@@ -411,7 +422,7 @@ impl PodCheck<'_> {
             .flatten()
             .enumerate()
         {
-            let f = format!("{field}[{i}]");
+            let f = nth(&field, i);
             let map = self
                 .f
                 .object(item, &f, &["path", "fieldRef", "resourceFieldRef", "mode"])?;
@@ -420,18 +431,19 @@ impl PodCheck<'_> {
         Ok(())
     }
 
-    fn field_refs(&self, map: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+    fn field_refs(
+        &self,
+        map: &Map<String, Value>,
+        field: &dyn fmt::Display,
+    ) -> Result<(), Refusal> {
         if let Some(r) = map.get("fieldRef") {
-            self.f.object(
-                r,
-                &format!("{field}.fieldRef"),
-                &["apiVersion", "fieldPath"],
-            )?;
+            self.f
+                .object(r, &sub(&field, "fieldRef"), &["apiVersion", "fieldPath"])?;
         }
         if let Some(r) = map.get("resourceFieldRef") {
             self.f.object(
                 r,
-                &format!("{field}.resourceFieldRef"),
+                &sub(&field, "resourceFieldRef"),
                 &["containerName", "resource", "divisor"],
             )?;
         }
@@ -460,13 +472,11 @@ impl PodCheck<'_> {
                 "windowsOptions",
             ],
         )?;
-        self.common_security(map, field)?;
+        self.common_security(map, &field)?;
         if let Some(sysctls) = map.get("sysctls") {
-            let f = format!("{field}.sysctls");
+            let f = sub(&field, "sysctls");
             for (i, sysctl) in self.f.array(sysctls, &f)?.iter().enumerate() {
-                let entry = self
-                    .f
-                    .object(sysctl, &format!("{f}[{i}]"), &["name", "value"])?;
+                let entry = self.f.object(sysctl, &nth(&f, i), &["name", "value"])?;
                 let name = entry.get("name").and_then(Value::as_str);
                 if !name.is_some_and(|n| SAFE_SYSCTLS.contains(&n)) {
                     return Err(self.refuse(
@@ -487,10 +497,14 @@ impl PodCheck<'_> {
 
     /// What the Pod's and a container's security contexts share: user, seccomp, AppArmor,
     /// SELinux, Windows host process.
-    fn common_security(&self, map: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+    fn common_security(
+        &self,
+        map: &Map<String, Value>,
+        field: &dyn fmt::Display,
+    ) -> Result<(), Refusal> {
         for key in ["seccompProfile", "appArmorProfile"] {
             if let Some(profile) = map.get(key) {
-                let f = format!("{field}.{key}");
+                let f = sub(&field, key);
                 let profile = self.f.object(profile, &f, &["type", "localhostProfile"])?;
                 let kind = profile.get("type").and_then(Value::as_str);
                 if !kind.is_some_and(|k| CONFINED_PROFILES.contains(&k)) {
@@ -506,7 +520,7 @@ impl PodCheck<'_> {
             }
         }
         if let Some(options) = map.get("seLinuxOptions") {
-            let f = format!("{field}.seLinuxOptions");
+            let f = sub(&field, "seLinuxOptions");
             let options = self
                 .f
                 .object(options, &f, &["type", "user", "role", "level"])?;
@@ -529,9 +543,9 @@ impl PodCheck<'_> {
             }
         }
         if let Some(windows) = map.get("windowsOptions") {
-            let f = format!("{field}.windowsOptions");
+            let f = sub(&field, "windowsOptions");
             let windows = self.f.object(windows, &f, &["hostProcess"])?;
-            self.must_be_false(windows, "hostProcess", &format!("{f}.hostProcess"))?;
+            self.must_be_false(windows, "hostProcess", &sub(&f, "hostProcess"))?;
         }
         if self.rules.pod_security == PodSecurity::Restricted {
             if map.get("runAsUser").is_some_and(|u| u.as_u64() == Some(0)) {
@@ -553,57 +567,52 @@ impl PodCheck<'_> {
     fn container(
         &self,
         container: &Value,
-        field: &str,
+        list: &str,
+        field: &dyn fmt::Display,
         pod: Option<Inherited>,
     ) -> Result<(), Refusal> {
         // `restartPolicy` on a container: only init containers have it (native sidecars).
-        let init = field.starts_with("spec.initContainers");
+        let init = matches!(list, "initContainers");
         let map = self.f.object_with(container, field, |key| {
             CONTAINER_FIELDS.contains(&key) || (init && key == "restartPolicy")
         })?;
         if let Some(env) = map.get("env") {
-            for (i, var) in self
-                .f
-                .array(env, &format!("{field}.env"))?
-                .iter()
-                .enumerate()
-            {
-                self.env_var(var, &format!("{field}.env[{i}]"))?;
+            for (i, var) in self.f.array(env, &sub(&field, "env"))?.iter().enumerate() {
+                self.env_var(var, &nth(&sub(&field, "env"), i))?;
             }
         }
         if let Some(env_from) = map.get("envFrom") {
-            let f = format!("{field}.envFrom");
+            let f = sub(&field, "envFrom");
             for (i, source) in self.f.array(env_from, &f)?.iter().enumerate() {
-                let f = format!("{f}[{i}]");
+                let f = nth(&f, i);
                 let source = self
                     .f
                     .object(source, &f, &["prefix", "secretRef", "configMapRef"])?;
                 if let Some(r) = source.get("secretRef") {
                     let r = self
                         .f
-                        .object(r, &format!("{f}.secretRef"), &["name", "optional"])?;
-                    self.secret_ref(r.get("name"), &format!("{f}.secretRef.name"))?;
+                        .object(r, &sub(&f, "secretRef"), &["name", "optional"])?;
+                    self.secret_ref(r.get("name"), &sub(&f, "secretRef.name"))?;
                 }
                 if let Some(r) = source.get("configMapRef") {
-                    let r =
-                        self.f
-                            .object(r, &format!("{f}.configMapRef"), &["name", "optional"])?;
-                    self.config_map_ref(r.get("name"), &format!("{f}.configMapRef.name"))?;
+                    let r = self
+                        .f
+                        .object(r, &sub(&f, "configMapRef"), &["name", "optional"])?;
+                    self.config_map_ref(r.get("name"), &sub(&f, "configMapRef.name"))?;
                 }
             }
         }
         if let Some(resources) = map.get("resources") {
-            let f = format!("{field}.resources");
+            let f = sub(&field, "resources");
             let resources = self.f.object(resources, &f, &["requests", "limits"])?;
             for (part, amounts) in resources {
-                self.f
-                    .object(amounts, &format!("{f}.{part}"), &RESOURCE_NAMES)?;
+                self.f.object(amounts, &sub(&f, part), &RESOURCE_NAMES)?;
             }
         }
         if let Some(ports) = map.get("ports") {
-            let f = format!("{field}.ports");
+            let f = sub(&field, "ports");
             for (i, port) in self.f.array(ports, &f)?.iter().enumerate() {
-                let f = format!("{f}[{i}]");
+                let f = nth(&f, i);
                 let port =
                     self.f
                         .object(port, &f, &["containerPort", "name", "protocol", "hostPort"])?;
@@ -617,9 +626,9 @@ impl PodCheck<'_> {
             }
         }
         if let Some(mounts) = map.get("volumeMounts") {
-            let f = format!("{field}.volumeMounts");
+            let f = sub(&field, "volumeMounts");
             for (i, mount) in self.f.array(mounts, &f)?.iter().enumerate() {
-                let f = format!("{f}[{i}]");
+                let f = nth(&f, i);
                 let mount = self.f.object(
                     mount,
                     &f,
@@ -644,25 +653,25 @@ impl PodCheck<'_> {
             }
         }
         if let Some(devices) = map.get("volumeDevices") {
-            let f = format!("{field}.volumeDevices");
+            let f = sub(&field, "volumeDevices");
             for (i, device) in self.f.array(devices, &f)?.iter().enumerate() {
                 self.f
-                    .object(device, &format!("{f}[{i}]"), &["name", "devicePath"])?;
+                    .object(device, &nth(&f, i), &["name", "devicePath"])?;
             }
         }
         for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
             if let Some(p) = map.get(probe) {
-                self.probe(p, &format!("{field}.{probe}"))?;
+                self.probe(p, &sub(&field, probe))?;
             }
         }
         if let Some(lifecycle) = map.get("lifecycle") {
-            let f = format!("{field}.lifecycle");
+            let f = sub(&field, "lifecycle");
             let lifecycle =
                 self.f
                     .object(lifecycle, &f, &["postStart", "preStop", "stopSignal"])?;
             for hook in ["postStart", "preStop"] {
                 if let Some(handler) = lifecycle.get(hook) {
-                    let f = format!("{f}.{hook}");
+                    let f = sub(&f, hook);
                     let handler =
                         self.f
                             .object(handler, &f, &["exec", "httpGet", "tcpSocket", "sleep"])?;
@@ -673,12 +682,12 @@ impl PodCheck<'_> {
         self.container_security(map.get("securityContext"), field, pod)
     }
 
-    fn env_var(&self, var: &Value, field: &str) -> Result<(), Refusal> {
+    fn env_var(&self, var: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let var = self.f.object(var, field, &["name", "value", "valueFrom"])?;
         let Some(from) = var.get("valueFrom") else {
             return Ok(());
         };
-        let f = format!("{field}.valueFrom");
+        let f = sub(&field, "valueFrom");
         let from = self.f.object(
             from,
             &f,
@@ -690,25 +699,21 @@ impl PodCheck<'_> {
             ],
         )?;
         if let Some(r) = from.get("secretKeyRef") {
-            let r = self.f.object(
-                r,
-                &format!("{f}.secretKeyRef"),
-                &["name", "key", "optional"],
-            )?;
-            self.secret_ref(r.get("name"), &format!("{f}.secretKeyRef.name"))?;
+            let r = self
+                .f
+                .object(r, &sub(&f, "secretKeyRef"), &["name", "key", "optional"])?;
+            self.secret_ref(r.get("name"), &sub(&f, "secretKeyRef.name"))?;
         }
         if let Some(r) = from.get("configMapKeyRef") {
-            let r = self.f.object(
-                r,
-                &format!("{f}.configMapKeyRef"),
-                &["name", "key", "optional"],
-            )?;
-            self.config_map_ref(r.get("name"), &format!("{f}.configMapKeyRef.name"))?;
+            let r = self
+                .f
+                .object(r, &sub(&f, "configMapKeyRef"), &["name", "key", "optional"])?;
+            self.config_map_ref(r.get("name"), &sub(&f, "configMapKeyRef.name"))?;
         }
         self.field_refs(from, &f)
     }
 
-    fn probe(&self, probe: &Value, field: &str) -> Result<(), Refusal> {
+    fn probe(&self, probe: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let map = self.f.object(
             probe,
             field,
@@ -727,20 +732,18 @@ impl PodCheck<'_> {
         )?;
         if let Some(grpc) = map.get("grpc") {
             self.f
-                .object(grpc, &format!("{field}.grpc"), &["port", "service"])?;
+                .object(grpc, &sub(&field, "grpc"), &["port", "service"])?;
         }
         self.handler(map, field)
     }
 
     /// A probe's or hook's action. Baseline, "Host Probes / Lifecycle Hooks": no `host`.
-    fn handler(&self, map: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+    fn handler(&self, map: &Map<String, Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         if let Some(exec) = map.get("exec") {
-            self.f
-                .object(exec, &format!("{field}.exec"), &["command"])?;
+            self.f.object(exec, &sub(&field, "exec"), &["command"])?;
         }
         if let Some(sleep) = map.get("sleep") {
-            self.f
-                .object(sleep, &format!("{field}.sleep"), &["seconds"])?;
+            self.f.object(sleep, &sub(&field, "sleep"), &["seconds"])?;
         }
         for (action, allowed) in [
             (
@@ -752,7 +755,7 @@ impl PodCheck<'_> {
             let Some(value) = map.get(action) else {
                 continue;
             };
-            let f = format!("{field}.{action}");
+            let f = sub(&field, action);
             let target = self.f.object(value, &f, allowed)?;
             if target.get("host").is_some_and(|h| h.as_str() != Some("")) {
                 return Err(self.refuse(
@@ -768,10 +771,10 @@ impl PodCheck<'_> {
     fn container_security(
         &self,
         context: Option<&Value>,
-        field: &str,
+        field: &dyn fmt::Display,
         pod: Option<Inherited>,
     ) -> Result<(), Refusal> {
-        let f = format!("{field}.securityContext");
+        let f = sub(&field, "securityContext");
         let empty = Map::new();
         let map = match context {
             Some(context) => self.f.object(
@@ -795,7 +798,7 @@ impl PodCheck<'_> {
             None => &empty,
         };
         // Baseline, "Privileged Containers" and "/proc Mount Type".
-        self.must_be_false(map, "privileged", &format!("{f}.privileged"))?;
+        self.must_be_false(map, "privileged", &sub(&f, "privileged"))?;
         if map
             .get("procMount")
             .is_some_and(|p| p.as_str() != Some("Default"))
@@ -809,7 +812,7 @@ impl PodCheck<'_> {
         let restricted = self.rules.pod_security == PodSecurity::Restricted;
         let mut drops_all = false;
         if let Some(capabilities) = map.get("capabilities") {
-            let cf = format!("{f}.capabilities");
+            let cf = sub(&f, "capabilities");
             let caps = self.f.object(capabilities, &cf, &["add", "drop"])?;
             if let Some(add) = caps.get("add") {
                 let allowed: &[&str] = if restricted {
@@ -817,7 +820,7 @@ impl PodCheck<'_> {
                 } else {
                     &BASELINE_CAPABILITIES
                 };
-                for (i, cap) in self.f.array(add, &format!("{cf}.add"))?.iter().enumerate() {
+                for (i, cap) in self.f.array(add, &sub(&cf, "add"))?.iter().enumerate() {
                     if !cap.as_str().is_some_and(|c| allowed.contains(&c)) {
                         return Err(self.refuse(
                             format!("{cf}.add[{i}]"),
@@ -833,7 +836,7 @@ impl PodCheck<'_> {
             if let Some(drop) = caps.get("drop") {
                 drops_all = self
                     .f
-                    .array(drop, &format!("{cf}.drop"))?
+                    .array(drop, &sub(&cf, "drop"))?
                     .iter()
                     .any(|c| c.as_str() == Some("ALL"));
             }

@@ -23,28 +23,23 @@ const UNAVAILABLE_RETRY_MS: u64 = 1000;
 type Answer<T> = wasmtime::Result<Result<T, KubeError>>;
 
 impl HostState {
-    /// Logs one `kube-client` call for [`GuestCall::calls`](crate::runtime::GuestCall::calls).
-    /// Of a refused call only a prefix of the manifest is kept (a refused one may be huge).
+    /// Logs one `kube-client` call for [`GuestCall::calls`](crate::runtime::GuestCall::calls),
+    /// taking the guest's strings as they came (no copy). Of a refused call only a prefix of
+    /// the manifest is kept (a refused one may be huge).
     fn log<T>(
         &mut self,
         op: &'static str,
-        namespace: &str,
-        name: &str,
-        manifest: Option<&str>,
+        namespace: String,
+        name: String,
+        manifest: Option<String>,
         result: Result<T, KubeError>,
     ) -> Result<T, KubeError> {
         let refused = matches!(result, Err(KubeError::Refused(_)));
-        let manifest = manifest.map(|m| {
-            if refused {
-                clip(m, KEPT_PREFIX)
-            } else {
-                m.to_string()
-            }
-        });
+        let manifest = manifest.map(|m| if refused { kept(m) } else { m });
         self.calls.push(KubeCall {
             op,
-            namespace: clip(namespace, KEPT_PREFIX),
-            name: clip(name, KEPT_PREFIX),
+            namespace: kept(namespace),
+            name: kept(name),
             manifest,
             result: result.as_ref().map(drop).map_err(Clone::clone),
         });
@@ -369,6 +364,15 @@ impl HostState {
     }
 }
 
+/// A guest's string as a call record keeps it: whole when short, else its clipped prefix.
+fn kept(text: String) -> String {
+    if text.len() <= KEPT_PREFIX {
+        text
+    } else {
+        clip(&text, KEPT_PREFIX)
+    }
+}
+
 /// What an `ensure-*` found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ensured {
@@ -409,13 +413,13 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
                 &manifest,
             )
             .map(drop);
-        Ok(self.log("ensure-pvc", &namespace, &name, Some(&manifest), result))
+        Ok(self.log("ensure-pvc", namespace, name, Some(manifest), result))
     }
 
     fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::PersistentVolumeClaim, "delete")?;
         let result = self.delete(Resource::PersistentVolumeClaim, &namespace, &name);
-        Ok(self.log("delete-pvc", &namespace, &name, None, result))
+        Ok(self.log("delete-pvc", namespace, name, None, result))
     }
 
     fn ensure_pod(
@@ -428,13 +432,13 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         let result = self
             .ensure(Resource::Pod, &namespace, &name, &manifest)
             .map(|ensured| self.pod_ip(&namespace, &name, ensured));
-        Ok(self.log("ensure-pod", &namespace, &name, Some(&manifest), result))
+        Ok(self.log("ensure-pod", namespace, name, Some(manifest), result))
     }
 
     fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::Pod, "delete")?;
         let result = self.delete(Resource::Pod, &namespace, &name);
-        Ok(self.log("delete-pod", &namespace, &name, None, result))
+        Ok(self.log("delete-pod", namespace, name, None, result))
     }
 
     fn ensure_secret(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
@@ -442,12 +446,12 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         let result = self
             .ensure(Resource::Secret, &namespace, &name, &manifest)
             .map(drop);
-        Ok(self.log("ensure-secret", &namespace, &name, Some(&manifest), result))
+        Ok(self.log("ensure-secret", namespace, name, Some(manifest), result))
     }
 
     fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::Secret, "delete")?;
         let result = self.delete(Resource::Secret, &namespace, &name);
-        Ok(self.log("delete-secret", &namespace, &name, None, result))
+        Ok(self.log("delete-secret", namespace, name, None, result))
     }
 }

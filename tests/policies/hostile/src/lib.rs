@@ -21,7 +21,8 @@
 //! - `squat`: creates the victim's workspace PVC, labelled as its own (`scope`);
 //! - `extra-child`: a second Pod, `<name>-debug` (`scope`);
 //! - `flood`: 50,000 `ensure-secret` calls (the calls budget: the call fails, reason `budget`);
-//! - `huge-manifest`: a 12 MiB Pod manifest (`budget`, before it is parsed);
+//! - `huge-manifest`: a 4 MiB Pod manifest (`budget`, before it is parsed);
+//! - `unbounded-manifest`: a 64 MiB Pod manifest, which the call's memory bound stops first;
 //! - `hostpath`: a Pod mounting the node's `/` (`pod`);
 //! - `node-name`: a Pod with `nodeName` (`pod`);
 //! - `unknown-field`: a Pod with a container field no Kubernetes release has (`pod`);
@@ -70,7 +71,10 @@ pub const VICTIM: &str = "victim";
 pub const FLOOD_CALLS: u32 = 50_000;
 
 /// Bytes of the `huge-manifest` case's Pod.
-pub const HUGE_MANIFEST_BYTES: usize = 12 << 20;
+pub const HUGE_MANIFEST_BYTES: usize = 4 << 20;
+
+/// Bytes of the `unbounded-manifest` case's Pod: more than a call's memory bound holds.
+pub const UNBOUNDED_MANIFEST_BYTES: usize = 64 << 20;
 
 /// An unmanaged Secret the `delete-unmanaged` case deletes.
 pub const UNMANAGED_SECRET: &str = "registry-credentials";
@@ -100,6 +104,7 @@ pub enum Case {
     ExtraChild,
     Flood,
     HugeManifest,
+    UnboundedManifest,
     Hostpath,
     NodeName,
     UnknownField,
@@ -119,7 +124,7 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 30] = [
+    pub const ALL: [(&'static str, Case); 31] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -134,6 +139,7 @@ impl Case {
         ("extra-child", Case::ExtraChild),
         ("flood", Case::Flood),
         ("huge-manifest", Case::HugeManifest),
+        ("unbounded-manifest", Case::UnboundedManifest),
         ("hostpath", Case::Hostpath),
         ("node-name", Case::NodeName),
         ("unknown-field", Case::UnknownField),
@@ -242,10 +248,14 @@ pub fn reconcile(
             pod["metadata"]["name"] = json!(debug);
             client.ensure_pod(ns, &debug, &pod.to_string()).map(drop)
         }
-        Case::HugeManifest => {
+        Case::HugeManifest | Case::UnboundedManifest => {
+            let bytes = if case == Case::HugeManifest {
+                HUGE_MANIFEST_BYTES
+            } else {
+                UNBOUNDED_MANIFEST_BYTES
+            };
             let mut pod = m.pod();
-            pod["spec"]["containers"][0]["env"][0]["value"] =
-                json!("x".repeat(HUGE_MANIFEST_BYTES));
+            pod["spec"]["containers"][0]["env"][0]["value"] = json!("x".repeat(bytes));
             client.ensure_pod(ns, own, &pod.to_string()).map(drop)
         }
         Case::CloneWithoutFork => {
