@@ -676,7 +676,7 @@ impl Reconciler {
             else {
                 let refusal = Refusal::new(
                     Rule::Reap,
-                    &format!("the reaper's decisions for namespace {namespace}"),
+                    format!("the reaper's decisions for namespace {namespace}"),
                     "namespace/name",
                     format!(
                         "{}/{} was not among the candidates handed",

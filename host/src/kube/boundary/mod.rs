@@ -330,7 +330,7 @@ impl SandboxScope {
         }
         Err(Refusal::new(
             Rule::Scope,
-            &describe(resource, namespace, name),
+            describe(resource, namespace, name),
             "namespace",
             format!(
                 "not the namespace of Sandbox {:?} ({:?})",
@@ -389,7 +389,7 @@ impl Boundary {
         if !resource.is_child() {
             return Err(Refusal::new(
                 Rule::Kind,
-                &what,
+                what,
                 "kind",
                 "a policy may write only Pods, PersistentVolumeClaims and Secrets",
             ));
@@ -397,7 +397,7 @@ impl Boundary {
         if !self.namespaces.contains(namespace) {
             return Err(Refusal::new(
                 Rule::Namespace,
-                &what,
+                what,
                 "namespace",
                 format!(
                     "namespace {:?} is outside the controller's namespaces ({})",
@@ -409,7 +409,7 @@ impl Boundary {
         if let Err(why) = dns1123_subdomain(name) {
             return Err(Refusal::new(
                 Rule::Name,
-                &what,
+                what,
                 "name",
                 format!("name {:?} {why}", clip(name, KEPT_PREFIX)),
             ));
@@ -418,7 +418,7 @@ impl Boundary {
             return Ok(None);
         };
         let refuse =
-            |field: &str, reason: String| Refusal::new(Rule::Manifest, &what, field, reason);
+            |field: &str, reason: String| Refusal::new(Rule::Manifest, what, field, reason);
         let object: Value = serde_json::from_str(manifest)
             .map_err(|e| refuse("manifest", format!("the manifest is not valid JSON: {e}")))?;
         let Some(fields) = object.as_object() else {
@@ -514,7 +514,7 @@ impl Containment {
         scope.child_role(resource, name).ok_or_else(|| {
             Refusal::new(
                 Rule::Scope,
-                &describe(resource, &scope.namespace, name),
+                describe(resource, &scope.namespace, name),
                 "name",
                 format!(
                     "not a child name of Sandbox {:?}: a call for it may delete only {}",
@@ -540,7 +540,7 @@ impl Containment {
         let role = scope.child_role(resource, name).ok_or_else(|| {
             Refusal::new(
                 Rule::Scope,
-                &what,
+                what,
                 "metadata.name",
                 format!(
                     "not a child name of Sandbox {:?}: a call for it may write only {}",
@@ -554,7 +554,7 @@ impl Containment {
             Resource::Pod => pod::check(self, scope, &what, object),
             Resource::PersistentVolumeClaim => self.check_pvc(scope, role, &what, object),
             Resource::Secret => check_secret(&what, object),
-            _ => Err(Refusal::new(Rule::Kind, &what, "kind", "not a child kind")),
+            _ => Err(Refusal::new(Rule::Kind, what, "kind", "not a child kind")),
         }
     }
 

@@ -198,7 +198,7 @@ impl PodCheck<'_> {
                 .enumerate()
             {
                 let field = nth(&"spec.imagePullSecrets", i);
-                let map = self.f.object(secret, &field, &["name"])?;
+                let map = self.f.object(secret, field, &["name"])?;
                 self.secret_ref(map.get("name"), &sub(&field, "name"))?;
             }
         }
@@ -305,7 +305,7 @@ impl PodCheck<'_> {
         let field = sub(&field, source);
         match source.as_str() {
             "persistentVolumeClaim" => {
-                let pvc = self.f.object(value, &field, &["claimName", "readOnly"])?;
+                let pvc = self.f.object(value, field, &["claimName", "readOnly"])?;
                 let allowed = self.scope.volumes();
                 match pvc.get("claimName").and_then(Value::as_str) {
                     Some(claim) if allowed.iter().any(|a| a == claim) => Ok(()),
@@ -324,7 +324,7 @@ impl PodCheck<'_> {
             "secret" => {
                 let secret = self.f.object(
                     value,
-                    &field,
+                    field,
                     &["secretName", "items", "defaultMode", "optional"],
                 )?;
                 self.key_paths(secret.get("items"), &sub(&field, "items"))?;
@@ -333,12 +333,12 @@ impl PodCheck<'_> {
             "configMap" => {
                 let map =
                     self.f
-                        .object(value, &field, &["name", "items", "defaultMode", "optional"])?;
+                        .object(value, field, &["name", "items", "defaultMode", "optional"])?;
                 self.key_paths(map.get("items"), &sub(&field, "items"))?;
                 self.config_map_ref(map.get("name"), &sub(&field, "name"))
             }
             "emptyDir" => {
-                let dir = self.f.object(value, &field, &["medium", "sizeLimit"])?;
+                let dir = self.f.object(value, field, &["medium", "sizeLimit"])?;
                 match dir.get("medium") {
                     None => Ok(()),
                     Some(Value::String(m)) if m.is_empty() || m == "Memory" => Ok(()),
@@ -349,17 +349,17 @@ impl PodCheck<'_> {
                 }
             }
             "downwardAPI" => {
-                let api = self.f.object(value, &field, &["items", "defaultMode"])?;
+                let api = self.f.object(value, field, &["items", "defaultMode"])?;
                 self.downward_items(api.get("items"), &sub(&field, "items"))
             }
             _ => {
-                let projected = self.f.object(value, &field, &["sources", "defaultMode"])?;
+                let projected = self.f.object(value, field, &["sources", "defaultMode"])?;
                 let Some(sources) = projected.get("sources") else {
                     return Ok(());
                 };
                 for (i, source) in self
                     .f
-                    .array(sources, &sub(&field, "sources"))?
+                    .array(sources, sub(&field, "sources"))?
                     .iter()
                     .enumerate()
                 {
@@ -378,19 +378,19 @@ impl PodCheck<'_> {
             .object(source, field, &["secret", "configMap", "downwardAPI"])?;
         if let Some(secret) = map.get("secret") {
             let f = sub(&field, "secret");
-            let secret = self.f.object(secret, &f, &["name", "items", "optional"])?;
+            let secret = self.f.object(secret, f, &["name", "items", "optional"])?;
             self.key_paths(secret.get("items"), &sub(&f, "items"))?;
             self.secret_ref(secret.get("name"), &sub(&f, "name"))?;
         }
         if let Some(config) = map.get("configMap") {
             let f = sub(&field, "configMap");
-            let config = self.f.object(config, &f, &["name", "items", "optional"])?;
+            let config = self.f.object(config, f, &["name", "items", "optional"])?;
             self.key_paths(config.get("items"), &sub(&f, "items"))?;
             self.config_map_ref(config.get("name"), &sub(&f, "name"))?;
         }
         if let Some(api) = map.get("downwardAPI") {
             let f = sub(&field, "downwardAPI");
-            let api = self.f.object(api, &f, &["items"])?;
+            let api = self.f.object(api, f, &["items"])?;
             self.downward_items(api.get("items"), &sub(&f, "items"))?;
         }
         Ok(())
@@ -405,7 +405,7 @@ impl PodCheck<'_> {
             .enumerate()
         {
             self.f
-                .object(item, &nth(&field, i), &["key", "path", "mode"])?;
+                .object(item, nth(&field, i), &["key", "path", "mode"])?;
         }
         Ok(())
     }
@@ -425,7 +425,7 @@ impl PodCheck<'_> {
             let f = nth(&field, i);
             let map = self
                 .f
-                .object(item, &f, &["path", "fieldRef", "resourceFieldRef", "mode"])?;
+                .object(item, f, &["path", "fieldRef", "resourceFieldRef", "mode"])?;
             self.field_refs(map, &f)?;
         }
         Ok(())
@@ -438,12 +438,12 @@ impl PodCheck<'_> {
     ) -> Result<(), Refusal> {
         if let Some(r) = map.get("fieldRef") {
             self.f
-                .object(r, &sub(&field, "fieldRef"), &["apiVersion", "fieldPath"])?;
+                .object(r, sub(&field, "fieldRef"), &["apiVersion", "fieldPath"])?;
         }
         if let Some(r) = map.get("resourceFieldRef") {
             self.f.object(
                 r,
-                &sub(&field, "resourceFieldRef"),
+                sub(&field, "resourceFieldRef"),
                 &["containerName", "resource", "divisor"],
             )?;
         }
@@ -475,8 +475,8 @@ impl PodCheck<'_> {
         self.common_security(map, &field)?;
         if let Some(sysctls) = map.get("sysctls") {
             let f = sub(&field, "sysctls");
-            for (i, sysctl) in self.f.array(sysctls, &f)?.iter().enumerate() {
-                let entry = self.f.object(sysctl, &nth(&f, i), &["name", "value"])?;
+            for (i, sysctl) in self.f.array(sysctls, f)?.iter().enumerate() {
+                let entry = self.f.object(sysctl, nth(&f, i), &["name", "value"])?;
                 let name = entry.get("name").and_then(Value::as_str);
                 if !name.is_some_and(|n| SAFE_SYSCTLS.contains(&n)) {
                     return Err(self.refuse(
@@ -505,7 +505,7 @@ impl PodCheck<'_> {
         for key in ["seccompProfile", "appArmorProfile"] {
             if let Some(profile) = map.get(key) {
                 let f = sub(&field, key);
-                let profile = self.f.object(profile, &f, &["type", "localhostProfile"])?;
+                let profile = self.f.object(profile, f, &["type", "localhostProfile"])?;
                 let kind = profile.get("type").and_then(Value::as_str);
                 if !kind.is_some_and(|k| CONFINED_PROFILES.contains(&k)) {
                     return Err(self.refuse(
@@ -523,7 +523,7 @@ impl PodCheck<'_> {
             let f = sub(&field, "seLinuxOptions");
             let options = self
                 .f
-                .object(options, &f, &["type", "user", "role", "level"])?;
+                .object(options, f, &["type", "user", "role", "level"])?;
             let text = |key: &str| options.get(key).map(|v| v.as_str());
             if let Some(kind) = text("type")
                 && !kind.is_some_and(|k| SELINUX_TYPES.contains(&k))
@@ -544,7 +544,7 @@ impl PodCheck<'_> {
         }
         if let Some(windows) = map.get("windowsOptions") {
             let f = sub(&field, "windowsOptions");
-            let windows = self.f.object(windows, &f, &["hostProcess"])?;
+            let windows = self.f.object(windows, f, &["hostProcess"])?;
             self.must_be_false(windows, "hostProcess", &sub(&f, "hostProcess"))?;
         }
         if self.rules.pod_security == PodSecurity::Restricted {
@@ -577,45 +577,45 @@ impl PodCheck<'_> {
             CONTAINER_FIELDS.contains(&key) || (init && key == "restartPolicy")
         })?;
         if let Some(env) = map.get("env") {
-            for (i, var) in self.f.array(env, &sub(&field, "env"))?.iter().enumerate() {
+            for (i, var) in self.f.array(env, sub(&field, "env"))?.iter().enumerate() {
                 self.env_var(var, &nth(&sub(&field, "env"), i))?;
             }
         }
         if let Some(env_from) = map.get("envFrom") {
             let f = sub(&field, "envFrom");
-            for (i, source) in self.f.array(env_from, &f)?.iter().enumerate() {
+            for (i, source) in self.f.array(env_from, f)?.iter().enumerate() {
                 let f = nth(&f, i);
                 let source = self
                     .f
-                    .object(source, &f, &["prefix", "secretRef", "configMapRef"])?;
+                    .object(source, f, &["prefix", "secretRef", "configMapRef"])?;
                 if let Some(r) = source.get("secretRef") {
                     let r = self
                         .f
-                        .object(r, &sub(&f, "secretRef"), &["name", "optional"])?;
+                        .object(r, sub(&f, "secretRef"), &["name", "optional"])?;
                     self.secret_ref(r.get("name"), &sub(&f, "secretRef.name"))?;
                 }
                 if let Some(r) = source.get("configMapRef") {
                     let r = self
                         .f
-                        .object(r, &sub(&f, "configMapRef"), &["name", "optional"])?;
+                        .object(r, sub(&f, "configMapRef"), &["name", "optional"])?;
                     self.config_map_ref(r.get("name"), &sub(&f, "configMapRef.name"))?;
                 }
             }
         }
         if let Some(resources) = map.get("resources") {
             let f = sub(&field, "resources");
-            let resources = self.f.object(resources, &f, &["requests", "limits"])?;
+            let resources = self.f.object(resources, f, &["requests", "limits"])?;
             for (part, amounts) in resources {
-                self.f.object(amounts, &sub(&f, part), &RESOURCE_NAMES)?;
+                self.f.object(amounts, sub(&f, part), &RESOURCE_NAMES)?;
             }
         }
         if let Some(ports) = map.get("ports") {
             let f = sub(&field, "ports");
-            for (i, port) in self.f.array(ports, &f)?.iter().enumerate() {
+            for (i, port) in self.f.array(ports, f)?.iter().enumerate() {
                 let f = nth(&f, i);
                 let port =
                     self.f
-                        .object(port, &f, &["containerPort", "name", "protocol", "hostPort"])?;
+                        .object(port, f, &["containerPort", "name", "protocol", "hostPort"])?;
                 // Baseline, "Host Ports": none, or 0.
                 if port.get("hostPort").is_some_and(|p| p.as_u64() != Some(0)) {
                     return Err(self.refuse(
@@ -627,11 +627,11 @@ impl PodCheck<'_> {
         }
         if let Some(mounts) = map.get("volumeMounts") {
             let f = sub(&field, "volumeMounts");
-            for (i, mount) in self.f.array(mounts, &f)?.iter().enumerate() {
+            for (i, mount) in self.f.array(mounts, f)?.iter().enumerate() {
                 let f = nth(&f, i);
                 let mount = self.f.object(
                     mount,
-                    &f,
+                    f,
                     &[
                         "name",
                         "mountPath",
@@ -654,9 +654,8 @@ impl PodCheck<'_> {
         }
         if let Some(devices) = map.get("volumeDevices") {
             let f = sub(&field, "volumeDevices");
-            for (i, device) in self.f.array(devices, &f)?.iter().enumerate() {
-                self.f
-                    .object(device, &nth(&f, i), &["name", "devicePath"])?;
+            for (i, device) in self.f.array(devices, f)?.iter().enumerate() {
+                self.f.object(device, nth(&f, i), &["name", "devicePath"])?;
             }
         }
         for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
@@ -666,15 +665,15 @@ impl PodCheck<'_> {
         }
         if let Some(lifecycle) = map.get("lifecycle") {
             let f = sub(&field, "lifecycle");
-            let lifecycle =
-                self.f
-                    .object(lifecycle, &f, &["postStart", "preStop", "stopSignal"])?;
+            let lifecycle = self
+                .f
+                .object(lifecycle, f, &["postStart", "preStop", "stopSignal"])?;
             for hook in ["postStart", "preStop"] {
                 if let Some(handler) = lifecycle.get(hook) {
                     let f = sub(&f, hook);
                     let handler =
                         self.f
-                            .object(handler, &f, &["exec", "httpGet", "tcpSocket", "sleep"])?;
+                            .object(handler, f, &["exec", "httpGet", "tcpSocket", "sleep"])?;
                     self.handler(handler, &f)?;
                 }
             }
@@ -690,7 +689,7 @@ impl PodCheck<'_> {
         let f = sub(&field, "valueFrom");
         let from = self.f.object(
             from,
-            &f,
+            f,
             &[
                 "secretKeyRef",
                 "configMapKeyRef",
@@ -701,13 +700,13 @@ impl PodCheck<'_> {
         if let Some(r) = from.get("secretKeyRef") {
             let r = self
                 .f
-                .object(r, &sub(&f, "secretKeyRef"), &["name", "key", "optional"])?;
+                .object(r, sub(&f, "secretKeyRef"), &["name", "key", "optional"])?;
             self.secret_ref(r.get("name"), &sub(&f, "secretKeyRef.name"))?;
         }
         if let Some(r) = from.get("configMapKeyRef") {
             let r = self
                 .f
-                .object(r, &sub(&f, "configMapKeyRef"), &["name", "key", "optional"])?;
+                .object(r, sub(&f, "configMapKeyRef"), &["name", "key", "optional"])?;
             self.config_map_ref(r.get("name"), &sub(&f, "configMapKeyRef.name"))?;
         }
         self.field_refs(from, &f)
@@ -732,7 +731,7 @@ impl PodCheck<'_> {
         )?;
         if let Some(grpc) = map.get("grpc") {
             self.f
-                .object(grpc, &sub(&field, "grpc"), &["port", "service"])?;
+                .object(grpc, sub(&field, "grpc"), &["port", "service"])?;
         }
         self.handler(map, field)
     }
@@ -740,10 +739,10 @@ impl PodCheck<'_> {
     /// A probe's or hook's action. Baseline, "Host Probes / Lifecycle Hooks": no `host`.
     fn handler(&self, map: &Map<String, Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         if let Some(exec) = map.get("exec") {
-            self.f.object(exec, &sub(&field, "exec"), &["command"])?;
+            self.f.object(exec, sub(&field, "exec"), &["command"])?;
         }
         if let Some(sleep) = map.get("sleep") {
-            self.f.object(sleep, &sub(&field, "sleep"), &["seconds"])?;
+            self.f.object(sleep, sub(&field, "sleep"), &["seconds"])?;
         }
         for (action, allowed) in [
             (
@@ -756,7 +755,7 @@ impl PodCheck<'_> {
                 continue;
             };
             let f = sub(&field, action);
-            let target = self.f.object(value, &f, allowed)?;
+            let target = self.f.object(value, f, allowed)?;
             if target.get("host").is_some_and(|h| h.as_str() != Some("")) {
                 return Err(self.refuse(
                     format!("{f}.host"),
@@ -779,7 +778,7 @@ impl PodCheck<'_> {
         let map = match context {
             Some(context) => self.f.object(
                 context,
-                &f,
+                f,
                 &[
                     "allowPrivilegeEscalation",
                     "capabilities",
@@ -813,14 +812,14 @@ impl PodCheck<'_> {
         let mut drops_all = false;
         if let Some(capabilities) = map.get("capabilities") {
             let cf = sub(&f, "capabilities");
-            let caps = self.f.object(capabilities, &cf, &["add", "drop"])?;
+            let caps = self.f.object(capabilities, cf, &["add", "drop"])?;
             if let Some(add) = caps.get("add") {
                 let allowed: &[&str] = if restricted {
                     &["NET_BIND_SERVICE"]
                 } else {
                     &BASELINE_CAPABILITIES
                 };
-                for (i, cap) in self.f.array(add, &sub(&cf, "add"))?.iter().enumerate() {
+                for (i, cap) in self.f.array(add, sub(&cf, "add"))?.iter().enumerate() {
                     if !cap.as_str().is_some_and(|c| allowed.contains(&c)) {
                         return Err(self.refuse(
                             format!("{cf}.add[{i}]"),
@@ -836,7 +835,7 @@ impl PodCheck<'_> {
             if let Some(drop) = caps.get("drop") {
                 drops_all = self
                     .f
-                    .array(drop, &sub(&cf, "drop"))?
+                    .array(drop, sub(&cf, "drop"))?
                     .iter()
                     .any(|c| c.as_str() == Some("ALL"));
             }

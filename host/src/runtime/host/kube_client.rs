@@ -169,7 +169,7 @@ impl HostState {
                     resource,
                     Refusal::new(
                         Rule::Scope,
-                        &what,
+                        what,
                         "name",
                         format!(
                             "the controller holds it as a child of another Sandbox, not of {:?}",
@@ -190,7 +190,7 @@ impl HostState {
                 resource,
                 Refusal::new(
                     Rule::Scope,
-                    &what,
+                    what,
                     "name",
                     format!(
                         "not among Sandbox {:?}'s observed children, and no cache to ask",
@@ -225,7 +225,7 @@ impl HostState {
         let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
             return Err(Refusal::new(
                 Rule::Scope,
-                &what,
+                what,
                 "export",
                 "this export may not call the cluster: only reconcile-sandbox and \
                  cleanup-sandbox may",
