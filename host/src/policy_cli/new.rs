@@ -390,6 +390,40 @@ mod tests {
         assert!(empty.path().join("src/lib.rs").is_file());
     }
 
+    fn args(sdk_path: Option<&Path>) -> PolicyNewArgs {
+        PolicyNewArgs {
+            name: "p".into(),
+            path: None,
+            sdk_path: sdk_path.map(Path::to_path_buf),
+            sdk_git: None,
+            sdk_rev: None,
+        }
+    }
+
+    #[test]
+    fn the_sdk_is_the_checkout_built_from_unless_a_flag_names_one() {
+        let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(
+            SdkSource::from_args(&args(None)).unwrap(),
+            SdkSource::Path(built_from.canonicalize().unwrap())
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let error = SdkSource::from_args(&args(Some(elsewhere.path()))).unwrap_err();
+        assert!(matches!(error, NewError::NoSdk { .. }), "{error}");
+        assert!(error.to_string().contains("--sdk-git"), "{error}");
+        let git = PolicyNewArgs {
+            sdk_git: Some("https://example.com/c.git".into()),
+            ..args(None)
+        };
+        assert_eq!(
+            SdkSource::from_args(&git).unwrap(),
+            SdkSource::Git {
+                url: "https://example.com/c.git".into(),
+                rev: None
+            }
+        );
+    }
+
     #[test]
     fn a_path_is_quoted_for_toml_and_the_shell() {
         let sdk = SdkSource::Path(PathBuf::from("/home/me/it's \"here\""));
