@@ -259,9 +259,22 @@ pub struct PolicyNewArgs {
     #[arg(long, value_name = "URL")]
     pub sdk_git: Option<String>,
 
-    /// With --sdk-git: the commit, tag or branch.
-    #[arg(long, value_name = "REV", requires = "sdk_git")]
+    /// With --sdk-git: the commit (a hash, or a full ref such as `refs/pull/1/head`).
+    #[arg(long, value_name = "REV", requires = "sdk_git", conflicts_with_all = ["sdk_tag", "sdk_branch"])]
     pub sdk_rev: Option<String>,
+
+    /// With --sdk-git: the tag.
+    #[arg(
+        long,
+        value_name = "TAG",
+        requires = "sdk_git",
+        conflicts_with = "sdk_branch"
+    )]
+    pub sdk_tag: Option<String>,
+
+    /// With --sdk-git: the branch (default: the repository's default branch).
+    #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
+    pub sdk_branch: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -83,16 +83,37 @@ pub enum SdkSource {
     /// A cubepod-controller checkout on this machine (its root).
     Path(PathBuf),
     /// A cubepod-controller git repository, at a commit, tag or branch if given.
-    Git { url: String, rev: Option<String> },
+    Git { url: String, at: Option<GitRef> },
+}
+
+/// Where in a git repository, as cargo names it (in a dependency as in `cargo install`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitRef {
+    Rev(String),
+    Tag(String),
+    Branch(String),
+}
+
+impl GitRef {
+    fn key_and_value(&self) -> (&'static str, &str) {
+        match self {
+            GitRef::Rev(rev) => ("rev", rev),
+            GitRef::Tag(tag) => ("tag", tag),
+            GitRef::Branch(branch) => ("branch", branch),
+        }
+    }
 }
 
 impl SdkSource {
     /// The source the flags name, else the checkout this binary was built from.
     fn from_args(args: &PolicyNewArgs) -> Result<SdkSource, NewError> {
         if let Some(url) = &args.sdk_git {
+            let at = (args.sdk_rev.clone().map(GitRef::Rev))
+                .or_else(|| args.sdk_tag.clone().map(GitRef::Tag))
+                .or_else(|| args.sdk_branch.clone().map(GitRef::Branch));
             return Ok(SdkSource::Git {
                 url: url.clone(),
-                rev: args.sdk_rev.clone(),
+                at,
             });
         }
         let checkout = args
@@ -118,15 +139,15 @@ impl SdkSource {
                 "{{ path = {} }}",
                 toml_string(&checkout.join("sdk").to_string_lossy())
             ),
-            SdkSource::Git { url, rev: None } => format!("{{ git = {} }}", toml_string(url)),
-            SdkSource::Git {
-                url,
-                rev: Some(rev),
-            } => format!(
-                "{{ git = {}, rev = {} }}",
-                toml_string(url),
-                toml_string(rev)
-            ),
+            SdkSource::Git { url, at: None } => format!("{{ git = {} }}", toml_string(url)),
+            SdkSource::Git { url, at: Some(at) } => {
+                let (key, value) = at.key_and_value();
+                format!(
+                    "{{ git = {}, {key} = {} }}",
+                    toml_string(url),
+                    toml_string(value)
+                )
+            }
         }
     }
 
@@ -140,13 +161,16 @@ impl SdkSource {
                 "cargo install --locked --path {} --bin cubepod-controller",
                 shell_word(&checkout.join("host").to_string_lossy())
             ),
-            SdkSource::Git { url, rev } => {
-                let rev = rev
+            SdkSource::Git { url, at } => {
+                let at = at
                     .as_ref()
-                    .map(|r| format!(" --rev {}", shell_word(r)))
+                    .map(|at| {
+                        let (key, value) = at.key_and_value();
+                        format!(" --{key} {}", shell_word(value))
+                    })
                     .unwrap_or_default();
                 format!(
-                    "cargo install --locked --git {}{rev} cubepod-host --bin cubepod-controller",
+                    "cargo install --locked --git {}{at} cubepod-host --bin cubepod-controller",
                     shell_word(url)
                 )
             }
@@ -296,7 +320,7 @@ mod tests {
     fn git() -> SdkSource {
         SdkSource::Git {
             url: "https://example.com/cubepod-controller.git".into(),
-            rev: Some("v0.1.0".into()),
+            at: Some(GitRef::Tag("v0.1.0".into())),
         }
     }
 
@@ -344,7 +368,7 @@ mod tests {
         assert!(
             manifest.contains(
                 "cubepod-policy-sdk = { git = \"https://example.com/cubepod-controller.git\", \
-                 rev = \"v0.1.0\" }"
+                 tag = \"v0.1.0\" }"
             ),
             "{manifest}"
         );
@@ -360,7 +384,7 @@ mod tests {
         assert!(
             runs.contains(
                 &"cargo install --locked --git https://example.com/cubepod-controller.git \
-                  --rev v0.1.0 cubepod-host --bin cubepod-controller"
+                  --tag v0.1.0 cubepod-host --bin cubepod-controller"
             ),
             "{runs:?}"
         );
@@ -397,6 +421,8 @@ mod tests {
             sdk_path: sdk_path.map(Path::to_path_buf),
             sdk_git: None,
             sdk_rev: None,
+            sdk_tag: None,
+            sdk_branch: None,
         }
     }
 
@@ -413,14 +439,18 @@ mod tests {
         assert!(error.to_string().contains("--sdk-git"), "{error}");
         let git = PolicyNewArgs {
             sdk_git: Some("https://example.com/c.git".into()),
+            sdk_branch: Some("release-0.1".into()),
             ..args(None)
         };
+        let sdk = SdkSource::from_args(&git).unwrap();
         assert_eq!(
-            SdkSource::from_args(&git).unwrap(),
-            SdkSource::Git {
-                url: "https://example.com/c.git".into(),
-                rev: None
-            }
+            sdk.dependency(),
+            r#"{ git = "https://example.com/c.git", branch = "release-0.1" }"#
+        );
+        assert_eq!(
+            sdk.controller_install(),
+            "cargo install --locked --git https://example.com/c.git --branch release-0.1 \
+             cubepod-host --bin cubepod-controller"
         );
     }
 
