@@ -12,9 +12,9 @@ run *ARGS:
 test:
     cargo test --workspace
 
-# Unit tests of the default policy only (fast, native).
+# Unit tests of the default decisions (the SDK) and the default policy only (fast, native).
 test-policy:
-    cargo test -p cubepod-guest
+    cargo test -p cubepod-policy-sdk -p cubepod-guest
 
 # Build the default policy component and print its size.
 component:
@@ -23,20 +23,20 @@ component:
 
 # Validate deploy/ and the policy's manifests strictly against the Kubernetes schemas.
 validate:
-    cargo run -q -p cubepod-guest --example emit_manifests -- target/emitted-manifests
+    cargo run -q -p cubepod-policy-sdk --example emit_manifests -- target/emitted-manifests
     bash .ci/validate-k8s target/emitted-manifests
 
 # Format and lint, as CI does.
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
-    cargo clippy -p cubepod-guest --target wasm32-wasip2 -- -D warnings
+    for crate in cubepod-policy-sdk cubepod-guest cubepod-policy-guarded cubepod-faulty-policy cubepod-hostile-policy; do cargo clippy -p "$crate" --target wasm32-wasip2 -- -D warnings; done
 
 # Benchmarks: the micro-benchmarks (one decision natively and through wasm, a hot swap), then
 # the controller against the fake API server with a load generator (`cubepod-bench`; e.g.
 # `just bench --quick`, or `just bench --write-docs` to rewrite docs/performance.md).
 bench *ARGS:
-    cargo bench -p cubepod-guest --bench decision
+    cargo bench -p cubepod-policy-sdk --bench decision
     cargo bench -p cubepod-tests --bench reconcile
     cargo bench -p cubepod-tests --bench swap
     cargo build --release -p cubepod-host

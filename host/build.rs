@@ -1,5 +1,5 @@
-//! Builds the default policy component (`guest/`) so that the binary embeds it
-//! (`runtime::default_policy`), and reads the contract's version from `wit/`.
+//! Builds the default policy component (`guest/`, over the SDK in `sdk/`) so that the binary
+//! embeds it (`runtime::default_policy`), and reads the contract's version from `wit/`.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,8 @@ fn main() {
     for watched in [
         "../guest/src",
         "../guest/Cargo.toml",
+        "../sdk/src",
+        "../sdk/Cargo.toml",
         "../wit",
         "wasm_build.rs",
     ] {

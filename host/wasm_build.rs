@@ -1,6 +1,7 @@
 // Builds a policy crate of this workspace as a `wasm32-wasip2` component with a nested cargo.
-// Shared, through `include!`, by `build.rs` (the default policy the binary embeds) and by
-// `tests/runtime.rs` (the faulty policy): one place knows how to run cargo inside cargo.
+// Shared, through `include!`, by `build.rs` (the default policy the binary embeds) and by the
+// tests (the test policies, and `policy new`'s crate): one place knows how to run cargo inside
+// cargo.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,11 +14,16 @@ pub const WASM_TARGET: &str = "wasm32-wasip2";
 pub const WASM_PROFILE: &str = "guest-release";
 
 /// Where the nested build of `package` puts its artifacts: apart from the host's target dir,
-/// whose lock the outer cargo holds while it runs our build script, and one per package: a
-/// policy crate builds `cubepod-guest` as a dependency, cdylib included, and in a shared dir
-/// that would overwrite `cubepod_guest.wasm` with a component that exports nothing.
+/// whose lock the outer cargo holds while it runs our build script, and one per package, so
+/// that the tests building two policies at once do not wait on each other's lock.
 #[allow(dead_code)]
 pub fn wasm_target_dir(workspace: &Path, package: &str) -> PathBuf {
+    target_root(workspace).join("wasm").join(package)
+}
+
+/// The workspace's target dir: `CARGO_TARGET_DIR` (relative to the workspace) or `target/`.
+#[allow(dead_code)]
+pub fn target_root(workspace: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|dir| {
@@ -28,8 +34,22 @@ pub fn wasm_target_dir(workspace: &Path, package: &str) -> PathBuf {
             }
         })
         .unwrap_or_else(|| workspace.join("target"))
-        .join("wasm")
-        .join(package)
+}
+
+/// `cargo` (the one running us) in `dir`, without what the outer cargo set for itself.
+#[allow(dead_code)]
+pub fn nested_cargo(dir: &Path) -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(dir);
+    for (key, _) in std::env::vars_os() {
+        if let Some(key) = key.to_str()
+            && leaks_into_nested_cargo(key)
+        {
+            command.env_remove(key);
+        }
+    }
+    command
 }
 
 /// Variables that the outer cargo, clippy or a coverage tool set for the build script or the
@@ -101,10 +121,8 @@ pub fn build_policy_variant(
         None => wasm_target_dir(workspace, package),
         Some(feature) => wasm_target_dir(workspace, &format!("{package}+{feature}")),
     };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(&cargo);
+    let mut command = nested_cargo(workspace);
     command
-        .current_dir(workspace)
         .args(["build", "--quiet", "-p", package, "--target", WASM_TARGET])
         .args(["--profile", WASM_PROFILE])
         .arg("--target-dir")
@@ -112,16 +130,9 @@ pub fn build_policy_variant(
     if let Some(feature) = feature {
         command.args(["--features", feature]);
     }
-    for (key, _) in std::env::vars_os() {
-        if let Some(key) = key.to_str()
-            && leaks_into_nested_cargo(key)
-        {
-            command.env_remove(key);
-        }
-    }
     let output = command
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!(
             "`cargo build -p {package} --target {WASM_TARGET} --profile {WASM_PROFILE}` failed \

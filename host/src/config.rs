@@ -215,6 +215,67 @@ pub enum PolicyCommand {
     /// -algorithm EC -pkeyopt ec_paramgen_curve:P-256`, or `-algorithm ed25519`); for a cosign
     /// key, use `cosign sign-blob` itself.
     Sign(PolicySignArgs),
+    /// Write a policy module to a file: `policy export builtin:default -o policy.wasm`.
+    ///
+    /// The bytes are the module's, unchanged: the built-in default policy as this binary runs
+    /// it, to inspect, sign or ship as a file.
+    Export(PolicyExportArgs),
+    /// Create a policy crate: the default decisions, one overridden as an example.
+    ///
+    /// Writes a Rust crate (outside this workspace) on the SDK, `cubepod-policy-sdk`: a policy
+    /// that caps every warm pool at two members, native unit tests, `scenarios/`
+    /// that `policy test` passes, and a CI workflow (`.github/workflows/policy.yml`). The SDK
+    /// comes from the checkout this binary was built from unless `--sdk-path` or `--sdk-git`
+    /// names another. Refuses a directory that is not empty.
+    New(PolicyNewArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyExportArgs {
+    /// The module: `builtin:default` (the policy built into this binary) or a file.
+    pub module: PathBuf,
+
+    /// Where to write it.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyNewArgs {
+    /// The policy's name: the crate's, and the one `describe` reports (lowercase letters,
+    /// digits and hyphens).
+    pub name: String,
+
+    /// The directory to create. Default: NAME, in the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<PathBuf>,
+
+    /// A cubepod-controller checkout whose `sdk/` the crate depends on by path. Default: the
+    /// checkout this binary was built from, if it is still there.
+    #[arg(long, value_name = "CHECKOUT", conflicts_with = "sdk_git")]
+    pub sdk_path: Option<PathBuf>,
+
+    /// A cubepod-controller git repository the crate takes the SDK from (for CI on any
+    /// machine).
+    #[arg(long, value_name = "URL")]
+    pub sdk_git: Option<String>,
+
+    /// With --sdk-git: the commit (a hash, or a full ref such as `refs/pull/1/head`).
+    #[arg(long, value_name = "REV", requires = "sdk_git", conflicts_with_all = ["sdk_tag", "sdk_branch"])]
+    pub sdk_rev: Option<String>,
+
+    /// With --sdk-git: the tag.
+    #[arg(
+        long,
+        value_name = "TAG",
+        requires = "sdk_git",
+        conflicts_with = "sdk_branch"
+    )]
+    pub sdk_tag: Option<String>,
+
+    /// With --sdk-git: the branch (default: the repository's default branch).
+    #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
+    pub sdk_branch: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -57,7 +57,7 @@ async fn run() -> ExitCode {
     }
 }
 
-/// `policy test`, `policy inspect` and `policy sign`: 0 on success, 1 when a scenario failed or
+/// The `policy` subcommands: 0 on success, 1 when a scenario failed or
 /// the module does not fit (or its signature does not verify), 2 when the command could not
 /// run. Their policy calls block on the cluster, so they run on a blocking thread.
 async fn policy(command: PolicyCommand) -> ExitCode {

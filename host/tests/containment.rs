@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cubepod_guest::fixtures;
 use cubepod_host::controller::cache::Cache;
 use cubepod_host::kube::boundary::{Boundary, Containment, KEPT_PREFIX, Rule};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
@@ -20,6 +19,7 @@ use cubepod_host::runtime::bindings::{
 use cubepod_host::runtime::{
     CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
 };
+use cubepod_policy_sdk::fixtures;
 use serde_json::{Value, json};
 
 mod wasm_build {

@@ -773,9 +773,9 @@ const POD_PATHS: &[&str] = &[
 
 #[test]
 fn the_pod_profile_takes_any_edit_of_a_pod_and_admits_only_a_contained_one() {
-    let input = cubepod_guest::fixtures::sandbox("dev-alice").input();
-    let mut client = cubepod_guest::recording::RecordingClient::default();
-    cubepod_guest::reconcile::reconcile(&mut client, &input).expect("the default reconciles");
+    let input = cubepod_policy_sdk::fixtures::sandbox("dev-alice").input();
+    let mut client = cubepod_policy_sdk::recording::RecordingClient::default();
+    cubepod_policy_sdk::reconcile::reconcile(&mut client, &input).expect("the default reconciles");
     let pod = client
         .calls
         .iter()

@@ -1,7 +1,8 @@
-//! `cubepod-controller policy test` and `policy inspect`, run as the built binary: the default
-//! policy passes `tests/scenarios/` (the lifecycle table), a wrong scenario fails with a
-//! readable diff and a non-zero exit, the JUnit report is well-formed XML, and inspect names
-//! what a module is, or why it does not fit the contract.
+//! `cubepod-controller policy test`, `policy inspect` and `policy export`, run as the built
+//! binary: the default policy passes `tests/scenarios/` (the lifecycle table), a wrong scenario
+//! fails with a readable diff and a non-zero exit, the JUnit report is well-formed XML, inspect
+//! names what a module is, or why it does not fit the contract, and export writes the built-in
+//! module's bytes.
 //!
 //! Run: `cargo test -p cubepod-host --test policy_cli`
 
@@ -93,6 +94,35 @@ fn a_module_file_works_like_the_builtin() {
     ]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(summary(&stdout), (2, 0), "{stdout}");
+}
+
+#[test]
+fn export_writes_the_builtin_module_as_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("default.wasm");
+    let (code, stdout, stderr) = run(&[
+        "policy",
+        "export",
+        "builtin:default",
+        "-o",
+        module.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(std::fs::read(&module).unwrap(), DEFAULT_POLICY);
+    let digest = hex::encode(Sha256::digest(DEFAULT_POLICY));
+    assert!(stdout.contains(&digest), "{stdout}");
+
+    // Into a directory that does not exist: nothing written, and the path named.
+    let nowhere = dir.path().join("missing").join("default.wasm");
+    let (code, _, stderr) = run(&[
+        "policy",
+        "export",
+        "builtin:default",
+        "-o",
+        nowhere.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains(nowhere.to_str().unwrap()), "{stderr}");
 }
 
 #[test]

@@ -13,13 +13,13 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cubepod_guest::bindings as guest;
-use cubepod_guest::client::{KubeClient, KubeResult};
-use cubepod_guest::{fixtures, reconcile};
 use cubepod_host::kube::Resource;
 use cubepod_host::kube::boundary::Boundary;
 use cubepod_host::runtime::bindings as host;
 use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, wasmtime_config};
+use cubepod_policy_sdk::bindings as guest;
+use cubepod_policy_sdk::client::{KubeClient, KubeResult};
+use cubepod_policy_sdk::{fixtures, reconcile};
 use cubepod_tests::bench::decision::{self, Case};
 use cubepod_tests::bench::twin;
 

@@ -30,10 +30,10 @@ pub fn binary() -> PathBuf {
     }
 }
 
-/// The latest modification time of the controller's sources (`host/src`, `guest/src`, `wit`):
-/// a binary older than this was not built from them.
+/// The latest modification time of the controller's sources (`host/src`, the default policy's
+/// `guest/src` and `sdk/src`, `wit`): a binary older than this was not built from them.
 pub fn newest_source() -> Option<std::time::SystemTime> {
-    ["host/src", "guest/src", "wit"]
+    ["host/src", "guest/src", "sdk/src", "wit"]
         .iter()
         .filter_map(|dir| newest_file(&workspace().join(dir)))
         .max()
@@ -58,6 +58,9 @@ fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
 mod wasm_build {
     include!("../../host/wasm_build.rs");
 }
+/// Cargo inside the tests' cargo, and the workspace's target dir (for crates built outside the
+/// workspace, such as `policy new`'s).
+pub use wasm_build::{WASM_TARGET, nested_cargo, target_root};
 
 /// The workspace root.
 pub fn workspace() -> &'static Path {

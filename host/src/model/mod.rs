@@ -4,9 +4,9 @@
 
 pub mod children;
 pub(crate) mod meta;
-/// The names and labels the design fixes, shared with the default policy: the policy's own
-/// file, compiled into the host as well, so that there is one copy and no crate between them.
-#[path = "../../../guest/src/names.rs"]
+/// The names and labels the design fixes, shared with every policy: the SDK's own file,
+/// compiled into the host as well, so that there is one copy and no crate between them.
+#[path = "../../../sdk/src/names.rs"]
 pub mod names;
 pub mod pool;
 pub mod sandbox;

@@ -1,9 +1,13 @@
 //! The `policy` subcommands, side by side: `policy test` (scenario files and the conformance
 //! self-test, on a scratch cluster through the controller's own reconcile core), `policy
 //! inspect` (what a module is, whether the controller would admit it) and `policy sign` (a
-//! detached signature, as `cosign sign-blob --key` writes it). Each loads modules as `run` does.
+//! detached signature, as `cosign sign-blob --key` writes it), `policy export` (the built-in
+//! module as a file) and `policy new` (a policy crate on the SDK, from templates). Each loads
+//! modules as `run` does.
 
+pub mod export;
 pub mod inspect;
+pub mod new;
 pub mod sign;
 pub mod test;
 
@@ -56,6 +60,8 @@ pub enum CliError {
     },
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    #[error("{0}")]
+    New(#[from] new::NewError),
 }
 
 /// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file.
@@ -99,5 +105,7 @@ pub fn run(
         PolicyCommand::Test(args) => test::run(args, handle, out),
         PolicyCommand::Inspect(args) => inspect::run(args, handle, out),
         PolicyCommand::Sign(args) => sign::run(args, out).map(|()| true),
+        PolicyCommand::Export(args) => export::run(args, out).map(|()| true),
+        PolicyCommand::New(args) => new::run(args, out).map(|()| true),
     }
 }

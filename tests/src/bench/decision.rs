@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use cubepod_guest::bindings as guest;
-use cubepod_guest::fixtures;
-use cubepod_guest::reconcile;
-use cubepod_guest::recording::NullClient;
 use cubepod_host::kube::boundary::Boundary;
 use cubepod_host::runtime::{CallContext, PolicyModule};
+use cubepod_policy_sdk::bindings as guest;
+use cubepod_policy_sdk::fixtures;
+use cubepod_policy_sdk::reconcile;
+use cubepod_policy_sdk::recording::NullClient;
 
 use super::instant::InstantCluster;
 use super::twin;

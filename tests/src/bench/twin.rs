@@ -1,8 +1,8 @@
 //! The default policy's native twin: the same input as the host's bindings type it, from the
-//! guest crate's types, so that a benchmark can run one decision through the component and
+//! SDK's types (the default decisions run natively there), so that a benchmark can run one decision through the component and
 //! natively and compare both the time and the answer.
 
-use cubepod_guest::bindings as guest;
+use cubepod_policy_sdk::bindings as guest;
 
 use cubepod_host::runtime::bindings as host;
 

@@ -5,8 +5,14 @@
 
 use std::path::PathBuf;
 
-use cubepod_guest::fixtures::sandbox;
-use cubepod_guest::recording::RecordingClient;
+// The policy's own source: the crate is only a component (no library to link against).
+// Its other items (the exported type, the tests' helpers) are not used here.
+#[allow(dead_code)]
+#[path = "../src/lib.rs"]
+mod guarded;
+
+use cubepod_policy_sdk::fixtures::sandbox;
+use cubepod_policy_sdk::recording::RecordingClient;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(std::env::args().nth(1).ok_or("usage: emit_pod DIR")?);
@@ -23,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     for input in sandboxes {
         let mut client = RecordingClient::default();
-        cubepod_policy_guarded::reconcile(&mut client, input)?;
+        guarded::reconcile(&mut client, input)?;
         for call in &client.calls {
             if let Some(manifest) = call.manifest() {
                 let path = dir.join(format!("{}.json", call.summary().replace(' ', "-")));

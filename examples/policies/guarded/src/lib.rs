@@ -1,5 +1,5 @@
-//! `cubepod-guarded`: an example policy that is the default policy (`cubepod-guest`) with two
-//! changes, and a template for writing your own (see `docs/policy-authoring.md`):
+//! `cubepod-guarded`: an example policy built on the SDK (`cubepod-policy-sdk`): the default
+//! decisions with two changes (see `docs/policy-authoring.md`):
 //!
 //! 1. every sandbox Pod must run on a Kata node: a required node affinity to nodes labelled
 //!    `katacontainers.io/kata-runtime: "true"`, and a toleration of the
@@ -20,8 +20,8 @@
 //! --allow-pod-field=affinity,tolerations`: the default Pod profile has neither field, so the
 //! operator allows them, for `run` as for `policy test`.
 
-use cubepod_guest::bindings::{PolicyInfo, ReconcileInput, ReconcileOutput, SandboxSpec};
-use cubepod_guest::client::{KubeClient, KubeResult};
+use cubepod_policy_sdk::bindings::{PolicyInfo, ReconcileInput, ReconcileOutput, SandboxSpec};
+use cubepod_policy_sdk::client::{KubeClient, KubeResult};
 use serde_json::{Map, Value, json};
 
 pub const POLICY_NAME: &str = "cubepod-guarded";
@@ -37,7 +37,7 @@ pub fn describe() -> PolicyInfo {
     PolicyInfo {
         name: POLICY_NAME.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        contract_version: cubepod_guest::CONTRACT_VERSION.to_string(),
+        contract_version: cubepod_policy_sdk::CONTRACT_VERSION.to_string(),
     }
 }
 
@@ -54,7 +54,7 @@ pub fn reconcile(
     mut input: ReconcileInput,
 ) -> KubeResult<ReconcileOutput> {
     with_default_resources(&mut input.sandbox.spec);
-    cubepod_guest::reconcile::reconcile(&mut GuardedClient(client), &input)
+    cubepod_policy_sdk::reconcile::reconcile(&mut GuardedClient(client), &input)
 }
 
 /// A `kube-client` that adds the Kata node affinity and the dedicated-node toleration to every
@@ -176,7 +176,7 @@ fn array_field<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut
 /// both stay the default's.
 pub struct Guarded;
 
-impl cubepod_guest::policy::Policy for Guarded {
+impl cubepod_policy_sdk::policy::Policy for Guarded {
     fn describe() -> PolicyInfo {
         describe()
     }
@@ -189,12 +189,12 @@ impl cubepod_guest::policy::Policy for Guarded {
     }
 }
 
-cubepod_guest::export_policy!(Guarded);
+cubepod_policy_sdk::export_policy!(Guarded);
 
 #[cfg(test)]
 mod tests {
-    use cubepod_guest::fixtures::{observe, sandbox};
-    use cubepod_guest::recording::{Call, RecordingClient};
+    use cubepod_policy_sdk::fixtures::{observe, sandbox};
+    use cubepod_policy_sdk::recording::{Call, RecordingClient};
 
     use super::*;
 
@@ -214,7 +214,7 @@ mod tests {
         let info = describe();
         assert_eq!(info.name, "cubepod-guarded");
         assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
-        assert_eq!(info.contract_version, cubepod_guest::CONTRACT_VERSION);
+        assert_eq!(info.contract_version, cubepod_policy_sdk::CONTRACT_VERSION);
     }
 
     #[test]
@@ -227,7 +227,7 @@ mod tests {
         let mut plain = RecordingClient::default();
         let mut input = sandbox("a").input();
         with_default_resources(&mut input.sandbox.spec);
-        cubepod_guest::reconcile::reconcile(&mut plain, &input).unwrap();
+        cubepod_policy_sdk::reconcile::reconcile(&mut plain, &input).unwrap();
         assert_eq!(guarded.summaries(), plain.summaries());
         for (ours, theirs) in guarded.calls.iter().zip(&plain.calls) {
             if !matches!(ours, Call::EnsurePod { .. }) {

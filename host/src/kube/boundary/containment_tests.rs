@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use super::*;
-use cubepod_guest::bindings::ReconcileInput;
-use cubepod_guest::fixtures;
-use cubepod_guest::recording::RecordingClient;
+use cubepod_policy_sdk::bindings::ReconcileInput;
+use cubepod_policy_sdk::fixtures;
+use cubepod_policy_sdk::recording::RecordingClient;
 
 const S: &str = "dev-alice";
 
@@ -30,7 +30,7 @@ fn scope_of(input: &ReconcileInput) -> SandboxScope {
 /// The default policy's writes for a new sandbox: (resource, name, manifest).
 fn writes(input: &ReconcileInput) -> Vec<(Resource, String, Value)> {
     let mut client = RecordingClient::default();
-    cubepod_guest::reconcile::reconcile(&mut client, input).expect("the default reconciles");
+    cubepod_policy_sdk::reconcile::reconcile(&mut client, input).expect("the default reconciles");
     client
         .calls
         .iter()

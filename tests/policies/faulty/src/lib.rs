@@ -16,8 +16,8 @@
 //! Built by `host/tests/runtime.rs` with
 //! `cargo build -p cubepod-faulty-policy --target wasm32-wasip2 --profile guest-release`.
 
-use cubepod_guest::bindings::{KubeError, PolicyInfo, ReconcileInput, ReconcileOutput};
-use cubepod_guest::client::KubeClient;
+use cubepod_policy_sdk::bindings::{KubeError, PolicyInfo, ReconcileInput, ReconcileOutput};
+use cubepod_policy_sdk::client::KubeClient;
 
 pub const POLICY_NAME: &str = "cubepod-faulty";
 
@@ -25,7 +25,7 @@ pub fn describe() -> PolicyInfo {
     PolicyInfo {
         name: POLICY_NAME.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        contract_version: cubepod_guest::CONTRACT_VERSION.to_string(),
+        contract_version: cubepod_policy_sdk::CONTRACT_VERSION.to_string(),
     }
 }
 
@@ -71,7 +71,7 @@ pub fn reconcile(
     input: &ReconcileInput,
 ) -> Result<ReconcileOutput, KubeError> {
     match Fault::of(&input.sandbox.name) {
-        None => cubepod_guest::reconcile::reconcile(client, input),
+        None => cubepod_policy_sdk::reconcile::reconcile(client, input),
         Some(Fault::Trap) => panic!("faulty policy: trap requested by {}", input.sandbox.name),
         Some(Fault::Loop) => spin_forever(),
         Some(Fault::Oom) => hog_memory(),
@@ -86,7 +86,7 @@ pub fn reconcile(
             for line in 0..256 {
                 eprintln!("faulty policy: noisy line {line:04} {}", "x".repeat(40));
             }
-            cubepod_guest::reconcile::reconcile(client, input)
+            cubepod_policy_sdk::reconcile::reconcile(client, input)
         }
     }
 }
@@ -127,7 +127,7 @@ fn escape(
 /// The faulty policy: the default's decisions, but for `reconcile-sandbox`.
 pub struct Faulty;
 
-impl cubepod_guest::policy::Policy for Faulty {
+impl cubepod_policy_sdk::policy::Policy for Faulty {
     fn describe() -> PolicyInfo {
         describe()
     }
@@ -140,7 +140,7 @@ impl cubepod_guest::policy::Policy for Faulty {
     }
 }
 
-cubepod_guest::export_policy!(Faulty);
+cubepod_policy_sdk::export_policy!(Faulty);
 
 #[cfg(test)]
 mod tests {

@@ -52,14 +52,14 @@
 //! Built by `host/tests/containment.rs` with
 //! `cargo build -p cubepod-hostile-policy --target wasm32-wasip2 --profile guest-release`.
 
-use cubepod_guest::bindings::{
+use cubepod_policy_sdk::bindings::{
     CleanupOutput, Condition, ConditionStatus, Event, EventType, KubeError, MemberCreate,
     ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate, ReapDecision,
     ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
 };
-use cubepod_guest::client::KubeClient;
-use cubepod_guest::manifest::{self, Owner, VolumeRole};
-use cubepod_guest::names;
+use cubepod_policy_sdk::client::KubeClient;
+use cubepod_policy_sdk::manifest::{self, Owner, VolumeRole};
+use cubepod_policy_sdk::names;
 use serde_json::{Value, json};
 
 pub const POLICY_NAME: &str = "cubepod-hostile";
@@ -83,7 +83,7 @@ pub fn describe() -> PolicyInfo {
     PolicyInfo {
         name: POLICY_NAME.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        contract_version: cubepod_guest::CONTRACT_VERSION.to_string(),
+        contract_version: cubepod_policy_sdk::CONTRACT_VERSION.to_string(),
     }
 }
 
@@ -228,7 +228,7 @@ pub fn reconcile(
 ) -> Result<ReconcileOutput, KubeError> {
     let sandbox = &input.sandbox;
     let Some(case) = Case::of(&sandbox.name) else {
-        return cubepod_guest::reconcile::reconcile(client, input);
+        return cubepod_policy_sdk::reconcile::reconcile(client, input);
     };
     let ns = sandbox.namespace.as_str();
     let own = sandbox.name.as_str();
@@ -313,12 +313,12 @@ pub fn reconcile(
             return Ok(out);
         }
         Case::RequeueZero => {
-            let mut out = cubepod_guest::reconcile::reconcile(client, input)?;
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
             out.requeue_after_seconds = Some(0);
             return Ok(out);
         }
         // Cases of other exports: here, the default.
-        _ => return cubepod_guest::reconcile::reconcile(client, input),
+        _ => return cubepod_policy_sdk::reconcile::reconcile(client, input),
     };
     written?;
     Err(KubeError::Other(format!(
@@ -401,7 +401,7 @@ pub fn cleanup(
             "hostile policy: the host let a cleanup delete another sandbox's Pod".to_string(),
         ));
     }
-    let mut out = cubepod_guest::cleanup::cleanup(client, now, sandbox, observed)?;
+    let mut out = cubepod_policy_sdk::cleanup::cleanup(client, now, sandbox, observed)?;
     if Case::of(&sandbox.name) == Some(Case::CleanupHugeStatus) {
         out.status.conditions = huge_conditions(now);
     }
@@ -414,7 +414,7 @@ pub fn reconcile_pool(
     input: &PoolInput,
 ) -> Result<PoolOutput, KubeError> {
     let pool = &input.pool;
-    let mut out = cubepod_guest::pool::reconcile_pool(input);
+    let mut out = cubepod_policy_sdk::pool::reconcile_pool(input);
     let owner = Owner {
         kind: "PodWarmPool",
         name: &pool.name,
@@ -494,14 +494,14 @@ pub fn reap(
             reason: "hostile".to_string(),
         })
         .collect(),
-        _ => cubepod_guest::reaper::reap(now, namespace, sandboxes),
+        _ => cubepod_policy_sdk::reaper::reap(now, namespace, sandboxes),
     }
 }
 
 pub struct Hostile;
 
 #[cfg(target_arch = "wasm32")]
-impl cubepod_guest::policy::Policy for Hostile {
+impl cubepod_policy_sdk::policy::Policy for Hostile {
     fn describe() -> PolicyInfo {
         describe()
     }
@@ -525,12 +525,12 @@ impl cubepod_guest::policy::Policy for Hostile {
     // The trait hands these exports no client (they get no cluster access): this policy
     // reaches for the import all the same.
     fn reconcile_pool(input: PoolInput) -> Result<PoolOutput, KubeError> {
-        reconcile_pool(&mut cubepod_guest::client::HostKubeClient, &input)
+        reconcile_pool(&mut cubepod_policy_sdk::client::HostKubeClient, &input)
     }
 
     fn reap(now: Timestamp, namespace: String, sandboxes: Vec<ReapCandidate>) -> Vec<ReapDecision> {
         reap(
-            &mut cubepod_guest::client::HostKubeClient,
+            &mut cubepod_policy_sdk::client::HostKubeClient,
             now,
             &namespace,
             &sandboxes,
@@ -538,7 +538,7 @@ impl cubepod_guest::policy::Policy for Hostile {
     }
 }
 
-cubepod_guest::export_policy!(Hostile);
+cubepod_policy_sdk::export_policy!(Hostile);
 
 #[cfg(test)]
 mod tests {

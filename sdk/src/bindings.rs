@@ -1,8 +1,8 @@
 //! Types and imports generated from the one contract in `wit/`. The same generated types serve
 //! the wasm component and the native build, so the logic has exactly one data model.
 
-// The export macro is public so that other policies (tests, examples/policies) can reuse these
-// bindings and the default logic, and export their own component.
+// The export macro is public: every policy crate exports its component through these bindings
+// (`export_policy!`).
 #![allow(clippy::crate_in_macro_def)]
 
 wit_bindgen::generate!({
@@ -10,7 +10,7 @@ wit_bindgen::generate!({
     world: "policy-module",
     additional_derives: [PartialEq, Eq],
     pub_export_macro: true,
-    default_bindings_module: "cubepod_guest::bindings",
+    default_bindings_module: "cubepod_policy_sdk::bindings",
 });
 
 pub use cubepod::controller::types::*;

@@ -1,12 +1,12 @@
 //! A spec the policy cannot act on gets a condition that says what to change, one Event, and no
 //! child created or deleted; fixing it recovers.
 
-use cubepod_guest::bindings::{ConditionStatus, SandboxPhase};
-use cubepod_guest::fixtures::{observe, sandbox};
-use cubepod_guest::recording::RecordingClient;
-use cubepod_guest::{reconcile, status};
+use cubepod_policy_sdk::bindings::{ConditionStatus, SandboxPhase};
+use cubepod_policy_sdk::fixtures::{observe, sandbox};
+use cubepod_policy_sdk::recording::RecordingClient;
+use cubepod_policy_sdk::{reconcile, status};
 
-fn refused(input: &cubepod_guest::bindings::ReconcileInput, reason: &str, hint: &str) {
+fn refused(input: &cubepod_policy_sdk::bindings::ReconcileInput, reason: &str, hint: &str) {
     let mut client = RecordingClient::default();
     let out = reconcile::reconcile(&mut client, input).unwrap();
     assert!(

@@ -22,18 +22,10 @@ pub fn reconcile(
 ) -> KubeResult<ReconcileOutput> {
     let sandbox = &input.sandbox;
     let now = input.now;
-    let mut out = ReconcileOutput {
-        status: sandbox.status.clone(),
-        requeue_after_seconds: None,
-        claim: None,
-        events: Vec::new(),
-    };
-    out.status.observed_generation = sandbox.generation;
-
     if let Err(problem) = validate::sandbox(sandbox, &input.observed) {
-        refuse(&mut out, &problem, now);
-        return Ok(out);
+        return Ok(refused(input, &problem));
     }
+    let mut out = unchanged(sandbox);
     let fork = match fork_plan(input) {
         Ok(fork) => fork,
         Err(ForkBlocked::SourceMissing(problem)) => {
@@ -133,6 +125,27 @@ fn fork_plan(input: &ReconcileInput) -> Result<ForkPlan, ForkBlocked> {
 }
 
 /// Records why the spec cannot be acted on. Nothing is created or deleted because of it.
+/// The output that changes nothing yet: the status as it is, for this generation.
+fn unchanged(sandbox: &Sandbox) -> ReconcileOutput {
+    let mut out = ReconcileOutput {
+        status: sandbox.status.clone(),
+        requeue_after_seconds: None,
+        claim: None,
+        events: Vec::new(),
+    };
+    out.status.observed_generation = sandbox.generation;
+    out
+}
+
+/// The default's answer to a spec it will not act on, for a policy's own checks as for the
+/// default's: `SpecValid=False` with the problem (a Warning Event the first time), no child
+/// touched, and `Failed` only for a sandbox that has none yet.
+pub fn refused(input: &ReconcileInput, problem: &validate::Invalid) -> ReconcileOutput {
+    let mut out = unchanged(&input.sandbox);
+    refuse(&mut out, problem, input.now);
+    out
+}
+
 fn refuse(out: &mut ReconcileOutput, problem: &validate::Invalid, now: i64) {
     let conditions = &mut out.status.conditions;
     if !status::holds(

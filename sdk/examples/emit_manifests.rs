@@ -1,13 +1,13 @@
 //! Writes every kind of manifest the default policy emits to a folder, for the strict schema
-//! check in CI: `cargo run -p cubepod-guest --example emit_manifests -- out/manifests`
+//! check in CI: `cargo run -p cubepod-policy-sdk --example emit_manifests -- out/manifests`
 //! then `.ci/validate-k8s out/manifests`.
 
 use std::path::PathBuf;
 
-use cubepod_guest::fixtures::{observe, pool, pool_input, sandbox};
-use cubepod_guest::pool::reconcile_pool;
-use cubepod_guest::reconcile;
-use cubepod_guest::recording::RecordingClient;
+use cubepod_policy_sdk::fixtures::{observe, pool, pool_input, sandbox};
+use cubepod_policy_sdk::pool::reconcile_pool;
+use cubepod_policy_sdk::reconcile;
+use cubepod_policy_sdk::recording::RecordingClient;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(std::env::args().nth(1).ok_or("usage: emit_manifests DIR")?);

@@ -1,11 +1,11 @@
 //! Warm pools: fill to `replicas`, never over-create while creates are in flight, cap, refill.
 
-use cubepod_guest::bindings::ConditionStatus;
-use cubepod_guest::fixtures::{member, pool, pool_input};
-use cubepod_guest::pool::reconcile_pool;
-use cubepod_guest::status;
+use cubepod_policy_sdk::bindings::ConditionStatus;
+use cubepod_policy_sdk::fixtures::{member, pool, pool_input};
+use cubepod_policy_sdk::pool::reconcile_pool;
+use cubepod_policy_sdk::status;
 
-fn names(list: &[cubepod_guest::bindings::MemberCreate]) -> Vec<&str> {
+fn names(list: &[cubepod_policy_sdk::bindings::MemberCreate]) -> Vec<&str> {
     list.iter().map(|m| m.name.as_str()).collect()
 }
 

@@ -1,4 +1,4 @@
-//! One reconcile decision, natively: `cargo bench -p cubepod-guest --bench decision`.
+//! One reconcile decision, natively: `cargo bench -p cubepod-policy-sdk --bench decision`.
 //! Prints p50 and p99 over many runs of the two hot decisions (a converged resync and a new
 //! sandbox's creation), each against a null client that accepts every call at no cost, so
 //! that the numbers are the policy's own (decision and manifest serialization), not a test
@@ -7,10 +7,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cubepod_guest::bindings::{ObservedChildren, ObservedPod, ObservedPvc, SandboxPhase};
-use cubepod_guest::fixtures::sandbox;
-use cubepod_guest::recording::NullClient;
-use cubepod_guest::{names, reconcile};
+use cubepod_policy_sdk::bindings::{ObservedChildren, ObservedPod, ObservedPvc, SandboxPhase};
+use cubepod_policy_sdk::fixtures::sandbox;
+use cubepod_policy_sdk::recording::NullClient;
+use cubepod_policy_sdk::{names, reconcile};
 
 const RUNS: usize = 20_000;
 

@@ -1,13 +1,13 @@
 //! Every row of the lifecycle table (docs/architecture.md), with the exact kube-client calls
 //! and manifests.
 
-use cubepod_guest::bindings::{
+use cubepod_policy_sdk::bindings::{
     ConditionStatus, DesiredState, KubeError, ReconcileInput, ReconcileOutput, RetryAfter,
     SandboxPhase,
 };
-use cubepod_guest::fixtures::{NAMESPACE, NOW, observe, sandbox};
-use cubepod_guest::recording::{Call, RecordingClient};
-use cubepod_guest::{cleanup, reconcile, status};
+use cubepod_policy_sdk::fixtures::{NAMESPACE, NOW, observe, sandbox};
+use cubepod_policy_sdk::recording::{Call, RecordingClient};
+use cubepod_policy_sdk::{cleanup, reconcile, status};
 use serde_json::json;
 
 fn client() -> RecordingClient {
@@ -159,7 +159,7 @@ fn a_pod_found_without_a_recorded_start_starts_the_idle_clock_now() {
     let mut input = sandbox("a").idle_timeout(60).input();
     step(&mut client, &mut input, true);
     // The status written after the Pod's creation was lost.
-    input.sandbox.status = cubepod_guest::fixtures::new_status();
+    input.sandbox.status = cubepod_policy_sdk::fixtures::new_status();
     input.now = NOW + 30;
     let out = step(&mut client, &mut input, true);
     assert!(
@@ -493,13 +493,14 @@ fn claim_with_no_ready_member_starts_cold() {
 }
 
 #[test]
-fn describe_names_the_contract_version_of_the_wit_package() {
+fn the_contract_version_is_the_wit_package_s() {
     let wit = include_str!("../../wit/controller.wit");
     let package = wit
         .lines()
         .find_map(|l| l.strip_prefix("package cubepod:controller@"))
         .expect("package line");
-    let info = cubepod_guest::describe();
-    assert_eq!(format!("{};", info.contract_version), package);
-    assert_eq!(info.name, "cubepod-default");
+    assert_eq!(
+        format!("{};", cubepod_policy_sdk::CONTRACT_VERSION),
+        package
+    );
 }

@@ -1,7 +1,9 @@
 //! A policy as a set of decisions, each the default one unless an implementation replaces it,
-//! and [`export_policy!`](crate::export_policy) to make a type the component's exports. A
-//! policy that changes one decision writes that one method; the default policy is
-//! `impl Policy for DefaultPolicy` with only `describe`.
+//! and [`export_policy!`](crate::export_policy) to make a type the component's exports. The
+//! defaults are the default policy's decisions, kept here rather than in the default policy's
+//! crate so that every policy, the default among them, is a component crate over this one
+//! library: a policy that changes one decision writes that one method, and the default policy
+//! (`guest/`) is `impl Policy for DefaultPolicy` with only `describe`.
 
 use crate::bindings::{
     CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,

@@ -1,9 +1,13 @@
 //! The idle reaper's decisions.
 
-use cubepod_guest::fixtures::{NAMESPACE, NOW, sandbox};
-use cubepod_guest::reaper::reap;
+use cubepod_policy_sdk::fixtures::{NAMESPACE, NOW, sandbox};
+use cubepod_policy_sdk::reaper::reap;
 
-fn started(name: &str, timeout: u64, started_at: i64) -> cubepod_guest::fixtures::SandboxBuilder {
+fn started(
+    name: &str,
+    timeout: u64,
+    started_at: i64,
+) -> cubepod_policy_sdk::fixtures::SandboxBuilder {
     sandbox(name)
         .idle_timeout(timeout)
         .with_status(|s| s.started_at = Some(started_at))
