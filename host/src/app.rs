@@ -65,7 +65,7 @@ pub enum StartError {
 
 /// The cluster to reconcile: the Kubernetes API when a kubeconfig or in-cluster environment is
 /// found (and `--embedded` is not given), else the embedded in-memory cluster, seeded.
-async fn connect(args: &RunArgs) -> Result<Arc<dyn Cluster>, StartError> {
+async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Arc<dyn Cluster>, StartError> {
     if !args.embedded
         && let Some((connection, source)) = ConnectionConfig::load()?
     {
@@ -74,6 +74,7 @@ async fn connect(args: &RunArgs) -> Result<Arc<dyn Cluster>, StartError> {
         // while reading, not parsed and dropped (and a Secret's data is never held).
         let options = RestOptions {
             children: Projection::MetadataAndStatus,
+            request_metrics: Some(metrics.rest_client_requests.clone()),
             ..RestOptions::default()
         };
         let rest = RestCluster::new(connection, options)?;
@@ -187,7 +188,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
     let cluster: Arc<dyn Cluster> =
-        InstrumentedCluster::new(connect(&args).await?, metrics.clone());
+        InstrumentedCluster::new(connect(&args, &metrics).await?, metrics.clone());
     let module = admitted.module;
     let info = module.info().clone();
     tracing::info!(

@@ -1,14 +1,16 @@
 //! A work queue keyed by object: a key waits at most once, is processed by one worker at a
 //! time (a key added while it is processed runs again after), and failures back off per key
-//! exponentially, with jitter, up to a cap.
+//! exponentially, with jitter, up to a cap. It keeps client-go's workqueue metrics (`workqueue_*`)
+//! as client-go's queue does, per controller (the key's kind): one queue serves both.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use tokio::sync::Notify;
 
+use crate::metrics::Metrics;
 use crate::model::ObjectRef;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,6 +20,9 @@ pub enum WorkKey {
 }
 
 impl WorkKey {
+    /// Every [`WorkKey::kind`]: the controllers, as the metrics name them.
+    pub const KINDS: [&'static str; 2] = ["sandbox", "podwarmpool"];
+
     pub fn kind(&self) -> &'static str {
         match self {
             WorkKey::Sandbox(_) => "sandbox",
@@ -67,6 +72,10 @@ struct Inner {
     dirty: HashSet<WorkKey>,
     processing: HashSet<WorkKey>,
     failures: HashMap<WorkKey, u32>,
+    /// When each dirty key was first added (for `workqueue_queue_duration_seconds`).
+    added_at: HashMap<WorkKey, Instant>,
+    /// When each key in processing was taken (for `workqueue_work_duration_seconds`).
+    started_at: HashMap<WorkKey, Instant>,
     shut_down: bool,
 }
 
@@ -74,14 +83,30 @@ pub struct WorkQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     backoff: Backoff,
+    metrics: Arc<Metrics>,
 }
 
 impl WorkQueue {
-    pub fn new(backoff: Backoff) -> Arc<Self> {
+    pub fn new(backoff: Backoff, metrics: Arc<Metrics>) -> Arc<Self> {
+        // Every series exists from the start, as client-go makes them with the queue.
+        let m = &metrics.workqueue;
+        for kind in WorkKey::KINDS {
+            m.depth.with_label_values(&[kind, kind, ""]).set(0);
+            for family in [&m.adds, &m.retries] {
+                family.with_label_values(&[kind, kind]).inc_by(0);
+            }
+            for family in [&m.unfinished_work, &m.longest_running_processor] {
+                family.with_label_values(&[kind, kind]).set(0.0);
+            }
+            // A histogram's series appears once touched.
+            let _ = m.queue_duration.with_label_values(&[kind, kind]);
+            let _ = m.work_duration.with_label_values(&[kind, kind]);
+        }
         Arc::new(Self {
             inner: Mutex::new(Inner::default()),
             notify: Notify::new(),
             backoff,
+            metrics,
         })
     }
 
@@ -96,6 +121,22 @@ impl WorkQueue {
         if inner.shut_down || !inner.dirty.insert(key.clone()) {
             return;
         }
+        // As client-go counts: an add that is not a duplicate, waiting until taken.
+        let kind = key.kind();
+        self.metrics
+            .workqueue
+            .adds
+            .with_label_values(&[kind, kind])
+            .inc();
+        self.metrics
+            .workqueue
+            .depth
+            .with_label_values(&[kind, kind, ""])
+            .inc();
+        inner
+            .added_at
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
         if !inner.processing.contains(&key) {
             inner.queue.push_back(key);
             drop(inner);
@@ -104,6 +145,16 @@ impl WorkQueue {
     }
 
     pub fn add_after(self: &Arc<Self>, key: WorkKey, delay: Duration) {
+        if self.lock().shut_down {
+            return;
+        }
+        // client-go's delaying queue counts every AddAfter as a retry.
+        let kind = key.kind();
+        self.metrics
+            .workqueue
+            .retries
+            .with_label_values(&[kind, kind])
+            .inc();
         if delay.is_zero() {
             return self.add(key);
         }
@@ -150,6 +201,16 @@ impl WorkQueue {
                 if let Some(key) = inner.queue.pop_front() {
                     inner.dirty.remove(&key);
                     inner.processing.insert(key.clone());
+                    let now = Instant::now();
+                    let kind = key.kind();
+                    let m = &self.metrics.workqueue;
+                    m.depth.with_label_values(&[kind, kind, ""]).dec();
+                    if let Some(added) = inner.added_at.remove(&key) {
+                        m.queue_duration
+                            .with_label_values(&[kind, kind])
+                            .observe(now.duration_since(added).as_secs_f64());
+                    }
+                    inner.started_at.insert(key.clone(), now);
                     let more = !inner.queue.is_empty();
                     drop(inner);
                     if more {
@@ -167,6 +228,14 @@ impl WorkQueue {
     pub fn done(&self, key: &WorkKey) {
         let mut inner = self.lock();
         inner.processing.remove(key);
+        if let Some(started) = inner.started_at.remove(key) {
+            let kind = key.kind();
+            self.metrics
+                .workqueue
+                .work_duration
+                .with_label_values(&[kind, kind])
+                .observe(started.elapsed().as_secs_f64());
+        }
         if inner.dirty.contains(key) && !inner.shut_down {
             inner.queue.push_back(key.clone());
             drop(inner);
@@ -185,6 +254,30 @@ impl WorkQueue {
     /// Keys being processed now.
     pub fn in_flight(&self) -> usize {
         self.lock().processing.len()
+    }
+
+    /// Sets `workqueue_unfinished_work_seconds` (the time so far of every key in processing)
+    /// and `workqueue_longest_running_processor_seconds`; client-go does this every 500 ms.
+    pub fn update_unfinished_work(&self) {
+        let inner = self.lock();
+        let now = Instant::now();
+        for kind in WorkKey::KINDS {
+            let (mut total, mut longest) = (0.0_f64, 0.0_f64);
+            for (key, started) in &inner.started_at {
+                if key.kind() == kind {
+                    let seconds = now.duration_since(*started).as_secs_f64();
+                    total += seconds;
+                    longest = longest.max(seconds);
+                }
+            }
+            let m = &self.metrics.workqueue;
+            m.unfinished_work
+                .with_label_values(&[kind, kind])
+                .set(total);
+            m.longest_running_processor
+                .with_label_values(&[kind, kind])
+                .set(longest);
+        }
     }
 
     /// Resolves once the queue is shut down.
@@ -214,7 +307,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_waits_once_and_runs_again_if_added_while_processed() {
-        let queue = WorkQueue::new(Backoff::default());
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
         queue.add(key("a"));
         queue.add(key("a"));
         queue.add(key("b"));
@@ -242,7 +335,7 @@ mod tests {
 
     #[tokio::test]
     async fn shut_down_releases_waiting_workers() {
-        let queue = WorkQueue::new(Backoff::default());
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
         let waiter = {
             let queue = queue.clone();
             tokio::spawn(async move { queue.next().await })
