@@ -30,6 +30,9 @@ pub struct Metrics {
     pub controller: ControllerMetrics,
     pub workqueue: WorkqueueMetrics,
     pub rest_client_requests: RestClientRequests,
+    /// client-go's `leader_election_master_status{name}`: 1 while this replica holds the Lease
+    /// `name`, 0 while it follows; only with `--leader-elect`.
+    pub leader_election_master_status: IntGaugeVec,
 }
 
 /// controller-runtime's `pkg/internal/controller/metrics`, by controller name (`sandbox`,
@@ -297,6 +300,13 @@ impl Metrics {
                 "Number of HTTP requests, partitioned by status code, method, and host.",
                 &["code", "method", "host"]
             ))),
+            leader_election_master_status: register!(gauges(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
+                 backup, 1 indicates master. 'name' is the string used to identify the lease. \
+                 Please make sure to group by name.",
+                &["name"]
+            )),
             registry,
         }
     }
