@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use tokio::sync::Notify;
 
+use prometheus::{Gauge, Histogram, IntCounter, IntGauge};
+
 use crate::metrics::Metrics;
 use crate::model::ObjectRef;
 
@@ -22,6 +24,14 @@ pub enum WorkKey {
 impl WorkKey {
     /// Every [`WorkKey::kind`]: the controllers, as the metrics name them.
     pub const KINDS: [&'static str; 2] = ["sandbox", "podwarmpool"];
+
+    /// Its position in [`WorkKey::KINDS`].
+    fn index(&self) -> usize {
+        match self {
+            WorkKey::Sandbox(_) => 0,
+            WorkKey::Pool(_) => 1,
+        }
+    }
 
     pub fn kind(&self) -> &'static str {
         match self {
@@ -83,31 +93,51 @@ pub struct WorkQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     backoff: Backoff,
-    metrics: Arc<Metrics>,
+    /// One controller's `workqueue_*` series each, by [`WorkKey::index`].
+    metrics: [QueueSeries; 2],
+}
+
+/// The `workqueue_*` series of one controller (`name` and `controller` both its name).
+struct QueueSeries {
+    depth: IntGauge,
+    adds: IntCounter,
+    retries: IntCounter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    unfinished_work: Gauge,
+    longest_running_processor: Gauge,
+}
+
+impl QueueSeries {
+    /// Made with the queue, so that every series exists from the start, as in client-go.
+    fn of(metrics: &Metrics, kind: &str) -> Self {
+        let m = &metrics.workqueue;
+        let labels = [kind, kind];
+        Self {
+            // controller-runtime's depth has a priority label, empty without a priority queue.
+            depth: m.depth.with_label_values(&[kind, kind, ""]),
+            adds: m.adds.with_label_values(&labels),
+            retries: m.retries.with_label_values(&labels),
+            queue_duration: m.queue_duration.with_label_values(&labels),
+            work_duration: m.work_duration.with_label_values(&labels),
+            unfinished_work: m.unfinished_work.with_label_values(&labels),
+            longest_running_processor: m.longest_running_processor.with_label_values(&labels),
+        }
+    }
 }
 
 impl WorkQueue {
     pub fn new(backoff: Backoff, metrics: Arc<Metrics>) -> Arc<Self> {
-        // Every series exists from the start, as client-go makes them with the queue.
-        let m = &metrics.workqueue;
-        for kind in WorkKey::KINDS {
-            m.depth.with_label_values(&[kind, kind, ""]).set(0);
-            for family in [&m.adds, &m.retries] {
-                family.with_label_values(&[kind, kind]).inc_by(0);
-            }
-            for family in [&m.unfinished_work, &m.longest_running_processor] {
-                family.with_label_values(&[kind, kind]).set(0.0);
-            }
-            // A histogram's series appears once touched.
-            let _ = m.queue_duration.with_label_values(&[kind, kind]);
-            let _ = m.work_duration.with_label_values(&[kind, kind]);
-        }
         Arc::new(Self {
             inner: Mutex::new(Inner::default()),
             notify: Notify::new(),
             backoff,
-            metrics,
+            metrics: WorkKey::KINDS.map(|kind| QueueSeries::of(&metrics, kind)),
         })
+    }
+
+    fn series(&self, key: &WorkKey) -> &QueueSeries {
+        &self.metrics[key.index()]
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -122,17 +152,9 @@ impl WorkQueue {
             return;
         }
         // As client-go counts: an add that is not a duplicate, waiting until taken.
-        let kind = key.kind();
-        self.metrics
-            .workqueue
-            .adds
-            .with_label_values(&[kind, kind])
-            .inc();
-        self.metrics
-            .workqueue
-            .depth
-            .with_label_values(&[kind, kind, ""])
-            .inc();
+        let series = self.series(&key);
+        series.adds.inc();
+        series.depth.inc();
         inner
             .added_at
             .entry(key.clone())
@@ -149,12 +171,7 @@ impl WorkQueue {
             return;
         }
         // client-go's delaying queue counts every AddAfter as a retry.
-        let kind = key.kind();
-        self.metrics
-            .workqueue
-            .retries
-            .with_label_values(&[kind, kind])
-            .inc();
+        self.series(&key).retries.inc();
         if delay.is_zero() {
             return self.add(key);
         }
@@ -202,12 +219,11 @@ impl WorkQueue {
                     inner.dirty.remove(&key);
                     inner.processing.insert(key.clone());
                     let now = Instant::now();
-                    let kind = key.kind();
-                    let m = &self.metrics.workqueue;
-                    m.depth.with_label_values(&[kind, kind, ""]).dec();
+                    let series = self.series(&key);
+                    series.depth.dec();
                     if let Some(added) = inner.added_at.remove(&key) {
-                        m.queue_duration
-                            .with_label_values(&[kind, kind])
+                        series
+                            .queue_duration
                             .observe(now.duration_since(added).as_secs_f64());
                     }
                     inner.started_at.insert(key.clone(), now);
@@ -229,11 +245,8 @@ impl WorkQueue {
         let mut inner = self.lock();
         inner.processing.remove(key);
         if let Some(started) = inner.started_at.remove(key) {
-            let kind = key.kind();
-            self.metrics
-                .workqueue
+            self.series(key)
                 .work_duration
-                .with_label_values(&[kind, kind])
                 .observe(started.elapsed().as_secs_f64());
         }
         if inner.dirty.contains(key) && !inner.shut_down {
@@ -261,22 +274,16 @@ impl WorkQueue {
     pub fn update_unfinished_work(&self) {
         let inner = self.lock();
         let now = Instant::now();
-        for kind in WorkKey::KINDS {
-            let (mut total, mut longest) = (0.0_f64, 0.0_f64);
-            for (key, started) in &inner.started_at {
-                if key.kind() == kind {
-                    let seconds = now.duration_since(*started).as_secs_f64();
-                    total += seconds;
-                    longest = longest.max(seconds);
-                }
-            }
-            let m = &self.metrics.workqueue;
-            m.unfinished_work
-                .with_label_values(&[kind, kind])
-                .set(total);
-            m.longest_running_processor
-                .with_label_values(&[kind, kind])
-                .set(longest);
+        let mut totals = [(0.0_f64, 0.0_f64); 2];
+        for (key, started) in &inner.started_at {
+            let seconds = now.duration_since(*started).as_secs_f64();
+            let (total, longest) = &mut totals[key.index()];
+            *total += seconds;
+            *longest = longest.max(seconds);
+        }
+        for (series, (total, longest)) in self.metrics.iter().zip(totals) {
+            series.unfinished_work.set(total);
+            series.longest_running_processor.set(longest);
         }
     }
 
@@ -320,6 +327,47 @@ mod tests {
         assert_eq!(queue.len(), 0);
         queue.done(&first);
         assert_eq!(queue.next().await.unwrap(), key("a"));
+    }
+
+    #[tokio::test]
+    async fn workqueue_metrics_count_as_client_go_does() {
+        let metrics = Arc::new(Metrics::new());
+        let queue = WorkQueue::new(Backoff::default(), metrics.clone());
+        let pool = WorkKey::Pool(ObjectRef::new("ns", "p"));
+        for k in [&key("a"), &pool] {
+            assert_eq!(WorkKey::KINDS[k.index()], k.kind());
+        }
+        let m = &metrics.workqueue;
+        let depth = |kind: &str| m.depth.with_label_values(&[kind, kind, ""]).get();
+        let adds = |kind: &str| m.adds.with_label_values(&[kind, kind]).get();
+        queue.add(key("a"));
+        queue.add(key("a")); // a duplicate is no add
+        queue.add(key("b"));
+        queue.add(pool.clone());
+        assert_eq!((adds("sandbox"), depth("sandbox")), (2, 2));
+        assert_eq!((adds("podwarmpool"), depth("podwarmpool")), (1, 1));
+        let a = queue.next().await.unwrap();
+        assert_eq!(depth("sandbox"), 1);
+        queue.add(key("a")); // added while processed: waits again
+        assert_eq!((adds("sandbox"), depth("sandbox")), (3, 2));
+        queue.done(&a);
+        let work = |kind: &str| m.work_duration.with_label_values(&[kind, kind]);
+        assert_eq!(work("sandbox").get_sample_count(), 1);
+        while !queue.is_empty() {
+            let k = queue.next().await.unwrap();
+            queue.done(&k);
+        }
+        assert_eq!((depth("sandbox"), depth("podwarmpool")), (0, 0));
+        let queued = |kind: &str| m.queue_duration.with_label_values(&[kind, kind]);
+        assert_eq!(queued("sandbox").get_sample_count(), 3);
+        assert_eq!(queued("podwarmpool").get_sample_count(), 1);
+        queue.add_rate_limited(pool);
+        assert_eq!(
+            m.retries
+                .with_label_values(&["podwarmpool", "podwarmpool"])
+                .get(),
+            1
+        );
     }
 
     #[test]
