@@ -2,6 +2,8 @@
 //! field validation: an unknown field, a value of the wrong type, a missing required field or a
 //! value outside an enum is an error naming the field's path (`spec.resources.cpu`), not an
 //! object that silently means something else than its author thought.
+//! Every scenario file is read through it (`format`), and so are the embedded cluster's seeds
+//! (`run --seed`).
 //!
 //! Sandbox and PodWarmPool are held to the `openAPIV3Schema` of their CRDs (`deploy/crds/`,
 //! embedded), with the structural-schema rules: a field a schema does not name is unknown
