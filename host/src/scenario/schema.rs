@@ -65,7 +65,7 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Checks `object`, a `resource` as a scenario declares it; every violation, in document order.
+/// Checks `object`, a `resource` as a scenario declares it: every violation, fields in name order.
 pub fn check(resource: Resource, object: &Value) -> Vec<Violation> {
     let schemas = schemas();
     let mut out = Vec::new();
