@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
 use crate::config::RunArgs;
 use crate::controller::health::Health;
-use crate::controller::leader::{ElectionConfig, LeaderElection};
+use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
 use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
@@ -65,7 +65,7 @@ pub enum StartError {
 
 /// The cluster to reconcile: the Kubernetes API when a kubeconfig or in-cluster environment is
 /// found (and `--embedded` is not given), else the embedded in-memory cluster, seeded.
-async fn connect(args: &RunArgs) -> Result<Arc<dyn Cluster>, StartError> {
+async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Arc<dyn Cluster>, StartError> {
     if !args.embedded
         && let Some((connection, source)) = ConnectionConfig::load()?
     {
@@ -74,6 +74,7 @@ async fn connect(args: &RunArgs) -> Result<Arc<dyn Cluster>, StartError> {
         // while reading, not parsed and dropped (and a Secret's data is never held).
         let options = RestOptions {
             children: Projection::MetadataAndStatus,
+            request_metrics: Some(metrics.rest_client_requests.clone()),
             ..RestOptions::default()
         };
         let rest = RestCluster::new(connection, options)?;
@@ -154,6 +155,24 @@ pub async fn admit_policy(
         .map_err(|source| StartError::PolicyRefused { what, source })
 }
 
+/// Keeps `leader_election_master_status{name}` at 1 while this replica leads, 0 otherwise.
+async fn report_leadership(
+    mut state: watch::Receiver<LeaderState>,
+    metrics: Arc<Metrics>,
+    lease: String,
+) {
+    let gauge = metrics
+        .leader_election_master_status
+        .with_label_values(&[lease.as_str()]);
+    loop {
+        let leading = matches!(*state.borrow_and_update(), LeaderState::Leading { .. });
+        gauge.set(i64::from(leading));
+        if state.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new());
@@ -187,7 +206,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
     let cluster: Arc<dyn Cluster> =
-        InstrumentedCluster::new(connect(&args).await?, metrics.clone());
+        InstrumentedCluster::new(connect(&args, &metrics).await?, metrics.clone());
     let module = admitted.module;
     let info = module.info().clone();
     tracing::info!(
@@ -258,6 +277,11 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             leadership,
         );
         tokio::spawn(election.run(shutdown.clone()));
+        tokio::spawn(report_leadership(
+            health.leadership.subscribe(),
+            manager.metrics.clone(),
+            args.lease_name.clone(),
+        ));
     }
     if let Some(path) = &args.policy {
         let watcher = PolicyWatcher::new(

@@ -127,6 +127,17 @@ pub async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, See
                     object["kind"]
                 ))
             })?;
+            // Held to the CRDs as a scenario's objects are: a typo is refused, not seeded.
+            let violations = crate::scenario::schema::check(resource, &object);
+            if !violations.is_empty() {
+                let each: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                return Err(fail(format!(
+                    "{} {}: {}",
+                    resource.kind(),
+                    object["metadata"]["name"].as_str().unwrap_or("?"),
+                    each.join("; ")
+                )));
+            }
             let namespace = object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("cubepod-workloads")
@@ -139,4 +150,34 @@ pub async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, See
         }
     }
     Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
+
+    #[tokio::test]
+    async fn the_examples_seed_and_a_seed_with_an_unknown_field_is_refused() {
+        let cluster = MemoryCluster::new(MemoryClusterConfig::default());
+        let created = seed(cluster.as_ref(), &[])
+            .await
+            .expect("the examples seed");
+        assert_eq!(created, EXAMPLES.len());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let extra = dir.path().join("mine.yaml");
+        std::fs::write(
+            &extra,
+            "apiVersion: cubepod.io/v1alpha1\nkind: Sandbox\nmetadata: {name: mine}\nspec: {image: i, cpu: 500m}\n",
+        )
+        .expect("write");
+        let error = seed(cluster.as_ref(), &[extra])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("mine.yaml: Sandbox mine: unknown field \"spec.cpu\""),
+            "{error}"
+        );
+    }
 }

@@ -12,6 +12,7 @@
 pub mod admission;
 pub mod allocator;
 pub mod app;
+pub mod colour;
 pub mod config;
 pub mod controller;
 pub(crate) mod embedded;

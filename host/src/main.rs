@@ -10,7 +10,9 @@ fn init_logging(format: &str) {
     // wasmtime and cranelift are chatty at info; their warnings still show.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(cubepod_host::colour::for_stream(&std::io::stdout()));
     if format == "json" {
         builder.json().init();
     } else {
@@ -66,6 +68,7 @@ async fn policy(command: PolicyCommand) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(cubepod_host::colour::for_stream(&std::io::stderr()))
         .init();
     let handle = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || {

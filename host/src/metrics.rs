@@ -1,7 +1,10 @@
-//! Prometheus metrics, all `cubepod_`-prefixed, served on `/metrics`.
+//! Prometheus metrics served on `/metrics`: ours, `cubepod_`-prefixed, and beside them the
+//! families every controller-runtime operator exposes (`controller_runtime_*`, `workqueue_*`,
+//! client-go's `rest_client_requests_total`), with their names, labels and buckets, so that
+//! the dashboards and alerts written for those work here too.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
@@ -24,6 +27,65 @@ pub struct Metrics {
     pub policy_swaps: IntCounterVec,
     pub policy_info: IntGaugeVec,
     pub queue_depth: IntGauge,
+    pub controller: ControllerMetrics,
+    pub workqueue: WorkqueueMetrics,
+    pub rest_client_requests: RestClientRequests,
+    /// client-go's `leader_election_master_status{name}`: 1 while this replica holds the Lease
+    /// `name`, 0 while it follows; only with `--leader-elect`.
+    pub leader_election_master_status: IntGaugeVec,
+}
+
+/// controller-runtime's `pkg/internal/controller/metrics`, by controller name (`sandbox`,
+/// `podwarmpool`: the lowercased kind, as controller-runtime names a controller).
+pub struct ControllerMetrics {
+    /// `result`: `success`, `error`, `requeue` or `requeue_after`.
+    pub reconcile_total: IntCounterVec,
+    pub reconcile_errors: IntCounterVec,
+    pub reconcile_time: HistogramVec,
+    pub max_concurrent_reconciles: IntGaugeVec,
+    pub active_workers: IntGaugeVec,
+}
+
+/// controller-runtime's `pkg/metrics/workqueue.go`: `name` and `controller` are both the
+/// controller's name; `depth` has a `priority` label, empty without a priority queue.
+pub struct WorkqueueMetrics {
+    pub depth: IntGaugeVec,
+    pub adds: IntCounterVec,
+    pub queue_duration: HistogramVec,
+    pub work_duration: HistogramVec,
+    pub unfinished_work: GaugeVec,
+    pub longest_running_processor: GaugeVec,
+    pub retries: IntCounterVec,
+}
+
+/// client-go's `rest_client_requests_total{code,method,host}`: one per HTTP attempt, `code`
+/// the status or `<error>` when no response came.
+#[derive(Clone)]
+pub struct RestClientRequests(IntCounterVec);
+
+impl RestClientRequests {
+    pub fn inc(&self, code: &str, method: &str, host: &str) {
+        self.0.with_label_values(&[code, method, host]).inc();
+    }
+}
+
+impl std::fmt::Debug for RestClientRequests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RestClientRequests")
+    }
+}
+
+/// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
+const RECONCILE_TIME_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// The workqueue histograms' buckets: `prometheus.ExponentialBuckets(10e-9, 10, 12)`, 10 ns
+/// to 1000 s.
+fn workqueue_buckets() -> Vec<f64> {
+    prometheus::exponential_buckets(10e-9, 10.0, 12).expect("valid buckets")
 }
 
 /// Buckets from 100 µs to 10 s: a guest call is microseconds, an API call milliseconds.
@@ -56,6 +118,17 @@ impl Metrics {
             IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter")
         };
         let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid gauge");
+        let gauges = |name: &str, help: &str, labels: &[&str]| {
+            IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge")
+        };
+        let float_gauges = |name: &str, help: &str, labels: &[&str]| {
+            GaugeVec::new(Opts::new(name, help), labels).expect("valid gauge")
+        };
+        let histogram_with = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
+            HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+                .expect("valid histogram")
+        };
+        let queue = &["name", "controller"];
         Self {
             active_sandboxes: register!(gauge(
                 "cubepod_active_sandboxes",
@@ -150,6 +223,89 @@ impl Metrics {
             queue_depth: register!(gauge(
                 "cubepod_queue_depth",
                 "Keys waiting in the work queue."
+            )),
+            controller: ControllerMetrics {
+                reconcile_total: register!(counter(
+                    "controller_runtime_reconcile_total",
+                    "Total number of reconciliations per controller",
+                    &["controller", "result"]
+                )),
+                reconcile_errors: register!(counter(
+                    "controller_runtime_reconcile_errors_total",
+                    "Total number of reconciliation errors per controller",
+                    &["controller"]
+                )),
+                reconcile_time: register!(histogram_with(
+                    "controller_runtime_reconcile_time_seconds",
+                    "Length of time per reconciliation per controller",
+                    &["controller"],
+                    RECONCILE_TIME_BUCKETS.to_vec()
+                )),
+                max_concurrent_reconciles: register!(gauges(
+                    "controller_runtime_max_concurrent_reconciles",
+                    "Maximum number of concurrent reconciles per controller",
+                    &["controller"]
+                )),
+                active_workers: register!(gauges(
+                    "controller_runtime_active_workers",
+                    "Number of currently used workers per controller",
+                    &["controller"]
+                )),
+            },
+            workqueue: WorkqueueMetrics {
+                depth: register!(gauges(
+                    "workqueue_depth",
+                    "Current depth of workqueue by workqueue and priority",
+                    &["name", "controller", "priority"]
+                )),
+                adds: register!(counter(
+                    "workqueue_adds_total",
+                    "Total number of adds handled by workqueue",
+                    queue
+                )),
+                queue_duration: register!(histogram_with(
+                    "workqueue_queue_duration_seconds",
+                    "How long in seconds an item stays in workqueue before being requested",
+                    queue,
+                    workqueue_buckets()
+                )),
+                work_duration: register!(histogram_with(
+                    "workqueue_work_duration_seconds",
+                    "How long in seconds processing an item from workqueue takes.",
+                    queue,
+                    workqueue_buckets()
+                )),
+                unfinished_work: register!(float_gauges(
+                    "workqueue_unfinished_work_seconds",
+                    "How many seconds of work has been done that is in progress and hasn't been \
+                     observed by work_duration. Large values indicate stuck threads. One can \
+                     deduce the number of stuck threads by observing the rate at which this \
+                     increases.",
+                    queue
+                )),
+                longest_running_processor: register!(float_gauges(
+                    "workqueue_longest_running_processor_seconds",
+                    "How many seconds has the longest running processor for workqueue been \
+                     running.",
+                    queue
+                )),
+                retries: register!(counter(
+                    "workqueue_retries_total",
+                    "Total number of retries handled by workqueue",
+                    queue
+                )),
+            },
+            rest_client_requests: RestClientRequests(register!(counter(
+                "rest_client_requests_total",
+                "Number of HTTP requests, partitioned by status code, method, and host.",
+                &["code", "method", "host"]
+            ))),
+            leader_election_master_status: register!(gauges(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
+                 backup, 1 indicates master. 'name' is the string used to identify the lease. \
+                 Please make sure to group by name.",
+                &["name"]
             )),
             registry,
         }

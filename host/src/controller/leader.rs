@@ -64,6 +64,11 @@ impl Leadership {
         self.state.borrow().may_reconcile()
     }
 
+    /// Every change of the state from now on (the current one first).
+    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
+        self.state.subscribe()
+    }
+
     /// Waits until this replica may reconcile.
     pub async fn wait_until_leading(&self) {
         let mut state = self.state.subscribe();

@@ -66,6 +66,10 @@ impl ManagerConfig {
     }
 }
 
+/// controller-runtime's `result` label of `controller_runtime_reconcile_total`. `requeue` (a
+/// rate-limited requeue without an error) is never asked for here, but is exposed as there.
+const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
 /// The least time between two heap trims: a trim walks the heap.
 const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -130,10 +134,24 @@ impl ControllerManager {
                 reap_page: config.reap_page,
             },
         );
+        // controller-runtime's series, there from the start: every worker may take either kind.
+        let c = &metrics.controller;
+        for kind in WorkKey::KINDS {
+            for result in RESULTS {
+                c.reconcile_total
+                    .with_label_values(&[kind, result])
+                    .inc_by(0);
+            }
+            c.reconcile_errors.with_label_values(&[kind]).inc_by(0);
+            c.active_workers.with_label_values(&[kind]).set(0);
+            c.max_concurrent_reconciles
+                .with_label_values(&[kind])
+                .set(config.concurrency.max(1) as i64);
+        }
         Arc::new(Self {
             cluster,
             cache,
-            queue: WorkQueue::new(config.backoff),
+            queue: WorkQueue::new(config.backoff, metrics.clone()),
             policy,
             metrics,
             health,
@@ -289,6 +307,7 @@ impl ControllerManager {
                 .set(i64::from(ready));
         }
         self.metrics.queue_depth.set(self.queue.len() as i64);
+        self.queue.update_unfinished_work();
     }
 
     async fn reap_ticks(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
@@ -356,23 +375,48 @@ impl ControllerManager {
     /// later, or retry it with backoff.
     pub async fn process(&self, key: WorkKey) {
         let started = Instant::now();
+        let controller = key.kind();
+        let runtime = &self.metrics.controller;
+        let active = runtime.active_workers.with_label_values(&[controller]);
+        active.inc();
         let mut report = Carried::default();
         let outcome = match &key {
             WorkKey::Sandbox(target) => self.reconciler.sandbox(target, &mut report).await,
             WorkKey::Pool(target) => self.reconciler.pool(target, &mut report).await,
         };
+        let elapsed = started.elapsed().as_secs_f64();
         let result = match &outcome {
             Ok(()) => "ok",
             Err(error) => error.metric_label(),
         };
         self.metrics
             .reconciles
-            .with_label_values(&[key.kind(), result])
+            .with_label_values(&[controller, result])
             .inc();
         self.metrics
             .reconcile_duration
-            .with_label_values(&[key.kind(), result])
-            .observe(started.elapsed().as_secs_f64());
+            .with_label_values(&[controller, result])
+            .observe(elapsed);
+        // The same outcome as controller-runtime's reconcileHandler labels it.
+        let runtime_result = match (&outcome, report.requeue) {
+            (Err(_), _) => {
+                runtime
+                    .reconcile_errors
+                    .with_label_values(&[controller])
+                    .inc();
+                "error"
+            }
+            (Ok(()), Some(_)) => "requeue_after",
+            (Ok(()), None) => "success",
+        };
+        runtime
+            .reconcile_total
+            .with_label_values(&[controller, runtime_result])
+            .inc();
+        runtime
+            .reconcile_time
+            .with_label_values(&[controller])
+            .observe(elapsed);
         match outcome {
             Ok(()) => {
                 self.queue.forget(&key);
@@ -392,6 +436,7 @@ impl ControllerManager {
             }
         }
         self.queue.done(&key);
+        active.dec();
         self.processed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }

@@ -1,14 +1,18 @@
 //! A work queue keyed by object: a key waits at most once, is processed by one worker at a
 //! time (a key added while it is processed runs again after), and failures back off per key
-//! exponentially, with jitter, up to a cap.
+//! exponentially, with jitter, up to a cap. It keeps client-go's workqueue metrics (`workqueue_*`)
+//! as client-go's queue does, per controller (the key's kind): one queue serves both.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use tokio::sync::Notify;
 
+use prometheus::{Gauge, Histogram, IntCounter, IntGauge};
+
+use crate::metrics::Metrics;
 use crate::model::ObjectRef;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,6 +22,17 @@ pub enum WorkKey {
 }
 
 impl WorkKey {
+    /// Every [`WorkKey::kind`]: the controllers, as the metrics name them.
+    pub const KINDS: [&'static str; 2] = ["sandbox", "podwarmpool"];
+
+    /// Its position in [`WorkKey::KINDS`].
+    fn index(&self) -> usize {
+        match self {
+            WorkKey::Sandbox(_) => 0,
+            WorkKey::Pool(_) => 1,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             WorkKey::Sandbox(_) => "sandbox",
@@ -67,6 +82,10 @@ struct Inner {
     dirty: HashSet<WorkKey>,
     processing: HashSet<WorkKey>,
     failures: HashMap<WorkKey, u32>,
+    /// When each dirty key was first added (for `workqueue_queue_duration_seconds`).
+    added_at: HashMap<WorkKey, Instant>,
+    /// When each key in processing was taken (for `workqueue_work_duration_seconds`).
+    started_at: HashMap<WorkKey, Instant>,
     shut_down: bool,
 }
 
@@ -74,15 +93,51 @@ pub struct WorkQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     backoff: Backoff,
+    /// One controller's `workqueue_*` series each, by [`WorkKey::index`].
+    metrics: [QueueSeries; 2],
+}
+
+/// The `workqueue_*` series of one controller (`name` and `controller` both its name).
+struct QueueSeries {
+    depth: IntGauge,
+    adds: IntCounter,
+    retries: IntCounter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    unfinished_work: Gauge,
+    longest_running_processor: Gauge,
+}
+
+impl QueueSeries {
+    /// Made with the queue, so that every series exists from the start, as in client-go.
+    fn of(metrics: &Metrics, kind: &str) -> Self {
+        let m = &metrics.workqueue;
+        let labels = [kind, kind];
+        Self {
+            // controller-runtime's depth has a priority label, empty without a priority queue.
+            depth: m.depth.with_label_values(&[kind, kind, ""]),
+            adds: m.adds.with_label_values(&labels),
+            retries: m.retries.with_label_values(&labels),
+            queue_duration: m.queue_duration.with_label_values(&labels),
+            work_duration: m.work_duration.with_label_values(&labels),
+            unfinished_work: m.unfinished_work.with_label_values(&labels),
+            longest_running_processor: m.longest_running_processor.with_label_values(&labels),
+        }
+    }
 }
 
 impl WorkQueue {
-    pub fn new(backoff: Backoff) -> Arc<Self> {
+    pub fn new(backoff: Backoff, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             inner: Mutex::new(Inner::default()),
             notify: Notify::new(),
             backoff,
+            metrics: WorkKey::KINDS.map(|kind| QueueSeries::of(&metrics, kind)),
         })
+    }
+
+    fn series(&self, key: &WorkKey) -> &QueueSeries {
+        &self.metrics[key.index()]
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -96,6 +151,14 @@ impl WorkQueue {
         if inner.shut_down || !inner.dirty.insert(key.clone()) {
             return;
         }
+        // As client-go counts: an add that is not a duplicate, waiting until taken.
+        let series = self.series(&key);
+        series.adds.inc();
+        series.depth.inc();
+        inner
+            .added_at
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
         if !inner.processing.contains(&key) {
             inner.queue.push_back(key);
             drop(inner);
@@ -104,6 +167,11 @@ impl WorkQueue {
     }
 
     pub fn add_after(self: &Arc<Self>, key: WorkKey, delay: Duration) {
+        if self.lock().shut_down {
+            return;
+        }
+        // client-go's delaying queue counts every AddAfter as a retry.
+        self.series(&key).retries.inc();
         if delay.is_zero() {
             return self.add(key);
         }
@@ -150,6 +218,15 @@ impl WorkQueue {
                 if let Some(key) = inner.queue.pop_front() {
                     inner.dirty.remove(&key);
                     inner.processing.insert(key.clone());
+                    let now = Instant::now();
+                    let series = self.series(&key);
+                    series.depth.dec();
+                    if let Some(added) = inner.added_at.remove(&key) {
+                        series
+                            .queue_duration
+                            .observe(now.duration_since(added).as_secs_f64());
+                    }
+                    inner.started_at.insert(key.clone(), now);
                     let more = !inner.queue.is_empty();
                     drop(inner);
                     if more {
@@ -167,6 +244,11 @@ impl WorkQueue {
     pub fn done(&self, key: &WorkKey) {
         let mut inner = self.lock();
         inner.processing.remove(key);
+        if let Some(started) = inner.started_at.remove(key) {
+            self.series(key)
+                .work_duration
+                .observe(started.elapsed().as_secs_f64());
+        }
         if inner.dirty.contains(key) && !inner.shut_down {
             inner.queue.push_back(key.clone());
             drop(inner);
@@ -185,6 +267,24 @@ impl WorkQueue {
     /// Keys being processed now.
     pub fn in_flight(&self) -> usize {
         self.lock().processing.len()
+    }
+
+    /// Sets `workqueue_unfinished_work_seconds` (the time so far of every key in processing)
+    /// and `workqueue_longest_running_processor_seconds`; client-go does this every 500 ms.
+    pub fn update_unfinished_work(&self) {
+        let inner = self.lock();
+        let now = Instant::now();
+        let mut totals = [(0.0_f64, 0.0_f64); 2];
+        for (key, started) in &inner.started_at {
+            let seconds = now.duration_since(*started).as_secs_f64();
+            let (total, longest) = &mut totals[key.index()];
+            *total += seconds;
+            *longest = longest.max(seconds);
+        }
+        for (series, (total, longest)) in self.metrics.iter().zip(totals) {
+            series.unfinished_work.set(total);
+            series.longest_running_processor.set(longest);
+        }
     }
 
     /// Resolves once the queue is shut down.
@@ -214,7 +314,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_waits_once_and_runs_again_if_added_while_processed() {
-        let queue = WorkQueue::new(Backoff::default());
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
         queue.add(key("a"));
         queue.add(key("a"));
         queue.add(key("b"));
@@ -227,6 +327,47 @@ mod tests {
         assert_eq!(queue.len(), 0);
         queue.done(&first);
         assert_eq!(queue.next().await.unwrap(), key("a"));
+    }
+
+    #[tokio::test]
+    async fn workqueue_metrics_count_as_client_go_does() {
+        let metrics = Arc::new(Metrics::new());
+        let queue = WorkQueue::new(Backoff::default(), metrics.clone());
+        let pool = WorkKey::Pool(ObjectRef::new("ns", "p"));
+        for k in [&key("a"), &pool] {
+            assert_eq!(WorkKey::KINDS[k.index()], k.kind());
+        }
+        let m = &metrics.workqueue;
+        let depth = |kind: &str| m.depth.with_label_values(&[kind, kind, ""]).get();
+        let adds = |kind: &str| m.adds.with_label_values(&[kind, kind]).get();
+        queue.add(key("a"));
+        queue.add(key("a")); // a duplicate is no add
+        queue.add(key("b"));
+        queue.add(pool.clone());
+        assert_eq!((adds("sandbox"), depth("sandbox")), (2, 2));
+        assert_eq!((adds("podwarmpool"), depth("podwarmpool")), (1, 1));
+        let a = queue.next().await.unwrap();
+        assert_eq!(depth("sandbox"), 1);
+        queue.add(key("a")); // added while processed: waits again
+        assert_eq!((adds("sandbox"), depth("sandbox")), (3, 2));
+        queue.done(&a);
+        let work = |kind: &str| m.work_duration.with_label_values(&[kind, kind]);
+        assert_eq!(work("sandbox").get_sample_count(), 1);
+        while !queue.is_empty() {
+            let k = queue.next().await.unwrap();
+            queue.done(&k);
+        }
+        assert_eq!((depth("sandbox"), depth("podwarmpool")), (0, 0));
+        let queued = |kind: &str| m.queue_duration.with_label_values(&[kind, kind]);
+        assert_eq!(queued("sandbox").get_sample_count(), 3);
+        assert_eq!(queued("podwarmpool").get_sample_count(), 1);
+        queue.add_rate_limited(pool);
+        assert_eq!(
+            m.retries
+                .with_label_values(&["podwarmpool", "podwarmpool"])
+                .get(),
+            1
+        );
     }
 
     #[test]
@@ -242,7 +383,7 @@ mod tests {
 
     #[tokio::test]
     async fn shut_down_releases_waiting_workers() {
-        let queue = WorkQueue::new(Backoff::default());
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
         let waiter = {
             let queue = queue.clone();
             tokio::spawn(async move { queue.next().await })

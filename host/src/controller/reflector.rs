@@ -284,7 +284,7 @@ mod tests {
             cluster: cluster.clone(),
             scope: scopes("ns").remove(0),
             cache: Arc::new(Cache::default()),
-            queue: WorkQueue::new(Backoff::default()),
+            queue: WorkQueue::new(Backoff::default(), Arc::new(crate::metrics::Metrics::new())),
             synced: Arc::new(AtomicBool::new(false)),
         };
         let (stop, shutdown) = watch::channel(false);

@@ -165,6 +165,15 @@ impl TryFrom<Value> for SeedObject {
     type Error = String;
     fn try_from(object: Value) -> Result<Self, String> {
         let (resource, name) = kind_and_name(&object)?;
+        let violations = super::schema::check(resource, &object);
+        if !violations.is_empty() {
+            let each: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "{}/{name}: {} (the API server refuses it, with strict field validation)",
+                resource.kind(),
+                each.join("; ")
+            ));
+        }
         Ok(SeedObject {
             resource,
             name,
@@ -372,7 +381,7 @@ mod tests {
     #[test]
     fn a_one_step_scenario_reads_with_its_defaults() {
         let s = parse_one(
-            "now: 2026-01-01T00:00:00Z\nobjects:\n- {kind: Sandbox, metadata: {name: a}, spec: {image: i}}\nreconcile: a\nexpect: {calls: [ensure-pod a], requeueAfterSeconds: null}\n",
+            "now: 2026-01-01T00:00:00Z\nobjects:\n- {apiVersion: cubepod.io/v1alpha1, kind: Sandbox, metadata: {name: a}, spec: {image: i}}\nreconcile: a\nexpect: {calls: [ensure-pod a], requeueAfterSeconds: null}\n",
         )
         .unwrap();
         assert_eq!(s.name, "s");
@@ -429,6 +438,29 @@ mod tests {
             parse_one("now: 2026-01-01T00:00:00Z\nreconcile: a\nexpect: {absent: [pod-a]}\n")
                 .unwrap_err();
         assert!(error.contains("is not Kind/name"), "{error}");
+    }
+
+    #[test]
+    fn a_declared_object_is_held_to_its_schema_as_the_api_server_would() {
+        // `cpu` belongs in spec.resources: this Sandbox would get no CPU limit, silently.
+        let error = parse_one(
+            "now: 2026-01-01T00:00:00Z\nobjects:\n  - apiVersion: cubepod.io/v1alpha1\n    kind: Sandbox\n    metadata: {name: a}\n    spec: {image: i, cpu: 500m}\nreconcile: a\n",
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("s.yaml: objects[0]: Sandbox/a: "),
+            "{error}"
+        );
+        assert!(error.contains("unknown field \"spec.cpu\""), "{error}");
+        assert!(error.contains("line 3"), "{error}");
+        let error = parse_one(
+            "objects:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, status: {}}\ndelete: Secret/s\n",
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("Secret/s: unknown field \"status\""),
+            "{error}"
+        );
     }
 
     #[test]

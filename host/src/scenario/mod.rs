@@ -17,6 +17,7 @@ mod expect;
 pub mod format;
 pub(crate) mod junit;
 pub(crate) mod runner;
+pub mod schema;
 pub mod scratch;
 
 pub use conformance::{SelfTestError, self_test};

@@ -117,7 +117,7 @@ mod tests {
     #[test]
     fn a_failing_step_is_named_and_stops_the_scenario() {
         let report = run_text(
-            "now: 2026-01-01T00:00:00Z\nobjects:\n- {kind: Sandbox, metadata: {name: a}, spec: {image: i}}\nsteps:\n- reconcile: a\n  expect: {requeueAfterSeconds: 5}\n- reconcile: a\n",
+            "now: 2026-01-01T00:00:00Z\nobjects:\n- {apiVersion: cubepod.io/v1alpha1, kind: Sandbox, metadata: {name: a}, spec: {image: i}}\nsteps:\n- reconcile: a\n  expect: {requeueAfterSeconds: 5}\n- reconcile: a\n",
         );
         assert_eq!(
             report.failures,
@@ -140,11 +140,11 @@ mod tests {
         let report = run_text(&format!("{missing}expect: {{error: no Sandbox}}\n"));
         assert!(report.passed(), "{:?}", report.failures);
         let report = run_text(
-            "objects:\n- {kind: Secret, metadata: {name: s}, status: {}}\ndelete: Secret/s\n",
+            "objects:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\ndelete: Secret/s\n",
         );
         assert_eq!(
             report.failures,
-            ["setup: objects[0] (Secret/s): a Secret has no status"]
+            ["setup: objects[1] (Secret/s): secrets \"s\" already exists"]
         );
     }
 }

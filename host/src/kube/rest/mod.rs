@@ -37,6 +37,7 @@ use super::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
     Scope, WatchEvent,
 };
+use crate::metrics::RestClientRequests;
 
 const JSON: &str = "application/json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
@@ -64,6 +65,8 @@ pub struct RestOptions {
     pub watch_timeout: Duration,
     /// What of a sandbox's children (Pods, PVCs, Secrets) answers, lists and watch events keep.
     pub children: Projection,
+    /// Where every HTTP attempt is counted (`rest_client_requests_total`), if anywhere.
+    pub request_metrics: Option<RestClientRequests>,
 }
 
 impl Default for RestOptions {
@@ -76,6 +79,7 @@ impl Default for RestOptions {
             token_refresh: Duration::from_secs(60),
             watch_timeout: Duration::from_secs(290),
             children: Projection::Whole,
+            request_metrics: None,
         }
     }
 }

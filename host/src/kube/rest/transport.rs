@@ -25,6 +25,7 @@ use super::error::RestError;
 use super::retry::{self, Backoff};
 use super::{status, tls};
 use crate::kube::{ApiError, ApiErrorKind, ApiResult};
+use crate::metrics::RestClientRequests;
 
 const USER_AGENT_VALUE: &str = concat!("cubepod-controller/", env!("CARGO_PKG_VERSION"));
 /// Idle pooled connections are closed after this; the API server's own limit is longer.
@@ -77,7 +78,13 @@ pub struct Transport {
     backoff: Backoff,
     max_retries: u32,
     request_timeout: Duration,
+    /// `rest_client_requests_total` and its `host` label: the server URL's host and port, as
+    /// client-go reports it.
+    request_metrics: Option<(RestClientRequests, String)>,
 }
+
+/// client-go's `code` label of an attempt that got no response.
+const NO_RESPONSE: &str = "<error>";
 
 impl Transport {
     pub fn new(conn: &ConnectionConfig, options: &RestOptions) -> Result<Self, RestError> {
@@ -120,7 +127,28 @@ impl Transport {
             },
             max_retries: options.max_retries,
             request_timeout: options.request_timeout,
+            request_metrics: options.request_metrics.clone().map(|metrics| {
+                let host = conn
+                    .server
+                    .parse::<hyper::Uri>()
+                    .ok()
+                    .and_then(|uri| uri.authority().map(|a| a.to_string()))
+                    .unwrap_or_else(|| conn.server.clone());
+                (metrics, host)
+            }),
         })
+    }
+
+    /// Counts one attempt, by the status it got (or `<error>`).
+    fn count(&self, call: &Call, code: Option<StatusCode>) {
+        if let Some((metrics, host)) = &self.request_metrics {
+            let code = code.map(|c| c.as_u16().to_string());
+            metrics.inc(
+                code.as_deref().unwrap_or(NO_RESPONSE),
+                call.method.as_str(),
+                host,
+            );
+        }
     }
 
     /// Sends `call` and returns the body of its 2xx response.
@@ -182,13 +210,17 @@ impl Transport {
     /// One attempt under the request timeout (for a stream: until its response headers).
     async fn attempt(&self, call: &Call, stream: bool) -> Result<Reply, Failure> {
         let request = self.request(call).map_err(Failure::Final)?;
+        // Whether the attempt was counted yet: at its response, or at its failure.
+        let counted = std::sync::atomic::AtomicBool::new(false);
         let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|e| self.transport_failure(call, &e))?;
+            let response = self.client.request(request).await.map_err(|e| {
+                counted.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.count(call, None);
+                self.transport_failure(call, &e)
+            })?;
             let code = response.status();
+            counted.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.count(call, Some(code));
             if code.is_success() {
                 if stream {
                     return Ok(Reply::Stream(response.into_body()));
@@ -217,13 +249,18 @@ impl Transport {
         };
         match tokio::time::timeout(self.request_timeout, exchange).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(Failure::Transient(ApiError::new(
-                ApiErrorKind::Unavailable,
-                format!(
-                    "{} {}: no response within {:?}",
-                    call.method, call.path, self.request_timeout
-                ),
-            ))),
+            Err(_) => Err(Failure::Transient({
+                if !counted.load(std::sync::atomic::Ordering::Relaxed) {
+                    self.count(call, None);
+                }
+                ApiError::new(
+                    ApiErrorKind::Unavailable,
+                    format!(
+                        "{} {}: no response within {:?}",
+                        call.method, call.path, self.request_timeout
+                    ),
+                )
+            })),
         }
     }
 
