@@ -1,9 +1,10 @@
-//! The discovery documents a client reads to find the API, and the CRDs in it.
+//! The discovery documents a client reads to find the API, and the CRDs in it (their short
+//! names and categories from `deploy/crds/`).
 
-use cubepod_host::kube::Resource;
+use crate::kube::Resource;
 use serde_json::{Value, json};
 
-use super::routes;
+use super::{crds, routes};
 
 /// `GET /version`.
 pub fn version() -> Value {
@@ -53,13 +54,33 @@ pub fn resources(group_version: &str) -> Value {
         .into_iter()
         .filter(|r| r.api_version() == group_version)
     {
-        resources.push(json!({
+        let mut entry = json!({
             "name": resource.plural(),
             "singularName": resource.kind().to_lowercase(),
             "namespaced": true,
             "kind": resource.kind(),
             "verbs": verbs,
-        }));
+        });
+        // `kubectl get pvc`, `kubectl get all`: as the API server names the built-in kinds.
+        let (short, categories): (&[&str], &[&str]) = match resource {
+            Resource::Pod => (&["po"], &["all"]),
+            Resource::PersistentVolumeClaim => (&["pvc"], &[]),
+            Resource::Event => (&["ev"], &[]),
+            _ => (&[], &[]),
+        };
+        if !short.is_empty() {
+            entry["shortNames"] = json!(short);
+        }
+        if !categories.is_empty() {
+            entry["categories"] = json!(categories);
+        }
+        // `kubectl get sbx`, `kubectl get cubepod`: the CRD's names.
+        if let Some(crd) = crds::of(resource) {
+            entry["singularName"] = json!(crd.singular);
+            entry["shortNames"] = json!(crd.short_names);
+            entry["categories"] = json!(crd.categories);
+        }
+        resources.push(entry);
         if routes::has_status(resource) {
             resources.push(json!({
                 "name": format!("{}/status", resource.plural()),
