@@ -152,6 +152,18 @@ async fn serve(
     };
     let method = &ask.method;
     let crds = shared.crds_installed.load(Ordering::Relaxed);
+    if *method == Method::GET
+        && matches!(route, Route::CoreVersions | Route::Groups)
+        && discovery::aggregated_wanted(&header(&parts.headers, ACCEPT))
+    {
+        let document = discovery::aggregated(route == Route::CoreVersions, crds);
+        let mut response = body::json(StatusCode::OK, &document);
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(discovery::AGGREGATED),
+        );
+        return Ok(response);
+    }
     let document = match (&route, method) {
         (Route::Version, &Method::GET) => Some(discovery::version()),
         (Route::CoreVersions, &Method::GET) => Some(discovery::core_versions()),
