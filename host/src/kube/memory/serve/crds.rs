@@ -132,16 +132,17 @@ fn parse(file: &'static str, text: &str) -> Result<Crd, CrdError> {
     })
 }
 
-/// The fields of `object` its schema does not know, as dotted paths (`spec.foo`), in the
-/// order found: what `fieldValidation` reports. `null`s are skipped (in a merge patch they
-/// remove a field).
-pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
+/// Removes the fields of `object` its schema does not know, as the API server prunes a custom
+/// resource (and a merge patch of one), and returns them as dotted paths (`spec.foo`), in the
+/// order found: what `fieldValidation` reports. `null`s stay (in a merge patch they remove a
+/// field).
+pub fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
     let mut found = Vec::new();
     walk(schema, object, "", &mut found);
     found
 }
 
-fn walk(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
+fn walk(schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>) {
     if schema["x-kubernetes-preserve-unknown-fields"] == true {
         return;
     }
@@ -153,7 +154,8 @@ fn walk(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
             if properties.is_none() && additional.is_none() {
                 return;
             }
-            for (key, child) in fields {
+            let mut unknown = Vec::new();
+            for (key, child) in fields.iter_mut() {
                 if child.is_null() {
                     continue;
                 }
@@ -164,12 +166,18 @@ fn walk(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
                 };
                 match properties.and_then(|p| p.get(key)).or(additional) {
                     Some(child_schema) => walk(child_schema, child, &child_path, found),
-                    None => found.push(child_path),
+                    None => {
+                        unknown.push(key.clone());
+                        found.push(child_path);
+                    }
                 }
+            }
+            for key in unknown {
+                fields.remove(&key);
             }
         }
         Value::Array(items) => {
-            for (index, item) in items.iter().enumerate() {
+            for (index, item) in items.iter_mut().enumerate() {
                 walk(&schema["items"], item, &format!("{path}[{index}]"), found);
             }
         }
@@ -196,17 +204,26 @@ mod tests {
     }
 
     #[test]
-    fn unknown_fields_are_found_where_the_schema_is_closed() {
+    fn unknown_fields_are_pruned_where_the_schema_is_closed() {
         let schema = &of(Resource::Sandbox).unwrap().schema;
-        let object = json!({
+        let mut object = json!({
             "apiVersion": "cubepod.io/v1alpha1",
             "kind": "Sandbox",
             "metadata": {"name": "a", "anything": 1},
             "spec": {"desiredState": "Running", "colour": "blue", "gone": null},
             "extra": true,
         });
-        let mut unknown = unknown_fields(schema, &object);
+        let mut unknown = prune(schema, &mut object);
         unknown.sort();
         assert_eq!(unknown, ["extra", "spec.colour"]);
+        assert_eq!(
+            object,
+            json!({
+                "apiVersion": "cubepod.io/v1alpha1",
+                "kind": "Sandbox",
+                "metadata": {"name": "a", "anything": 1},
+                "spec": {"desiredState": "Running", "gone": null},
+            })
+        );
     }
 }

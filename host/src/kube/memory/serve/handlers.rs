@@ -222,8 +222,8 @@ async fn serve(
                     list(cluster, &scope, page.as_ref(), &fields, include).await
                 }
                 Method::POST if !scope.namespace.is_empty() => {
-                    let object = read_object(body).await?;
-                    let warnings = validate(resource, &object, query.field_validation)?;
+                    let mut object = read_object(body).await?;
+                    let warnings = validate(resource, &mut object, query.field_validation)?;
                     let response = create(cluster, resource, &scope.namespace, object).await?;
                     Ok(with_warnings(response, &warnings))
                 }
@@ -247,8 +247,8 @@ async fn serve(
                 }
                 Method::PATCH => {
                     check_merge_patch(&ask.content_type)?;
-                    let patch = read_object(body).await?;
-                    let warnings = validate(resource, &patch, query.field_validation)?;
+                    let mut patch = read_object(body).await?;
+                    let warnings = validate(resource, &mut patch, query.field_validation)?;
                     let patched = if status {
                         cluster
                             .patch_status(resource, &namespace, &name, patch)
@@ -285,20 +285,22 @@ fn answer(resource: Resource, object: Value, table: Option<IncludeObject>) -> Re
     }
 }
 
-/// `fieldValidation` against the CRD's schema (other kinds have none here): the warnings to
-/// send, or the refusal.
+/// Unknown fields against the CRD's schema (other kinds have none here): pruned, as the API
+/// server prunes a custom resource, and then per `fieldValidation` the warnings to send, or
+/// the refusal.
 fn validate(
     resource: Resource,
-    object: &Value,
+    object: &mut Value,
     validation: FieldValidation,
 ) -> Result<Vec<String>, Failure> {
     let Some(crd) = crds::of(resource) else {
         return Ok(Vec::new());
     };
+    let pruned = crds::prune(&crd.schema, object);
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let unknown: Vec<String> = crds::unknown_fields(&crd.schema, object)
+    let unknown: Vec<String> = pruned
         .into_iter()
         .map(|field| format!("unknown field \"{field}\""))
         .collect();

@@ -36,7 +36,7 @@ pub use self::pki::{TlsError, provider};
 
 use self::handlers::Shared;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServeOptions {
     /// HTTPS with the server's own CA (default); plain HTTP otherwise.
     pub tls: bool,
@@ -47,6 +47,18 @@ pub struct ServeOptions {
     pub watch_timeout: Duration,
     /// Periodic BOOKMARKs on watches that allow them; `None`: only when a watch times out.
     pub bookmark_interval: Option<Duration>,
+}
+
+// By hand: a derived Debug would print the token.
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("tls", &self.tls)
+            .field("token", &self.token.as_ref().map(|_| ".."))
+            .field("watch_timeout", &self.watch_timeout)
+            .field("bookmark_interval", &self.bookmark_interval)
+            .finish()
+    }
 }
 
 impl Default for ServeOptions {
