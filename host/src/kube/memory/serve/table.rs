@@ -118,6 +118,21 @@ fn columns(resource: Resource) -> Vec<Column> {
             column("Data", "string", 0, Source::Computed(secret_data)),
             age(),
         ],
+        // `kubectl get events`: what happened to which object, newest time first.
+        Resource::Event => vec![
+            column("Last Seen", "string", 0, Source::Computed(event_last_seen)),
+            column("Type", "string", 0, path_source(".type")),
+            column("Reason", "string", 0, path_source(".reason")),
+            column("Object", "string", 0, Source::Computed(event_object)),
+            column("Message", "string", 0, path_source(".message")),
+            column("Count", "string", 1, path_source(".count")),
+            column("Name", "string", 1, Source::Name),
+        ],
+        Resource::Lease => vec![
+            name(),
+            column("Holder", "string", 0, path_source(".spec.holderIdentity")),
+            age(),
+        ],
         _ => vec![name(), age()],
     }
 }
@@ -329,6 +344,26 @@ fn access_modes(pvc: &Value) -> Value {
     Value::String(short.join(","))
 }
 
+fn event_last_seen(event: &Value) -> Value {
+    let stamp = [
+        &event["lastTimestamp"],
+        &event["eventTime"],
+        &event["firstTimestamp"],
+    ]
+    .into_iter()
+    .find(|stamp| stamp.is_string())
+    .unwrap_or(&event["metadata"]["creationTimestamp"]);
+    age(stamp)
+}
+
+/// `kind/name` of the object an Event is about, as kubectl shows it (kind in lower case).
+fn event_object(event: &Value) -> Value {
+    let object = &event["involvedObject"];
+    let kind = object["kind"].as_str().unwrap_or_default().to_lowercase();
+    let name = object["name"].as_str().unwrap_or_default();
+    Value::String(format!("{kind}/{name}"))
+}
+
 fn secret_data(secret: &Value) -> Value {
     let count = secret["data"].as_object().map_or(0, |d| d.len());
     Value::String(count.to_string())
@@ -445,6 +480,23 @@ mod tests {
         assert_eq!(cells[5], Value::Null);
         assert_eq!(cells[7], "3h");
         assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "dev");
+    }
+
+    #[test]
+    fn an_event_row_names_its_object() {
+        let event = json!({
+            "metadata": {"name": "dev.1"},
+            "involvedObject": {"kind": "Sandbox", "name": "dev"},
+            "type": "Warning", "reason": "InvalidSpec", "message": "no image", "count": 2,
+            "lastTimestamp": jiff::Timestamp::now().to_string(),
+        });
+        let table = render(Resource::Event, &[&event], "1", IncludeObject::None);
+        let cells = &table["rows"][0]["cells"];
+        assert!(cells[0].as_str().unwrap().ends_with('s'), "{cells}");
+        assert_eq!(cells[1], "Warning");
+        assert_eq!(cells[3], "sandbox/dev");
+        assert_eq!(cells[5], "2");
+        assert_eq!(cells[6], "dev.1");
     }
 
     #[test]
