@@ -56,6 +56,8 @@ pub enum StartError {
     VerifyKey(#[from] crate::signing::KeyError),
     #[error("seeding the embedded cluster: {0}")]
     Seed(#[from] crate::embedded::SeedError),
+    #[error(transparent)]
+    Serve(#[from] crate::embedded::ServeStartError),
     #[error("cannot serve on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -64,8 +66,12 @@ pub enum StartError {
 }
 
 /// The cluster to reconcile: the Kubernetes API when a kubeconfig or in-cluster environment is
-/// found (and `--embedded` is not given), else the embedded in-memory cluster, seeded.
-async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Arc<dyn Cluster>, StartError> {
+/// found (and `--embedded` is not given), else the embedded in-memory cluster, seeded and
+/// served for kubectl (the second value, which keeps it served).
+async fn connect(
+    args: &RunArgs,
+    metrics: &Metrics,
+) -> Result<(Arc<dyn Cluster>, Option<crate::embedded::Served>), StartError> {
     if !args.embedded
         && let Some((connection, source)) = ConnectionConfig::load()?
     {
@@ -79,7 +85,7 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Arc<dyn Cluster>, 
         };
         let rest = RestCluster::new(connection, options)?;
         preflight(rest.as_ref(), &args.namespaces).await?;
-        return Ok(rest);
+        return Ok((rest, None));
     }
     let memory = MemoryCluster::new(MemoryClusterConfig {
         pod_start_delay: args.pod_start_delay,
@@ -91,7 +97,16 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Arc<dyn Cluster>, 
         "no kubeconfig or in-cluster environment: running against the embedded in-memory \
          cluster, seeded from deploy/examples"
     );
-    Ok(memory)
+    let kubeconfig = args.embedded_kubeconfig();
+    let served = crate::embedded::serve(memory.clone(), args.embedded_api_listen, &kubeconfig)?;
+    tracing::info!(
+        server = %served.server.url(),
+        kubeconfig = %kubeconfig.display(),
+        "serving the embedded cluster's Kubernetes API for kubectl"
+    );
+    // The one line a newcomer needs, on stdout whatever the log format.
+    println!("export KUBECONFIG={}", kubeconfig.display());
+    Ok((memory, Some(served)))
 }
 
 /// Fails fast, with the command that fixes it, when the CRDs are missing or the controller may
@@ -205,8 +220,8 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     let admission = Admission::new(engine.clone(), keys);
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
-    let cluster: Arc<dyn Cluster> =
-        InstrumentedCluster::new(connect(&args, &metrics).await?, metrics.clone());
+    let (cluster, served) = connect(&args, &metrics).await?;
+    let cluster: Arc<dyn Cluster> = InstrumentedCluster::new(cluster, metrics.clone());
     let module = admitted.module;
     let info = module.info().clone();
     tracing::info!(
@@ -295,7 +310,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     }
     manager.run(shutdown).await;
     server_task.abort();
-    drop((admission, engine));
+    drop((admission, engine, served));
     tracing::info!("stopped");
     Ok(())
 }

@@ -121,6 +121,20 @@ pub struct RunArgs {
     #[arg(long = "seed", env = "CUBEPOD_SEED", value_delimiter = ',')]
     pub seeds: Vec<PathBuf>,
 
+    /// Embedded cluster: the loopback address its Kubernetes API is served on, for kubectl
+    /// (HTTPS, a CA and a token made at start). Port 0: a free one.
+    #[arg(
+        long,
+        env = "CUBEPOD_EMBEDDED_API_LISTEN",
+        default_value = "127.0.0.1:0"
+    )]
+    pub embedded_api_listen: std::net::SocketAddr,
+
+    /// Embedded cluster: where the kubeconfig for its API is written (mode 0600). Default:
+    /// `$XDG_STATE_HOME/cubepod-controller/kubeconfig` (`~/.local/state/...`), or the temp dir.
+    #[arg(long, env = "CUBEPOD_EMBEDDED_KUBECONFIG")]
+    pub embedded_kubeconfig: Option<PathBuf>,
+
     /// Embedded cluster: how long a created Pod takes to turn Running and Ready.
     #[arg(long, env = "CUBEPOD_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     pub pod_start_delay: Duration,
@@ -178,11 +192,40 @@ impl RunArgs {
         })
     }
 
+    /// Where the embedded cluster's kubeconfig goes: the flag, else the user's state dir, else
+    /// a per-user folder of the temp dir.
+    pub fn embedded_kubeconfig(&self) -> PathBuf {
+        if let Some(path) = &self.embedded_kubeconfig {
+            return path.clone();
+        }
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|home| home.join(".local/state"))
+            });
+        match state {
+            Some(dir) => dir.join("cubepod-controller/kubeconfig"),
+            None => std::env::temp_dir()
+                .join(format!("cubepod-controller-{}", users_id()))
+                .join("kubeconfig"),
+        }
+    }
+
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("cubepod-controller-cache"))
     }
+}
+
+/// The user's id, to keep users' files apart in a shared temp dir.
+fn users_id() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,12 +1,20 @@
-//! The embedded cluster's seed: the example manifests of `deploy/examples/`, compiled in, so
-//! that `cubepod-controller run` with no cluster shows the whole lifecycle at once.
+//! The embedded cluster of `cubepod-controller run` with no cluster: seeded with the example
+//! manifests of `deploy/examples/` (compiled in), so that it shows the whole lifecycle at once,
+//! and served over the Kubernetes API on loopback, with a kubeconfig written for kubectl.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::kube::memory::MemoryCluster;
+use crate::kube::memory::serve::{ApiServer, KubeconfigAuth, ServeError, ServeOptions};
 use crate::kube::{ApiErrorKind, Cluster, Resource};
+
+/// The kubeconfig's cluster, user and context.
+pub const CONTEXT: &str = "cubepod-embedded";
 
 /// The examples, in the order a newcomer reads them.
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -46,6 +54,79 @@ pub enum SeedError {
         path: String,
         source: std::io::Error,
     },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeStartError {
+    #[error(
+        "the embedded cluster's API is served on loopback only, not on {0} (it has no \
+         authorization beyond its token)"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("serving the embedded cluster's API on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("writing the embedded cluster's kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The embedded cluster, served: the server and the kubeconfig written for it. Dropping it
+/// stops serving and removes the kubeconfig (its token opens nothing any more).
+#[derive(Debug)]
+pub struct Served {
+    pub server: ApiServer,
+    pub kubeconfig: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+/// Serves `cluster` on `addr` (loopback; port 0 for a free one) with HTTPS from a fresh CA and
+/// a fresh bearer token, and writes the kubeconfig at `kubeconfig` (mode 0600). The token is
+/// only in that file.
+pub fn serve(
+    cluster: Arc<MemoryCluster>,
+    addr: SocketAddr,
+    kubeconfig: &Path,
+) -> Result<Served, ServeStartError> {
+    if !addr.ip().is_loopback() {
+        return Err(ServeStartError::NotLoopback(addr));
+    }
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|source| ServeStartError::Bind { addr, source })?;
+    // 256 bits from the thread RNG (a CSPRNG, seeded by the OS).
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    let server = ApiServer::start(
+        listener,
+        cluster,
+        ServeOptions {
+            token: Some(token.clone()),
+            ..ServeOptions::default()
+        },
+        None,
+    )?;
+    let auth = KubeconfigAuth::Token(token);
+    server
+        .kubeconfig(CONTEXT, &auth)
+        .write(kubeconfig)
+        .map_err(|source| ServeStartError::Kubeconfig {
+            path: kubeconfig.to_path_buf(),
+            source,
+        })?;
+    Ok(Served {
+        server,
+        kubeconfig: kubeconfig.to_path_buf(),
+    })
 }
 
 /// Parses YAML documents (`---`-separated) into Kubernetes objects.

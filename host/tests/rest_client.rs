@@ -416,7 +416,7 @@ async fn a_watch_streams_events_then_closes() {
     );
     Mock::given(method("GET"))
         .and(path("/api/v1/namespaces/ns/pods"))
-        .and(query_param("watch", "1"))
+        .and(query_param("watch", "true"))
         .and(query_param("resourceVersion", "10"))
         .and(query_param("allowWatchBookmarks", "true"))
         .and(query_param("timeoutSeconds", "290"))
@@ -447,7 +447,7 @@ async fn an_expired_watch_event_is_gone() {
         "\n"
     );
     Mock::given(method("GET"))
-        .and(query_param("watch", "1"))
+        .and(query_param("watch", "true"))
         .respond_with(ResponseTemplate::new(200).set_body_string(body))
         .mount(&server)
         .await;
@@ -465,7 +465,7 @@ async fn an_expired_watch_event_is_gone() {
 async fn a_watch_refused_with_410_is_gone() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(query_param("watch", "1"))
+        .and(query_param("watch", "true"))
         .respond_with(ResponseTemplate::new(410).set_body_json(status(
             410,
             "Expired",

@@ -13,7 +13,7 @@ use cubepod_tests::apiserver::{
 };
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, WARNING};
 use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
@@ -43,6 +43,7 @@ struct Client {
     addr: std::net::SocketAddr,
     tls: Option<TlsConnector>,
     token: Option<String>,
+    accept: Option<String>,
 }
 
 impl Client {
@@ -56,6 +57,7 @@ impl Client {
             addr: server.addr(),
             tls,
             token: Some(TOKEN.into()),
+            accept: None,
         }
     }
 
@@ -65,6 +67,11 @@ impl Client {
 
     fn with_token(mut self, token: Option<&str>) -> Self {
         self.token = token.map(str::to_owned);
+        self
+    }
+
+    fn with_accept(mut self, accept: &str) -> Self {
+        self.accept = Some(accept.to_owned());
         self
     }
 
@@ -85,6 +92,9 @@ impl Client {
                 .header(CONTENT_TYPE, content_type);
             if let Some(token) = &self.token {
                 request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+            }
+            if let Some(accept) = &self.accept {
+                request = request.header(ACCEPT, accept);
             }
             request.body(Full::new(Bytes::from(bytes.clone())))
         };
@@ -719,4 +729,104 @@ fn starts_and_stops_outside_a_runtime_and_writes_a_kubeconfig() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What kubectl asks of the server besides the verbs: Tables, field validation against the
+/// CRD's schema (unknown fields pruned), field selectors, and dry runs refused.
+#[tokio::test]
+async fn tables_field_validation_field_selectors_and_dry_run() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    let mut typo = sandbox("a");
+    typo["spec"]["colour"] = json!("blue");
+
+    // Strict: refused, naming the field; nothing created.
+    let (code, status) = client
+        .call(
+            Method::POST,
+            &format!("{SANDBOXES}?fieldValidation=Strict"),
+            Some(typo.clone()),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains("unknown field \"spec.colour\""),
+        "{message}"
+    );
+    let (code, _) = client
+        .call(Method::GET, &format!("{SANDBOXES}/a"), None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    // A dry run is refused rather than written.
+    let (code, _) = client
+        .call(
+            Method::POST,
+            &format!("{SANDBOXES}?dryRun=All"),
+            Some(sandbox("a")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    let (code, _) = client
+        .call(Method::GET, &format!("{SANDBOXES}/a"), None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    // Warn, the default: created without the field, and a Warning header says so.
+    let response = client
+        .send(Method::POST, SANDBOXES, "application/json", Some(&typo))
+        .await
+        .unwrap();
+    let warning = response.headers().get(WARNING).cloned();
+    let (code, created) = read_json(response).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert!(created["spec"].get("colour").is_none(), "{created}");
+    let warning = warning.expect("a Warning header");
+    assert_eq!(
+        warning.to_str().unwrap(),
+        "299 - \"unknown field \\\"spec.colour\\\"\""
+    );
+    client
+        .call(Method::POST, SANDBOXES, Some(sandbox("b")))
+        .await;
+
+    // A Table, as kubectl get asks for it, with the CRD's printer columns.
+    let tables = Client::http1(&server)
+        .with_accept("application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+    let (code, table) = tables.call(Method::GET, SANDBOXES, None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["columnDefinitions"][0]["name"], "Name");
+    assert_eq!(table["columnDefinitions"][1]["name"], "Phase");
+    let rows = table["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["cells"][0], "a");
+    assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(rows[0]["object"]["metadata"]["name"], "a");
+
+    // A field selector, on a list and in a Table.
+    let (_, list) = client
+        .call(
+            Method::GET,
+            &format!("{SANDBOXES}?fieldSelector=metadata.name%3Db"),
+            None,
+        )
+        .await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["b"]);
+    let (_, one) = tables
+        .call(
+            Method::GET,
+            &format!("{SANDBOXES}?fieldSelector=metadata.name!%3Db&includeObject=None"),
+            None,
+        )
+        .await;
+    assert_eq!(one["rows"].as_array().unwrap().len(), 1);
+    assert!(one["rows"][0].get("object").is_none());
 }

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use cubepod_host::kube::memory::MemoryClusterConfig;
 use cubepod_host::kube::{Cluster, Resource};
 use cubepod_tests::Controller;
-use cubepod_tests::apiserver::{DEFAULT_SEED, FakeApiServer, KubeconfigAuth};
+use cubepod_tests::apiserver::{DEFAULT_SEED, FakeApiServer, FakeOptions, KubeconfigAuth};
 use cubepod_tests::convergence::{
     self, NS, TOKEN, assert_converged, block, create_sandbox, fake_server, names, running,
 };
@@ -312,5 +313,43 @@ fn watches_that_end_or_expire_lose_no_change() {
     assert!(
         resumed_watches > 10,
         "the watches were ended and resumed: {resumed_watches}"
+    );
+}
+
+/// Against a server that opens a watch only for `watch=true` (as some API emulators read the
+/// query) and answers anything else with a list, the controller still sees what changes after
+/// its list: it asks for watches as client-go does.
+#[test]
+fn watches_are_asked_for_as_client_go_asks_for_them() {
+    let fake = FakeApiServer::start(FakeOptions {
+        token: Some(TOKEN.to_string()),
+        cluster_config: MemoryClusterConfig {
+            pod_start_delay: Duration::from_millis(50),
+            pod_stop_delay: Duration::from_millis(50),
+            ..MemoryClusterConfig::default()
+        },
+        watch_true_only: true,
+        ..FakeOptions::default()
+    })
+    .expect("fake API server");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.to_string()))
+        .unwrap();
+    let controller = Controller::start_with_kubeconfig(&kubeconfig, &[]);
+    controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+    let cluster = fake.cluster();
+
+    // Created after the controller's list: only a watch shows it.
+    create_sandbox(&cluster, "late");
+    until("the sandbox created after the list runs", || {
+        running(&cluster) == 1
+    });
+    assert_converged(&cluster, &["late".to_string()]);
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.watch && r.resource == Some(Resource::Sandbox)),
+        "the Sandbox watch was served as a watch"
     );
 }

@@ -6,6 +6,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use cubepod_host::kube::Resource;
+// The server's own verdict: what the rules make of a request, once delays are waited out.
+pub(crate) use cubepod_host::kube::memory::serve::Verdict as Outcome;
 use hyper::Method;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -119,19 +121,6 @@ pub(crate) struct Decision {
     /// The sum of the delays that fired.
     pub delay: Duration,
     pub outcome: Outcome,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Outcome {
-    Proceed {
-        end_watch_after: Option<u32>,
-    },
-    Respond {
-        code: u16,
-        reason: String,
-        retry_after: Option<u64>,
-    },
-    Reset,
 }
 
 struct Rules {

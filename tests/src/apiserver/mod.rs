@@ -6,34 +6,37 @@
 //! The server runs on a runtime of its own, so that sync tests (which drive the binary) and
 //! `#[tokio::test]`s use it alike, and dropping it stops every connection and watch at once.
 
-mod body;
-mod discovery;
+//! The tests' fake Kubernetes API server: the host's served [`MemoryCluster`]
+//! (`cubepod_host::kube::memory::serve`, the same server `run` gives the embedded cluster) with
+//! a test layer around every request: fault injection, a request log, and an emulator mode that
+//! reads `watch=` as some third-party API emulators do.
+//!
+//! The server runs on a runtime of its own, so that sync tests (which drive the binary) and
+//! `#[tokio::test]`s use it alike, and dropping it stops every connection and watch at once.
+
 mod faults;
-mod handlers;
-mod kubeconfig;
 mod requests;
-mod routes;
-mod server;
-mod status;
 mod tls;
-mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use cubepod_host::kube::BoxFuture;
+use cubepod_host::kube::memory::serve::{ApiServer, Layer, RequestInfo, ServeOptions, Verdict};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use hyper::http::request::Parts;
 use rustls::pki_types::CertificateDer;
 use tokio::runtime::Runtime;
 
 pub use self::faults::{DEFAULT_SEED, FaultAction, FaultInjector, FaultMatcher, FaultRule};
-pub use self::kubeconfig::KubeconfigAuth;
 pub use self::requests::RequestRecord;
-pub use self::tls::{TlsError, client_config};
+pub use self::tls::client_config;
+pub use cubepod_host::kube::memory::serve::{KubeconfigAuth, ServeError, TlsError};
 
-use self::handlers::Shared;
+/// The file name `write_kubeconfig` writes in the directory given.
+pub const KUBECONFIG_FILE: &str = "kubeconfig";
 
 #[derive(Clone, Debug)]
 pub struct FakeOptions {
@@ -49,6 +52,10 @@ pub struct FakeOptions {
     pub bookmark_interval: Option<Duration>,
     /// The seed of the fault injector's RNG.
     pub fault_seed: u64,
+    /// As a third-party emulator reads the query: only `watch=true` opens a watch; any other
+    /// value (`watch=1`, which the API server takes, as Go's `ParseBool` does) is dropped, so
+    /// the request is answered with a list.
+    pub watch_true_only: bool,
 }
 
 impl Default for FakeOptions {
@@ -60,6 +67,7 @@ impl Default for FakeOptions {
             watch_timeout: Duration::from_secs(30 * 60),
             bookmark_interval: None,
             fault_seed: faults::DEFAULT_SEED,
+            watch_true_only: false,
         }
     }
 }
@@ -71,15 +79,68 @@ pub enum StartError {
     #[error("binding the fake API server to loopback: {0}")]
     Bind(#[source] std::io::Error),
     #[error(transparent)]
-    Tls(#[from] TlsError),
+    Serve(#[from] ServeError),
+}
+
+/// The test layer: faults decide, the log records, the emulator mode rewrites the query.
+struct TestLayer {
+    faults: FaultInjector,
+    requests: requests::RequestLog,
+    watch_true_only: bool,
+}
+
+impl Layer for TestLayer {
+    fn rewrite(&self, parts: &mut Parts) {
+        if !self.watch_true_only {
+            return;
+        }
+        let Some(query) = parts.uri.query() else {
+            return;
+        };
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| !pair.starts_with("watch=") || *pair == "watch=true")
+            .collect();
+        if kept.len() == query.split('&').count() {
+            return;
+        }
+        let path_and_query = if kept.is_empty() {
+            parts.uri.path().to_owned()
+        } else {
+            format!("{}?{}", parts.uri.path(), kept.join("&"))
+        };
+        if let Ok(uri) = path_and_query.parse() {
+            parts.uri = uri;
+        }
+    }
+
+    fn decide<'a>(&'a self, request: &'a RequestInfo) -> BoxFuture<'a, Verdict> {
+        Box::pin(async move {
+            let decision = self
+                .faults
+                .decide(&request.method, request.resource, request.watch);
+            if !decision.delay.is_zero() {
+                tokio::time::sleep(decision.delay).await;
+            }
+            decision.outcome
+        })
+    }
+
+    fn record(&self, request: RequestInfo, status: Option<u16>) {
+        self.requests.record(RequestRecord {
+            method: request.method,
+            version: request.version,
+            path: request.path,
+            resource: request.resource,
+            watch: request.watch,
+            status,
+        });
+    }
 }
 
 pub struct FakeApiServer {
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-    tls: bool,
-    ca_pem: String,
-    ca_der: CertificateDer<'static>,
+    server: ApiServer,
+    layer: Arc<TestLayer>,
     /// `None` once shut down.
     runtime: Option<Runtime>,
 }
@@ -96,7 +157,6 @@ impl FakeApiServer {
     /// Starts serving a new MemoryCluster on `127.0.0.1:<free port>`. Callable from sync code
     /// and from inside a tokio runtime alike.
     pub fn start(options: FakeOptions) -> Result<FakeApiServer, StartError> {
-        let pki = tls::generate()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("fake-apiserver")
@@ -104,95 +164,86 @@ impl FakeApiServer {
             .build()
             .map_err(StartError::Runtime)?;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(StartError::Bind)?;
-        listener.set_nonblocking(true).map_err(StartError::Bind)?;
-        let addr = listener.local_addr().map_err(StartError::Bind)?;
-        // Registering the socket needs the server's runtime, entered without blocking on it.
-        let listener = {
-            let _guard = runtime.enter();
-            tokio::net::TcpListener::from_std(listener).map_err(StartError::Bind)?
-        };
-        let shared = Arc::new(Shared {
-            cluster: MemoryCluster::new(options.cluster_config),
-            token: std::sync::RwLock::new(options.token),
-            crds_installed: AtomicBool::new(true),
+        let layer = Arc::new(TestLayer {
             faults: FaultInjector::new(options.fault_seed),
             requests: requests::RequestLog::default(),
-            watch_timeout: options.watch_timeout,
-            bookmark_interval: options.bookmark_interval,
+            watch_true_only: options.watch_true_only,
         });
-        let acceptor = options
-            .tls
-            .then(|| tokio_rustls::TlsAcceptor::from(Arc::clone(&pki.server_config)));
-        runtime.spawn(server::accept_loop(listener, acceptor, Arc::clone(&shared)));
+        // Serving needs the server's runtime, entered without blocking on it.
+        let server = {
+            let _guard = runtime.enter();
+            ApiServer::start(
+                listener,
+                MemoryCluster::new(options.cluster_config),
+                ServeOptions {
+                    tls: options.tls,
+                    token: options.token,
+                    watch_timeout: options.watch_timeout,
+                    bookmark_interval: options.bookmark_interval,
+                },
+                Some(Arc::clone(&layer) as Arc<dyn Layer>),
+            )?
+        };
         Ok(FakeApiServer {
-            shared,
-            addr,
-            tls: options.tls,
-            ca_pem: pki.ca_pem,
-            ca_der: pki.ca_der,
+            server,
+            layer,
             runtime: Some(runtime),
         })
     }
 
     /// `https://127.0.0.1:PORT` (`http://` without TLS).
     pub fn url(&self) -> String {
-        let scheme = if self.tls { "https" } else { "http" };
-        format!("{scheme}://{}", self.addr)
+        self.server.url()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The CA that signed the server's certificate, PEM (kubeconfig's
     /// `certificate-authority-data`, base64-encoded).
     pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        self.server.ca_pem()
     }
 
     /// The same CA, DER, for a rustls root store.
     pub fn ca_der(&self) -> &CertificateDer<'static> {
-        &self.ca_der
+        self.server.ca_der()
     }
 
     /// The cluster behind the API: seed it, and assert on `objects()` and `writes()`.
     pub fn cluster(&self) -> Arc<MemoryCluster> {
-        Arc::clone(&self.shared.cluster)
+        self.server.cluster()
     }
 
     /// Changes the accepted bearer token (`None`: no auth), e.g. to test rotation.
     pub fn set_token(&self, token: Option<&str>) {
-        *self
-            .shared
-            .token
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = token.map(str::to_owned);
+        self.server.set_token(token);
     }
 
     /// Whether the cubepod.io CRDs are served; without them their paths and discovery 404.
     pub fn set_crds_installed(&self, installed: bool) {
-        self.shared
-            .crds_installed
-            .store(installed, Ordering::Relaxed);
+        self.server.set_crds_installed(installed);
     }
 
     pub fn faults(&self) -> &FaultInjector {
-        &self.shared.faults
+        &self.layer.faults
     }
 
     /// Every request served so far, in order of completion of its response head.
     pub fn requests(&self) -> Vec<RequestRecord> {
-        self.shared.requests.snapshot()
+        self.layer.requests.snapshot()
     }
 
     pub fn clear_requests(&self) {
-        self.shared.requests.clear();
+        self.layer.requests.clear();
     }
 
     /// Writes `dir/kubeconfig`, pointing at this server with its CA, and returns its path.
     pub fn write_kubeconfig(&self, dir: &Path, auth: &KubeconfigAuth) -> std::io::Result<PathBuf> {
-        let ca = self.tls.then_some(self.ca_pem.as_str());
-        kubeconfig::write(dir, &self.url(), ca, auth)
+        self.server
+            .kubeconfig("fake", auth)
+            .write(&dir.join(KUBECONFIG_FILE))
     }
 
     /// Stops serving: open connections and watches are cut, new connections refused. The

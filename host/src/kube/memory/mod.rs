@@ -13,6 +13,7 @@ mod kubelet;
 mod merge;
 mod meta;
 mod selector;
+pub mod serve;
 mod state;
 mod store;
 mod strategy;

@@ -157,15 +157,16 @@ impl RestCluster {
 
     async fn list_scope(&self, scope: &Scope, page: Option<&PageRequest>) -> ApiResult<ObjectList> {
         let mut path = collection(scope.resource, &scope.namespace);
+        // Keys in the order client-go sends them (Go's `url.Values.Encode` sorts them).
         let mut query = Vec::new();
+        if let Some(token) = page.and_then(|p| p.continue_token.as_ref()) {
+            query.push(format!("continue={}", encode(token)));
+        }
         if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
             query.push(format!("labelSelector={}", encode(selector)));
         }
         if let Some(page) = page {
             query.push(format!("limit={}", page.limit));
-            if let Some(token) = &page.continue_token {
-                query.push(format!("continue={}", encode(token)));
-            }
         }
         if !query.is_empty() {
             path.push('?');
@@ -207,19 +208,11 @@ impl RestCluster {
         scope: &Scope,
         resource_version: &str,
     ) -> ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>> {
-        let mut path = collection(scope.resource, &scope.namespace);
-        path.push_str(&format!(
-            "?watch=1&allowWatchBookmarks=true&timeoutSeconds={}",
-            self.options.watch_timeout.as_secs().max(1)
-        ));
-        if !resource_version.is_empty() {
-            path.push_str("&resourceVersion=");
-            path.push_str(&encode(resource_version));
-        }
-        if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
-            path.push_str("&labelSelector=");
-            path.push_str(&encode(selector));
-        }
+        let path = watch_path(
+            scope,
+            resource_version,
+            self.options.watch_timeout.as_secs().max(1),
+        );
         let body = self.transport.open(&Call::new(Method::GET, path)).await?;
         // Past the server's own timeout by a request's worth, the stream is taken for dead.
         let idle_limit = self.options.watch_timeout + self.options.request_timeout;
@@ -231,6 +224,28 @@ impl RestCluster {
             self.projection(scope.resource),
         ))
     }
+}
+
+/// A watch's path and query, as client-go's reflector asks for it: `allowWatchBookmarks=true`,
+/// the selector, the version, `timeoutSeconds` and `watch=true`, keys in the order Go's
+/// `url.Values.Encode` puts them. `watch=true`, not `watch=1`: the API server takes both (Go's
+/// `ParseBool`), but a server or emulator that only knows client-go's spelling answers `1` with
+/// a list, and the controller would never see a change.
+fn watch_path(scope: &Scope, resource_version: &str, timeout_seconds: u64) -> String {
+    let mut query = vec!["allowWatchBookmarks=true".to_owned()];
+    if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
+        query.push(format!("labelSelector={}", encode(selector)));
+    }
+    if !resource_version.is_empty() {
+        query.push(format!("resourceVersion={}", encode(resource_version)));
+    }
+    query.push(format!("timeoutSeconds={timeout_seconds}"));
+    query.push("watch=true".to_owned());
+    format!(
+        "{}?{}",
+        collection(scope.resource, &scope.namespace),
+        query.join("&")
+    )
 }
 
 /// The collection's path; an empty namespace means all namespaces.
@@ -358,6 +373,28 @@ mod tests {
         assert_eq!(
             encode("app.kubernetes.io/managed-by=cubepod-controller,a!=b"),
             "app.kubernetes.io%2Fmanaged-by%3Dcubepod-controller%2Ca%21%3Db"
+        );
+    }
+
+    #[test]
+    fn watches_are_asked_for_as_client_go_asks() {
+        let scope = Scope {
+            resource: Resource::Pod,
+            namespace: "ns".into(),
+            label_selector: Some("a=b".into()),
+        };
+        assert_eq!(
+            watch_path(&scope, "42", 290),
+            "/api/v1/namespaces/ns/pods?allowWatchBookmarks=true&labelSelector=a%3Db\
+             &resourceVersion=42&timeoutSeconds=290&watch=true"
+        );
+        let all = Scope {
+            label_selector: None,
+            ..scope
+        };
+        assert_eq!(
+            watch_path(&all, "", 5),
+            "/api/v1/namespaces/ns/pods?allowWatchBookmarks=true&timeoutSeconds=5&watch=true"
         );
     }
 }

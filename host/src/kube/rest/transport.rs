@@ -27,7 +27,25 @@ use super::{status, tls};
 use crate::kube::{ApiError, ApiErrorKind, ApiResult};
 use crate::metrics::RestClientRequests;
 
-const USER_AGENT_VALUE: &str = concat!("cubepod-controller/", env!("CARGO_PKG_VERSION"));
+/// In client-go's form, `<program>/v<version> (<os>/<arch>)` with Go's names of the platform,
+/// which API server audit logs and priority-and-fairness rules match on.
+fn user_agent() -> &'static str {
+    static VALUE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VALUE.get_or_init(|| {
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "x86" => "386",
+            "powerpc64" => "ppc64le",
+            other => other,
+        };
+        format!(
+            "cubepod-controller/v{} ({}/{arch})",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS
+        )
+    })
+}
 /// Idle pooled connections are closed after this; the API server's own limit is longer.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Pings on HTTP/2 and TCP keepalive: a dead peer is noticed even on a quiet watch.
@@ -269,7 +287,7 @@ impl Transport {
             .method(call.method.clone())
             .uri(format!("{}{}", self.server, call.path))
             .header(ACCEPT, "application/json")
-            .header(USER_AGENT, USER_AGENT_VALUE);
+            .header(USER_AGENT, user_agent());
         if let Some(token) = self.bearer.header() {
             builder = builder.header(AUTHORIZATION, token);
         }

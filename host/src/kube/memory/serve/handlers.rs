@@ -1,28 +1,29 @@
-//! One request, end to end: faults, auth, routing, the verb against the MemoryCluster, the
-//! response and its record.
+//! One request, end to end: the layer (if any), auth, routing, the verb against the
+//! MemoryCluster, the response (JSON or a Table) and its record.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cubepod_host::kube::memory::MemoryCluster;
-use cubepod_host::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, WARNING};
+use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 use rand::Rng;
 use rand::distr::Alphanumeric;
 use serde_json::{Value, json};
 
 use super::body::{self, Body};
-use super::discovery;
-use super::faults::{FaultInjector, Outcome};
-use super::requests::{RequestLog, RequestRecord};
-use super::routes::{self, Query, Route};
+use super::fields::FieldSelector;
+use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
+use super::table::{self, IncludeObject};
 use super::watch::{WatchBody, WatchPlan};
+use super::{Layer, RequestInfo, Verdict, crds, discovery, openapi};
+use crate::kube::memory::MemoryCluster;
+use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 
 /// The API server's own limit on a request body (3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -34,40 +35,57 @@ pub struct Shared {
     pub cluster: Arc<MemoryCluster>,
     pub token: RwLock<Option<String>>,
     pub crds_installed: AtomicBool,
-    pub faults: FaultInjector,
-    pub requests: RequestLog,
+    pub layer: Option<Arc<dyn Layer>>,
     /// A watch's length when the client names no `timeoutSeconds`.
     pub watch_timeout: Duration,
     pub bookmark_interval: Option<Duration>,
 }
 
 /// The service error that makes hyper drop the connection (HTTP/2: reset the stream) without
-/// a response, for `FaultAction::Reset`.
+/// a response, for [`Verdict::Reset`].
 #[derive(Debug, thiserror::Error)]
-#[error("connection reset by an injected fault")]
+#[error("connection reset by the server's layer")]
 pub struct ConnectionReset;
+
+/// What the request asked for besides its route and query.
+struct Ask {
+    method: Method,
+    /// A Table instead of the objects (`Accept: ...;as=Table;g=meta.k8s.io;v=v1`).
+    table: bool,
+    content_type: String,
+}
 
 pub async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ConnectionReset> {
-    let method = request.method().clone();
-    let version = request.version();
-    let path = request.uri().path().to_owned();
+    let (mut parts, body) = request.into_parts();
+    if let Some(layer) = &shared.layer {
+        layer.rewrite(&mut parts);
+    }
+    let path = parts.uri.path().to_owned();
     let route = routes::parse(&path, shared.crds_installed.load(Ordering::Relaxed));
-    let query = Query::parse(request.uri().query().unwrap_or_default());
+    let query = Query::parse(parts.uri.query().unwrap_or_default());
     let resource = route.as_ref().and_then(Route::resource);
-    let watch = method == Method::GET
+    let watch = parts.method == Method::GET
         && matches!(route, Some(Route::Collection { .. }))
         && query.as_ref().is_ok_and(|q| q.watch);
-
-    let decision = shared.faults.decide(&method, resource, watch);
-    if !decision.delay.is_zero() {
-        tokio::time::sleep(decision.delay).await;
-    }
-    let response = match decision.outcome {
-        Outcome::Reset => None,
-        Outcome::Respond {
+    let info = RequestInfo {
+        method: parts.method.clone(),
+        version: parts.version,
+        path,
+        resource,
+        watch,
+    };
+    let verdict = match &shared.layer {
+        Some(layer) => layer.decide(&info).await,
+        None => Verdict::Proceed {
+            end_watch_after: None,
+        },
+    };
+    let response = match verdict {
+        Verdict::Reset => None,
+        Verdict::Respond {
             code,
             reason,
             retry_after,
@@ -77,22 +95,17 @@ pub async fn handle(
             failure.retry_after = retry_after;
             Some(failure.into_response())
         }
-        Outcome::Proceed { end_watch_after } => {
-            let answer = match authorize(&shared, request.headers()) {
-                Ok(()) => serve(&shared, request, route, query, end_watch_after).await,
+        Verdict::Proceed { end_watch_after } => {
+            let answer = match authorize(&shared, &parts.headers) {
+                Ok(()) => serve(&shared, &parts, body, route, query, end_watch_after).await,
                 Err(failure) => Err(failure),
             };
             Some(answer.unwrap_or_else(Failure::into_response))
         }
     };
-    shared.requests.record(RequestRecord {
-        method,
-        version,
-        path,
-        resource,
-        watch,
-        status: response.as_ref().map(|r| r.status().as_u16()),
-    });
+    if let Some(layer) = &shared.layer {
+        layer.record(info, response.as_ref().map(|r| r.status().as_u16()));
+    }
     response.ok_or(ConnectionReset)
 }
 
@@ -115,41 +128,77 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), Failure> {
     }
 }
 
+fn header(headers: &HeaderMap, name: hyper::header::HeaderName) -> String {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 async fn serve(
     shared: &Shared,
-    request: Request<Incoming>,
+    parts: &Parts,
+    body: Incoming,
     route: Option<Route>,
     query: Result<Query, routes::QueryError>,
     end_watch_after: Option<u32>,
 ) -> Result<Response<Body>, Failure> {
     let route = route.ok_or_else(Failure::no_route)?;
-    let method = request.method().clone();
+    let ask = Ask {
+        method: parts.method.clone(),
+        table: table::wanted(&header(&parts.headers, ACCEPT)),
+        content_type: header(&parts.headers, CONTENT_TYPE),
+    };
+    let method = &ask.method;
     let crds = shared.crds_installed.load(Ordering::Relaxed);
-    let document = match (&route, &method) {
+    if *method == Method::GET
+        && matches!(route, Route::CoreVersions | Route::Groups)
+        && discovery::aggregated_wanted(&header(&parts.headers, ACCEPT))
+    {
+        let document = discovery::aggregated(route == Route::CoreVersions, crds);
+        let mut response = body::json(StatusCode::OK, &document);
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(discovery::AGGREGATED),
+        );
+        return Ok(response);
+    }
+    let document = match (&route, method) {
         (Route::Version, &Method::GET) => Some(discovery::version()),
         (Route::CoreVersions, &Method::GET) => Some(discovery::core_versions()),
         (Route::Groups, &Method::GET) => Some(discovery::groups(crds)),
         (Route::Resources { group_version }, &Method::GET) => {
             Some(discovery::resources(group_version))
         }
+        (Route::OpenApiIndex, &Method::GET) => Some(openapi::index(crds)),
+        (Route::OpenApi { group_version }, &Method::GET) => Some(openapi::document(group_version)),
         _ => None,
     };
     if let Some(document) = document {
         return Ok(body::json(StatusCode::OK, &document));
     }
+    let query = query.map_err(|error| Failure::bad_request(error.to_string()))?;
+    if query.dry_run && *method != Method::GET {
+        return Err(Failure::bad_request(
+            "dryRun is not supported by the embedded cluster: nothing was written",
+        ));
+    }
+    let fields = FieldSelector::parse(query.field_selector.as_deref().unwrap_or_default())
+        .map_err(|error| Failure::bad_request(error.to_string()))?;
+    let include = ask.table.then_some(query.include_object);
     let cluster = &shared.cluster;
     match route {
         Route::Collection {
             resource,
             namespace,
         } => {
-            let query = query.map_err(|error| Failure::bad_request(error.to_string()))?;
             let scope = Scope {
                 resource,
                 namespace,
                 label_selector: query.label_selector.clone().filter(|s| !s.is_empty()),
             };
-            match method {
+            match *method {
                 Method::GET if query.watch => {
                     let plan = WatchPlan {
                         resource,
@@ -160,6 +209,8 @@ async fn serve(
                         bookmarks: query.allow_watch_bookmarks,
                         bookmark_interval: shared.bookmark_interval,
                         end_after: end_watch_after,
+                        table: include,
+                        fields,
                     };
                     watch(cluster, &scope, query.resource_version.as_deref(), plan).await
                 }
@@ -168,13 +219,15 @@ async fn serve(
                         limit,
                         continue_token: query.continue_token.clone(),
                     });
-                    list(cluster, &scope, page.as_ref()).await
+                    list(cluster, &scope, page.as_ref(), &fields, include).await
                 }
                 Method::POST if !scope.namespace.is_empty() => {
-                    let object = read_object(request).await?;
-                    create(cluster, resource, &scope.namespace, object).await
+                    let mut object = read_object(body).await?;
+                    let warnings = validate(resource, &mut object, query.field_validation)?;
+                    let response = create(cluster, resource, &scope.namespace, object).await?;
+                    Ok(with_warnings(response, &warnings))
                 }
-                _ => Err(Failure::method_not_allowed(&method)),
+                _ => Err(Failure::method_not_allowed(method)),
             }
         }
         Route::Object {
@@ -184,17 +237,18 @@ async fn serve(
             status,
         } => {
             let api = |error| Failure::from_api(&error, resource, Some(&name));
-            match method {
+            match *method {
                 Method::GET => {
                     let object = cluster
                         .get(resource, &namespace, &name)
                         .await
                         .map_err(api)?;
-                    Ok(body::json(StatusCode::OK, &object))
+                    Ok(answer(resource, object, include))
                 }
                 Method::PATCH => {
-                    check_merge_patch(request.headers())?;
-                    let patch = read_object(request).await?;
+                    check_merge_patch(&ask.content_type)?;
+                    let mut patch = read_object(body).await?;
+                    let warnings = validate(resource, &mut patch, query.field_validation)?;
                     let patched = if status {
                         cluster
                             .patch_status(resource, &namespace, &name, patch)
@@ -202,31 +256,99 @@ async fn serve(
                     } else {
                         cluster.patch(resource, &namespace, &name, patch).await
                     };
-                    Ok(body::json(StatusCode::OK, &patched.map_err(api)?))
+                    let response = body::json(StatusCode::OK, &patched.map_err(api)?);
+                    Ok(with_warnings(response, &warnings))
                 }
                 Method::DELETE if !status => {
-                    let options = read_json(request).await?;
+                    let options = read_json(body).await?;
                     delete(cluster, resource, &namespace, &name, options.as_ref()).await
                 }
-                _ => Err(Failure::method_not_allowed(&method)),
+                _ => Err(Failure::method_not_allowed(method)),
             }
         }
         // A discovery path with a verb other than GET.
-        _ => Err(Failure::method_not_allowed(&method)),
+        _ => Err(Failure::method_not_allowed(method)),
     }
+}
+
+/// One object, or its one-row Table.
+fn answer(resource: Resource, object: Value, table: Option<IncludeObject>) -> Response<Body> {
+    match table {
+        Some(include) => {
+            let version = object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default();
+            let table = table::render(resource, &[&object], version, include);
+            body::json(StatusCode::OK, &table)
+        }
+        None => body::json(StatusCode::OK, &object),
+    }
+}
+
+/// Unknown fields against the CRD's schema (other kinds have none here): pruned, as the API
+/// server prunes a custom resource, and then per `fieldValidation` the warnings to send, or
+/// the refusal.
+fn validate(
+    resource: Resource,
+    object: &mut Value,
+    validation: FieldValidation,
+) -> Result<Vec<String>, Failure> {
+    let Some(crd) = crds::of(resource) else {
+        return Ok(Vec::new());
+    };
+    let pruned = crds::prune(&crd.schema, object);
+    if validation == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let unknown: Vec<String> = pruned
+        .into_iter()
+        .map(|field| format!("unknown field \"{field}\""))
+        .collect();
+    if validation == FieldValidation::Strict && !unknown.is_empty() {
+        let mut failure =
+            Failure::bad_request(format!("strict decoding error: {}", unknown.join(", ")));
+        failure.target = Some((resource, String::new()));
+        return Err(failure);
+    }
+    Ok(unknown)
+}
+
+/// The API server's `Warning: 299 - "..."` headers.
+fn with_warnings(mut response: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for warning in warnings {
+        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(WARNING, value);
+        }
+    }
+    response
 }
 
 async fn list(
     cluster: &MemoryCluster,
     scope: &Scope,
     page: Option<&PageRequest>,
+    fields: &FieldSelector,
+    table: Option<IncludeObject>,
 ) -> Result<Response<Body>, Failure> {
     let resource = scope.resource;
-    let list = match page {
+    let mut list = match page {
         Some(page) => cluster.list_page(scope, page).await,
         None => cluster.list(scope).await,
     }
     .map_err(|error| Failure::from_api(&error, resource, None))?;
+    // After paging, as the API server filters a page: a page may come out short.
+    if !fields.is_everything() {
+        list.items.retain(|item| fields.matches(item));
+    }
+    if let Some(include) = table {
+        let rows: Vec<&Value> = list.items.iter().collect();
+        let mut document = table::render(resource, &rows, &list.resource_version, include);
+        if let Some(token) = &list.continue_token {
+            document["metadata"]["continue"] = json!(token);
+        }
+        return Ok(body::json(StatusCode::OK, &document));
+    }
     let mut metadata = json!({ "resourceVersion": list.resource_version });
     if let Some(token) = &list.continue_token {
         metadata["continue"] = json!(token);
@@ -352,12 +474,12 @@ async fn delete(
     }
 }
 
-/// PATCH takes JSON merge patches only; the fake has no strategic merge or JSON patch.
-fn check_merge_patch(headers: &HeaderMap) -> Result<(), Failure> {
-    let media_type = headers
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
+/// PATCH takes JSON merge patches only (as the API server does for a CRD, without strategic
+/// merge); JSON patch is not implemented, and said so.
+fn check_merge_patch(content_type: &str) -> Result<(), Failure> {
+    let media_type = content_type
+        .split(';')
+        .next()
         .map(str::trim)
         .unwrap_or_default();
     if media_type.eq_ignore_ascii_case(MERGE_PATCH) {
@@ -374,8 +496,8 @@ fn check_merge_patch(headers: &HeaderMap) -> Result<(), Failure> {
 }
 
 /// The body as a JSON object; anything else is a 400.
-async fn read_object(request: Request<Incoming>) -> Result<Value, Failure> {
-    match read_json(request).await? {
+async fn read_object(body: Incoming) -> Result<Value, Failure> {
+    match read_json(body).await? {
         Some(value @ Value::Object(_)) => Ok(value),
         Some(_) => Err(Failure::bad_request(
             "the request body must be a JSON object",
@@ -385,8 +507,8 @@ async fn read_object(request: Request<Incoming>) -> Result<Value, Failure> {
 }
 
 /// The body as JSON, `None` when empty.
-async fn read_json(request: Request<Incoming>) -> Result<Option<Value>, Failure> {
-    let bytes = read_body(request).await?;
+async fn read_json(body: Incoming) -> Result<Option<Value>, Failure> {
+    let bytes = read_body(body).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
@@ -395,8 +517,8 @@ async fn read_json(request: Request<Incoming>) -> Result<Option<Value>, Failure>
         .map_err(|error| Failure::bad_request(format!("the request body is not JSON: {error}")))
 }
 
-async fn read_body(request: Request<Incoming>) -> Result<Bytes, Failure> {
-    match Limited::new(request.into_body(), MAX_BODY).collect().await {
+async fn read_body(body: Incoming) -> Result<Bytes, Failure> {
+    match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,

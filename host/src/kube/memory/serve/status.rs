@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use cubepod_host::kube::{ApiError, ApiErrorKind, Resource};
+use crate::kube::{ApiError, ApiErrorKind, Resource};
 use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde_json::{Map, Value, json};

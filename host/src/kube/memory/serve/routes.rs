@@ -1,9 +1,10 @@
-//! URLs the fake API server serves, parsed into what they address: discovery documents, a
-//! namespaced collection, or one object (optionally its `status`), plus the list/watch query.
+//! URLs the API server serves, parsed into what they address: discovery and OpenAPI
+//! documents, a namespaced collection, or one object (optionally its `status`), plus the query.
 
 use std::time::Duration;
 
-use cubepod_host::kube::Resource;
+use super::table::IncludeObject;
+use crate::kube::Resource;
 
 /// The group of the CRDs that `set_crds_installed(false)` hides.
 pub const CRD_GROUP: &str = "cubepod.io";
@@ -16,6 +17,10 @@ pub enum Route {
     CoreVersions,
     /// `GET /apis`: the API groups.
     Groups,
+    /// `GET /openapi/v3`: where each group version's document is.
+    OpenApiIndex,
+    /// `GET /openapi/v3/apis/{group}/{version}`.
+    OpenApi { group_version: &'static str },
     /// `GET /api/v1`, `GET /apis/{group}/{version}`: an APIResourceList.
     Resources { group_version: &'static str },
     Collection {
@@ -82,6 +87,14 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
         ["version"] => return Some(Route::Version),
         ["api"] => return Some(Route::CoreVersions),
         ["apis"] => return Some(Route::Groups),
+        ["openapi", "v3"] => return Some(Route::OpenApiIndex),
+        ["openapi", "v3", "apis", group, version] => {
+            let group_version = format!("{group}/{version}");
+            return group_versions(crds_installed)
+                .into_iter()
+                .find(|v| *v == group_version && super::openapi::has(v, crds_installed))
+                .map(|group_version| Route::OpenApi { group_version });
+        }
         ["api", version, rest @ ..] => ((*version).to_owned(), rest),
         ["apis", group, version, rest @ ..] => (format!("{group}/{version}"), rest),
         _ => return None,
@@ -123,10 +136,22 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
     })
 }
 
-/// The list/watch parameters of a query string.
+/// `fieldValidation` of a create or patch: what to do with fields the schema does not know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    /// The API server's default: a `Warning` header per unknown field.
+    #[default]
+    Warn,
+    /// Refused, 400, naming the fields.
+    Strict,
+}
+
+/// The parameters of a query string.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Query {
     pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
     pub watch: bool,
     pub resource_version: Option<String>,
     pub allow_watch_bookmarks: bool,
@@ -135,6 +160,11 @@ pub struct Query {
     pub limit: Option<u32>,
     /// Where a paginated list goes on (`continue`).
     pub continue_token: Option<String>,
+    /// A Table's rows carry (`includeObject`).
+    pub include_object: IncludeObject,
+    pub field_validation: FieldValidation,
+    /// `dryRun=All`: not supported, so refused rather than written.
+    pub dry_run: bool,
 }
 
 /// A query parameter the server cannot honour.
@@ -170,10 +200,25 @@ impl Query {
                     parsed.continue_token = Some(value.into_owned());
                 }
                 "fieldSelector" if !value.is_empty() => {
-                    return Err(QueryError(
-                        "fieldSelector is not supported by the fake API server".into(),
-                    ));
+                    parsed.field_selector = Some(value.into_owned());
                 }
+                "includeObject" => {
+                    parsed.include_object = IncludeObject::parse(&value)
+                        .ok_or_else(|| QueryError(format!("invalid includeObject: {value:?}")))?;
+                }
+                "fieldValidation" => {
+                    parsed.field_validation = match value.as_ref() {
+                        "Ignore" => FieldValidation::Ignore,
+                        "Warn" | "" => FieldValidation::Warn,
+                        "Strict" => FieldValidation::Strict,
+                        _ => {
+                            return Err(QueryError(format!(
+                                "fieldValidation must be Ignore, Warn or Strict, not {value:?}"
+                            )));
+                        }
+                    };
+                }
+                "dryRun" if !value.is_empty() => parsed.dry_run = true,
                 _ => {}
             }
         }
@@ -249,6 +294,14 @@ mod tests {
             })
         );
         assert_eq!(parse("/api/v1/namespaces", true), None);
+        assert_eq!(parse("/openapi/v3", true), Some(Route::OpenApiIndex));
+        assert_eq!(
+            parse("/openapi/v3/apis/cubepod.io/v1alpha1", true),
+            Some(Route::OpenApi {
+                group_version: "cubepod.io/v1alpha1"
+            })
+        );
+        assert_eq!(parse("/openapi/v3/apis/cubepod.io/v1alpha1", false), None);
     }
 
     #[test]
@@ -263,7 +316,12 @@ mod tests {
         assert_eq!(query.label_selector.as_deref(), Some("a=b,c"));
         assert!(Query::parse("watch=maybe").is_err());
         assert!(Query::parse("timeoutSeconds=-1").is_err());
-        assert!(Query::parse("fieldSelector=metadata.name%3Dx").is_err());
+        let fields =
+            Query::parse("fieldSelector=metadata.name%3Dx&fieldValidation=Strict").unwrap();
+        assert_eq!(fields.field_selector.as_deref(), Some("metadata.name=x"));
+        assert_eq!(fields.field_validation, FieldValidation::Strict);
+        assert!(Query::parse("fieldValidation=Loose").is_err());
+        assert!(Query::parse("dryRun=All").unwrap().dry_run);
         assert_eq!(
             Query::parse("limit=0&fieldSelector=&continue=").unwrap(),
             Query::default()

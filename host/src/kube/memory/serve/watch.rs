@@ -1,5 +1,7 @@
 //! A watch response: newline-delimited JSON events streamed from a MemoryCluster watch, ended
-//! by the timeout, a fault's event limit, the cluster closing the stream, or an error event.
+//! by the timeout, a layer's event limit, the cluster closing the stream, or an error event.
+//! Each object goes out as it is or, for a client that asked for Tables (`kubectl get -w`), as
+//! a one-row Table; a field selector filters them.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -8,15 +10,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::kube::memory::MemoryCluster;
+use crate::kube::{ApiError, ApiResult, Resource, WatchEvent, WatchEventType};
 use bytes::Bytes;
-use cubepod_host::kube::memory::MemoryCluster;
-use cubepod_host::kube::{ApiError, ApiResult, Resource, WatchEvent, WatchEventType};
 use hyper::body::{Body, Frame};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
 
+use super::fields::FieldSelector;
 use super::status::Failure;
+use super::table::{self, IncludeObject};
 
 /// How a watch stream is shaped.
 pub struct WatchPlan {
@@ -25,8 +29,11 @@ pub struct WatchPlan {
     /// Send BOOKMARKs (at this interval, if any, and just before the timeout ends it).
     pub bookmarks: bool,
     pub bookmark_interval: Option<Duration>,
-    /// End after this many object events (a fault).
+    /// End after this many object events (a layer's fault).
     pub end_after: Option<u32>,
+    /// Objects as one-row Tables, with what each row carries.
+    pub table: Option<IncludeObject>,
+    pub fields: FieldSelector,
 }
 
 pub struct WatchBody {
@@ -82,7 +89,16 @@ impl WatchBody {
         if self.plan.end_after.is_some_and(|limit| self.sent >= limit) {
             self.finished = true;
         }
-        Frame::data(line(kind, object))
+        match self.plan.table {
+            Some(include) => {
+                let version = object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default();
+                let table = table::render(self.plan.resource, &[object], version, include);
+                Frame::data(line(kind, &table))
+            }
+            None => Frame::data(line(kind, object)),
+        }
     }
 
     /// Takes the cluster's resourceVersion now: every change up to it is already queued in
@@ -107,8 +123,10 @@ impl Body for WatchBody {
         if this.finished {
             return Poll::Ready(None);
         }
-        if let Some(object) = this.initial.pop_front() {
-            return Poll::Ready(Some(Ok(this.object_frame("ADDED", &object))));
+        while let Some(object) = this.initial.pop_front() {
+            if this.plan.fields.matches(&object) {
+                return Poll::Ready(Some(Ok(this.object_frame("ADDED", &object))));
+            }
         }
         if !this.closing && this.deadline.as_mut().poll(cx).is_ready() {
             this.closing = true;
@@ -121,6 +139,11 @@ impl Body for WatchBody {
             this.schedule_bookmark();
         }
         match this.events.poll_recv(cx) {
+            Poll::Ready(Some(Ok(event))) if !this.plan.fields.matches(&event.object) => {
+                // Not this watch's: look at the next one at once.
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
             Poll::Ready(Some(Ok(event))) => {
                 let frame = this.object_frame(event_type(event.kind), &event.object);
                 Poll::Ready(Some(Ok(frame)))

@@ -1,0 +1,373 @@
+//! The real `kubectl` against the real binary's embedded cluster, through the kubeconfig `run`
+//! writes: discovery, printer columns, describe, apply, merge patch, delete and watch, as a
+//! newcomer would use them. kubectl must be installed (`.ci/run` installs it); without it these
+//! tests fail, saying so.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cubepod_tests::Controller;
+
+const NS: &str = "cubepod-workloads";
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The embedded controller and the kubeconfig it wrote, with a private HOME for kubectl's
+/// discovery cache.
+struct Embedded {
+    _controller: Controller,
+    kubeconfig: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Embedded {
+    fn start() -> Embedded {
+        let home = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = home.path().join("embedded/kubeconfig");
+        let flag = format!("--embedded-kubeconfig={}", kubeconfig.display());
+        let controller = Controller::start(&[&flag]);
+        controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+        assert!(kubeconfig.exists(), "run wrote {}", kubeconfig.display());
+        Embedded {
+            _controller: controller,
+            kubeconfig,
+            home,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.home.path())
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs kubectl; panics (naming the fix) when it is not installed.
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap_or_else(|error| {
+            panic!("kubectl could not run ({error}): install kubectl (.ci/run does)")
+        })
+    }
+
+    /// kubectl's stdout, asserting it succeeded.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Polls `kubectl args` until its stdout satisfies `done`; returns it.
+    fn until(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let out = self.run(args);
+            last = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if out.status.success() && done(&String::from_utf8_lossy(&out.stdout)) {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("kubectl {args:?} never met the condition; last output:\n{last}");
+    }
+
+    fn write(&self, name: &str, yaml: &str) -> PathBuf {
+        let path = self.home.path().join(name);
+        std::fs::write(&path, yaml).expect("write manifest");
+        path
+    }
+}
+
+/// The words of the line of `table` whose first column is `name`.
+fn row<'a>(table: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    table
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|words| words.first() == Some(&name))
+}
+
+fn header(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split("  ")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect()
+}
+
+fn sandbox_yaml(name: &str, desired: &str, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: cubepod.io/v1alpha1\nkind: Sandbox\nmetadata:\n  name: {name}\n  \
+         namespace: {NS}\nspec:\n  image: ghcr.io/cubepod/sandbox-base:1.0\n  \
+         desiredState: {desired}\n{extra_spec}"
+    )
+}
+
+#[test]
+fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
+    let cluster = Embedded::start();
+    // The seeded sandboxes converge: dev-alice runs, dev-bob is paused.
+    let table = cluster.until(&["get", "sandboxes", "-n", NS], |out| {
+        row(out, "dev-alice").is_some_and(|r| r[1] == "Running")
+            && row(out, "dev-bob").is_some_and(|r| r[1] == "Paused")
+    });
+    assert_eq!(
+        header(&table),
+        ["NAME", "PHASE", "DESIRED", "GEN", "POD IP", "AGE"],
+        "{table}"
+    );
+    let alice = row(&table, "dev-alice").unwrap();
+    assert_eq!(alice[2], "Running", "{table}");
+    assert!(alice[3].starts_with("10."), "a pod IP: {table}");
+    // The wide columns (priority 1) and the short name from the CRD.
+    let wide = cluster.ok(&["get", "sbx", "-n", NS, "-o", "wide"]);
+    assert_eq!(
+        header(&wide),
+        [
+            "NAME", "PHASE", "DESIRED", "GEN", "POD IP", "FORK OF", "POOL", "AGE"
+        ],
+        "{wide}"
+    );
+    let fork = row(&wide, "dev-alice-fork").expect("the fork");
+    assert!(fork.contains(&"dev-alice"), "{wide}");
+    let pools = cluster.until(&["get", "podwarmpools", "-n", NS], |out| {
+        row(out, "python-pool").is_some_and(|r| r[2] == "3")
+    });
+    assert_eq!(
+        header(&pools),
+        ["NAME", "REPLICAS", "READY", "AGE"],
+        "{pools}"
+    );
+
+    // Two kinds at once, with the columns the API server prints for them.
+    let children = cluster.ok(&["get", "pods,pvc", "-n", NS]);
+    assert!(
+        children.contains("pod/dev-alice ") && children.contains("1/1"),
+        "{children}"
+    );
+    assert!(
+        children.contains("persistentvolumeclaim/dev-alice-workspace"),
+        "{children}"
+    );
+    for column in [
+        "READY",
+        "STATUS",
+        "RESTARTS",
+        "VOLUME",
+        "CAPACITY",
+        "ACCESS MODES",
+    ] {
+        assert!(children.contains(column), "{column}: {children}");
+    }
+
+    let described = cluster.ok(&["describe", "sandbox", "dev-alice", "-n", NS]);
+    for line in [
+        "Name:         dev-alice",
+        "Namespace:    cubepod-workloads",
+        "Kind:         Sandbox",
+        "Phase:",
+        "Rootfs PVC:",
+        "Events:",
+    ] {
+        assert!(described.contains(line), "{line:?} in:\n{described}");
+    }
+}
+
+#[test]
+fn apply_patch_and_delete_a_sandbox() {
+    let cluster = Embedded::start();
+    let manifest = cluster.write("made.yaml", &sandbox_yaml("made", "Running", ""));
+    let path = manifest.to_str().unwrap();
+    let created = cluster.ok(&["apply", "-f", path]);
+    assert_eq!(created.trim(), "sandbox.cubepod.io/made created");
+    cluster.until(&["get", "sandbox", "made", "-n", NS], |out| {
+        row(out, "made").is_some_and(|r| r[1] == "Running")
+    });
+    cluster.until(&["get", "pod", "made", "-n", NS], |out| {
+        row(out, "made").is_some_and(|r| r[2] == "Running")
+    });
+
+    // Applied again with a change: a merge patch computed from the last applied configuration.
+    std::fs::write(&manifest, sandbox_yaml("made", "Paused", "")).unwrap();
+    let configured = cluster.ok(&["apply", "-f", path]);
+    assert_eq!(configured.trim(), "sandbox.cubepod.io/made configured");
+    let annotation = cluster.ok(&[
+        "get",
+        "sandbox",
+        "made",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.metadata.annotations.kubectl\\.kubernetes\\.io/last-applied-configuration}",
+    ]);
+    assert!(
+        annotation.contains("\"desiredState\":\"Paused\""),
+        "{annotation}"
+    );
+    cluster.until(&["get", "sandbox", "made", "-n", NS], |out| {
+        row(out, "made").is_some_and(|r| r[1] == "Paused")
+    });
+    let unchanged = cluster.ok(&["apply", "-f", path]);
+    assert_eq!(unchanged.trim(), "sandbox.cubepod.io/made unchanged");
+
+    // A field the CRD does not know is refused, as kubectl's strict validation asks.
+    let typo = cluster.write(
+        "typo.yaml",
+        &sandbox_yaml("typo", "Running", "  colour: blue\n"),
+    );
+    let refused = cluster.run(&["apply", "-f", typo.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("unknown field \"spec.colour\""), "{stderr}");
+    assert!(
+        cluster
+            .run(&["get", "sandbox", "typo", "-n", NS])
+            .status
+            .code()
+            != Some(0)
+    );
+
+    // A merge patch: resumed, the controller brings the Pod back.
+    let patched = cluster.ok(&[
+        "patch",
+        "sandbox",
+        "made",
+        "-n",
+        NS,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"desiredState":"Running"}}"#,
+    ]);
+    assert_eq!(patched.trim(), "sandbox.cubepod.io/made patched");
+    cluster.until(&["get", "sandbox", "made", "-n", NS], |out| {
+        row(out, "made").is_some_and(|r| r[1] == "Running")
+    });
+
+    // Deleted: kubectl waits until it is gone (the finalizer, after the children).
+    let deleted = cluster.ok(&["delete", "sandbox", "made", "-n", NS]);
+    assert_eq!(deleted.trim(), "sandbox.cubepod.io \"made\" deleted");
+    let missing = cluster.run(&["get", "sandbox", "made", "-n", NS]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    cluster.until(
+        &["get", "pods,pvc,secrets", "-n", NS, "-o", "name"],
+        |out| {
+            !out.lines()
+                .any(|l| l.ends_with("/made") || l.contains("/made-"))
+        },
+    );
+
+    // A pool, too.
+    let pool = cluster.write(
+        "pool.yaml",
+        &format!(
+            "apiVersion: cubepod.io/v1alpha1\nkind: PodWarmPool\nmetadata:\n  name: extra\n  \
+             namespace: {NS}\nspec:\n  replicas: 1\n  template:\n    image: \
+             ghcr.io/cubepod/sandbox-base:1.0\n"
+        ),
+    );
+    let created = cluster.ok(&["apply", "-f", pool.to_str().unwrap()]);
+    assert_eq!(created.trim(), "podwarmpool.cubepod.io/extra created");
+    cluster.until(&["get", "podwarmpool", "extra", "-n", NS], |out| {
+        row(out, "extra").is_some_and(|r| r[2] == "1")
+    });
+    let deleted = cluster.ok(&["delete", "podwarmpool", "extra", "-n", NS]);
+    assert_eq!(deleted.trim(), "podwarmpool.cubepod.io \"extra\" deleted");
+}
+
+/// Reads `child`'s stdout lines on a thread, to wait for one without blocking forever.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+fn wait_line(lines: &mpsc::Receiver<String>, seen: &mut Vec<String>, done: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        match lines.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                let hit = done(&line);
+                seen.push(line);
+                if hit {
+                    return;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    panic!(
+        "no such line from kubectl get -w; saw:\n{}",
+        seen.join("\n")
+    );
+}
+
+#[test]
+fn get_watch_shows_changes_as_rows() {
+    let cluster = Embedded::start();
+    cluster.until(&["get", "sandbox", "dev-bob", "-n", NS], |out| {
+        row(out, "dev-bob").is_some_and(|r| r[1] == "Paused")
+    });
+    let mut watch = cluster
+        .command(&["get", "sandboxes", "-n", NS, "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl could not run: install kubectl (.ci/run does)");
+    let lines = lines_of(&mut watch);
+    let mut seen = Vec::new();
+    // The list first, under the columns' header.
+    wait_line(&lines, &mut seen, |line| line.starts_with("NAME "));
+    wait_line(&lines, &mut seen, |line| line.starts_with("dev-bob "));
+
+    // Resumed: the watch shows the row changing, without a second header.
+    cluster.ok(&[
+        "patch",
+        "sandbox",
+        "dev-bob",
+        "-n",
+        NS,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"desiredState":"Running"}}"#,
+    ]);
+    wait_line(&lines, &mut seen, |line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words.first() == Some(&"dev-bob") && words.get(1) == Some(&"Running")
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let headers = seen.iter().filter(|l| l.starts_with("NAME ")).count();
+    assert_eq!(headers, 1, "{}", seen.join("\n"));
+}
