@@ -19,6 +19,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::output_rules;
+use cubepod_host::kube::boundary::json::Json;
 use cubepod_host::kube::boundary::{Boundary, Containment, SandboxScope};
 use cubepod_host::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
@@ -708,7 +709,9 @@ fn the_boundary_admits_only_managed_children_in_its_namespaces() {
                     prop_assert_eq!(namespace.as_str(), NS);
                     prop_assert!(is_dns_subdomain(&name), "admitted name {:?}", name);
                     prop_assert_eq!(admitted.is_some(), manifest.is_some());
-                    if let Some(object) = admitted {
+                    if let Some(tree) = admitted {
+                        // What was admitted, read back as a value.
+                        let object = serde_json::to_value(&tree).expect("written back");
                         prop_assert_eq!(&object["kind"], resource.kind());
                         prop_assert_eq!(&object["apiVersion"], resource.api_version());
                         prop_assert_eq!(&object["metadata"]["name"], name.as_str());
@@ -723,7 +726,7 @@ fn the_boundary_admits_only_managed_children_in_its_namespaces() {
                             ..SandboxScope::default()
                         };
                         if containment
-                            .check_write(&scope, resource, &namespace, &name, &object)
+                            .check_write(&scope, resource, &namespace, &name, &tree)
                             .is_ok()
                         {
                             prop_assert_eq!(
@@ -795,8 +798,11 @@ fn the_pod_profile_takes_any_edit_of_a_pod_and_admits_only_a_contained_one() {
         cases(2048),
         mutations(POD_PATHS).prop_map(move |m| mutate(pod.clone(), m)),
         |object| {
+            // As the guest sends it: as text.
+            let text = object.to_string();
+            let tree = Json::parse(&text).expect("a manifest");
             if containment
-                .check_write(&scope, Resource::Pod, NS, "dev-alice", &object)
+                .check_write(&scope, Resource::Pod, NS, "dev-alice", &tree)
                 .is_ok()
             {
                 let spec = &object["spec"];

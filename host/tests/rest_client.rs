@@ -23,7 +23,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use wiremock::matchers::{body_json, header, method, path, query_param};
+use wiremock::matchers::{body_json, body_string, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const TOKEN: &str = "s3cr3t-token";
@@ -83,6 +83,28 @@ async fn create_posts_the_object_to_its_collection() {
         .await
         .expect("created");
     assert_eq!(created["metadata"]["uid"], "u-1");
+}
+
+/// A policy's manifest goes out as the text the boundary checked: not parsed into a value and
+/// written again (which would also reorder its keys).
+#[tokio::test]
+async fn create_text_sends_the_manifest_as_it_is() {
+    let server = MockServer::start().await;
+    let text = r#"{"kind":"PersistentVolumeClaim","apiVersion":"v1","metadata":{"namespace":"ns","name":"a"}}"#;
+    Mock::given(method("POST"))
+        .and(path(PVCS))
+        .and(header("content-type", "application/json"))
+        .and(body_string(text))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pvc("a")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let cluster = client(&server, fast());
+    let created = cluster
+        .create_text(Resource::PersistentVolumeClaim, "ns", text.to_string())
+        .await
+        .expect("created");
+    assert_eq!(created["metadata"]["name"], "a");
 }
 
 #[tokio::test]

@@ -58,6 +58,18 @@ impl Cluster for InstrumentedCluster {
             self.inner.create(resource, namespace, object),
         )
     }
+    fn create_text(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        manifest: String,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        self.observe(
+            "create",
+            resource,
+            self.inner.create_text(resource, namespace, manifest),
+        )
+    }
     fn get(
         &self,
         resource: Resource,

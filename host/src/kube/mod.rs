@@ -222,6 +222,26 @@ pub trait Cluster: Send + Sync + 'static {
         namespace: &str,
         object: Value,
     ) -> BoxFuture<'_, ApiResult<Value>>;
+    /// Creates the object whose JSON text is `manifest`. A client that sends bytes sends these
+    /// as they are (a policy's manifest is checked as text and never parsed into a `Value`
+    /// only to be written out again); one that holds values parses it.
+    fn create_text(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        manifest: String,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let namespace = namespace.to_string();
+        Box::pin(async move {
+            let object = serde_json::from_str(&manifest).map_err(|e| {
+                ApiError::new(
+                    ApiErrorKind::Invalid,
+                    format!("the manifest is not JSON: {e}"),
+                )
+            })?;
+            self.create(resource, &namespace, object).await
+        })
+    }
     fn get(
         &self,
         resource: Resource,

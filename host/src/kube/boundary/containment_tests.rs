@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::json::Json;
 use super::*;
 use cubepod_policy_sdk::bindings::ReconcileInput;
 use cubepod_policy_sdk::fixtures;
@@ -70,13 +71,20 @@ fn check(
     name: &str,
     object: &Value,
 ) -> Result<(), Refusal> {
-    rules.check_write(
-        &scope_of(&new_sandbox()),
-        resource,
-        fixtures::NAMESPACE,
-        name,
-        object,
-    )
+    check_in(rules, &scope_of(&new_sandbox()), resource, name, object)
+}
+
+/// `check_write` of `object` as the guest would send it: as text.
+fn check_in(
+    rules: &Containment,
+    scope: &SandboxScope,
+    resource: Resource,
+    name: &str,
+    object: &Value,
+) -> Result<(), Refusal> {
+    let text = object.to_string();
+    let tree = Json::parse(&text).expect("a manifest");
+    rules.check_write(scope, resource, fixtures::NAMESPACE, name, &tree)
 }
 
 /// Refused, by `rule`, naming `field`.
@@ -116,7 +124,7 @@ fn the_default_policy_complies_with_the_defaults() {
     assert_eq!(written.len(), 4, "{written:?}");
     for (resource, name, manifest) in &written {
         assert_eq!(
-            rules.check_write(&scope, *resource, fixtures::NAMESPACE, name, manifest),
+            check_in(&rules, &scope, *resource, name, manifest),
             Ok(()),
             "{resource} {name}"
         );
@@ -142,10 +150,7 @@ fn a_fork_may_clone_only_its_sources_current_volumes() {
         .collect();
     assert_eq!(pvcs.len(), 2);
     for (resource, name, manifest) in &pvcs {
-        assert_eq!(
-            rules.check_write(&scope, *resource, fixtures::NAMESPACE, name, manifest),
-            Ok(())
-        );
+        assert_eq!(check_in(&rules, &scope, *resource, name, manifest), Ok(()));
         // The other role's volume, or a stranger's, is not a source.
         let mut swapped = manifest.clone();
         swapped["spec"]["dataSource"]["name"] = json!(if name.ends_with("workspace") {
@@ -154,7 +159,7 @@ fn a_fork_may_clone_only_its_sources_current_volumes() {
             "src-workspace"
         });
         refused(
-            rules.check_write(&scope, *resource, fixtures::NAMESPACE, name, &swapped),
+            check_in(&rules, &scope, *resource, name, &swapped),
             Rule::Pvc,
             "spec.dataSource.name",
         );

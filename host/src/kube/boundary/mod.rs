@@ -15,16 +15,16 @@
 
 #[cfg(test)]
 mod containment_tests;
+pub mod json;
 mod pod;
 mod quantity;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde_json::{Map, Value};
-
 pub use quantity::{QuantityError, parse_ceil as quantity_value};
 
+use self::json::{Json, Object};
 use super::Resource;
 use crate::model::names;
 
@@ -378,13 +378,13 @@ impl Boundary {
     /// The first layer: namespace, kind, name, and for a write (`manifest` given) a manifest
     /// that is the object the call names; returns the parsed manifest. What a call for one
     /// Sandbox may write is [`Containment`]'s to say.
-    pub fn check(
+    pub fn check<'m>(
         &self,
         resource: Resource,
         namespace: &str,
         name: &str,
-        manifest: Option<&str>,
-    ) -> Result<Option<Value>, Refusal> {
+        manifest: Option<&'m str>,
+    ) -> Result<Option<Json<'m>>, Refusal> {
         let what = describe(resource, namespace, name);
         if !resource.is_child() {
             return Err(Refusal::new(
@@ -419,7 +419,7 @@ impl Boundary {
         };
         let refuse =
             |field: &str, reason: String| Refusal::new(Rule::Manifest, what, field, reason);
-        let object: Value = serde_json::from_str(manifest)
+        let object = Json::parse(manifest)
             .map_err(|e| refuse("manifest", format!("the manifest is not valid JSON: {e}")))?;
         let Some(fields) = object.as_object() else {
             return Err(refuse(
@@ -427,7 +427,7 @@ impl Boundary {
                 "the manifest is not a JSON object".into(),
             ));
         };
-        let text = |key: &str| fields.get(key).and_then(Value::as_str);
+        let text = |key: &str| fields.get(key).and_then(Json::as_str);
         if text("kind") != Some(resource.kind())
             || text("apiVersion") != Some(resource.api_version())
         {
@@ -443,7 +443,7 @@ impl Boundary {
             ));
         }
         let metadata = object.get("metadata");
-        let meta = |key: &str| metadata.and_then(|m| m.get(key)).and_then(Value::as_str);
+        let meta = |key: &str| metadata.and_then(|m| m.get(key)).and_then(Json::as_str);
         if meta("name") != Some(name) {
             return Err(refuse(
                 "metadata.name",
@@ -533,7 +533,7 @@ impl Containment {
         resource: Resource,
         namespace: &str,
         name: &str,
-        object: &Value,
+        object: &Json<'_>,
     ) -> Result<(), Refusal> {
         scope.check_namespace(resource, namespace, name)?;
         let what = describe(resource, namespace, name);
@@ -563,7 +563,7 @@ impl Containment {
         scope: &SandboxScope,
         role: ChildRole,
         what: &dyn fmt::Display,
-        object: &Value,
+        object: &Json<'_>,
     ) -> Result<(), Refusal> {
         let fields = Fields::new(Rule::Pvc, what);
         fields.object(object, "", &["apiVersion", "kind", "metadata", "spec"])?;
@@ -579,7 +579,7 @@ impl Containment {
                 "dataSource",
             ],
         )?;
-        if spec.get("volumeMode").and_then(Value::as_str) != Some("Block") {
+        if spec.get("volumeMode").and_then(Json::as_str) != Some("Block") {
             return Err(fields.refuse(
                 "spec.volumeMode",
                 "a sandbox's volume must be volumeMode: Block",
@@ -641,7 +641,7 @@ impl Containment {
         &self,
         fields: &Fields<'_>,
         field: &dyn fmt::Display,
-        size: &Value,
+        size: &Json<'_>,
     ) -> Result<(), Refusal> {
         let text = size
             .as_str()
@@ -668,14 +668,14 @@ fn check_clone(
     scope: &SandboxScope,
     role: ChildRole,
     fields: &Fields<'_>,
-    source: &Value,
+    source: &Json<'_>,
 ) -> Result<(), Refusal> {
     let field = "spec.dataSource";
     fields.object(source, field, &["apiGroup", "kind", "name"])?;
     if source
         .get("apiGroup")
         .is_some_and(|g| g.as_str() != Some(""))
-        || source.get("kind").and_then(Value::as_str) != Some("PersistentVolumeClaim")
+        || source.get("kind").and_then(Json::as_str) != Some("PersistentVolumeClaim")
     {
         return Err(fields.refuse(
             field,
@@ -697,7 +697,7 @@ fn check_clone(
         ChildRole::Rootfs(_) => fork.rootfs_pvc.as_deref(),
         _ => None,
     };
-    let name = source.get("name").and_then(Value::as_str);
+    let name = source.get("name").and_then(Json::as_str);
     if name.is_none() || name != allowed {
         return Err(fields.refuse(
             format!("{field}.name"),
@@ -712,7 +712,7 @@ fn check_clone(
     Ok(())
 }
 
-fn check_secret(what: &dyn fmt::Display, object: &Value) -> Result<(), Refusal> {
+fn check_secret(what: &dyn fmt::Display, object: &Json<'_>) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Secret, what);
     let map = fields.object(
         object,
@@ -767,7 +767,7 @@ fn check_secret(what: &dyn fmt::Display, object: &Value) -> Result<(), Refusal> 
 fn check_metadata(
     scope: &SandboxScope,
     what: &dyn fmt::Display,
-    object: &Value,
+    object: &Json<'_>,
 ) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Scope, what);
     let metadata = fields.required(object, "", "metadata")?;
@@ -786,7 +786,7 @@ fn check_metadata(
             return Err(fields.refuse(format!("metadata.labels.{key}"), "not a string"));
         }
     }
-    let label = |key: &str| labels.get(key).and_then(Value::as_str);
+    let label = |key: &str| labels.get(key).and_then(Json::as_str);
     if label(MANAGED_BY_LABEL) != Some(MANAGED_BY) {
         return Err(fields.refuse(
             format!("metadata.labels.{MANAGED_BY_LABEL}"),
@@ -837,12 +837,12 @@ fn check_metadata(
         ],
     )?;
     let is =
-        |key: &str, expected: &str| owner_map.get(key).and_then(Value::as_str) == Some(expected);
+        |key: &str, expected: &str| owner_map.get(key).and_then(Json::as_str) == Some(expected);
     if !is("apiVersion", names::API_VERSION)
         || !is("kind", "Sandbox")
         || !is("name", &scope.name)
         || !is("uid", &scope.uid)
-        || owner_map.get("controller") != Some(&Value::Bool(true))
+        || owner_map.get("controller").and_then(Json::as_bool) != Some(true)
         || owner_map
             .get("blockOwnerDeletion")
             .is_some_and(|b| !b.is_boolean())
@@ -907,21 +907,21 @@ impl<'a> Fields<'a> {
     }
 
     /// `value` as an object whose every key is in `allowed`.
-    fn object<'v>(
+    fn object<'v, 'j>(
         &self,
-        value: &'v Value,
+        value: &'v Json<'j>,
         field: impl fmt::Display,
         allowed: &[&str],
-    ) -> Result<&'v Map<String, Value>, Refusal> {
+    ) -> Result<&'v Object<'j>, Refusal> {
         self.object_with(value, field, |key| allowed.contains(&key))
     }
 
-    fn object_with<'v>(
+    fn object_with<'v, 'j>(
         &self,
-        value: &'v Value,
+        value: &'v Json<'j>,
         field: impl fmt::Display,
         allowed: impl Fn(&str) -> bool,
-    ) -> Result<&'v Map<String, Value>, Refusal> {
+    ) -> Result<&'v Object<'j>, Refusal> {
         let Some(map) = value.as_object() else {
             let shown = field.to_string();
             let shown = if shown.is_empty() {
@@ -941,23 +941,23 @@ impl<'a> Fields<'a> {
         Ok(map)
     }
 
-    fn array<'v>(
+    fn array<'v, 'j>(
         &self,
-        value: &'v Value,
+        value: &'v Json<'j>,
         field: impl fmt::Display,
-    ) -> Result<&'v Vec<Value>, Refusal> {
+    ) -> Result<&'v Vec<Json<'j>>, Refusal> {
         value
             .as_array()
             .ok_or_else(|| self.refuse(field, "not an array"))
     }
 
     /// `value.key`, where `value` is at `field` (`""` for the manifest itself).
-    fn required<'v>(
+    fn required<'v, 'j>(
         &self,
-        value: &'v Value,
+        value: &'v Json<'j>,
         field: impl fmt::Display,
         key: &str,
-    ) -> Result<&'v Value, Refusal> {
+    ) -> Result<&'v Json<'j>, Refusal> {
         value
             .get(key)
             .ok_or_else(|| self.refuse(joined(&field, key), "required, and missing"))
@@ -975,7 +975,7 @@ fn joined(field: &dyn fmt::Display, key: &str) -> String {
 }
 
 /// A guest's value in a message, clipped.
-fn short(value: &Value) -> String {
+fn short(value: &Json<'_>) -> String {
     clip(&value.to_string(), 128)
 }
 
@@ -1004,7 +1004,7 @@ fn dns1123_subdomain(name: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     const NS: &str = "cubepod-workloads";
 
@@ -1028,16 +1028,15 @@ mod tests {
         })
     }
 
+    /// The admitted manifest read back as a value.
     fn check_secret(manifest: &Value) -> Result<Option<Value>, Refusal> {
-        boundary().check(
-            Resource::Secret,
-            NS,
-            "dev-alice-credentials",
-            Some(&manifest.to_string()),
-        )
+        let text = manifest.to_string();
+        boundary()
+            .check(Resource::Secret, NS, "dev-alice-credentials", Some(&text))
+            .map(|tree| tree.map(|t| serde_json::to_value(&t).expect("written back")))
     }
 
-    fn refusal(result: Result<Option<Value>, Refusal>) -> String {
+    fn refusal<T: fmt::Debug>(result: Result<T, Refusal>) -> String {
         match result {
             Err(reason) => reason.to_string(),
             Ok(v) => panic!("admitted: {v:?}"),

@@ -2,10 +2,9 @@
 //! Standards level (baseline or restricted, as kubernetes.io defines them), the Kata runtime
 //! class, the sandbox's own volumes and Secret, and one service account without a token.
 
-use serde_json::{Map, Value};
-
 use std::fmt;
 
+use super::json::{Json, Object};
 use super::{
     Containment, Fields, PodSecurity, Refusal, Rule, SandboxScope, WIDENABLE_POD_FIELDS, nth,
     short, sub,
@@ -114,7 +113,7 @@ pub(super) fn check(
     rules: &Containment,
     scope: &SandboxScope,
     what: &dyn std::fmt::Display,
-    pod: &Value,
+    pod: &Json<'_>,
 ) -> Result<(), Refusal> {
     let f = Fields::new(Rule::Pod, what);
     f.object(pod, "", &["apiVersion", "kind", "metadata", "spec"])?;
@@ -138,8 +137,8 @@ impl PodCheck<'_> {
         self.f.refuse(field, reason)
     }
 
-    fn spec(&self, spec: &Map<String, Value>) -> Result<(), Refusal> {
-        match spec.get("runtimeClassName").and_then(Value::as_str) {
+    fn spec(&self, spec: &Object<'_>) -> Result<(), Refusal> {
+        match spec.get("runtimeClassName").and_then(Json::as_str) {
             Some(class) if self.rules.runtime_classes.contains(class) => {}
             other => {
                 return Err(self.refuse(
@@ -156,7 +155,11 @@ impl PodCheck<'_> {
                 ));
             }
         }
-        if spec.get("automountServiceAccountToken") != Some(&Value::Bool(false)) {
+        if spec
+            .get("automountServiceAccountToken")
+            .and_then(Json::as_bool)
+            != Some(false)
+        {
             return Err(self.refuse(
                 "spec.automountServiceAccountToken",
                 "must be false: a sandbox gets no Kubernetes API credentials",
@@ -236,12 +239,12 @@ impl PodCheck<'_> {
 
     fn must_be_false(
         &self,
-        map: &Map<String, Value>,
+        map: &Object<'_>,
         key: &str,
         field: &dyn fmt::Display,
     ) -> Result<(), Refusal> {
         match map.get(key) {
-            None | Some(Value::Bool(false)) => Ok(()),
+            None | Some(Json::Bool(false)) => Ok(()),
             Some(other) => Err(self.refuse(
                 field,
                 format!(
@@ -253,9 +256,9 @@ impl PodCheck<'_> {
     }
 
     /// The Secret a Pod references: the sandbox's own, or one the operator names.
-    fn secret_ref(&self, name: Option<&Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn secret_ref(&self, name: Option<&Json<'_>>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let own = names::secret(&self.scope.name);
-        match name.and_then(Value::as_str) {
+        match name.and_then(Json::as_str) {
             Some(name) if name == own || self.rules.secret_refs.contains(name) => Ok(()),
             _ => Err(self.refuse(
                 field,
@@ -270,10 +273,10 @@ impl PodCheck<'_> {
 
     fn config_map_ref(
         &self,
-        name: Option<&Value>,
+        name: Option<&Json<'_>>,
         field: &dyn fmt::Display,
     ) -> Result<(), Refusal> {
-        match name.and_then(Value::as_str) {
+        match name.and_then(Json::as_str) {
             Some(name) if self.rules.config_map_refs.contains(name) => Ok(()),
             _ => Err(self.refuse(
                 field,
@@ -285,7 +288,7 @@ impl PodCheck<'_> {
         }
     }
 
-    fn volume(&self, volume: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn volume(&self, volume: &Json<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         const SOURCES: [&str; 6] = [
             "persistentVolumeClaim",
             "secret",
@@ -297,17 +300,16 @@ impl PodCheck<'_> {
         let map = self
             .f
             .object_with(volume, field, |key| key == "name" || SOURCES.contains(&key))?;
-        let sources: Vec<&String> = map.keys().filter(|k| *k != "name").collect();
-        let [source] = sources.as_slice() else {
+        let mut sources = map.iter().filter(|(k, _)| *k != "name");
+        let (Some((source, value)), None) = (sources.next(), sources.next()) else {
             return Err(self.refuse(field, "a volume has exactly one source"));
         };
-        let value = &map[source.as_str()];
         let field = sub(&field, source);
-        match source.as_str() {
+        match source {
             "persistentVolumeClaim" => {
                 let pvc = self.f.object(value, field, &["claimName", "readOnly"])?;
                 let allowed = self.scope.volumes();
-                match pvc.get("claimName").and_then(Value::as_str) {
+                match pvc.get("claimName").and_then(Json::as_str) {
                     Some(claim) if allowed.iter().any(|a| a == claim) => Ok(()),
                     other => Err(self.refuse(
                         format!("{field}.claimName"),
@@ -341,7 +343,7 @@ impl PodCheck<'_> {
                 let dir = self.f.object(value, field, &["medium", "sizeLimit"])?;
                 match dir.get("medium") {
                     None => Ok(()),
-                    Some(Value::String(m)) if m.is_empty() || m == "Memory" => Ok(()),
+                    Some(Json::String(m)) if m.is_empty() || m == "Memory" => Ok(()),
                     Some(other) => Err(self.refuse(
                         format!("{field}.medium"),
                         format!("{} is not \"\" or \"Memory\"", short(other)),
@@ -372,7 +374,7 @@ impl PodCheck<'_> {
 
     /// One source of a projected volume: the sandbox's Secret, allowed ConfigMaps, the
     /// downward API. No service account token, trust bundle or certificate.
-    fn projection(&self, source: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn projection(&self, source: &Json<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let map = self
             .f
             .object(source, field, &["secret", "configMap", "downwardAPI"])?;
@@ -396,7 +398,7 @@ impl PodCheck<'_> {
         Ok(())
     }
 
-    fn key_paths(&self, items: Option<&Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn key_paths(&self, items: Option<&Json<'_>>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         for (i, item) in items
             .map(|v| self.f.array(v, field))
             .transpose()?
@@ -412,7 +414,7 @@ impl PodCheck<'_> {
 
     fn downward_items(
         &self,
-        items: Option<&Value>,
+        items: Option<&Json<'_>>,
         field: &dyn fmt::Display,
     ) -> Result<(), Refusal> {
         for (i, item) in items
@@ -431,11 +433,7 @@ impl PodCheck<'_> {
         Ok(())
     }
 
-    fn field_refs(
-        &self,
-        map: &Map<String, Value>,
-        field: &dyn fmt::Display,
-    ) -> Result<(), Refusal> {
+    fn field_refs(&self, map: &Object<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         if let Some(r) = map.get("fieldRef") {
             self.f
                 .object(r, sub(&field, "fieldRef"), &["apiVersion", "fieldPath"])?;
@@ -451,7 +449,7 @@ impl PodCheck<'_> {
     }
 
     /// The Pod's `securityContext`; returns what restricted lets containers inherit.
-    fn pod_security_context(&self, context: &Value) -> Result<Inherited, Refusal> {
+    fn pod_security_context(&self, context: &Json<'_>) -> Result<Inherited, Refusal> {
         let field = "spec.securityContext";
         let map = self.f.object(
             context,
@@ -477,7 +475,7 @@ impl PodCheck<'_> {
             let f = sub(&field, "sysctls");
             for (i, sysctl) in self.f.array(sysctls, f)?.iter().enumerate() {
                 let entry = self.f.object(sysctl, nth(&f, i), &["name", "value"])?;
-                let name = entry.get("name").and_then(Value::as_str);
+                let name = entry.get("name").and_then(Json::as_str);
                 if !name.is_some_and(|n| SAFE_SYSCTLS.contains(&n)) {
                     return Err(self.refuse(
                         format!("{f}[{i}].name"),
@@ -490,23 +488,19 @@ impl PodCheck<'_> {
             }
         }
         Ok(Inherited {
-            non_root: map.get("runAsNonRoot") == Some(&Value::Bool(true)),
+            non_root: map.get("runAsNonRoot").and_then(Json::as_bool) == Some(true),
             seccomp: map.contains_key("seccompProfile"),
         })
     }
 
     /// What the Pod's and a container's security contexts share: user, seccomp, AppArmor,
     /// SELinux, Windows host process.
-    fn common_security(
-        &self,
-        map: &Map<String, Value>,
-        field: &dyn fmt::Display,
-    ) -> Result<(), Refusal> {
+    fn common_security(&self, map: &Object<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         for key in ["seccompProfile", "appArmorProfile"] {
             if let Some(profile) = map.get(key) {
                 let f = sub(&field, key);
                 let profile = self.f.object(profile, f, &["type", "localhostProfile"])?;
-                let kind = profile.get("type").and_then(Value::as_str);
+                let kind = profile.get("type").and_then(Json::as_str);
                 if !kind.is_some_and(|k| CONFINED_PROFILES.contains(&k)) {
                     return Err(self.refuse(
                         format!("{f}.type"),
@@ -554,7 +548,7 @@ impl PodCheck<'_> {
                     "0 is root (Pod Security Standards, restricted)",
                 ));
             }
-            if map.get("runAsNonRoot") == Some(&Value::Bool(false)) {
+            if map.get("runAsNonRoot").and_then(Json::as_bool) == Some(false) {
                 return Err(self.refuse(
                     format!("{field}.runAsNonRoot"),
                     "must be true (Pod Security Standards, restricted)",
@@ -566,7 +560,7 @@ impl PodCheck<'_> {
 
     fn container(
         &self,
-        container: &Value,
+        container: &Json<'_>,
         list: &str,
         field: &dyn fmt::Display,
         pod: Option<Inherited>,
@@ -681,7 +675,7 @@ impl PodCheck<'_> {
         self.container_security(map.get("securityContext"), field, pod)
     }
 
-    fn env_var(&self, var: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn env_var(&self, var: &Json<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let var = self.f.object(var, field, &["name", "value", "valueFrom"])?;
         let Some(from) = var.get("valueFrom") else {
             return Ok(());
@@ -712,7 +706,7 @@ impl PodCheck<'_> {
         self.field_refs(from, &f)
     }
 
-    fn probe(&self, probe: &Value, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn probe(&self, probe: &Json<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         let map = self.f.object(
             probe,
             field,
@@ -737,7 +731,7 @@ impl PodCheck<'_> {
     }
 
     /// A probe's or hook's action. Baseline, "Host Probes / Lifecycle Hooks": no `host`.
-    fn handler(&self, map: &Map<String, Value>, field: &dyn fmt::Display) -> Result<(), Refusal> {
+    fn handler(&self, map: &Object<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
         if let Some(exec) = map.get("exec") {
             self.f.object(exec, sub(&field, "exec"), &["command"])?;
         }
@@ -769,12 +763,12 @@ impl PodCheck<'_> {
 
     fn container_security(
         &self,
-        context: Option<&Value>,
+        context: Option<&Json<'_>>,
         field: &dyn fmt::Display,
         pod: Option<Inherited>,
     ) -> Result<(), Refusal> {
         let f = sub(&field, "securityContext");
-        let empty = Map::new();
+        let empty = Object::default();
         let map = match context {
             Some(context) => self.f.object(
                 context,
@@ -844,7 +838,7 @@ impl PodCheck<'_> {
             return Ok(());
         }
         let pod = pod.unwrap_or_default();
-        if map.get("allowPrivilegeEscalation") != Some(&Value::Bool(false)) {
+        if map.get("allowPrivilegeEscalation").and_then(Json::as_bool) != Some(false) {
             return Err(self.refuse(
                 format!("{f}.allowPrivilegeEscalation"),
                 "must be false (Pod Security Standards, restricted)",
@@ -856,7 +850,7 @@ impl PodCheck<'_> {
                 "must drop ALL (Pod Security Standards, restricted)",
             ));
         }
-        if !pod.non_root && map.get("runAsNonRoot") != Some(&Value::Bool(true)) {
+        if !pod.non_root && map.get("runAsNonRoot").and_then(Json::as_bool) != Some(true) {
             return Err(self.refuse(
                 format!("{f}.runAsNonRoot"),
                 "must be true here or in spec.securityContext (Pod Security Standards, \

@@ -276,6 +276,22 @@ impl Cluster for RestCluster {
         })
     }
 
+    fn create_text(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        manifest: String,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let path = resource.collection_path(namespace);
+        Box::pin(async move {
+            self.call_json(
+                Call::new(Method::POST, path).with_body(manifest.into_bytes(), JSON),
+                resource,
+            )
+            .await
+        })
+    }
+
     fn get(
         &self,
         resource: Resource,

@@ -83,16 +83,12 @@ impl HostState {
         name: &str,
         manifest: &str,
     ) -> Result<Ensured, KubeError> {
-        let Some(object) = self.admit(resource, "create", namespace, name, Some(manifest))? else {
-            // The boundary hands back the parsed manifest of every write it admits.
-            return Err(KubeError::Refused(format!(
-                "{}: no manifest to create",
-                describe(resource, namespace, name)
-            )));
-        };
-        // Sent without a copy: the rare AlreadyExists parses the manifest again instead.
+        self.admit(resource, "create", namespace, name, Some(manifest))?;
+        // The text the boundary read is the text sent (one copy; the call record keeps the
+        // guest's own): it is parsed into a value only when it existed already.
+        let text = manifest.to_string();
         match self.request(resource, "create", namespace, name, |cluster| {
-            cluster.create(resource, namespace, object)
+            cluster.create_text(resource, namespace, text)
         })? {
             Ok(created) => {
                 self.applied(resource, namespace, name, created);
@@ -103,15 +99,12 @@ impl HostState {
                 // Recorded as the manifest: the cache learns that the object exists; the watch
                 // brings its real state. The boundary admitted it a moment ago, and its verdict
                 // depends on nothing else.
-                let Some(Ok(Some(object))) = self.ctx.as_ref().map(|ctx| {
-                    ctx.boundary
-                        .check(resource, namespace, name, Some(manifest))
-                }) else {
-                    return Err(KubeError::Refused(format!(
-                        "{}: the manifest no longer passes the boundary",
+                let object = serde_json::from_str(manifest).map_err(|e| {
+                    KubeError::Refused(format!(
+                        "{}: the manifest is not JSON: {e}",
                         describe(resource, namespace, name)
-                    )));
-                };
+                    ))
+                })?;
                 self.applied(resource, namespace, name, object);
                 Ok(Ensured::Existed)
             }
@@ -209,7 +202,7 @@ impl HostState {
         namespace: &str,
         name: &str,
         manifest: Option<&str>,
-    ) -> Result<Option<Value>, KubeError> {
+    ) -> Result<(), KubeError> {
         self.verdict(resource, namespace, name, manifest)
             .map_err(|refusal| self.refuse(verb, resource, refusal))
     }
@@ -220,7 +213,7 @@ impl HostState {
         namespace: &str,
         name: &str,
         manifest: Option<&str>,
-    ) -> Result<Option<Value>, Refusal> {
+    ) -> Result<(), Refusal> {
         let what = describe(resource, namespace, name);
         let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
             return Err(Refusal::new(
@@ -244,7 +237,7 @@ impl HostState {
                     .check_delete(scope, resource, namespace, name)?;
             }
         }
-        Ok(object)
+        Ok(())
     }
 
     /// Logs and counts a refusal, and turns it into the guest's error.
