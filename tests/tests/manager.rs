@@ -16,6 +16,24 @@ use tokio::sync::watch;
 const NS: &str = "cubepod-workloads";
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// The real control loop over `cluster` with the default policy, configured by `configure`.
+fn manager(
+    cluster: &Arc<MemoryCluster>,
+    configure: impl FnOnce(&mut ManagerConfig),
+) -> Arc<ControllerManager> {
+    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+    let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
+    let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
+    configure(&mut config);
+    ControllerManager::new(
+        cluster.clone(),
+        module,
+        config,
+        Arc::new(Metrics::new()),
+        Arc::new(Health::default()),
+    )
+}
+
 struct Running {
     cluster: Arc<MemoryCluster>,
     stop: watch::Sender<bool>,
@@ -28,17 +46,9 @@ async fn start() -> Running {
         pod_stop_delay: Duration::from_millis(20),
         ..MemoryClusterConfig::default()
     });
-    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
-    let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
-    let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
-    config.pool_interval = Duration::from_millis(200);
-    let manager = ControllerManager::new(
-        cluster.clone(),
-        module,
-        config,
-        Arc::new(Metrics::new()),
-        Arc::new(Health::default()),
-    );
+    let manager = manager(&cluster, |config| {
+        config.pool_interval = Duration::from_millis(200);
+    });
     let (stop, shutdown) = watch::channel(false);
     let task = tokio::spawn(manager.run(shutdown));
     Running {
@@ -358,17 +368,7 @@ async fn one_reaper_tick_judges_every_page_of_candidates() {
             .await
             .unwrap();
     }
-    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
-    let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
-    let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
-    config.reap_page = 3;
-    let manager = ControllerManager::new(
-        cluster.clone(),
-        module,
-        config,
-        Arc::new(Metrics::new()),
-        Arc::new(Health::default()),
-    );
+    let manager = manager(&cluster, |config| config.reap_page = 3);
     let (_stop, shutdown) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let synced = manager.spawn_reflectors(&mut tasks, &shutdown);
