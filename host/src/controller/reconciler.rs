@@ -626,14 +626,11 @@ impl Reconciler {
             candidates.retain(|(c, _)| names.contains(&c.name));
         }
         candidates.sort_unstable_by(|(a, _), (b, _)| a.name.cmp(&b.name));
-        let (mut rest, versions): (Vec<_>, Vec<_>) = candidates.into_iter().unzip();
-        let mut offset = 0;
-        while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(self.settings.reap_page.max(1)));
-            let page = std::mem::replace(&mut rest, tail);
-            let page_versions = &versions[offset..offset + page.len()];
-            offset += page.len();
-            self.reap_page(namespace, now, page, page_versions, report)
+        let (sandboxes, versions): (Vec<_>, Vec<_>) = candidates.into_iter().unzip();
+        let mut sandboxes = sandboxes.into_iter();
+        for versions in versions.chunks(self.settings.reap_page.max(1)) {
+            let page: Vec<_> = sandboxes.by_ref().take(versions.len()).collect();
+            self.reap_page(namespace, now, page, versions, report)
                 .await?;
         }
         Ok(())
