@@ -215,17 +215,33 @@ impl<'de> Visitor<'de> for JsonVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut members: Vec<(Cow<'de, str>, Json<'de>)> = Vec::new();
         while let Some(Key(key)) = map.next_key()? {
-            if members.iter().any(|(k, _)| *k == key) {
-                return Err(de::Error::custom(format_args!(
-                    "the key {:?} is given twice in one object",
-                    super::clip(&key, 128)
-                )));
+            // A manifest's objects are small: compared as they come. A large one (a guest may
+            // send tens of thousands of keys) is checked once, sorted, below.
+            if members.len() < SMALL_OBJECT && members.iter().any(|(k, _)| *k == key) {
+                return Err(twice(&key));
             }
             let value = map.next_value()?;
             members.push((key, value));
         }
+        if members.len() > SMALL_OBJECT {
+            let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_ref()).collect();
+            keys.sort_unstable();
+            if let Some(pair) = keys.windows(2).find(|pair| pair[0] == pair[1]) {
+                return Err(twice(pair[0]));
+            }
+        }
         Ok(Json::Object(Object(members)))
     }
+}
+
+/// Objects up to this many members are checked for a repeated key as they are read.
+const SMALL_OBJECT: usize = 16;
+
+fn twice<E: de::Error>(key: &str) -> E {
+    E::custom(format_args!(
+        "the key {:?} is given twice in one object",
+        super::clip(key, 128)
+    ))
 }
 
 /// An object's key, borrowed from the text unless it holds an escape.
@@ -294,6 +310,19 @@ mod tests {
             let error = Json::parse(text).unwrap_err().to_string();
             assert!(error.contains("given twice"), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn a_key_given_twice_in_a_large_object_is_refused() {
+        let members: Vec<String> = (0..5_000).map(|i| format!("\"k{i}\": {i}")).collect();
+        let distinct = format!("{{{}}}", members.join(","));
+        assert_eq!(
+            Json::parse(&distinct).unwrap().as_object().map(Object::len),
+            Some(5_000)
+        );
+        let repeated = format!("{{{}, \"k17\": 0}}", members.join(","));
+        let error = Json::parse(&repeated).unwrap_err().to_string();
+        assert!(error.contains("\"k17\" is given twice"), "{error}");
     }
 
     #[test]
