@@ -17,7 +17,7 @@ use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::pool;
 use crate::model::sandbox::{self, POOL_LABEL};
-use crate::runtime::bindings::{Event, SandboxStatus, WarmPool, WarmPoolStatus};
+use crate::runtime::bindings::{Condition, Event, SandboxStatus, WarmPool, WarmPoolStatus};
 
 /// The limits `metav1.Condition` sets: the API server refuses a status beyond them.
 const CONDITION_MESSAGE_BYTES: usize = 32 * 1024;
@@ -41,13 +41,7 @@ impl OutputBudget {
         status: &SandboxStatus,
         generation: i64,
     ) -> Result<Value, Refusal> {
-        self.conditions_within(
-            what,
-            status
-                .conditions
-                .iter()
-                .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
-        )?;
+        self.conditions_within(what, &status.conditions)?;
         let patch = sandbox::status_patch(status, generation);
         self.status_size(what, &patch)?;
         Ok(patch)
@@ -60,23 +54,13 @@ impl OutputBudget {
         status: &WarmPoolStatus,
         generation: i64,
     ) -> Result<Value, Refusal> {
-        self.conditions_within(
-            what,
-            status
-                .conditions
-                .iter()
-                .map(|c| (c.kind.as_str(), c.reason.as_str(), c.message.as_str())),
-        )?;
+        self.conditions_within(what, &status.conditions)?;
         let patch = pool::status_patch(status, generation);
         self.status_size(what, &patch)?;
         Ok(patch)
     }
 
-    fn conditions_within<'a>(
-        &self,
-        what: &str,
-        conditions: impl ExactSizeIterator<Item = (&'a str, &'a str, &'a str)>,
-    ) -> Result<(), Refusal> {
+    fn conditions_within(&self, what: &str, conditions: &[Condition]) -> Result<(), Refusal> {
         if conditions.len() > self.conditions {
             return Err(Refusal::new(
                 Rule::Budget,
@@ -89,7 +73,8 @@ impl OutputBudget {
                 ),
             ));
         }
-        for (index, (kind, reason, message)) in conditions.enumerate() {
+        for (index, condition) in conditions.iter().enumerate() {
+            let (kind, reason, message) = (&condition.kind, &condition.reason, &condition.message);
             let field = |name: &str| format!("status.conditions[{index}].{name}");
             if kind.is_empty() || kind.len() > CONDITION_TYPE_BYTES {
                 return Err(Refusal::new(
