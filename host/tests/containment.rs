@@ -358,6 +358,20 @@ fn a_huge_manifest_is_refused_before_parsing_and_kept_as_a_prefix() {
 }
 
 #[test]
+fn a_key_given_twice_is_refused() {
+    let harness = Harness::new();
+    let call = reconcile(&harness, "duplicate-key");
+    harness.assert_refused(&call, Rule::Manifest, "manifest");
+    let Err(KubeError::Refused(message)) = &call.value else {
+        panic!("{:?}", call.value);
+    };
+    assert!(
+        message.contains("\"hostNetwork\" is given twice"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_flood_of_calls_fails_the_call_at_its_budget_and_writes_nothing_after() {
     let harness = Harness::new();
     let input = twin::reconcile_input(&fixtures::sandbox("flood").input());
@@ -508,5 +522,5 @@ fn policy_test_shows_the_same_refusals() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.ends_with("20 passed, 0 failed\n"), "{stdout}");
+    assert!(stdout.ends_with("21 passed, 0 failed\n"), "{stdout}");
 }

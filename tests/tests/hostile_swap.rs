@@ -40,7 +40,7 @@ const REAP_WRITES_NS: &str = "cubepod-reap-writes";
 const REAP_STRANGERS_NS: &str = "cubepod-reap-strangers";
 
 /// The sandboxes whose reconcile (or cleanup) is a hostile case, in [`NS`].
-const SANDBOX_CASES: [&str; 23] = [
+const SANDBOX_CASES: [&str; 24] = [
     "privileged",
     "host-network",
     "no-runtime-class",
@@ -56,6 +56,7 @@ const SANDBOX_CASES: [&str; 23] = [
     "flood",
     "huge-manifest",
     "unbounded-manifest",
+    "duplicate-key",
     "hostpath",
     "node-name",
     "unknown-field",

@@ -23,6 +23,8 @@
 //! - `flood`: 50,000 `ensure-secret` calls (the calls budget: the call fails, reason `budget`);
 //! - `huge-manifest`: a 4 MiB Pod manifest (`budget`, before it is parsed);
 //! - `unbounded-manifest`: a 64 MiB Pod manifest, which the call's memory bound stops first;
+//! - `duplicate-key`: a Pod whose spec says `hostNetwork` twice, `true` then `false` (`manifest`:
+//!   a parser keeping the last would have seen only the harmless one);
 //! - `hostpath`: a Pod mounting the node's `/` (`pod`);
 //! - `node-name`: a Pod with `nodeName` (`pod`);
 //! - `unknown-field`: a Pod with a container field no Kubernetes release has (`pod`);
@@ -105,6 +107,7 @@ pub enum Case {
     Flood,
     HugeManifest,
     UnboundedManifest,
+    DuplicateKey,
     Hostpath,
     NodeName,
     UnknownField,
@@ -124,7 +127,7 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 31] = [
+    pub const ALL: [(&'static str, Case); 32] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -140,6 +143,7 @@ impl Case {
         ("flood", Case::Flood),
         ("huge-manifest", Case::HugeManifest),
         ("unbounded-manifest", Case::UnboundedManifest),
+        ("duplicate-key", Case::DuplicateKey),
         ("hostpath", Case::Hostpath),
         ("node-name", Case::NodeName),
         ("unknown-field", Case::UnknownField),
@@ -247,6 +251,16 @@ pub fn reconcile(
             let mut pod = m.pod();
             pod["metadata"]["name"] = json!(debug);
             client.ensure_pod(ns, &debug, &pod.to_string()).map(drop)
+        }
+        Case::DuplicateKey => {
+            let mut pod = m.pod();
+            pod["spec"]["hostNetwork"] = json!(false);
+            let text = pod.to_string().replacen(
+                "\"hostNetwork\":false",
+                "\"hostNetwork\":true,\"hostNetwork\":false",
+                1,
+            );
+            client.ensure_pod(ns, own, &text).map(drop)
         }
         Case::HugeManifest | Case::UnboundedManifest => {
             let bytes = if case == Case::HugeManifest {
