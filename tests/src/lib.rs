@@ -62,6 +62,16 @@ mod wasm_build {
 /// workspace, such as `policy new`'s).
 pub use wasm_build::{WASM_TARGET, nested_cargo, target_root};
 
+/// The `code` spans of a Markdown table cell, in order (the README's tables name flags,
+/// variables and metric families that way).
+pub fn backticked(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
 /// The workspace root.
 pub fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -13,7 +13,7 @@ use std::time::Duration;
 use cubepod_host::kube::{Cluster, Resource};
 use cubepod_tests::apiserver::{DEFAULT_SEED, KubeconfigAuth};
 use cubepod_tests::convergence::{NS, TOKEN, block, create_sandbox, fake_server};
-use cubepod_tests::{Controller, hostile_policy, workspace};
+use cubepod_tests::{Controller, backticked, hostile_policy, workspace};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -124,14 +124,6 @@ fn readme_rows() -> Vec<(Vec<String>, String, String)> {
                 cells[2].to_string(),
             )
         })
-        .collect()
-}
-
-fn backticked(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
         .collect()
 }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use cubepod_tests::{binary, workspace};
+use cubepod_tests::{backticked, binary, workspace};
 
 /// A flag as `run --help` describes it.
 #[derive(Debug, Default)]
@@ -84,14 +84,6 @@ fn readme() -> BTreeMap<String, (String, String)> {
         }
     }
     rows
-}
-
-fn backticked(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
