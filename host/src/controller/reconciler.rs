@@ -339,21 +339,16 @@ impl Reconciler {
                     object.sandbox.generation,
                 )
                 .map_err(ReconcileError::Budget);
-            let patch = match admitted {
-                Ok(patch) => patch,
-                Err(error) => {
-                    return Err(self
-                        .refuse(
-                            "cleanup-sandbox",
-                            "Sandbox",
-                            target,
-                            &object.sandbox.uid,
-                            error,
-                            now,
-                        )
-                        .await);
-                }
-            };
+            let patch = self
+                .admitted(
+                    admitted,
+                    "cleanup-sandbox",
+                    "Sandbox",
+                    target,
+                    &object.sandbox.uid,
+                    now,
+                )
+                .await?;
             report.status = Some(patch["status"].clone());
             if out.done {
                 tracing::info!(%target, "children deleted; removing the finalizer");
@@ -426,21 +421,16 @@ impl Reconciler {
                     .map_err(ReconcileError::Refused),
                 None => Ok(patch),
             });
-        let patch = match admitted {
-            Ok(admitted) => admitted,
-            Err(error) => {
-                return Err(self
-                    .refuse(
-                        "reconcile-sandbox",
-                        "Sandbox",
-                        target,
-                        &object.sandbox.uid,
-                        error,
-                        now,
-                    )
-                    .await);
-            }
-        };
+        let patch = self
+            .admitted(
+                admitted,
+                "reconcile-sandbox",
+                "Sandbox",
+                target,
+                &object.sandbox.uid,
+                now,
+            )
+            .await?;
         report.status = Some(patch["status"].clone());
         // What the API will hold once written: a status that the API renders differently (an
         // empty reason, a time out of range) would otherwise differ on every pass.
@@ -561,21 +551,16 @@ impl Reconciler {
         report.pool_delete = out.delete.clone();
         let members = self.cache.pool_members(target);
         let admitted = self.admit_pool_output(&object.pool, &members, &out);
-        let (patch, creates) = match admitted {
-            Ok(admitted) => admitted,
-            Err(error) => {
-                return Err(self
-                    .refuse(
-                        "reconcile-pool",
-                        "PodWarmPool",
-                        target,
-                        &object.pool.uid,
-                        error,
-                        now,
-                    )
-                    .await);
-            }
-        };
+        let (patch, creates) = self
+            .admitted(
+                admitted,
+                "reconcile-pool",
+                "PodWarmPool",
+                target,
+                &object.pool.uid,
+                now,
+            )
+            .await?;
         report.status = Some(patch["status"].clone());
         let writer = self.writer();
         for object in creates {
@@ -774,17 +759,21 @@ impl Reconciler {
             })
     }
 
-    /// A refused output: counted, logged, and surfaced once as a Warning Event on the object;
-    /// the error fails the reconcile.
-    async fn refuse(
+    /// An output's admission: what was admitted, or the refusal, counted, logged and surfaced
+    /// once as a Warning Event on the object; the error fails the reconcile.
+    async fn admitted<T>(
         &self,
+        admission: Result<T, ReconcileError>,
         export: &'static str,
         kind: &'static str,
         target: &ObjectRef,
         uid: &str,
-        error: ReconcileError,
         now: i64,
-    ) -> ReconcileError {
+    ) -> Result<T, ReconcileError> {
+        let error = match admission {
+            Ok(admitted) => return Ok(admitted),
+            Err(error) => error,
+        };
         let refusal = match &error {
             ReconcileError::Refused(r) => r,
             ReconcileError::Budget(r) => {
@@ -794,7 +783,7 @@ impl Reconciler {
                     .inc();
                 r
             }
-            _ => return error,
+            _ => return Err(error),
         };
         self.count_refusal("output", kind_resource(kind), refusal.rule.label());
         tracing::warn!(%target, export, rule = %refusal.rule, field = %refusal.field, "{}", refusal.reason);
@@ -809,7 +798,7 @@ impl Reconciler {
                 .post_events(kind, target, uid, &[event], true, now)
                 .await;
         }
-        error
+        Err(error)
     }
 
     /// Each `kube-client` call the boundary refused, surfaced once as a Warning Event (the
