@@ -14,7 +14,8 @@ use cubepod_host::kube::boundary::{Boundary, Containment, KEPT_PREFIX, Rule};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::kube::{Cluster, Resource};
 use cubepod_host::runtime::bindings::{
-    KubeError, PoolInput, ReapCandidate, WarmPool, WarmPoolSpec, WarmPoolStatus,
+    KubeError, PoolInput, ReapCandidate, ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec,
+    WarmPoolStatus,
 };
 use cubepod_host::runtime::{
     CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
@@ -405,10 +406,11 @@ fn reconcile_pool_gets_no_cluster_access() {
             spec: WarmPoolSpec {
                 replicas: 1,
                 template,
+                update_strategy: UpdateStrategy::Recreate,
             },
             status: WarmPoolStatus {
-                ready: 0,
-                members: 0,
+                replicas: 0,
+                ready_replicas: 0,
                 observed_generation: 0,
                 conditions: Vec::new(),
             },
@@ -428,12 +430,15 @@ fn reap_gets_no_cluster_access() {
     let harness = Harness::new();
     let candidate = ReapCandidate {
         name: "reap-writes".to_string(),
+        running: true,
         idle_timeout_seconds: None,
         last_activity: None,
         started_at: None,
         pool: None,
         claimed_by: None,
         claimed_member: None,
+        shutdown_time: None,
+        shutdown_policy: ShutdownPolicy::Delete,
     };
     let call = hostile()
         .reap(&harness.context, fixtures::NOW, NS, &[candidate])

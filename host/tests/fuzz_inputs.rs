@@ -526,7 +526,7 @@ fn pool_json_reads_or_names_the_field_at_fault() {
                         None => prop_assert_eq!(read.spec.replicas, 0),
                         Some(r) => prop_assert_eq!(Some(u64::from(read.spec.replicas)), r.as_u64()),
                     }
-                    let patch = pool::status_patch(&read.status, read.generation);
+                    let patch = pool::status_patch("p", &read.status, read.generation);
                     prop_assert!(patch["status"].is_object());
                 }
                 Err(error) => {
@@ -888,6 +888,8 @@ fn guest_status() -> impl Strategy<Value = SandboxStatus> {
                     started_at: started,
                     idle_paused_at: idle,
                     claimed_member: member,
+                    service_fqdn: None,
+                    shutdown_in: None,
                 }
             },
         )
@@ -964,8 +966,8 @@ fn guest_pool_statuses_are_written_as_valid_status_patches() {
         prop::collection::vec(condition(), 0..4),
     )
         .prop_map(|(ready, members, generation, conditions)| WarmPoolStatus {
-            ready,
-            members,
+            replicas: members,
+            ready_replicas: ready,
             observed_generation: generation,
             conditions,
         });
@@ -974,7 +976,7 @@ fn guest_pool_statuses_are_written_as_valid_status_patches() {
         cases(2048),
         (status, any::<i64>()),
         |(status, generation)| {
-            let patch = pool::status_patch(&status, generation);
+            let patch = pool::status_patch("p", &status, generation);
             let mut object = json!({
                 "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
                 "metadata": {"name": "p", "namespace": NS},
@@ -983,8 +985,8 @@ fn guest_pool_statuses_are_written_as_valid_status_patches() {
             object["status"] = patch["status"].clone();
             let read = pool::from_json(&object)
                 .map_err(|e| TestCaseError::fail(format!("the host's own status: {e}")))?;
-            prop_assert_eq!(read.status.ready, status.ready);
-            prop_assert_eq!(read.status.members, status.members);
+            prop_assert_eq!(read.status.ready_replicas, status.ready_replicas);
+            prop_assert_eq!(read.status.replicas, status.replicas);
             prop_assert_eq!(read.status.observed_generation, status.observed_generation);
             Ok(())
         },

@@ -14,8 +14,8 @@ use cubepod_host::kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
 };
 use cubepod_host::runtime::bindings::{
-    DesiredState, KubeError, ObservedChildren, ReconcileInput, Sandbox, SandboxPhase, SandboxSpec,
-    SandboxStatus,
+    DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ReconcileInput, Sandbox,
+    SandboxPhase, SandboxSpec, SandboxStatus, ShutdownPolicy,
 };
 use cubepod_host::runtime::{
     CONTRACT_VERSION, CallContext, DEFAULT_POLICY, Effect, HostCallRecord, PolicyEngine,
@@ -253,6 +253,9 @@ fn sandbox(name: &str) -> Sandbox {
         last_activity: None,
         pool: None,
         claimed_by: None,
+        labels: Vec::new(),
+        annotations: Vec::new(),
+        meta_truncated: false,
         spec: SandboxSpec {
             image: "ghcr.io/cubepod/sandbox-base:1.0".to_string(),
             desired_state: DesiredState::Running,
@@ -266,6 +269,14 @@ fn sandbox(name: &str) -> Sandbox {
             workspace_size: "10Gi".to_string(),
             runtime_class: None,
             warm_pool: None,
+            network: NetworkSpec {
+                egress: EgressMode::Internet,
+                allow_cidrs: Vec::new(),
+                deny_cidrs: Vec::new(),
+            },
+            service: None,
+            shutdown_time: None,
+            shutdown_policy: ShutdownPolicy::Delete,
         },
         status: SandboxStatus {
             phase: SandboxPhase::Pending,
@@ -277,6 +288,8 @@ fn sandbox(name: &str) -> Sandbox {
             started_at: None,
             idle_paused_at: None,
             claimed_member: None,
+            service_fqdn: None,
+            shutdown_in: None,
         },
     }
 }
@@ -289,11 +302,14 @@ fn new_sandbox_input(name: &str) -> ReconcileInput {
             pvcs: Vec::new(),
             pod: None,
             secret: false,
+            network_policy: None,
+            service: None,
         },
         fork_source: None,
         pool_candidates: Vec::new(),
         claimed_member: None,
         fresh_token: "token-0123456789abcdef".to_string(),
+        cluster_network: cubepod_host::model::network::default_cluster_network(),
     }
 }
 
@@ -712,6 +728,7 @@ fn a_page_of_reap_candidates_fits_the_default_bounds() {
     let candidates: Vec<ReapCandidate> = (0..REAP_PAGE)
         .map(|i| ReapCandidate {
             name: format!("sandbox-{i:06}"),
+            running: true,
             idle_timeout_seconds: Some(3600),
             // Every tenth idle for a day, the others active a minute ago.
             last_activity: Some(if i % 10 == 0 { now - 86_400 } else { now - 60 }),
@@ -719,6 +736,8 @@ fn a_page_of_reap_candidates_fits_the_default_bounds() {
             pool: None,
             claimed_by: None,
             claimed_member: None,
+            shutdown_time: None,
+            shutdown_policy: ShutdownPolicy::Delete,
         })
         .collect();
     let cluster = Arc::new(StubCluster::default());

@@ -74,6 +74,8 @@ fn main() {
             rootfs_generation: Some(1),
         }),
         secret: true,
+        network_policy: None,
+        service: None,
     };
     let mut client = NullClient::default();
     let out =

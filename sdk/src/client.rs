@@ -17,6 +17,15 @@ pub trait KubeClient {
     fn delete_pod(&mut self, namespace: &str, name: &str) -> KubeResult<()>;
     fn ensure_secret(&mut self, namespace: &str, name: &str, manifest: &str) -> KubeResult<()>;
     fn delete_secret(&mut self, namespace: &str, name: &str) -> KubeResult<()>;
+    fn apply_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> KubeResult<()>;
+    fn delete_network_policy(&mut self, namespace: &str, name: &str) -> KubeResult<()>;
+    fn apply_service(&mut self, namespace: &str, name: &str, manifest: &str) -> KubeResult<()>;
+    fn delete_service(&mut self, namespace: &str, name: &str) -> KubeResult<()>;
 }
 
 /// The host's implementation, reached through the component's imports.
@@ -45,5 +54,24 @@ impl KubeClient for HostKubeClient {
     }
     fn delete_secret(&mut self, namespace: &str, name: &str) -> KubeResult<()> {
         crate::bindings::cubepod::controller::kube_client::delete_secret(namespace, name)
+    }
+    fn apply_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> KubeResult<()> {
+        crate::bindings::cubepod::controller::kube_client::apply_network_policy(
+            namespace, name, manifest,
+        )
+    }
+    fn delete_network_policy(&mut self, namespace: &str, name: &str) -> KubeResult<()> {
+        crate::bindings::cubepod::controller::kube_client::delete_network_policy(namespace, name)
+    }
+    fn apply_service(&mut self, namespace: &str, name: &str, manifest: &str) -> KubeResult<()> {
+        crate::bindings::cubepod::controller::kube_client::apply_service(namespace, name, manifest)
+    }
+    fn delete_service(&mut self, namespace: &str, name: &str) -> KubeResult<()> {
+        crate::bindings::cubepod::controller::kube_client::delete_service(namespace, name)
     }
 }

@@ -2,8 +2,9 @@
 //! read back what a [`RecordingClient`] holds as the host's cache would show it. Native only.
 
 use crate::bindings::{
-    DesiredState, ObservedChildren, ObservedPod, ObservedPvc, PoolInput, PoolMember, ReapCandidate,
-    ReconcileInput, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus, WarmPool, WarmPoolSpec,
+    ClusterNetwork, DesiredState, EgressMode, NetworkSpec, ObservedChildren, ObservedPod,
+    ObservedPvc, PoolInput, PoolMember, ReapCandidate, ReconcileInput, Sandbox, SandboxPhase,
+    SandboxSpec, SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec,
     WarmPoolStatus,
 };
 use crate::names;
@@ -26,6 +27,36 @@ pub fn spec(image: &str) -> SandboxSpec {
         workspace_size: "10Gi".to_string(),
         runtime_class: None,
         warm_pool: None,
+        network: NetworkSpec {
+            egress: EgressMode::Internet,
+            allow_cidrs: Vec::new(),
+            deny_cidrs: Vec::new(),
+        },
+        service: None,
+        shutdown_time: None,
+        shutdown_policy: ShutdownPolicy::Delete,
+    }
+}
+
+/// The cluster network of the host's default flags.
+pub fn cluster_network() -> ClusterNetwork {
+    ClusterNetwork {
+        cluster_cidrs: vec!["10.244.0.0/16".to_string(), "10.96.0.0/12".to_string()],
+        dns_namespace: "kube-system".to_string(),
+        dns_pod_labels: vec![("k8s-app".to_string(), "kube-dns".to_string())],
+        ingress_from: Vec::new(),
+        cluster_domain: "cluster.local".to_string(),
+    }
+}
+
+/// No children observed.
+pub fn nothing_observed() -> ObservedChildren {
+    ObservedChildren {
+        pvcs: Vec::new(),
+        pod: None,
+        secret: false,
+        network_policy: None,
+        service: None,
     }
 }
 
@@ -40,6 +71,8 @@ pub fn new_status() -> SandboxStatus {
         started_at: None,
         idle_paused_at: None,
         claimed_member: None,
+        service_fqdn: None,
+        shutdown_in: None,
     }
 }
 
@@ -54,6 +87,9 @@ pub fn sandbox(name: &str) -> SandboxBuilder {
         last_activity: None,
         pool: None,
         claimed_by: None,
+        labels: Vec::new(),
+        annotations: Vec::new(),
+        meta_truncated: false,
         spec: spec("ghcr.io/cubepod/sandbox-base:1.0"),
         status: new_status(),
     })
@@ -106,12 +142,16 @@ impl SandboxBuilder {
         let s = self.0;
         ReapCandidate {
             name: s.name,
+            running: s.spec.desired_state == DesiredState::Running
+                && s.status.idle_paused_at.is_none(),
             idle_timeout_seconds: s.spec.idle_timeout_seconds,
             last_activity: s.last_activity,
             started_at: s.status.started_at,
             pool: s.pool,
             claimed_by: s.claimed_by,
             claimed_member: s.status.claimed_member,
+            shutdown_time: s.spec.shutdown_time,
+            shutdown_policy: s.spec.shutdown_policy,
         }
     }
     /// A reconcile input at [`NOW`] with nothing observed.
@@ -119,15 +159,12 @@ impl SandboxBuilder {
         ReconcileInput {
             now: NOW,
             sandbox: self.0,
-            observed: ObservedChildren {
-                pvcs: Vec::new(),
-                pod: None,
-                secret: false,
-            },
+            observed: nothing_observed(),
             fork_source: None,
             pool_candidates: Vec::new(),
             claimed_member: None,
             fresh_token: "token-0123456789abcdef".to_string(),
+            cluster_network: cluster_network(),
         }
     }
 }
@@ -135,11 +172,7 @@ impl SandboxBuilder {
 /// The children of `sandbox` that `client` holds, as the host's cache shows them. Pods are
 /// ready with `pod_ip` when `pods_ready`, as the kubelet would make them.
 pub fn observe(client: &RecordingClient, sandbox: &str, pods_ready: bool) -> ObservedChildren {
-    let mut observed = ObservedChildren {
-        pvcs: Vec::new(),
-        pod: None,
-        secret: false,
-    };
+    let mut observed = nothing_observed();
     for (key, manifest) in &client.objects {
         let owner = &manifest["metadata"]["labels"][names::SANDBOX_LABEL];
         if owner != sandbox {
@@ -180,10 +213,11 @@ pub fn pool(name: &str, replicas: u32) -> WarmPool {
         spec: WarmPoolSpec {
             replicas,
             template: spec("ghcr.io/cubepod/sandbox-python:3.12"),
+            update_strategy: UpdateStrategy::Recreate,
         },
         status: WarmPoolStatus {
-            ready: 0,
-            members: 0,
+            replicas: 0,
+            ready_replicas: 0,
             observed_generation: 0,
             conditions: Vec::new(),
         },
@@ -196,6 +230,7 @@ pub fn member(name: &str, ready: bool) -> PoolMember {
         ready,
         claimed: false,
         deleting: false,
+        template_hash: None,
     }
 }
 
@@ -235,6 +270,8 @@ pub fn new_and_converged(
             rootfs_generation: Some(generation),
         }),
         secret: true,
+        network_policy: None,
+        service: None,
     };
     Ok((new, converged))
 }

@@ -27,4 +27,4 @@ pub mod fixtures;
 
 /// The version of the `cubepod:controller` WIT package these bindings were generated from: a
 /// policy's `describe` returns it as its `contract-version`.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";

@@ -7,6 +7,10 @@ pub const SANDBOX_LABEL: &str = "cubepod.io/sandbox";
 pub const POOL_LABEL: &str = "cubepod.io/pool";
 pub const VOLUME_LABEL: &str = "cubepod.io/volume";
 pub const GENERATION_LABEL: &str = "cubepod.io/rootfs-generation";
+/// On a pool member: the digest of the pool template it was made from.
+pub const TEMPLATE_HASH_LABEL: &str = "cubepod.io/template-hash";
+/// On a NetworkPolicy or Service: the digest of the spec the policy wrote.
+pub const SPEC_HASH_ANNOTATION: &str = "cubepod.io/spec-hash";
 pub const DEFAULT_RUNTIME_CLASS: &str = "kata-qemu";
 /// Kubernetes label values are at most 63 characters; a sandbox's name is one.
 pub const MAX_LABEL_VALUE: usize = 63;
@@ -33,6 +37,15 @@ pub fn rootfs_generation_of(sandbox: &str, pvc: &str) -> Option<u32> {
         .strip_prefix("-rootfs-g")?
         .parse()
         .ok()
+}
+
+pub fn network_policy(sandbox: &str) -> String {
+    format!("{sandbox}-network")
+}
+
+/// The headless Service of a sandbox has the sandbox's name.
+pub fn service(sandbox: &str) -> String {
+    sandbox.to_string()
 }
 
 pub fn pool_member(pool: &str, index: u32) -> String {

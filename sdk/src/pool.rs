@@ -29,8 +29,8 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
         .iter()
         .filter(|m| !m.claimed && !m.deleting)
         .collect();
-    out.status.members = active.len() as u32;
-    out.status.ready = active.iter().filter(|m| m.ready).count() as u32;
+    out.status.replicas = active.len() as u32;
+    out.status.ready_replicas = active.iter().filter(|m| m.ready).count() as u32;
 
     if let Err(problem) = check(input) {
         if !status::holds(
@@ -105,7 +105,7 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
         ));
     }
 
-    let (ready_status, reason) = if out.status.ready >= wanted {
+    let (ready_status, reason) = if out.status.ready_replicas >= wanted {
         (ConditionStatus::True, "Filled")
     } else {
         (ConditionStatus::False, "Filling")
@@ -115,7 +115,7 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
         READY,
         ready_status,
         reason,
-        format!("{} of {wanted} members ready", out.status.ready),
+        format!("{} of {wanted} members ready", out.status.ready_replicas),
         now,
     );
     out

@@ -2,7 +2,7 @@
 //! Activity is `cubepod.io/last-activity`; a sandbox with none since it started counts from
 //! its start. The reaper only decides: the host marks the pause and the reconcile carries it out.
 
-use crate::bindings::{ReapCandidate, ReapDecision, Timestamp};
+use crate::bindings::{ReapAction, ReapCandidate, ReapDecision, Timestamp};
 
 pub fn reap(now: Timestamp, namespace: &str, sandboxes: &[ReapCandidate]) -> Vec<ReapDecision> {
     let mut decisions: Vec<ReapDecision> = sandboxes
@@ -27,6 +27,7 @@ fn decide(now: Timestamp, namespace: &str, sandbox: &ReapCandidate) -> Option<Re
     (idle > timeout).then(|| ReapDecision {
         namespace: namespace.to_string(),
         name: sandbox.name.clone(),
+        action: ReapAction::IdlePause,
         idle_seconds: idle,
         reason: format!("no activity for {idle}s, above idleTimeoutSeconds {timeout}"),
     })

@@ -30,6 +30,20 @@ pub enum Call {
     DeleteSecret {
         name: String,
     },
+    ApplyNetworkPolicy {
+        name: String,
+        manifest: serde_json::Value,
+    },
+    DeleteNetworkPolicy {
+        name: String,
+    },
+    ApplyService {
+        name: String,
+        manifest: serde_json::Value,
+    },
+    DeleteService {
+        name: String,
+    },
 }
 
 impl Call {
@@ -42,6 +56,10 @@ impl Call {
             Call::DeletePod { name } => format!("delete-pod {name}"),
             Call::EnsureSecret { name, .. } => format!("ensure-secret {name}"),
             Call::DeleteSecret { name } => format!("delete-secret {name}"),
+            Call::ApplyNetworkPolicy { name, .. } => format!("apply-network-policy {name}"),
+            Call::DeleteNetworkPolicy { name } => format!("delete-network-policy {name}"),
+            Call::ApplyService { name, .. } => format!("apply-service {name}"),
+            Call::DeleteService { name } => format!("delete-service {name}"),
         }
     }
 
@@ -49,7 +67,9 @@ impl Call {
         match self {
             Call::EnsurePvc { manifest, .. }
             | Call::EnsurePod { manifest, .. }
-            | Call::EnsureSecret { manifest, .. } => Some(manifest),
+            | Call::EnsureSecret { manifest, .. }
+            | Call::ApplyNetworkPolicy { manifest, .. }
+            | Call::ApplyService { manifest, .. } => Some(manifest),
             _ => None,
         }
     }
@@ -86,6 +106,18 @@ impl KubeClient for NullClient {
         self.call()
     }
     fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn apply_network_policy(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn delete_network_policy(&mut self, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn apply_service(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+        self.call()
+    }
+    fn delete_service(&mut self, _: &str, _: &str) -> KubeResult<()> {
         self.call()
     }
 }
@@ -131,6 +163,11 @@ impl RecordingClient {
         self.objects
             .entry(format!("{kind} {name}"))
             .or_insert_with(|| manifest.clone());
+    }
+
+    /// An apply replaces what exists.
+    fn apply(&mut self, kind: &str, name: &str, manifest: serde_json::Value) {
+        self.objects.insert(format!("{kind} {name}"), manifest);
     }
 
     fn delete(&mut self, kind: &str, name: &str) {
@@ -195,6 +232,47 @@ impl KubeClient for RecordingClient {
             name: name.to_string(),
         })?;
         self.delete("secret", name);
+        Ok(())
+    }
+
+    fn apply_network_policy(
+        &mut self,
+        _namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> KubeResult<()> {
+        let manifest = Self::parse(manifest);
+        self.record(Call::ApplyNetworkPolicy {
+            name: name.to_string(),
+            manifest: manifest.clone(),
+        })?;
+        self.apply("networkpolicy", name, manifest);
+        Ok(())
+    }
+
+    fn delete_network_policy(&mut self, _namespace: &str, name: &str) -> KubeResult<()> {
+        self.record(Call::DeleteNetworkPolicy {
+            name: name.to_string(),
+        })?;
+        self.delete("networkpolicy", name);
+        Ok(())
+    }
+
+    fn apply_service(&mut self, _namespace: &str, name: &str, manifest: &str) -> KubeResult<()> {
+        let manifest = Self::parse(manifest);
+        self.record(Call::ApplyService {
+            name: name.to_string(),
+            manifest: manifest.clone(),
+        })?;
+        self.apply("service", name, manifest);
+        Ok(())
+    }
+
+    fn delete_service(&mut self, _namespace: &str, name: &str) -> KubeResult<()> {
+        self.record(Call::DeleteService {
+            name: name.to_string(),
+        })?;
+        self.delete("service", name);
         Ok(())
     }
 }

@@ -29,7 +29,7 @@ fn an_empty_pool_creates_its_members_from_the_template() {
         "ghcr.io/cubepod/sandbox-python:3.12"
     );
     assert_eq!(manifest["spec"]["storage"]["rootfsSize"], "10Gi");
-    assert_eq!(out.status.ready, 0);
+    assert_eq!(out.status.ready_replicas, 0);
 }
 
 #[test]
@@ -42,8 +42,8 @@ fn members_still_starting_count_so_nothing_is_created_or_deleted_twice() {
     let out = reconcile_pool(&pool_input(pool("py", 3), members));
     assert!(out.create.is_empty());
     assert!(out.delete.is_empty());
-    assert_eq!(out.status.ready, 1);
-    assert_eq!(out.status.members, 3);
+    assert_eq!(out.status.ready_replicas, 1);
+    assert_eq!(out.status.replicas, 3);
     let ready = status::condition(&out.status.conditions, "Ready").unwrap();
     assert_eq!(ready.status, ConditionStatus::False);
 }
@@ -64,7 +64,7 @@ fn a_claimed_member_leaves_the_pool_and_is_replaced_under_a_new_name() {
     let members = vec![claimed, member("py-1", true), member("py-2", true)];
     let out = reconcile_pool(&pool_input(pool("py", 3), members));
     assert_eq!(names(&out.create), ["py-3"]);
-    assert_eq!(out.status.ready, 2);
+    assert_eq!(out.status.ready_replicas, 2);
 }
 
 #[test]

@@ -329,6 +329,18 @@ impl host::cubepod::controller::kube_client::Host for NullHost {
     fn delete_secret(&mut self, _: String, _: String) -> NullAnswer<()> {
         Ok(Ok(()))
     }
+    fn apply_network_policy(&mut self, _: String, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
+    }
+    fn delete_network_policy(&mut self, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
+    }
+    fn apply_service(&mut self, _: String, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
+    }
+    fn delete_service(&mut self, _: String, _: String) -> NullAnswer<()> {
+        Ok(Ok(()))
+    }
 }
 
 /// The imports may trap (the runtime's budget); the null host never does.
@@ -421,6 +433,19 @@ fn manifests_of(input: &guest::ReconcileInput) -> Vec<(Resource, String, String)
             self.keep(Resource::Secret, name, manifest)
         }
         fn delete_secret(&mut self, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+        // FOUNDATION: kept once Resource names NetworkPolicies and Services.
+        fn apply_network_policy(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+        fn delete_network_policy(&mut self, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+        fn apply_service(&mut self, _: &str, _: &str, _: &str) -> KubeResult<()> {
+            Ok(())
+        }
+        fn delete_service(&mut self, _: &str, _: &str) -> KubeResult<()> {
             Ok(())
         }
     }

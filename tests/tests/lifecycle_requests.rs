@@ -95,7 +95,13 @@ async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> Reconcil
         tokio::runtime::Handle::current(),
     );
     let object = sandbox::from_json(&target).unwrap();
-    let input = inputs::reconcile_input(&cache, &object.sandbox, NOW, "token".to_string());
+    let input = inputs::reconcile_input(
+        &cache,
+        &object.sandbox,
+        NOW,
+        "token".to_string(),
+        &cubepod_host::model::network::default_cluster_network(),
+    );
     tokio::task::spawn_blocking(move || module.reconcile_sandbox(&context, input))
         .await
         .unwrap()

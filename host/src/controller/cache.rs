@@ -477,6 +477,8 @@ impl Cache {
                 .collect(),
             pod: entry.pod.clone(),
             secret: entry.secret,
+            network_policy: None,
+            service: None,
         }
     }
 
@@ -495,6 +497,12 @@ impl Cache {
                 ready: is_ready(s),
                 claimed: s.sandbox.claimed_by.is_some(),
                 deleting: s.sandbox.deleting,
+                template_hash: s
+                    .sandbox
+                    .labels
+                    .iter()
+                    .find(|(key, _)| key == crate::model::names::TEMPLATE_HASH_LABEL)
+                    .map(|(_, value)| value.clone()),
             })
             .collect();
         members.sort_by(|a, b| a.name.cmp(&b.name));
@@ -523,7 +531,7 @@ impl Cache {
         counts.pools_ready = inner
             .pools
             .iter()
-            .map(|(key, p)| (key.clone(), p.pool.status.ready))
+            .map(|(key, p)| (key.clone(), p.pool.status.ready_replicas))
             .collect();
         counts.pools_ready.sort();
         counts

@@ -96,6 +96,8 @@ mod tests {
             started_at,
             idle_paused_at: None,
             claimed_member: None,
+            service_fqdn: None,
+            shutdown_in: None,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::cache::Cache;
 use crate::model::ObjectRef;
-use crate::runtime::bindings::{PoolInput, ReconcileInput, Sandbox, WarmPool};
+use crate::runtime::bindings::{ClusterNetwork, PoolInput, ReconcileInput, Sandbox, WarmPool};
 
 /// The input of `reconcile-sandbox` for `sandbox`.
 pub fn reconcile_input(
@@ -11,6 +11,7 @@ pub fn reconcile_input(
     sandbox: &Sandbox,
     now: i64,
     fresh_token: String,
+    cluster_network: &ClusterNetwork,
 ) -> ReconcileInput {
     let near = |name: &String| ObjectRef::new(&sandbox.namespace, name);
     let target = near(&sandbox.name);
@@ -34,6 +35,7 @@ pub fn reconcile_input(
             .and_then(|member| cache.sandbox(&near(member)))
             .map(|s| s.sandbox),
         fresh_token,
+        cluster_network: cluster_network.clone(),
         sandbox: sandbox.clone(),
     }
 }

@@ -20,6 +20,7 @@ use crate::kube::Cluster;
 use crate::kube::boundary::Boundary;
 use crate::metrics::Metrics;
 use crate::model::ObjectRef;
+use crate::runtime::bindings::ClusterNetwork;
 use crate::runtime::{CallContext, HostCallRecord, PolicyModule};
 
 #[derive(Clone, Debug)]
@@ -43,6 +44,8 @@ pub struct ManagerConfig {
     pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
     pub reap_page: usize,
+    /// The cluster network every reconcile is handed.
+    pub cluster_network: ClusterNetwork,
 }
 
 impl ManagerConfig {
@@ -62,6 +65,7 @@ impl ManagerConfig {
             clock: Clock::System,
             tokens: Tokens::Random,
             reap_page: REAP_PAGE,
+            cluster_network: crate::model::network::default_cluster_network(),
         }
     }
 }
@@ -132,6 +136,7 @@ impl ControllerManager {
                 clock: config.clock.clone(),
                 tokens: config.tokens,
                 reap_page: config.reap_page,
+                cluster_network: config.cluster_network.clone(),
             },
         );
         // controller-runtime's series, there from the start: every worker may take either kind.

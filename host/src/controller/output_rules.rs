@@ -51,11 +51,12 @@ impl OutputBudget {
     pub fn pool_status_patch(
         &self,
         what: &str,
+        pool_name: &str,
         status: &WarmPoolStatus,
         generation: i64,
     ) -> Result<Value, Refusal> {
         self.conditions_within(what, &status.conditions)?;
-        let patch = pool::status_patch(status, generation);
+        let patch = pool::status_patch(pool_name, status, generation);
         self.status_size(what, &patch)?;
         Ok(patch)
     }

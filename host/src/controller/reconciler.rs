@@ -22,7 +22,7 @@ use crate::kube::boundary::Containment;
 use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
-use crate::runtime::bindings::{Event, EventType, KubeError};
+use crate::runtime::bindings::{ClusterNetwork, Event, EventType, KubeError};
 use crate::runtime::{CallContext, Effect, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
@@ -157,6 +157,8 @@ pub struct Settings {
     pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
     pub reap_page: usize,
+    /// The cluster network every reconcile is handed.
+    pub cluster_network: ClusterNetwork,
 }
 
 /// What one reconcile did: for `policy test`'s expectations and the loop's requeue.
@@ -391,6 +393,7 @@ impl Reconciler {
             &object.sandbox,
             now,
             self.settings.tokens.next(),
+            &self.settings.cluster_network,
         );
         let offered = input.pool_candidates.clone();
         let call = self
@@ -706,7 +709,7 @@ impl Reconciler {
         let budget = &containment.output;
         let what = format!("PodWarmPool {}/{}", pool.namespace, pool.name);
         let patch = budget
-            .pool_status_patch(&what, &out.status, pool.generation)
+            .pool_status_patch(&what, &pool.name, &out.status, pool.generation)
             .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
             .map_err(ReconcileError::Budget)?;
         let active = members.iter().filter(|m| !m.claimed && !m.deleting).count();

@@ -24,6 +24,8 @@ pub fn empty() -> ObservedChildren {
         pvcs: Vec::new(),
         pod: None,
         secret: false,
+        network_policy: None,
+        service: None,
     }
 }
 

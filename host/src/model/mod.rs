@@ -8,6 +8,7 @@ pub(crate) mod meta;
 /// compiled into the host as well, so that there is one copy and no crate between them.
 #[path = "../../../sdk/src/names.rs"]
 pub mod names;
+pub mod network;
 pub mod pool;
 pub mod sandbox;
 pub(crate) mod status;

@@ -6,15 +6,15 @@ use serde_json::{Value, json};
 use super::meta::Meta;
 use super::status::{ConditionJson, condition_from_json, condition_to_json};
 use super::{ModelError, sandbox};
-use crate::runtime::bindings::{WarmPool, WarmPoolSpec, WarmPoolStatus};
+use crate::runtime::bindings::{UpdateStrategy, WarmPool, WarmPoolSpec, WarmPoolStatus};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StatusJson {
     #[serde(default)]
-    ready: u32,
+    replicas: u32,
     #[serde(default)]
-    members: u32,
+    ready_replicas: u32,
     #[serde(default)]
     observed_generation: i64,
     #[serde(default)]
@@ -48,6 +48,19 @@ pub fn from_json(object: &Value) -> Result<WarmPool, ModelError> {
         };
         fail(&field, problem)
     })?;
+    let update_strategy = match spec.get("updateStrategy").map(|s| s.as_str()) {
+        None | Some(Some("Recreate")) => UpdateStrategy::Recreate,
+        Some(Some("OnReplenish")) => UpdateStrategy::OnReplenish,
+        Some(other) => {
+            return Err(fail(
+                "spec.updateStrategy",
+                format!(
+                    "{} is neither \"Recreate\" nor \"OnReplenish\"",
+                    other.unwrap_or("a non-string value")
+                ),
+            ));
+        }
+    };
     let status: StatusJson = object
         .get("status")
         .and_then(|s| StatusJson::deserialize(s).ok())
@@ -57,21 +70,31 @@ pub fn from_json(object: &Value) -> Result<WarmPool, ModelError> {
         name: meta.name.clone(),
         uid: meta.uid.clone(),
         generation: meta.generation,
-        spec: WarmPoolSpec { replicas, template },
+        spec: WarmPoolSpec {
+            replicas,
+            template,
+            update_strategy,
+        },
         status: status_from_json(&status),
     })
 }
 
 fn status_from_json(status: &StatusJson) -> WarmPoolStatus {
     WarmPoolStatus {
-        ready: status.ready,
-        members: status.members,
+        replicas: status.replicas,
+        ready_replicas: status.ready_replicas,
         observed_generation: status.observed_generation,
         conditions: status.conditions.iter().map(condition_from_json).collect(),
     }
 }
 
-pub fn status_patch(status: &WarmPoolStatus, generation: i64) -> Value {
+/// The label selector of a pool's members: the scale subresource's `status.selector`.
+pub fn selector(pool: &str) -> String {
+    format!("{}={pool}", super::names::POOL_LABEL)
+}
+
+/// The whole `status` of pool `name` as a merge patch.
+pub fn status_patch(name: &str, status: &WarmPoolStatus, generation: i64) -> Value {
     let conditions: Vec<ConditionJson> = status
         .conditions
         .iter()
@@ -79,17 +102,17 @@ pub fn status_patch(status: &WarmPoolStatus, generation: i64) -> Value {
         .collect();
     json!({
         "status": {
-            "ready": status.ready,
-            "members": status.members,
+            "replicas": status.replicas,
+            "readyReplicas": status.ready_replicas,
+            "selector": selector(name),
+            // The names of contract 0.1's status, kept for the readers of v1alpha1 objects
+            // that predate the scale subresource (dashboards, scripts, printer columns).
+            "members": status.replicas,
+            "ready": status.ready_replicas,
             "observedGeneration": status.observed_generation,
             "conditions": conditions,
         }
     })
-}
-
-/// `status` as it reads back once `status_patch` wrote it (see `sandbox::as_written`).
-pub fn as_written(status: &WarmPoolStatus, generation: i64) -> WarmPoolStatus {
-    read_back(&status_patch(status, generation), status)
 }
 
 /// What `patch` (the [`status_patch`] of `status`) reads back as once written.

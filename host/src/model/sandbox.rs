@@ -7,7 +7,8 @@ use super::meta::Meta;
 use super::status::{ConditionJson, condition_from_json, condition_to_json};
 use super::{ModelError, time};
 use crate::runtime::bindings::{
-    DesiredState, ReapCandidate, Sandbox, SandboxPhase, SandboxSpec, SandboxStatus,
+    DesiredState, EgressMode, NetworkSpec, ReapCandidate, Sandbox, SandboxPhase, SandboxSpec,
+    SandboxStatus, ServicePort, ServiceProtocol, ServiceSpec, ShutdownPolicy,
 };
 
 pub const FINALIZER: &str = "cubepod.io/cleanup";
@@ -15,6 +16,12 @@ pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
 pub use super::names::POOL_LABEL;
 pub const CLAIMED_BY_LABEL: &str = "cubepod.io/claimed-by";
 pub const DEFAULT_SIZE: &str = "10Gi";
+/// What a policy is handed of a Sandbox's labels, and of its annotations: at most this many
+/// entries, of at most [`META_BYTES`] of keys and values together, in key order.
+pub const META_ENTRIES: usize = 64;
+pub const META_BYTES: usize = 16 * 1024;
+/// kubectl's copy of the whole object: never handed to a policy.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A Sandbox as the cache keeps it: the contract's record and what the controller needs to
 /// write it back safely.
@@ -46,6 +53,35 @@ struct SpecJson {
     storage: StorageJson,
     runtime_class_name: Option<String>,
     warm_pool: Option<String>,
+    #[serde(default)]
+    network: NetworkJson,
+    service: Option<ServiceJson>,
+    shutdown_time: Option<String>,
+    shutdown_policy: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NetworkJson {
+    egress: Option<String>,
+    #[serde(default, rename = "allowCIDRs")]
+    allow_cidrs: Vec<String>,
+    #[serde(default, rename = "denyCIDRs")]
+    deny_cidrs: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ServiceJson {
+    #[serde(default)]
+    ports: Vec<ServicePortJson>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ServicePortJson {
+    #[serde(default)]
+    name: String,
+    port: i64,
+    protocol: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -78,6 +114,9 @@ struct StatusJson {
     started_at: Option<String>,
     idle_paused_at: Option<String>,
     claimed_member: Option<String>,
+    #[serde(rename = "serviceFQDN")]
+    service_fqdn: Option<String>,
+    shutdown_in: Option<String>,
 }
 
 /// Reads a Sandbox object; the error names the field the controller cannot act on.
@@ -109,6 +148,8 @@ pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
         ),
         None => None,
     };
+    let (labels, labels_cut) = bounded(&meta.labels, |_| true);
+    let (annotations, annotations_cut) = bounded(&meta.annotations, |key| key != LAST_APPLIED);
     Ok(SandboxObject {
         sandbox: Sandbox {
             namespace: meta.namespace.clone(),
@@ -119,12 +160,36 @@ pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
             last_activity,
             pool: meta.labels.get(POOL_LABEL).cloned(),
             claimed_by: meta.labels.get(CLAIMED_BY_LABEL).cloned(),
+            labels,
+            annotations,
+            meta_truncated: labels_cut || annotations_cut,
             spec,
             status: status_from_json(&status),
         },
         resource_version: meta.resource_version.clone(),
         finalizers: meta.finalizers.clone(),
     })
+}
+
+/// The entries of `map` a policy is handed, in key order, within [`META_ENTRIES`] and
+/// [`META_BYTES`]; and whether any that `keep` accepts were left out.
+fn bounded(
+    map: &std::collections::BTreeMap<String, String>,
+    keep: impl Fn(&str) -> bool,
+) -> (Vec<(String, String)>, bool) {
+    let mut entries = Vec::new();
+    let mut bytes = 0;
+    let mut cut = false;
+    for (key, value) in map.iter().filter(|(k, _)| keep(k)) {
+        let size = key.len() + value.len();
+        if entries.len() == META_ENTRIES || bytes + size > META_BYTES {
+            cut = true;
+            continue;
+        }
+        bytes += size;
+        entries.push((key.clone(), value.clone()));
+    }
+    (entries, cut)
 }
 
 /// `spec` (of a Sandbox, or a pool's template) with the CRD's defaults applied.
@@ -171,6 +236,25 @@ fn spec_from_json(
             )
         })?),
     };
+    let network = network_from_json(spec.network, fail)?;
+    let service = match spec.service {
+        None => None,
+        Some(service) => Some(service_from_json(service, fail)?),
+    };
+    let shutdown_time = match spec.shutdown_time.as_deref() {
+        None => None,
+        Some(text) => Some(time::parse(text).map_err(|e| fail("spec.shutdownTime", e))?),
+    };
+    let shutdown_policy = match spec.shutdown_policy.as_deref() {
+        None | Some("Delete") => ShutdownPolicy::Delete,
+        Some("Pause") => ShutdownPolicy::Pause,
+        Some(other) => {
+            return Err(fail(
+                "spec.shutdownPolicy",
+                format!("{other:?} is neither \"Delete\" nor \"Pause\""),
+            ));
+        }
+    };
     Ok(SandboxSpec {
         image: spec.image,
         desired_state,
@@ -190,7 +274,84 @@ fn spec_from_json(
             .unwrap_or_else(|| DEFAULT_SIZE.to_string()),
         runtime_class: spec.runtime_class_name,
         warm_pool: spec.warm_pool,
+        network,
+        service,
+        shutdown_time,
+        shutdown_policy,
     })
+}
+
+fn network_from_json(
+    network: NetworkJson,
+    fail: &dyn Fn(&str, String) -> ModelError,
+) -> Result<NetworkSpec, ModelError> {
+    let egress = match network.egress.as_deref() {
+        None | Some("Internet") => EgressMode::Internet,
+        Some("None") => EgressMode::None,
+        Some("Cluster") => EgressMode::Cluster,
+        Some(other) => {
+            return Err(fail(
+                "spec.network.egress",
+                format!("{other:?} is not one of \"Internet\", \"None\", \"Cluster\""),
+            ));
+        }
+    };
+    Ok(NetworkSpec {
+        egress,
+        allow_cidrs: network.allow_cidrs,
+        deny_cidrs: network.deny_cidrs,
+    })
+}
+
+pub fn egress_name(egress: EgressMode) -> &'static str {
+    match egress {
+        EgressMode::Internet => "Internet",
+        EgressMode::None => "None",
+        EgressMode::Cluster => "Cluster",
+    }
+}
+
+fn service_from_json(
+    service: ServiceJson,
+    fail: &dyn Fn(&str, String) -> ModelError,
+) -> Result<ServiceSpec, ModelError> {
+    let mut ports = Vec::with_capacity(service.ports.len());
+    for (i, port) in service.ports.into_iter().enumerate() {
+        let number = u16::try_from(port.port)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| {
+                fail(
+                    &format!("spec.service.ports[{i}].port"),
+                    format!("{} is out of range (1 to 65535)", port.port),
+                )
+            })?;
+        let protocol = match port.protocol.as_deref() {
+            None | Some("TCP") => ServiceProtocol::Tcp,
+            Some("UDP") => ServiceProtocol::Udp,
+            Some("SCTP") => ServiceProtocol::Sctp,
+            Some(other) => {
+                return Err(fail(
+                    &format!("spec.service.ports[{i}].protocol"),
+                    format!("{other:?} is not one of \"TCP\", \"UDP\", \"SCTP\""),
+                ));
+            }
+        };
+        ports.push(ServicePort {
+            name: port.name,
+            port: number,
+            protocol,
+        });
+    }
+    Ok(ServiceSpec { ports })
+}
+
+pub fn protocol_name(protocol: ServiceProtocol) -> &'static str {
+    match protocol {
+        ServiceProtocol::Tcp => "TCP",
+        ServiceProtocol::Udp => "UDP",
+        ServiceProtocol::Sctp => "SCTP",
+    }
 }
 
 fn phase_from_str(phase: Option<&str>) -> SandboxPhase {
@@ -225,6 +386,8 @@ fn status_from_json(status: &StatusJson) -> SandboxStatus {
         started_at: parse(&status.started_at),
         idle_paused_at: parse(&status.idle_paused_at),
         claimed_member: status.claimed_member.clone(),
+        service_fqdn: status.service_fqdn.clone(),
+        shutdown_in: status.shutdown_in.clone(),
     }
 }
 
@@ -247,24 +410,30 @@ pub fn status_patch(status: &SandboxStatus, generation: i64) -> Value {
             "startedAt": status.started_at.map(time::format),
             "idlePausedAt": status.idle_paused_at.map(time::format),
             "claimedMember": status.claimed_member,
+            "serviceFQDN": status.service_fqdn,
+            "shutdownIn": status.shutdown_in,
         }
     })
 }
 
-/// What the reaper is handed of `sandbox`, if anything: only a sandbox that is to run, is not
-/// being deleted and is not already marked idle can be paused for idleness.
+/// What the reaper is handed of `sandbox`, if anything: a sandbox not being deleted that is
+/// to run and not already marked idle (it can be paused for idleness), or that has a shutdown
+/// time (it can be shut down).
 pub fn reap_candidate(sandbox: &Sandbox) -> Option<ReapCandidate> {
-    let eligible = !sandbox.deleting
-        && sandbox.spec.desired_state == DesiredState::Running
+    let running = sandbox.spec.desired_state == DesiredState::Running
         && sandbox.status.idle_paused_at.is_none();
+    let eligible = !sandbox.deleting && (running || sandbox.spec.shutdown_time.is_some());
     eligible.then(|| ReapCandidate {
         name: sandbox.name.clone(),
+        running,
         idle_timeout_seconds: sandbox.spec.idle_timeout_seconds,
         last_activity: sandbox.last_activity,
         started_at: sandbox.status.started_at,
         pool: sandbox.pool.clone(),
         claimed_by: sandbox.claimed_by.clone(),
         claimed_member: sandbox.status.claimed_member.clone(),
+        shutdown_time: sandbox.spec.shutdown_time,
+        shutdown_policy: sandbox.spec.shutdown_policy,
     })
 }
 

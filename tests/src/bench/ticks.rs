@@ -71,7 +71,10 @@ pub async fn run(
     let pool = ObjectRef::new(NS, POOL);
     let started = Instant::now();
     loop {
-        let ready = manager.cache.pool(&pool).map(|p| p.pool.status.ready);
+        let ready = manager
+            .cache
+            .pool(&pool)
+            .map(|p| p.pool.status.ready_replicas);
         if ready == Some(POOL_REPLICAS)
             && manager.queue.is_empty()
             && manager.queue.in_flight() == 0

@@ -28,11 +28,28 @@ pub fn reconcile_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
                 rootfs_generation: p.rootfs_generation,
             }),
             secret: observed.secret,
+            network_policy: observed.network_policy.as_ref().map(observed_object),
+            service: observed.service.as_ref().map(observed_object),
         },
         fork_source: input.fork_source.as_ref().map(sandbox),
         pool_candidates: input.pool_candidates.clone(),
         claimed_member: input.claimed_member.as_ref().map(sandbox),
         fresh_token: input.fresh_token.clone(),
+        cluster_network: host::ClusterNetwork {
+            cluster_cidrs: input.cluster_network.cluster_cidrs.clone(),
+            dns_namespace: input.cluster_network.dns_namespace.clone(),
+            dns_pod_labels: input.cluster_network.dns_pod_labels.clone(),
+            ingress_from: input.cluster_network.ingress_from.clone(),
+            cluster_domain: input.cluster_network.cluster_domain.clone(),
+        },
+    }
+}
+
+fn observed_object(o: &guest::ObservedObject) -> host::ObservedObject {
+    host::ObservedObject {
+        name: o.name.clone(),
+        deleting: o.deleting,
+        spec_hash: o.spec_hash.clone(),
     }
 }
 
@@ -47,6 +64,9 @@ pub fn sandbox(s: &guest::Sandbox) -> host::Sandbox {
         last_activity: s.last_activity,
         pool: s.pool.clone(),
         claimed_by: s.claimed_by.clone(),
+        labels: s.labels.clone(),
+        annotations: s.annotations.clone(),
+        meta_truncated: s.meta_truncated,
         spec: host::SandboxSpec {
             image: spec.image.clone(),
             desired_state: match spec.desired_state {
@@ -63,6 +83,35 @@ pub fn sandbox(s: &guest::Sandbox) -> host::Sandbox {
             workspace_size: spec.workspace_size.clone(),
             runtime_class: spec.runtime_class.clone(),
             warm_pool: spec.warm_pool.clone(),
+            network: host::NetworkSpec {
+                egress: match spec.network.egress {
+                    guest::EgressMode::Internet => host::EgressMode::Internet,
+                    guest::EgressMode::None => host::EgressMode::None,
+                    guest::EgressMode::Cluster => host::EgressMode::Cluster,
+                },
+                allow_cidrs: spec.network.allow_cidrs.clone(),
+                deny_cidrs: spec.network.deny_cidrs.clone(),
+            },
+            service: spec.service.as_ref().map(|service| host::ServiceSpec {
+                ports: service
+                    .ports
+                    .iter()
+                    .map(|p| host::ServicePort {
+                        name: p.name.clone(),
+                        port: p.port,
+                        protocol: match p.protocol {
+                            guest::ServiceProtocol::Tcp => host::ServiceProtocol::Tcp,
+                            guest::ServiceProtocol::Udp => host::ServiceProtocol::Udp,
+                            guest::ServiceProtocol::Sctp => host::ServiceProtocol::Sctp,
+                        },
+                    })
+                    .collect(),
+            }),
+            shutdown_time: spec.shutdown_time,
+            shutdown_policy: match spec.shutdown_policy {
+                guest::ShutdownPolicy::Delete => host::ShutdownPolicy::Delete,
+                guest::ShutdownPolicy::Pause => host::ShutdownPolicy::Pause,
+            },
         },
         status: sandbox_status(&s.status),
     }
@@ -99,5 +148,7 @@ pub fn sandbox_status(s: &guest::SandboxStatus) -> host::SandboxStatus {
         started_at: s.started_at,
         idle_paused_at: s.idle_paused_at,
         claimed_member: s.claimed_member.clone(),
+        service_fqdn: s.service_fqdn.clone(),
+        shutdown_in: s.shutdown_in.clone(),
     }
 }

@@ -92,6 +92,23 @@ impl<C: KubeClient> KubeClient for GuardedClient<'_, C> {
     fn delete_secret(&mut self, namespace: &str, name: &str) -> KubeResult<()> {
         self.0.delete_secret(namespace, name)
     }
+    fn apply_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> KubeResult<()> {
+        self.0.apply_network_policy(namespace, name, manifest)
+    }
+    fn delete_network_policy(&mut self, namespace: &str, name: &str) -> KubeResult<()> {
+        self.0.delete_network_policy(namespace, name)
+    }
+    fn apply_service(&mut self, namespace: &str, name: &str, manifest: &str) -> KubeResult<()> {
+        self.0.apply_service(namespace, name, manifest)
+    }
+    fn delete_service(&mut self, namespace: &str, name: &str) -> KubeResult<()> {
+        self.0.delete_service(namespace, name)
+    }
 }
 
 /// The Pod manifest with the Kata node requirement and the toleration added, or `None` when it

@@ -447,4 +447,36 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         let result = self.delete(Resource::Secret, &namespace, &name);
         Ok(self.log("delete-secret", namespace, name, None, result))
     }
+
+    // FOUNDATION: refused until the NetworkPolicy and Service resources land.
+    fn apply_network_policy(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        let result = Err(KubeError::Refused("not yet".to_string()));
+        Ok(self.log(
+            "apply-network-policy",
+            namespace,
+            name,
+            Some(manifest),
+            result,
+        ))
+    }
+
+    fn delete_network_policy(&mut self, namespace: String, name: String) -> Answer<()> {
+        let result = Err(KubeError::Refused("not yet".to_string()));
+        Ok(self.log("delete-network-policy", namespace, name, None, result))
+    }
+
+    fn apply_service(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
+        let result = Err(KubeError::Refused("not yet".to_string()));
+        Ok(self.log("apply-service", namespace, name, Some(manifest), result))
+    }
+
+    fn delete_service(&mut self, namespace: String, name: String) -> Answer<()> {
+        let result = Err(KubeError::Refused("not yet".to_string()));
+        Ok(self.log("delete-service", namespace, name, None, result))
+    }
 }

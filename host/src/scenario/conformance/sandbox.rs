@@ -31,7 +31,13 @@ pub(super) fn new_sandbox(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     let sandbox = cache
         .sandbox(&target)
         .ok_or_else(|| ctx.broken(format!("no sandbox {target}")))?;
-    let input = inputs::reconcile_input(cache, &sandbox.sandbox, now, FRESH_TOKEN.to_string());
+    let input = inputs::reconcile_input(
+        cache,
+        &sandbox.sandbox,
+        now,
+        FRESH_TOKEN.to_string(),
+        &crate::model::network::default_cluster_network(),
+    );
     let one = ctx
         .module
         .reconcile_sandbox(first.context(), input.clone())

@@ -56,7 +56,7 @@
 
 use cubepod_policy_sdk::bindings::{
     CleanupOutput, Condition, ConditionStatus, Event, EventType, KubeError, MemberCreate,
-    ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate, ReapDecision,
+    ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapAction, ReapCandidate, ReapDecision,
     ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
 };
 use cubepod_policy_sdk::client::KubeClient;
@@ -504,6 +504,7 @@ pub fn reap(
         .map(|(namespace, name)| ReapDecision {
             namespace: namespace.to_string(),
             name: name.to_string(),
+            action: ReapAction::IdlePause,
             idle_seconds: 1,
             reason: "hostile".to_string(),
         })
