@@ -1,5 +1,7 @@
 //! Builds the default policy component (`guest/`, over the SDK in `sdk/`) so that the binary
-//! embeds it (`runtime::default_policy`), and reads the contract's version from `wit/`.
+//! embeds it (`runtime::default_policy`), and reads the contracts' versions from `wit/`: the
+//! current one (`wit/controller.wit`) and the previous one the host still runs
+//! (`wit/0.1.0/controller.wit`, checked to be the version its directory names).
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +31,17 @@ fn main() {
     let version = contract_version(&workspace.join("wit").join("controller.wit"))
         .unwrap_or_else(|why| fail(&why));
     println!("cargo:rustc-env=CUBEPOD_CONTRACT_VERSION={version}");
+    // The bindings of `runtime::bindings::v0_1` come from this directory: its name and its
+    // package line must agree, or the host would claim a version it does not speak.
+    let previous = "0.1.0";
+    let found = contract_version(&workspace.join("wit").join(previous).join("controller.wit"))
+        .unwrap_or_else(|why| fail(&why));
+    if found != previous {
+        fail(&format!(
+            "wit/{previous}/controller.wit says package version {found}, not {previous}"
+        ));
+    }
+    println!("cargo:rustc-env=CUBEPOD_CONTRACT_0_1_VERSION={found}");
 
     let built = build_policy_component(&workspace, "cubepod-guest", "cubepod_guest")
         .unwrap_or_else(|why| fail(&why));
@@ -49,7 +62,7 @@ fn main() {
 }
 
 /// The version on the `package cubepod:controller@X;` line: the one source of the host's
-/// `CONTRACT_VERSION`.
+/// `CONTRACT_VERSION` (and of the previous contract's version).
 fn contract_version(wit: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(wit).map_err(|e| format!("{}: {e}", wit.display()))?;
     text.lines()

@@ -1,6 +1,7 @@
 //! The one way a policy module gets to run, at start and in every hot swap: read the file (and,
 //! with verification keys configured, its signature), verify the signature, compile and load it
-//! (the contract check and `describe`), then the conformance self-test on a scratch cluster. A
+//! (the contract check, against whichever supported contract the component targets, and
+//! `describe`, which must name that one), then the conformance self-test on a scratch cluster. A
 //! module that fails a step is refused with a reason; nothing of it has run but `describe` and
 //! the self-test, both in the sandboxed runtime.
 

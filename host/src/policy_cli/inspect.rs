@@ -1,6 +1,6 @@
-//! `cubepod-controller policy inspect MODULE`: what a policy module is (name, version,
-//! contract version, digest, size, imports, exports) and whether it fits the contract, with
-//! why not. It loads the module exactly as the controller would, then runs the conformance
+//! `cubepod-controller policy inspect MODULE`: what a policy module is (name, version, the
+//! contract it targets and those the host supports, digest, size, imports, exports) and whether
+//! it fits its contract, with why not. It loads the module exactly as the controller would, then runs the conformance
 //! self-test that the controller requires; a module that fails either step does not fit. With
 //! `--verify-key`, it also gives the signature's verdict, as `run --policy-verify-key` would.
 
@@ -11,7 +11,7 @@ use wasmtime::component::Component;
 use super::{self as cli, CliError};
 use crate::admission::{Admission, Candidate};
 use crate::config::PolicyInspectArgs;
-use crate::runtime::{CONTRACT_PACKAGE, CONTRACT_VERSION, RuntimeError};
+use crate::runtime::{CONTRACT_PACKAGE, Contract, RuntimeError, targeted_version};
 use crate::scenario::conformance;
 use crate::signing::KeyRing;
 
@@ -25,9 +25,13 @@ pub struct Inspection {
     pub size: usize,
     pub name: Option<String>,
     pub version: Option<String>,
+    /// What `describe` said of the contract.
     pub contract_version: Option<String>,
-    /// The contract the host speaks: `cubepod:controller@0.1.0`.
-    pub host_contract: String,
+    /// The contract the component targets, from its import and export names
+    /// (`cubepod:controller@0.1.0`), supported or not; `None` when they name none.
+    pub contract: Option<String>,
+    /// Every contract the host runs modules of, oldest first.
+    pub host_contracts: Vec<String>,
     /// `None` when the bytes are not a component at all.
     pub imports: Option<Vec<String>>,
     pub exports: Option<Vec<String>>,
@@ -89,7 +93,8 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
         name: None,
         version: None,
         contract_version: None,
-        host_contract: format!("{CONTRACT_PACKAGE}@{CONTRACT_VERSION}"),
+        contract: None,
+        host_contracts: Contract::SUPPORTED.iter().map(|c| c.to_string()).collect(),
         imports: None,
         exports: None,
         conformance: None,
@@ -105,8 +110,12 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
             if let Ok(component) = Component::new(engine.engine(), bytes) {
                 let ty = component.component_type();
                 let e = engine.engine();
-                found.imports = Some(ty.imports(e).map(|(n, _)| n.to_string()).collect());
-                found.exports = Some(ty.exports(e).map(|(n, _)| n.to_string()).collect());
+                let imports: Vec<String> = ty.imports(e).map(|(n, _)| n.to_string()).collect();
+                let exports: Vec<String> = ty.exports(e).map(|(n, _)| n.to_string()).collect();
+                found.contract = targeted_version(&imports, &exports)
+                    .map(|version| format!("{CONTRACT_PACKAGE}@{version}"));
+                found.imports = Some(imports);
+                found.exports = Some(exports);
             }
             found.why = Some(why(bytes, &error));
             return found;
@@ -116,6 +125,7 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
     found.name = Some(info.name.clone());
     found.version = Some(info.version.clone());
     found.contract_version = Some(info.contract_version.clone());
+    found.contract = Some(loaded.contract().to_string());
     found.imports = Some(loaded.imports().to_vec());
     found.exports = Some(loaded.exports().to_vec());
     match conformance::self_test(&loaded, handle) {
@@ -146,7 +156,7 @@ fn why(bytes: &[u8], error: &RuntimeError) -> String {
             "it is not a WebAssembly component wasmtime can compile: {}",
             one_line(why)
         ),
-        RuntimeError::Contract { why } => why.clone(),
+        RuntimeError::Contract { why, .. } => why.clone(),
         other => one_line(&other.to_string()),
     }
 }
@@ -159,14 +169,19 @@ fn one_line(text: &str) -> String {
 /// The text report.
 pub fn render_text(found: &Inspection) -> String {
     let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".to_string());
+    // The version the component targets: what describe said is the same once it loaded.
+    let targeted = found
+        .contract
+        .as_deref()
+        .and_then(|c| c.strip_prefix(CONTRACT_PACKAGE)?.strip_prefix('@'));
     let mut out = format!(
-        "module:    {}\nname:      {}\nversion:   {}\ncontract:  {} (the host speaks {})\n\
+        "module:    {}\nname:      {}\nversion:   {}\ncontract:  {} (the host supports {})\n\
          digest:    sha256:{}\nsize:      {} bytes\n",
         found.module,
         or_unknown(&found.name),
         or_unknown(&found.version),
-        or_unknown(&found.contract_version),
-        CONTRACT_VERSION,
+        targeted.unwrap_or("unknown"),
+        Contract::supported_versions(),
         found.digest,
         found.size,
     );
@@ -182,14 +197,22 @@ pub fn render_text(found: &Inspection) -> String {
             }
         }
     }
+    // Judged against the contract it targets, when the host runs that one.
+    let contract = targeted
+        .and_then(Contract::of_version)
+        .map(|c| format!("the contract {c}"))
+        .unwrap_or_else(|| {
+            format!(
+                "a contract the host supports ({})",
+                Contract::supported_versions()
+            )
+        });
     match (&found.why, found.conformance) {
         (None, Some(cases)) => out.push_str(&format!(
-            "fits the contract {}: yes (conformance: {cases} cases passed)\n",
-            found.host_contract
+            "fits {contract}: yes (conformance: {cases} cases passed)\n"
         )),
         (why, _) => out.push_str(&format!(
-            "does not fit the contract {}: {}\n",
-            found.host_contract,
+            "does not fit {contract}: {}\n",
             why.as_deref().unwrap_or("unknown reason")
         )),
     }

@@ -2,6 +2,8 @@
 //! would (same engine limits), runs every scenario file found, prints `PASS`/`FAIL` per
 //! scenario with the diff under a failure, then `N passed, M failed`; optionally writes JUnit
 //! XML. With no SCENARIO it runs the built-in conformance cases that every module passes to run.
+//! A module of any supported contract runs, as the controller would run it (an older one through
+//! the host's conversion, said so in the header).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use tokio::runtime::Handle;
 
 use super::{CliError, engine, read_module};
 use crate::config::PolicyTestArgs;
-use crate::runtime::PolicyModule;
+use crate::runtime::{Contract, PolicyModule};
 use crate::scenario::runner::{self, Report};
 use crate::scenario::{conformance, format, junit};
 
@@ -72,9 +74,17 @@ pub fn run(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Resul
         source,
     })?;
     let info = module.info();
+    let converted = if module.contract() == Contract::CURRENT {
+        String::new()
+    } else {
+        format!(
+            ", its calls converted to and from {}",
+            Contract::CURRENT.version()
+        )
+    };
     writeln!(
         out,
-        "policy {} {} (contract {}, sha256 {})",
+        "policy {} {} (contract {}{converted}, sha256 {})",
         info.name,
         info.version,
         info.contract_version,

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::PolicyModulePre;
 use super::bindings::{
-    self, CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
-    ReapCandidate, ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
+    CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,
+    ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
 };
+use super::contract_0_1 as v0_1;
 use super::engine::ticks;
 use super::host::HostState;
+use super::module::ModulePre;
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
 use crate::kube::boundary::{Boundary, ForkSource, Rule, SandboxScope};
 use crate::kube::{Cluster, Resource};
@@ -171,6 +172,8 @@ impl<T> GuestCall<T> {
     }
 }
 
+// Each export is called in the module's own contract: a 0.1 module's inputs and outputs go
+// through `contract_0_1`, in the same store, under the same bounds and scope.
 impl PolicyModule {
     /// `reconcile-sandbox`: bring one Sandbox's children to its spec.
     pub fn reconcile_sandbox(
@@ -178,13 +181,24 @@ impl PolicyModule {
         ctx: &CallContext,
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
-        let scope = reconcile_scope(&input);
-        self.call(
-            "reconcile-sandbox",
-            Some(ctx),
-            Some(scope),
-            |policy, store| policy.call_reconcile_sandbox(store, &input),
-        )
+        const EXPORT: &str = "reconcile-sandbox";
+        let scope = Some(reconcile_scope(&input));
+        match self.pre() {
+            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), scope, |store| {
+                pre.instantiate(&mut *store)?
+                    .cubepod_controller_policy()
+                    .call_reconcile_sandbox(store, &input)
+            }),
+            ModulePre::V0_1(pre) => {
+                let input = v0_1::reconcile_input(&input);
+                let call = self.call(EXPORT, Some(ctx), scope, |store| {
+                    pre.instantiate(&mut *store)?
+                        .cubepod_controller_policy()
+                        .call_reconcile_sandbox(store, &input)
+                })?;
+                Ok(call.map(v0_1::reconcile_result))
+            }
+        }
     }
 
     /// `cleanup-sandbox`: delete a deleted Sandbox's children.
@@ -195,13 +209,25 @@ impl PolicyModule {
         sandbox: Sandbox,
         observed: ObservedChildren,
     ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
-        let scope = sandbox_scope(&sandbox, &observed, None);
-        self.call(
-            "cleanup-sandbox",
-            Some(ctx),
-            Some(scope),
-            |policy, store| policy.call_cleanup_sandbox(store, now, &sandbox, &observed),
-        )
+        const EXPORT: &str = "cleanup-sandbox";
+        let scope = Some(sandbox_scope(&sandbox, &observed, None));
+        match self.pre() {
+            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), scope, |store| {
+                pre.instantiate(&mut *store)?
+                    .cubepod_controller_policy()
+                    .call_cleanup_sandbox(store, now, &sandbox, &observed)
+            }),
+            ModulePre::V0_1(pre) => {
+                let sandbox = v0_1::sandbox(&sandbox);
+                let observed = v0_1::observed(&observed);
+                let call = self.call(EXPORT, Some(ctx), scope, |store| {
+                    pre.instantiate(&mut *store)?
+                        .cubepod_controller_policy()
+                        .call_cleanup_sandbox(store, now, &sandbox, &observed)
+                })?;
+                Ok(call.map(v0_1::cleanup_result))
+            }
+        }
     }
 
     /// `reconcile-pool`: decide a warm pool's creates and deletes.
@@ -210,13 +236,28 @@ impl PolicyModule {
         ctx: &CallContext,
         input: PoolInput,
     ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
-        // No cluster access: a pool's members are the host's to create and delete.
-        self.call("reconcile-pool", Some(ctx), None, |policy, store| {
-            policy.call_reconcile_pool(store, &input)
-        })
+        const EXPORT: &str = "reconcile-pool";
+        // No cluster access (no scope): a pool's members are the host's to create and delete.
+        match self.pre() {
+            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), None, |store| {
+                pre.instantiate(&mut *store)?
+                    .cubepod_controller_policy()
+                    .call_reconcile_pool(store, &input)
+            }),
+            ModulePre::V0_1(pre) => {
+                let input = v0_1::pool_input(&input);
+                let call = self.call(EXPORT, Some(ctx), None, |store| {
+                    pre.instantiate(&mut *store)?
+                        .cubepod_controller_policy()
+                        .call_reconcile_pool(store, &input)
+                })?;
+                Ok(call.map(v0_1::pool_result))
+            }
+        }
     }
 
-    /// `reap`: decide which sandboxes have been idle too long.
+    /// `reap`: decide which sandboxes have been idle too long (or, in contract 0.2, reached
+    /// their shutdown time).
     pub fn reap(
         &self,
         ctx: &CallContext,
@@ -224,17 +265,28 @@ impl PolicyModule {
         namespace: &str,
         sandboxes: &[ReapCandidate],
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
-        self.call("reap", Some(ctx), None, |policy, store| {
-            policy.call_reap(store, now, namespace, sandboxes)
-        })
+        const EXPORT: &str = "reap";
+        match self.pre() {
+            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), None, |store| {
+                pre.instantiate(&mut *store)?
+                    .cubepod_controller_policy()
+                    .call_reap(store, now, namespace, sandboxes)
+            }),
+            ModulePre::V0_1(pre) => {
+                let handed = v0_1::reap_candidates(sandboxes);
+                let call = self.call(EXPORT, Some(ctx), None, |store| {
+                    pre.instantiate(&mut *store)?
+                        .cubepod_controller_policy()
+                        .call_reap(store, now, namespace, &handed)
+                })?;
+                Ok(call.map(|decisions| v0_1::reap_decisions(decisions, namespace, sandboxes)))
+            }
+        }
     }
 
     /// `describe`. It needs no cluster: every `kube-client` call it made would be refused.
     pub fn describe(&self) -> Result<PolicyInfo, RuntimeError> {
-        let call = self.call("describe", None, None, |policy, store| {
-            policy.call_describe(store)
-        })?;
-        Ok(call.value)
+        Ok(describe(self.engine(), self.pre())?.value)
     }
 
     fn call<R>(
@@ -242,9 +294,32 @@ impl PolicyModule {
         export: &'static str,
         ctx: Option<&CallContext>,
         scope: Option<SandboxScope>,
-        run: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
+        run: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<GuestCall<R>, RuntimeError> {
-        call(self.engine(), self.pre(), export, ctx, scope, run)
+        call(self.engine(), export, ctx, scope, run)
+    }
+}
+
+/// `describe` of a module being loaded (no [`PolicyModule`] yet) or loaded, in its contract.
+pub(crate) fn describe(
+    engine: &PolicyEngine,
+    pre: &ModulePre,
+) -> Result<GuestCall<PolicyInfo>, RuntimeError> {
+    const EXPORT: &str = "describe";
+    match pre {
+        ModulePre::V0_2(pre) => call(engine, EXPORT, None, None, |store| {
+            pre.instantiate(&mut *store)?
+                .cubepod_controller_policy()
+                .call_describe(store)
+        }),
+        ModulePre::V0_1(pre) => {
+            let call = call(engine, EXPORT, None, None, |store| {
+                pre.instantiate(&mut *store)?
+                    .cubepod_controller_policy()
+                    .call_describe(store)
+            })?;
+            Ok(call.map(v0_1::policy_info))
+        }
     }
 }
 
@@ -290,17 +365,15 @@ fn sandbox_scope(
     }
 }
 
-type Policy = bindings::exports::cubepod::controller::policy::Guest;
-
 /// Runs one export in a fresh store: a trap poisons a store, and a fresh one also means no
-/// state survives between calls, as the contract requires.
-pub(crate) fn call<R>(
+/// state survives between calls, as the contract requires. `run` instantiates the module in
+/// the store and calls the export, in whichever contract the module speaks.
+fn call<R>(
     engine: &PolicyEngine,
-    pre: &PolicyModulePre<HostState>,
     export: &'static str,
     ctx: Option<&CallContext>,
     scope: Option<SandboxScope>,
-    run: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<R>,
+    run: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<GuestCall<R>, RuntimeError> {
     let config = engine.config();
     let deadline = config.call_deadline;
@@ -320,10 +393,7 @@ pub(crate) fn call<R>(
         }
     });
 
-    let outcome = pre
-        .instantiate(&mut store)
-        .and_then(|instance| run(instance.cubepod_controller_policy(), &mut store));
-    match outcome {
+    match run(&mut store) {
         Ok(value) => {
             let state = store.into_data();
             Ok(GuestCall {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
-use super::RuntimeError;
 use super::host::{self, HostState};
+use super::{Contract, RuntimeError};
 use crate::kube::boundary::Containment;
 
 /// How the runtime bounds and caches policies.
@@ -75,7 +75,9 @@ pub struct PolicyEngine {
 
 struct EngineInner {
     engine: Engine,
+    /// The linker of each contract version.
     linker: Linker<HostState>,
+    linker_0_1: Linker<HostState>,
     config: RuntimeConfig,
     _ticker: Ticker,
 }
@@ -87,14 +89,19 @@ impl PolicyEngine {
         let engine = Engine::new(&wasmtime_config(&config)).map_err(|e| RuntimeError::Compile {
             why: format!("cannot set up the wasm engine: {e:#}"),
         })?;
-        let linker = host::linker(&engine).map_err(|e| RuntimeError::Compile {
-            why: format!("cannot link the host's imports: {e:#}"),
-        })?;
+        let link = |contract| {
+            host::linker(&engine, contract).map_err(|e| RuntimeError::Compile {
+                why: format!("cannot link the host's imports of {contract}: {e:#}"),
+            })
+        };
+        let linker = link(Contract::V0_2)?;
+        let linker_0_1 = link(Contract::V0_1)?;
         let ticker = Ticker::start(engine.clone(), config.epoch_tick)?;
         Ok(Self {
             inner: Arc::new(EngineInner {
                 engine,
                 linker,
+                linker_0_1,
                 config,
                 _ticker: ticker,
             }),
@@ -109,8 +116,12 @@ impl PolicyEngine {
         &self.inner.engine
     }
 
-    pub(crate) fn linker(&self) -> &Linker<HostState> {
-        &self.inner.linker
+    /// The linker of modules of `contract`.
+    pub(crate) fn linker(&self, contract: Contract) -> &Linker<HostState> {
+        match contract {
+            Contract::V0_1 => &self.inner.linker_0_1,
+            Contract::V0_2 => &self.inner.linker,
+        }
     }
 }
 

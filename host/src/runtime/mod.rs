@@ -8,6 +8,11 @@
 //!
 //! The runtime's part of the boundary (docs/architecture.md, "Where each rule of the boundary
 //! is enforced"):
+//! Modules of every supported contract version run ([`Contract::SUPPORTED`]): the current one
+//! on the host's own types, an older one through its own bindings, its inputs and outputs
+//! converted at each call (`contract_0_1.rs`) and its `kube-client` served by the same
+//! implementation, so that the bounds and the boundary are one copy for every version.
+//!
 //! - imports: only `kube-client`, whose every call passes
 //!   [`Boundary::check`](crate::kube::boundary::Boundary::check) and the containment rules
 //!   first, plus the few `wasi:cli`/`wasi:io` interfaces that Rust's std makes every
@@ -18,6 +23,7 @@
 pub mod bindings;
 mod cache;
 mod call;
+mod contract_0_1;
 pub mod default_policy;
 mod engine;
 mod host;
@@ -29,7 +35,7 @@ pub use call::{
 };
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
-pub use module::{PolicyModule, world_exports, world_imports};
+pub use module::{PolicyModule, targeted_version};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -40,6 +46,67 @@ pub const CONTRACT_VERSION: &str = env!("CUBEPOD_CONTRACT_VERSION");
 
 /// The WIT package every policy imports from and exports to.
 pub const CONTRACT_PACKAGE: &str = "cubepod:controller";
+
+/// A version of the contract that the host runs modules of. The one list of them is
+/// [`Contract::SUPPORTED`]; each version's number is read from its `wit/` file at build time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Contract {
+    /// 0.1.0 (`wit/0.1.0/`, frozen): converted to and from the current one at every call.
+    V0_1,
+    /// The current contract (`wit/controller.wit`): the host's own types.
+    V0_2,
+}
+
+impl Contract {
+    /// What the host's own types and the SDK are.
+    pub const CURRENT: Contract = Contract::V0_2;
+
+    /// Every version the host runs, oldest first.
+    pub const SUPPORTED: [Contract; 2] = [Contract::V0_1, Contract::V0_2];
+
+    /// Its version number: `0.1.0`.
+    pub fn version(self) -> &'static str {
+        match self {
+            Contract::V0_1 => env!("CUBEPOD_CONTRACT_0_1_VERSION"),
+            Contract::V0_2 => CONTRACT_VERSION,
+        }
+    }
+
+    /// The supported contract of that version number.
+    pub fn of_version(version: &str) -> Option<Contract> {
+        Self::SUPPORTED.into_iter().find(|c| c.version() == version)
+    }
+
+    /// The supported versions, for messages: `0.1.0 and 0.2.0`.
+    pub fn supported_versions() -> String {
+        let versions: Vec<&str> = Self::SUPPORTED.iter().map(|c| c.version()).collect();
+        match versions.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
+    /// The imports of its `policy-module` world, as a component names them.
+    pub fn world_imports(self) -> Vec<String> {
+        ["types", "kube-client"]
+            .iter()
+            .map(|i| format!("{CONTRACT_PACKAGE}/{i}@{}", self.version()))
+            .collect()
+    }
+
+    /// The exports of its `policy-module` world, as a component names them.
+    pub fn world_exports(self) -> Vec<String> {
+        vec![format!("{CONTRACT_PACKAGE}/policy@{}", self.version())]
+    }
+}
+
+impl std::fmt::Display for Contract {
+    /// `cubepod:controller@0.1.0`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{CONTRACT_PACKAGE}@{}", self.version())
+    }
+}
 
 /// Why the runtime could not load a policy or finish a call.
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +135,11 @@ pub enum RuntimeError {
     /// The bytes are not a component wasmtime can compile (or the engine could not be set up).
     #[error("policy does not compile: {why}")]
     Compile { why: String },
-    /// The component does not implement the `policy-module` world of this host's contract.
-    #[error("policy breaks the contract cubepod:controller@{CONTRACT_VERSION}: {why}")]
-    Contract { why: String },
+    /// The component does not implement the `policy-module` world of a contract this host
+    /// runs. `contract` is the one it was checked against (`cubepod:controller@0.1.0`), or the
+    /// package and the supported versions when it targets none of them.
+    #[error("policy breaks the contract {contract}: {why}")]
+    Contract { contract: String, why: String },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -1,5 +1,6 @@
-//! Loading a policy: compile (through the precompiled cache), check the contract,
-//! pre-instantiate, and ask the policy to describe itself.
+//! Loading a policy: compile (through the precompiled cache), find which supported contract it
+//! targets and check it against that one, pre-instantiate it with that contract's linker, and
+//! ask the policy to describe itself.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,11 +8,31 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use super::bindings::{PolicyInfo, PolicyModulePre};
+use super::bindings::{self, PolicyInfo};
 use super::cache::{CacheDir, engine_key};
 use super::engine::PolicyEngine;
 use super::host::{ALLOWED_WASI, HostState};
-use super::{CONTRACT_PACKAGE, CONTRACT_VERSION, RuntimeError};
+use super::{CONTRACT_PACKAGE, Contract, RuntimeError};
+
+/// A component pre-instantiated with the linker of the contract it targets.
+pub(crate) enum ModulePre {
+    V0_1(bindings::v0_1::PolicyModulePre<HostState>),
+    V0_2(bindings::PolicyModulePre<HostState>),
+}
+
+impl ModulePre {
+    fn new(
+        engine: &PolicyEngine,
+        component: &Component,
+        contract: Contract,
+    ) -> wasmtime::Result<Self> {
+        let pre = engine.linker(contract).instantiate_pre(component)?;
+        Ok(match contract {
+            Contract::V0_1 => ModulePre::V0_1(bindings::v0_1::PolicyModulePre::new(pre)?),
+            Contract::V0_2 => ModulePre::V0_2(bindings::PolicyModulePre::new(pre)?),
+        })
+    }
+}
 
 /// A policy component, compiled, checked and ready to instantiate. Cheap to clone; holds its
 /// engine (and so keeps the epoch ticker running).
@@ -22,10 +43,11 @@ pub struct PolicyModule {
 }
 
 struct ModuleInner {
-    pre: PolicyModulePre<HostState>,
+    pre: ModulePre,
     digest: String,
     size: usize,
     info: PolicyInfo,
+    contract: Contract,
     imports: Vec<String>,
     exports: Vec<String>,
 }
@@ -46,12 +68,17 @@ impl PolicyModule {
         self.inner.size
     }
 
-    /// The component's imports (`cubepod:controller/kube-client@0.1.0`, `wasi:io/streams@0.2.6`...).
+    /// The contract the component targets, found from its imports and exports.
+    pub fn contract(&self) -> Contract {
+        self.inner.contract
+    }
+
+    /// The component's imports (`cubepod:controller/kube-client@0.2.0`, `wasi:io/streams@0.2.6`...).
     pub fn imports(&self) -> &[String] {
         &self.inner.imports
     }
 
-    /// The component's exports (`cubepod:controller/policy@0.1.0`).
+    /// The component's exports (`cubepod:controller/policy@0.2.0`).
     pub fn exports(&self) -> &[String] {
         &self.inner.exports
     }
@@ -60,7 +87,7 @@ impl PolicyModule {
         &self.engine
     }
 
-    pub(crate) fn pre(&self) -> &PolicyModulePre<HostState> {
+    pub(crate) fn pre(&self) -> &ModulePre {
         &self.inner.pre
     }
 }
@@ -69,6 +96,7 @@ impl std::fmt::Debug for PolicyModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyModule")
             .field("digest", &self.inner.digest)
+            .field("contract", &self.inner.contract)
             .field("info", &self.inner.info)
             .field("size", &self.inner.size)
             .finish_non_exhaustive()
@@ -77,7 +105,7 @@ impl std::fmt::Debug for PolicyModule {
 
 impl PolicyEngine {
     /// Compiles, checks and pre-instantiates a policy component, then calls its `describe` and
-    /// checks the contract version it names. Any failure refuses the module.
+    /// checks that it names the contract the component targets. Any failure refuses the module.
     pub fn load(&self, bytes: &[u8]) -> Result<PolicyModule, RuntimeError> {
         let digest = hex::encode(Sha256::digest(bytes));
         let component = self.compile(bytes, &digest)?;
@@ -86,19 +114,15 @@ impl PolicyEngine {
         let engine = self.engine();
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-        check_contract(&imports, &exports)?;
+        let contract = check_contract(&imports, &exports)?;
 
         // Checks the imports' types against the linker and the exports' against the bindings.
-        let pre = self
-            .linker()
-            .instantiate_pre(&component)
-            .and_then(PolicyModulePre::new)
-            .map_err(|e| RuntimeError::Contract {
+        let pre =
+            ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
+                contract: contract.to_string(),
                 why: format!("{e:#}"),
             })?;
-        let described = super::call::call(self, &pre, "describe", None, None, |policy, store| {
-            policy.call_describe(store)
-        })?;
+        let described = super::call::describe(self, &pre)?;
         if described.host_calls > 0 {
             tracing::warn!(
                 digest,
@@ -107,11 +131,13 @@ impl PolicyEngine {
             );
         }
         let info = described.value;
-        if info.contract_version != CONTRACT_VERSION {
+        if info.contract_version != contract.version() {
             return Err(RuntimeError::Contract {
+                contract: contract.to_string(),
                 why: format!(
-                    "describe says contract {:?}, the host speaks {CONTRACT_VERSION:?}",
-                    info.contract_version
+                    "describe says contract {:?}, the component is built against {:?}",
+                    info.contract_version,
+                    contract.version()
                 ),
             });
         }
@@ -122,6 +148,7 @@ impl PolicyEngine {
                 digest,
                 size: bytes.len(),
                 info,
+                contract,
                 imports,
                 exports,
             }),
@@ -130,6 +157,7 @@ impl PolicyEngine {
             digest = module.digest(),
             name = %module.info().name,
             version = %module.info().version,
+            contract = module.contract().version(),
             size = module.size(),
             "loaded policy"
         );
@@ -202,24 +230,42 @@ fn compile_error(e: wasmtime::Error) -> RuntimeError {
     }
 }
 
-/// The imports of the `policy-module` world, as a component names them.
-pub fn world_imports() -> Vec<String> {
-    ["types", "kube-client"]
+/// The contract version a component targets, from its import and export names: the version of
+/// its `policy` export, else of its first import of the package. `None` when it names no
+/// version of the package. Whether the host supports it is [`Contract::of_version`].
+pub fn targeted_version<'a>(imports: &'a [String], exports: &'a [String]) -> Option<&'a str> {
+    let version = |name: &'a String, interface: Option<&str>| {
+        let (item, version) = name
+            .strip_prefix(CONTRACT_PACKAGE)?
+            .strip_prefix('/')?
+            .split_once('@')?;
+        interface.is_none_or(|i| i == item).then_some(version)
+    };
+    exports
         .iter()
-        .map(|i| format!("{CONTRACT_PACKAGE}/{i}@{CONTRACT_VERSION}"))
-        .collect()
+        .find_map(|n| version(n, Some("policy")))
+        .or_else(|| imports.iter().find_map(|n| version(n, None)))
 }
 
-/// The exports of the `policy-module` world, as a component names them.
-pub fn world_exports() -> Vec<String> {
-    vec![format!("{CONTRACT_PACKAGE}/policy@{CONTRACT_VERSION}")]
-}
-
-/// The component's imports must be the world's plus allowed WASI interfaces, and its exports
-/// the world's, exactly. Names every missing and extra item.
-fn check_contract(imports: &[String], exports: &[String]) -> Result<(), RuntimeError> {
+/// Finds the contract the component targets, then checks that its imports are that contract's
+/// world plus allowed WASI interfaces, and its exports the world's, exactly. Names every
+/// missing and extra item; a version the host does not run is refused naming those it does.
+fn check_contract(imports: &[String], exports: &[String]) -> Result<Contract, RuntimeError> {
+    // A component that names no version of the package is checked against the current
+    // contract, so that the refusal lists what it lacks.
+    let contract = match targeted_version(imports, exports) {
+        None => Contract::CURRENT,
+        Some(version) => Contract::of_version(version).ok_or_else(|| RuntimeError::Contract {
+            contract: format!("{CONTRACT_PACKAGE}@{version}"),
+            why: format!(
+                "the component was built against contract {version}; the host runs modules of \
+                 contract {} only",
+                Contract::supported_versions()
+            ),
+        })?,
+    };
     let mut problems = Vec::new();
-    let expected_imports = world_imports();
+    let expected_imports = contract.world_imports();
     for name in &expected_imports {
         if !imports.contains(name) {
             problems.push(format!("missing import {name}"));
@@ -239,7 +285,7 @@ fn check_contract(imports: &[String], exports: &[String]) -> Result<(), RuntimeE
             format!("unexpected import {name}")
         });
     }
-    let expected_exports = world_exports();
+    let expected_exports = contract.world_exports();
     for name in &expected_exports {
         if !exports.contains(name) {
             problems.push(format!("missing export {name}"));
@@ -251,20 +297,23 @@ fn check_contract(imports: &[String], exports: &[String]) -> Result<(), RuntimeE
         }
     }
     if problems.is_empty() {
-        return Ok(());
+        return Ok(contract);
     }
+    // Parts of two versions: name the other one, the likely cause.
     let other_version = imports
         .iter()
         .chain(exports)
         .filter_map(|n| n.strip_prefix(CONTRACT_PACKAGE)?.split_once('@'))
         .map(|(_, version)| version)
-        .find(|v| *v != CONTRACT_VERSION);
+        .find(|v| *v != contract.version());
     if let Some(version) = other_version {
         problems.push(format!(
-            "the component was built against contract {version}, the host speaks {CONTRACT_VERSION}"
+            "it also names contract {version}: a module targets one contract, {}",
+            contract.version()
         ));
     }
     Err(RuntimeError::Contract {
+        contract: contract.to_string(),
         why: problems.join("; "),
     })
 }
@@ -285,43 +334,80 @@ mod tests {
     }
 
     #[test]
-    fn the_world_and_allowed_wasi_pass() {
-        let mut imports = world_imports();
-        imports.push("wasi:io/streams@0.2.6".to_string());
-        assert!(check_contract(&imports, &world_exports()).is_ok());
+    fn each_supported_world_and_allowed_wasi_pass_as_their_own_contract() {
+        for contract in Contract::SUPPORTED {
+            let mut imports = contract.world_imports();
+            imports.push("wasi:io/streams@0.2.6".to_string());
+            let found = check_contract(&imports, &contract.world_exports()).unwrap();
+            assert_eq!(found, contract);
+        }
+        assert_eq!(Contract::supported_versions(), "0.1.0 and 0.2.0");
     }
 
     #[test]
     fn a_filesystem_import_is_named() {
-        let mut imports = world_imports();
+        let mut imports = Contract::V0_1.world_imports();
         imports.push("wasi:filesystem/preopens@0.2.6".to_string());
-        let err = check_contract(&imports, &world_exports()).unwrap_err();
-        assert!(
-            err.to_string().contains("wasi:filesystem/preopens@0.2.6"),
-            "{err}"
-        );
+        let err = check_contract(&imports, &Contract::V0_1.world_exports()).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains("wasi:filesystem/preopens@0.2.6"), "{err}");
+        assert!(err.contains("contract cubepod:controller@0.1.0"), "{err}");
     }
 
     #[test]
-    fn another_contract_version_is_named() {
+    fn an_unsupported_version_is_refused_naming_the_supported_ones() {
         let imports = names(&[
-            "cubepod:controller/types@0.2.0",
-            "cubepod:controller/kube-client@0.2.0",
+            "cubepod:controller/types@0.3.0",
+            "cubepod:controller/kube-client@0.3.0",
+        ]);
+        let exports = names(&["cubepod:controller/policy@0.3.0"]);
+        let err = check_contract(&imports, &exports).unwrap_err();
+        assert_eq!(err.metric_label(), "contract");
+        assert_eq!(
+            err.to_string(),
+            "policy breaks the contract cubepod:controller@0.3.0: the component was built \
+             against contract 0.3.0; the host runs modules of contract 0.1.0 and 0.2.0 only"
+        );
+        // Found from an import when there is no policy export.
+        let err = check_contract(&imports, &[]).unwrap_err().to_string();
+        assert!(err.contains("built against contract 0.3.0"), "{err}");
+    }
+
+    #[test]
+    fn a_module_mixing_versions_is_checked_against_its_export_and_the_other_named() {
+        let imports = names(&[
+            "cubepod:controller/types@0.1.0",
+            "cubepod:controller/kube-client@0.1.0",
         ]);
         let exports = names(&["cubepod:controller/policy@0.2.0"]);
         let err = check_contract(&imports, &exports).unwrap_err().to_string();
+        for expected in [
+            "contract cubepod:controller@0.2.0",
+            "missing import cubepod:controller/kube-client@0.2.0",
+            "unexpected import cubepod:controller/kube-client@0.1.0",
+            "it also names contract 0.1.0",
+        ] {
+            assert!(err.contains(expected), "missing {expected:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn a_component_naming_no_contract_is_told_what_the_current_one_needs() {
+        let err = check_contract(&[], &names(&["run"]))
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.contains("missing export cubepod:controller/policy@0.1.0"),
+            err.contains("missing export cubepod:controller/policy@0.2.0"),
             "{err}"
         );
-        assert!(err.contains("built against contract 0.2.0"), "{err}");
+        assert!(err.contains("unexpected export run"), "{err}");
     }
 
     #[test]
     fn an_extra_export_is_named() {
-        let mut exports = world_exports();
+        let mut exports = Contract::CURRENT.world_exports();
         exports.push("run".to_string());
-        let err = check_contract(&world_imports(), &exports).unwrap_err();
+        let err = check_contract(&Contract::CURRENT.world_imports(), &exports).unwrap_err();
         assert!(err.to_string().contains("unexpected export run"), "{err}");
     }
 }

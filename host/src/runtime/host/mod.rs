@@ -3,8 +3,8 @@
 //! WASI interfaces std needs) and `limits` (the store's memory and instance bounds).
 //!
 //! Imports a policy may have:
-//! - `cubepod:controller/kube-client` (and `types`): the only way out (`kube_client`). Every
-//!   call passes [`Boundary::check`](crate::kube::boundary::Boundary::check) first, then goes
+//! - `cubepod:controller/kube-client` (and `types`): the only way out (`kube_client`; a 0.1
+//!   module's calls are handed to the same code by `contract_0_1.rs`). Every call passes [`Boundary::check`](crate::kube::boundary::Boundary::check) first, then goes
 //!   to the [`Cluster`](crate::kube::Cluster) under a timeout.
 //! - `wasi:cli/{environment,exit,stdin,stdout,stderr,terminal-*}` and
 //!   `wasi:io/{error,poll,streams}`: Rust's std makes every `wasm32-wasip2` component import
@@ -28,17 +28,28 @@ use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::WasiCtx;
 
-use super::RuntimeConfig;
 use super::bindings;
 use super::call::{CallContext, Effect, KubeCall};
+use super::{Contract, RuntimeConfig};
 use crate::kube::boundary::{Containment, SandboxScope};
 pub(crate) use limits::Limits;
 pub(crate) use wasi::ALLOWED_WASI;
 use wasi::StderrTail;
 
-pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+/// The imports of a module of `contract`: its `kube-client`, and the same WASI. One linker per
+/// version, so that a module links only to the interfaces of the contract it was checked for.
+pub(crate) fn linker(engine: &Engine, contract: Contract) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
-    bindings::PolicyModule::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+    match contract {
+        Contract::V0_1 => bindings::v0_1::PolicyModule::add_to_linker::<
+            HostState,
+            HasSelf<HostState>,
+        >(&mut linker, |s| s)?,
+        Contract::V0_2 => bindings::PolicyModule::add_to_linker::<HostState, HasSelf<HostState>>(
+            &mut linker,
+            |s| s,
+        )?,
+    }
     wasi::add_to_linker(&mut linker)?;
     Ok(linker)
 }
