@@ -393,3 +393,301 @@ impl old::cubepod::controller::kube_client::Host for HostState {
         answer(Current::delete_secret(self, namespace, name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{children, network, pool as pool_model, sandbox as sandbox_model};
+
+    /// A 0.2 Sandbox with every field 0.1 lacks set: labels, annotations, network, service,
+    /// shutdown time, and a status with a Service FQDN and a countdown.
+    fn full_sandbox(name: &str) -> cur::Sandbox {
+        let object = json!({
+            "apiVersion": "cubepod.io/v1alpha1",
+            "kind": "Sandbox",
+            "metadata": {
+                "namespace": "ns", "name": name, "uid": format!("uid-{name}"), "generation": 3,
+                "labels": {"team": "a", "cubepod.io/pool": "p"},
+                "annotations": {"note": "x", "cubepod.io/last-activity": "2027-01-15T08:00:00Z"},
+            },
+            "spec": {
+                "image": "img:1", "desiredState": "Running", "rootfsGeneration": 2,
+                "idleTimeoutSeconds": 600,
+                "resources": {"cpu": "500m", "memory": "1Gi"},
+                "storage": {"storageClassName": "fast", "rootfsSize": "5Gi"},
+                "network": {"egress": "None", "allowCIDRs": ["10.0.5.0/24"]},
+                "service": {"ports": [{"name": "http", "port": 8080}]},
+                "shutdownTime": "2027-02-01T00:00:00Z", "shutdownPolicy": "Pause",
+            },
+            "status": {
+                "phase": "Running", "podIP": "10.1.2.3", "rootfsPVC": "r", "workspacePVC": "w",
+                "observedGeneration": 3, "serviceFQDN": "a.ns.svc.cluster.local",
+                "shutdownIn": "5h", "startedAt": "2027-01-15T07:00:00Z",
+                "conditions": [{"type": "Ready", "status": "True", "reason": "PodReady",
+                    "message": "ok", "lastTransitionTime": "2027-01-15T07:00:00Z"}],
+            },
+        });
+        sandbox_model::from_json(&object).unwrap().sandbox
+    }
+
+    #[test]
+    fn a_reconcile_input_keeps_what_0_1_has_and_drops_the_rest() {
+        let sandbox = full_sandbox("a");
+        assert!(!sandbox.labels.is_empty() && sandbox.spec.service.is_some());
+        let mut observed = children::empty();
+        observed.secret = true;
+        observed.network_policy = Some(cur::ObservedObject {
+            name: "a".to_string(),
+            deleting: false,
+            spec_hash: None,
+        });
+        let input = cur::ReconcileInput {
+            now: 1_800_000_000,
+            sandbox: sandbox.clone(),
+            observed,
+            fork_source: Some(full_sandbox("src")),
+            pool_candidates: vec!["m1".to_string()],
+            claimed_member: None,
+            fresh_token: "t".to_string(),
+            cluster_network: network::default_cluster_network(),
+        };
+        let old = reconcile_input(&input);
+        assert_eq!(old.now, input.now);
+        assert_eq!(old.fresh_token, "t");
+        assert_eq!(old.pool_candidates, ["m1"]);
+        assert_eq!(
+            old.fork_source.as_ref().map(|s| s.name.as_str()),
+            Some("src")
+        );
+        assert!(old.observed.secret && old.observed.pvcs.is_empty());
+        let s = &old.sandbox;
+        assert_eq!(
+            (
+                s.namespace.as_str(),
+                s.name.as_str(),
+                s.uid.as_str(),
+                s.generation
+            ),
+            ("ns", "a", "uid-a", 3)
+        );
+        assert_eq!(s.pool.as_deref(), Some("p"));
+        assert_eq!(s.last_activity, sandbox.last_activity);
+        assert_eq!(s.spec.image, "img:1");
+        assert_eq!(s.spec.desired_state, old::DesiredState::Running);
+        assert_eq!(s.spec.rootfs_generation, 2);
+        assert_eq!(s.spec.idle_timeout_seconds, Some(600));
+        assert_eq!(s.spec.cpu.as_deref(), Some("500m"));
+        assert_eq!(s.spec.storage_class.as_deref(), Some("fast"));
+        assert_eq!(s.spec.rootfs_size, "5Gi");
+        assert_eq!(s.status.phase, old::SandboxPhase::Running);
+        assert_eq!(s.status.pod_ip.as_deref(), Some("10.1.2.3"));
+        assert_eq!(s.status.started_at, sandbox.status.started_at);
+        assert_eq!(s.status.conditions.len(), 1);
+        assert_eq!(s.status.conditions[0].status, old::ConditionStatus::True);
+        assert_eq!(s.status.conditions[0].reason, "PodReady");
+    }
+
+    #[test]
+    fn a_0_1_status_comes_back_with_the_new_fields_empty() {
+        let status = old::SandboxStatus {
+            phase: old::SandboxPhase::Paused,
+            pod_ip: None,
+            rootfs_pvc: Some("r".to_string()),
+            workspace_pvc: Some("w".to_string()),
+            observed_generation: 4,
+            conditions: vec![old::Condition {
+                kind: "Paused".to_string(),
+                status: old::ConditionStatus::Unknown,
+                reason: "R".to_string(),
+                message: "m".to_string(),
+                last_transition_time: 7,
+            }],
+            started_at: Some(5),
+            idle_paused_at: Some(6),
+            claimed_member: Some("m1".to_string()),
+        };
+        let output = old::ReconcileOutput {
+            status: status.clone(),
+            requeue_after_seconds: Some(30),
+            claim: Some("m1".to_string()),
+            events: vec![old::Event {
+                kind: old::EventType::Warning,
+                reason: "W".to_string(),
+                message: "w".to_string(),
+            }],
+        };
+        let out = reconcile_result(Ok(output)).unwrap();
+        assert_eq!(out.requeue_after_seconds, Some(30));
+        assert_eq!(out.claim.as_deref(), Some("m1"));
+        assert_eq!(out.events[0].kind, cur::EventType::Warning);
+        assert_eq!(out.events[0].reason, "W");
+        let s = &out.status;
+        assert_eq!(s.phase, cur::SandboxPhase::Paused);
+        assert_eq!(s.rootfs_pvc.as_deref(), Some("r"));
+        assert_eq!(s.observed_generation, 4);
+        assert_eq!(
+            (s.started_at, s.idle_paused_at, s.claimed_member.as_deref()),
+            (Some(5), Some(6), Some("m1"))
+        );
+        assert_eq!(s.conditions[0].status, cur::ConditionStatus::Unknown);
+        assert_eq!(s.conditions[0].last_transition_time, 7);
+        assert_eq!(
+            (s.service_fqdn.as_ref(), s.shutdown_in.as_ref()),
+            (None, None)
+        );
+        // Round trip: what 0.1 has survives both ways.
+        assert_eq!(status_to_0_1(s), status);
+
+        let cleanup = cleanup_result(Ok(old::CleanupOutput { done: true, status })).unwrap();
+        assert!(cleanup.done);
+        assert_eq!(cleanup.status, out.status);
+    }
+
+    #[test]
+    fn errors_convert_both_ways_with_their_kind_and_message() {
+        let errors = [
+            cur::KubeError::NotFound("a".to_string()),
+            cur::KubeError::Conflict("b".to_string()),
+            cur::KubeError::Refused("c".to_string()),
+            cur::KubeError::Invalid("d".to_string()),
+            cur::KubeError::Retryable(cur::RetryAfter {
+                delay_ms: 1500,
+                message: "e".to_string(),
+            }),
+            cur::KubeError::Other("f".to_string()),
+        ];
+        for error in errors {
+            let old = kube_error_to_0_1(error.clone());
+            assert_eq!(format!("{old:?}"), format!("{error:?}"));
+            assert_eq!(kube_error_from_0_1(old), error);
+        }
+        let refused = reconcile_result(Err(old::KubeError::Refused("no".to_string())));
+        assert_eq!(refused, Err(cur::KubeError::Refused("no".to_string())));
+    }
+
+    #[test]
+    fn a_pool_is_handed_in_0_1_names_and_its_status_read_back_in_0_2_names() {
+        let object = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+            "metadata": {"namespace": "ns", "name": "p", "uid": "uid-p", "generation": 2},
+            "spec": {"replicas": 3, "updateStrategy": "OnReplenish", "template": {"image": "img:1"}},
+            "status": {"replicas": 2, "readyReplicas": 1, "observedGeneration": 2},
+        });
+        let pool = pool_model::from_json(&object).unwrap();
+        let input = cur::PoolInput {
+            now: 9,
+            pool: pool.clone(),
+            members: vec![cur::PoolMember {
+                name: "p-1".to_string(),
+                ready: true,
+                claimed: false,
+                deleting: false,
+                template_hash: Some("h".to_string()),
+            }],
+            max_replicas: 10,
+        };
+        let old = pool_input(&input);
+        assert_eq!((old.now, old.max_replicas), (9, 10));
+        assert_eq!(old.pool.spec.replicas, 3);
+        assert_eq!(old.pool.spec.template.image, "img:1");
+        assert_eq!((old.pool.status.ready, old.pool.status.members), (1, 2));
+        assert_eq!(old.members[0].name, "p-1");
+        assert!(old.members[0].ready && !old.members[0].claimed);
+
+        let out = pool_result(Ok(old::PoolOutput {
+            create: vec![old::MemberCreate {
+                name: "p-2".to_string(),
+                manifest: "{}".to_string(),
+            }],
+            delete: vec!["p-0".to_string()],
+            status: old::WarmPoolStatus {
+                ready: 1,
+                members: 2,
+                observed_generation: 2,
+                conditions: Vec::new(),
+            },
+            events: Vec::new(),
+        }))
+        .unwrap();
+        assert_eq!((out.status.ready_replicas, out.status.replicas), (1, 2));
+        assert_eq!(out.status.observed_generation, 2);
+        assert_eq!(out.create[0].name, "p-2");
+        assert_eq!(out.delete, ["p-0"]);
+    }
+
+    fn candidate(name: &str, running: bool) -> cur::ReapCandidate {
+        cur::ReapCandidate {
+            name: name.to_string(),
+            running,
+            idle_timeout_seconds: Some(60),
+            last_activity: Some(1),
+            started_at: Some(2),
+            pool: Some("p".to_string()),
+            claimed_by: None,
+            claimed_member: Some("m".to_string()),
+            shutdown_time: (!running).then_some(3),
+            shutdown_policy: cur::ShutdownPolicy::Delete,
+        }
+    }
+
+    #[test]
+    fn the_reaper_of_0_1_is_handed_only_sandboxes_that_are_to_run() {
+        let page = [
+            candidate("a", true),
+            candidate("b", false),
+            candidate("c", true),
+        ];
+        let handed = reap_candidates(&page);
+        let names: Vec<&str> = handed.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(handed[0].idle_timeout_seconds, Some(60));
+        assert_eq!(
+            (handed[0].last_activity, handed[0].started_at),
+            (Some(1), Some(2))
+        );
+        assert_eq!(handed[0].pool.as_deref(), Some("p"));
+        assert_eq!(handed[0].claimed_member.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn decisions_of_0_1_are_idle_pauses_of_what_it_was_handed() {
+        let page = [candidate("a", true), candidate("b", false)];
+        let decide = |namespace: &str, name: &str| old::ReapDecision {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            idle_seconds: 120,
+            reason: "idle".to_string(),
+        };
+        let decisions = reap_decisions(
+            vec![decide("ns", "a"), decide("ns", "b"), decide("ns", "z")],
+            "ns",
+            &page,
+        );
+        // `b` was not handed: dropped. `z` is not on the page at all: kept, for the host's own
+        // check to refuse and count as it does for any policy.
+        let names: Vec<&str> = decisions.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["a", "z"]);
+        assert!(
+            decisions
+                .iter()
+                .all(|d| d.action == cur::ReapAction::IdlePause)
+        );
+        assert_eq!(
+            (decisions[0].idle_seconds, decisions[0].reason.as_str()),
+            (120, "idle")
+        );
+    }
+
+    #[test]
+    fn describe_keeps_what_the_module_said() {
+        let info = policy_info(old::PolicyInfo {
+            name: "p".to_string(),
+            version: "1".to_string(),
+            contract_version: "0.1.0".to_string(),
+        });
+        assert_eq!((info.name.as_str(), info.version.as_str()), ("p", "1"));
+        assert_eq!(info.contract_version, "0.1.0");
+    }
+}
