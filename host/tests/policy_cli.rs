@@ -1,8 +1,10 @@
 //! `cubepod-controller policy test`, `policy inspect` and `policy export`, run as the built
 //! binary: the default policy passes `tests/scenarios/` (the lifecycle table), a wrong scenario
 //! fails with a readable diff and a non-zero exit, the JUnit report is well-formed XML, inspect
-//! names what a module is, or why it does not fit the contract, and export writes the built-in
-//! module's bytes.
+//! names what a module is, the contract it targets, or why it does not fit one the host
+//! supports, and export writes the built-in module's bytes. The frozen module of contract 0.1.0
+//! (`tests/fixtures/contract-0.1.0/`) passes its own scenarios and the conformance cases on this
+//! host, and inspect says it targets 0.1.0.
 //!
 //! Run: `cargo test -p cubepod-host --test policy_cli`
 
@@ -16,6 +18,15 @@ fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("host/ has a parent")
+}
+
+/// The default policy as built against contract 0.1.0, before 0.2.0 (never rebuilt).
+const FIXTURE_0_1: &str = "tests/fixtures/contract-0.1.0/cubepod-default-0.1.0.wasm";
+const FIXTURE_0_1_SCENARIOS: &str = "tests/fixtures/contract-0.1.0/scenarios";
+
+/// The host's conversion of a 0.1 module's calls, as `policy test`'s header names it.
+fn converted_header() -> String {
+    format!("(contract 0.1.0, its calls converted to and from {CONTRACT_VERSION}, sha256 ")
 }
 
 fn wrong_scenarios() -> PathBuf {
@@ -225,6 +236,59 @@ fn without_scenarios_it_runs_the_conformance_cases() {
 }
 
 #[test]
+fn the_0_1_module_passes_its_own_scenarios_on_this_host() {
+    let (code, stdout, stderr) = run(&["policy", "test", FIXTURE_0_1, FIXTURE_0_1_SCENARIOS]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("policy cubepod-default 0.1.0 ") && stdout.contains(&converted_header()),
+        "{stdout}"
+    );
+    let files = std::fs::read_dir(workspace().join(FIXTURE_0_1_SCENARIOS))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "yaml")
+        })
+        .count();
+    let (passed, failed) = summary(&stdout);
+    assert_eq!(failed, 0, "{stdout}");
+    assert!(
+        passed >= files && files >= 15,
+        "{passed} passed of {files} files"
+    );
+    // The rows that go through each export: reconcile, cleanup, reap, pool (and a claim).
+    for row in [
+        "new running sandbox gets two block PVCs, a Secret and a kata Pod (tests/fixtures/contract-0.1.0/scenarios/new-running.yaml)",
+        "delete removes every child, then the finalizer",
+        "idle reap pauses, activity resumes",
+        "warm pool fills, and does not over-create while members start",
+        "a claim adopts a ready member and the pool refills",
+    ] {
+        assert!(stdout.contains(&format!("PASS {row}")), "{row}: {stdout}");
+    }
+}
+
+#[test]
+fn the_0_1_module_passes_the_conformance_cases() {
+    let (code, stdout, stderr) = run(&["policy", "test", FIXTURE_0_1]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains(&converted_header()), "{stdout}");
+    assert!(
+        stdout.contains(
+            "PASS describe names the contract the module targets (builtin:conformance/describe)"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(summary(&stdout), (5, 0), "{stdout}");
+    // The current contract's own modules get no such header.
+    let (_, stdout, _) = run(&["policy", "test", "builtin:default"]);
+    assert!(!stdout.contains("converted"), "{stdout}");
+}
+
+#[test]
 fn a_missing_scenario_path_or_module_is_a_usage_error() {
     let (code, _, stderr) = run(&["policy", "test", "builtin:default", "tests/no-such-dir"]);
     assert_eq!(code, 2, "{stderr}");
@@ -242,7 +306,7 @@ fn inspect_names_the_default_policy() {
     for expected in [
         "name:      cubepod-default\n".to_string(),
         "version:   0.1.0\n".to_string(),
-        format!("contract:  {CONTRACT_VERSION} (the host speaks {CONTRACT_VERSION})\n"),
+        format!("contract:  {CONTRACT_VERSION} (the host supports 0.1.0 and {CONTRACT_VERSION})\n"),
         format!("digest:    sha256:{digest}\n"),
         format!("size:      {} bytes\n", DEFAULT_POLICY.len()),
         format!("imports:\n  cubepod:controller/types@{CONTRACT_VERSION}\n"),
@@ -261,7 +325,44 @@ fn inspect_names_the_default_policy() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["name"], "cubepod-default");
     assert_eq!(json["contractVersion"], CONTRACT_VERSION);
+    assert_eq!(
+        json["contract"],
+        format!("cubepod:controller@{CONTRACT_VERSION}")
+    );
+    assert_eq!(
+        json["hostContracts"],
+        serde_json::json!([
+            "cubepod:controller@0.1.0",
+            format!("cubepod:controller@{CONTRACT_VERSION}")
+        ])
+    );
     assert_eq!(json["digest"], digest.as_str());
+    assert_eq!(json["fits"], true);
+}
+
+#[test]
+fn inspect_says_the_0_1_module_targets_0_1() {
+    let (code, stdout, stderr) = run(&["policy", "inspect", FIXTURE_0_1]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    for expected in [
+        "name:      cubepod-default\n".to_string(),
+        format!("contract:  0.1.0 (the host supports 0.1.0 and {CONTRACT_VERSION})\n"),
+        "imports:\n  cubepod:controller/types@0.1.0\n  cubepod:controller/kube-client@0.1.0\n"
+            .to_string(),
+        "exports:\n  cubepod:controller/policy@0.1.0\n".to_string(),
+        "fits the contract cubepod:controller@0.1.0: yes (conformance: 5 cases passed)\n"
+            .to_string(),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    let (code, stdout, _) = run(&["policy", "inspect", "--json", FIXTURE_0_1]);
+    assert_eq!(code, 0, "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["contractVersion"], "0.1.0");
+    assert_eq!(json["contract"], "cubepod:controller@0.1.0");
     assert_eq!(json["fits"], true);
 }
 
@@ -275,7 +376,13 @@ fn inspect_says_why_garbage_does_not_fit() {
     assert_eq!(code, 1, "{stdout}");
     assert!(
         stdout.contains(&format!(
-            "does not fit the contract cubepod:controller@{CONTRACT_VERSION}: it is not WebAssembly at all"
+            "contract:  unknown (the host supports 0.1.0 and {CONTRACT_VERSION})\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "does not fit a contract the host supports (0.1.0 and {CONTRACT_VERSION}): it is not WebAssembly at all"
         )),
         "{stdout}"
     );
@@ -294,11 +401,12 @@ fn inspect_says_why_garbage_does_not_fit() {
     );
 }
 
-/// A component of another world: it imports `kube-client` of contract 0.2.0 and exports
+/// A component of another world: it imports `kube-client` of contract `version` and exports
 /// nothing. Encoded by hand (component binary format: a type section with one empty instance
 /// type, an import section importing it under the interface's name).
-fn other_world_component() -> Vec<u8> {
-    let name = b"cubepod:controller/kube-client@0.2.0";
+fn other_world_component(version: &str) -> Vec<u8> {
+    let name = format!("cubepod:controller/kube-client@{version}");
+    let name = name.as_bytes();
     let mut import = vec![0x01, 0x00, name.len() as u8];
     import.extend_from_slice(name);
     import.extend_from_slice(&[0x05, 0x00]);
@@ -309,20 +417,67 @@ fn other_world_component() -> Vec<u8> {
     bytes
 }
 
+/// The default policy with every `cubepod:controller/...@<current>` name changed to 0.3.0: a
+/// whole module of a contract this host does not know.
+fn contract_0_3_module() -> Vec<u8> {
+    let from = format!("@{CONTRACT_VERSION}");
+    let to = "@0.3.0";
+    assert_eq!(from.len(), to.len(), "a patch in place keeps the lengths");
+    let mut bytes = DEFAULT_POLICY.to_vec();
+    let package = b"cubepod:controller/";
+    let mut i = 0;
+    let mut changed = 0;
+    while let Some(at) = bytes[i..].windows(package.len()).position(|w| w == package) {
+        let start = i + at + package.len();
+        if let Some(v) = bytes[start..]
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            && v < 24
+        {
+            bytes[start + v..start + v + to.len()].copy_from_slice(to.as_bytes());
+            changed += 1;
+        }
+        i = start;
+    }
+    assert!(changed > 0, "no versioned name found to change");
+    bytes
+}
+
 #[test]
 fn inspect_says_why_a_component_of_another_world_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other.wasm");
-    std::fs::write(&other, other_world_component()).unwrap();
+    std::fs::write(&other, other_world_component(CONTRACT_VERSION)).unwrap();
     let (code, stdout, _) = run(&["policy", "inspect", other.to_str().unwrap()]);
     assert_eq!(code, 1, "{stdout}");
     for expected in [
-        "imports:\n  cubepod:controller/kube-client@0.2.0\n".to_string(),
+        format!("imports:\n  cubepod:controller/kube-client@{CONTRACT_VERSION}\n"),
         "exports:   none\n".to_string(),
         format!("does not fit the contract cubepod:controller@{CONTRACT_VERSION}: "),
+        format!("missing import cubepod:controller/types@{CONTRACT_VERSION}"),
         format!("missing export cubepod:controller/policy@{CONTRACT_VERSION}"),
+    ] {
+        assert!(
+            stdout.contains(&expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_module_of_an_unsupported_contract_is_refused_naming_the_supported_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("policy-0.3.wasm");
+    std::fs::write(&module, contract_0_3_module()).unwrap();
+    let (code, stdout, _) = run(&["policy", "inspect", module.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    for expected in [
+        format!("contract:  0.3.0 (the host supports 0.1.0 and {CONTRACT_VERSION})\n"),
+        "exports:\n  cubepod:controller/policy@0.3.0\n".to_string(),
         format!(
-            "the component was built against contract 0.2.0, the host speaks {CONTRACT_VERSION}"
+            "does not fit a contract the host supports (0.1.0 and {CONTRACT_VERSION}): the \
+             component was built against contract 0.3.0; the host runs modules of contract 0.1.0 \
+             and {CONTRACT_VERSION} only\n"
         ),
     ] {
         assert!(
@@ -330,6 +485,27 @@ fn inspect_says_why_a_component_of_another_world_does_not_fit() {
             "missing {expected:?} in:\n{stdout}"
         );
     }
+    // `policy test` refuses to load it, with the same words.
+    let (code, _, stderr) = run(&["policy", "test", module.to_str().unwrap()]);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "policy breaks the contract cubepod:controller@0.3.0: the component was built \
+             against contract 0.3.0; the host runs modules of contract 0.1.0 and \
+             {CONTRACT_VERSION} only"
+        )),
+        "{stderr}"
+    );
+
+    // A component whose only name of the package is a 0.3.0 import is refused the same way.
+    let other = dir.path().join("other-0.3.wasm");
+    std::fs::write(&other, other_world_component("0.3.0")).unwrap();
+    let (code, stdout, _) = run(&["policy", "inspect", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("built against contract 0.3.0; the host runs modules of contract 0.1.0"),
+        "{stdout}"
+    );
 }
 
 /// Enough of XML 1.0 to catch what a hand-written writer gets wrong: elements nest and close,
