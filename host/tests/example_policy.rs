@@ -117,7 +117,7 @@ fn the_guarded_policy_fits_the_contract() {
     for expected in [
         "name:      cubepod-guarded\n".to_string(),
         "version:   0.1.0\n".to_string(),
-        format!("contract:  {CONTRACT_VERSION} (the host speaks {CONTRACT_VERSION})\n"),
+        format!("contract:  {CONTRACT_VERSION} (the host supports 0.1.0 and {CONTRACT_VERSION})\n"),
         format!("exports:\n  cubepod:controller/policy@{CONTRACT_VERSION}\n"),
         format!("fits the contract cubepod:controller@{CONTRACT_VERSION}: yes"),
     ] {

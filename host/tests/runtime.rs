@@ -1,6 +1,7 @@
-//! The wasm runtime against real components: the embedded default policy, and
-//! `tests/policies/faulty`, built here with a nested cargo, which traps, loops, hogs memory,
-//! writes outside the boundary or floods stderr on request. The cluster is a small in-test stub.
+//! The wasm runtime against real components: the embedded default policy, the frozen default
+//! policy of contract 0.1.0 (`tests/fixtures/contract-0.1.0/`), and `tests/policies/faulty`,
+//! built here with a nested cargo, which traps, loops, hogs memory, writes outside the boundary
+//! or floods stderr on request. The cluster is a small in-test stub.
 //!
 //! Run: `cargo test -p cubepod-host --test runtime`
 
@@ -10,16 +11,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cubepod_host::kube::boundary::Boundary;
+use cubepod_host::kube::boundary::Containment;
 use cubepod_host::kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
 };
 use cubepod_host::runtime::bindings::{
-    DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ReconcileInput, Sandbox,
-    SandboxPhase, SandboxSpec, SandboxStatus, ShutdownPolicy,
+    DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ObservedPod, ObservedPvc,
+    PoolInput, ReapAction, ReapCandidate, ReconcileInput, Sandbox, SandboxPhase, SandboxSpec,
+    SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec, WarmPoolStatus,
 };
 use cubepod_host::runtime::{
-    CONTRACT_VERSION, CallContext, DEFAULT_POLICY, Effect, HostCallRecord, PolicyEngine,
-    PolicyModule, RuntimeConfig, RuntimeError, world_exports, world_imports,
+    CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord, PolicyEngine,
+    PolicyModule, RuntimeConfig, RuntimeError,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -89,6 +92,20 @@ fn faulty_bytes() -> &'static [u8] {
 fn faulty_module() -> &'static PolicyModule {
     static MODULE: OnceLock<PolicyModule> = OnceLock::new();
     MODULE.get_or_init(|| engine().load(faulty_bytes()).unwrap())
+}
+
+/// The default policy as built against contract 0.1.0, frozen.
+fn fixture_0_1_bytes() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        std::fs::read(workspace().join("tests/fixtures/contract-0.1.0/cubepod-default-0.1.0.wasm"))
+            .unwrap()
+    })
+}
+
+fn fixture_0_1() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| engine().load(fixture_0_1_bytes()).unwrap())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,11 +357,12 @@ fn assert_reconciles(module: &PolicyModule, name: &str) {
 fn the_default_policy_loads_and_describes_itself() {
     let module = default_module();
     assert_eq!(module.info().name, "cubepod-default");
-    assert_eq!(module.info().contract_version, "0.1.0");
+    assert_eq!(module.info().contract_version, CONTRACT_VERSION);
+    assert_eq!(module.contract(), Contract::CURRENT);
     assert_eq!(module.describe().unwrap(), *module.info());
     assert_eq!(module.digest(), hex::encode(Sha256::digest(DEFAULT_POLICY)));
     assert_eq!(module.size(), DEFAULT_POLICY.len());
-    assert_eq!(module.exports(), world_exports());
+    assert_eq!(module.exports(), Contract::CURRENT.world_exports());
 }
 
 #[test]
@@ -654,10 +672,11 @@ fn compiled_components_are_cached_by_digest() {
 // ---------------------------------------------------------------------------------------------
 // The contract
 
-/// The `policy-module` world of `wit/`, as wit-parser reads it: (imports, exports, version).
-fn wit_world() -> (Vec<String>, Vec<String>, String) {
+/// The `policy-module` world of `wit/` (or of a frozen contract's directory under it), as
+/// wit-parser reads it: (imports, exports, version).
+fn wit_world(dir: &str) -> (Vec<String>, Vec<String>, String) {
     let mut resolve = wit_parser::Resolve::new();
-    let (package, _) = resolve.push_dir(workspace().join("wit")).unwrap();
+    let (package, _) = resolve.push_dir(workspace().join(dir)).unwrap();
     let world = resolve
         .select_world(&[package], Some("policy-module"))
         .unwrap();
@@ -676,20 +695,38 @@ fn wit_world() -> (Vec<String>, Vec<String>, String) {
     (names(&world.imports), names(&world.exports), version)
 }
 
+/// Each supported contract and the directory of its WIT.
+const WIT_DIRS: [(Contract, &str); 2] = [(Contract::V0_1, "wit/0.1.0"), (Contract::V0_2, "wit")];
+
 #[test]
-fn the_host_names_the_world_of_wit() {
-    let (imports, exports, version) = wit_world();
-    assert_eq!(version, CONTRACT_VERSION);
-    let mut host_imports = world_imports();
-    host_imports.sort();
-    assert_eq!(host_imports, imports);
-    assert_eq!(world_exports(), exports);
+fn the_host_names_the_world_of_each_supported_wit() {
+    assert_eq!(
+        WIT_DIRS.map(|(c, _)| c),
+        Contract::SUPPORTED,
+        "a WIT directory for every supported contract"
+    );
+    for (contract, dir) in WIT_DIRS {
+        let (imports, exports, version) = wit_world(dir);
+        assert_eq!(version, contract.version(), "{dir}");
+        let mut host_imports = contract.world_imports();
+        host_imports.sort();
+        assert_eq!(host_imports, imports, "{dir}");
+        assert_eq!(contract.world_exports(), exports, "{dir}");
+    }
+    assert_eq!(Contract::CURRENT.version(), CONTRACT_VERSION);
+    assert_eq!(Contract::of_version("0.1.0"), Some(Contract::V0_1));
+    assert_eq!(Contract::of_version("0.3.0"), None);
 }
 
 #[test]
 fn the_components_implement_exactly_the_world_plus_allowed_wasi() {
-    let (imports, exports, _) = wit_world();
-    for module in [default_module(), faulty_module()] {
+    for module in [default_module(), faulty_module(), fixture_0_1()] {
+        let dir = WIT_DIRS
+            .iter()
+            .find(|(c, _)| *c == module.contract())
+            .map(|(_, dir)| *dir)
+            .unwrap();
+        let (imports, exports, _) = wit_world(dir);
         let mut own: Vec<String> = module
             .imports()
             .iter()
@@ -746,4 +783,309 @@ fn a_page_of_reap_candidates_fits_the_default_bounds() {
         .expect("a page of candidates within the default bounds");
     assert_eq!(call.value.len(), REAP_PAGE / 10);
     assert!(call.value.iter().all(|d| d.name.ends_with('0')));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contract 0.1.0: the frozen default policy runs through every export, with its inputs and
+// outputs converted, under the same bounds, and its kube-client calls held to the same rules.
+
+#[test]
+fn the_0_1_module_loads_as_its_own_contract_and_describes_itself() {
+    let module = fixture_0_1();
+    assert_eq!(module.contract(), Contract::V0_1);
+    assert_eq!(module.info().name, "cubepod-default");
+    assert_eq!(module.info().contract_version, "0.1.0");
+    assert_eq!(module.describe().unwrap(), *module.info());
+    assert_eq!(module.exports(), Contract::V0_1.world_exports());
+}
+
+#[test]
+fn the_0_1_module_reconciles_a_new_sandbox_through_the_same_import() {
+    let cluster = Arc::new(StubCluster::default());
+    let records = Arc::new(Mutex::new(Vec::<HostCallRecord>::new()));
+    let seen = records.clone();
+    let ctx = context(&cluster).with_observer(Arc::new(move |r| seen.lock().unwrap().push(r)));
+    let module = fixture_0_1().clone();
+    let blocking = tokio_runtime()
+        .spawn_blocking(move || module.reconcile_sandbox(&ctx, new_sandbox_input("old-alice")));
+    let call = tokio_runtime().block_on(blocking).unwrap().unwrap();
+    let output = call.value.unwrap();
+    assert_eq!(cluster.creates(), four_creates("old-alice"));
+    assert_eq!(call.host_calls, 4);
+    assert_eq!(call.effects.len(), 4);
+    let ops: Vec<&str> = call.calls.iter().map(|c| c.op).collect();
+    assert_eq!(
+        ops,
+        ["ensure-pvc", "ensure-pvc", "ensure-secret", "ensure-pod"]
+    );
+    assert!(call.calls.iter().all(|c| c.result.is_ok()));
+    assert_eq!(records.lock().unwrap().len(), 4);
+    // The Pod's IP came back through 0.1's `ensure-pod`; 0.2's new status fields are empty.
+    assert_eq!(output.status.pod_ip.as_deref(), Some(POD_IP));
+    assert_eq!(
+        output.status.rootfs_pvc.as_deref(),
+        Some("old-alice-rootfs-g1")
+    );
+    assert_eq!(output.status.service_fqdn, None);
+    assert_eq!(output.status.shutdown_in, None);
+}
+
+#[test]
+fn the_0_1_module_is_held_to_the_same_boundary() {
+    // A Sandbox of a namespace the boundary does not serve: every write refused, none sent,
+    // and the refusal reaches the 0.1 module and comes back as the host's own error.
+    let cluster = Arc::new(StubCluster::default());
+    let records = Arc::new(Mutex::new(Vec::<HostCallRecord>::new()));
+    let seen = records.clone();
+    let ctx = context(&cluster).with_observer(Arc::new(move |r| seen.lock().unwrap().push(r)));
+    let mut input = new_sandbox_input("elsewhere");
+    input.sandbox.namespace = "kube-system".to_string();
+    for module in [default_module(), fixture_0_1()] {
+        let call = module.reconcile_sandbox(&ctx, input.clone()).unwrap();
+        match &call.value {
+            Err(KubeError::Refused(reason)) => {
+                assert!(reason.contains("\"kube-system\""), "{reason}")
+            }
+            other => panic!("{:?}: expected a refusal, got {other:?}", module.contract()),
+        }
+        assert!(call.effects.is_empty());
+        assert!(
+            matches!(
+                call.calls.first().map(|c| &c.result),
+                Some(Err(KubeError::Refused(_)))
+            ),
+            "{:?}",
+            call.calls
+        );
+    }
+    assert!(cluster.log().is_empty(), "{:?}", cluster.log());
+    let records = records.lock().unwrap();
+    assert!(!records.is_empty() && records.iter().all(|r| r.refused));
+}
+
+#[test]
+fn the_0_1_module_is_held_to_the_same_calls_budget() {
+    let engine = PolicyEngine::new(RuntimeConfig {
+        containment: Arc::new(Containment {
+            max_kube_calls: 2,
+            ..Containment::default()
+        }),
+        ..test_config()
+    })
+    .unwrap();
+    for bytes in [DEFAULT_POLICY, fixture_0_1_bytes()] {
+        let module = engine.load(bytes).unwrap();
+        let cluster = Arc::new(StubCluster::default());
+        let err = module
+            .reconcile_sandbox(&context(&cluster), new_sandbox_input("flood"))
+            .unwrap_err();
+        assert!(
+            matches!(&err, RuntimeError::Budget(m) if m.contains("more than 2 kube-client calls")),
+            "{:?}: {err:?}",
+            module.contract()
+        );
+        assert_eq!(cluster.creates().len(), 2, "{:?}", module.contract());
+    }
+}
+
+/// `n` reap candidates that are to run, each idle for a day.
+fn idle_candidates(n: usize, now: i64) -> Vec<ReapCandidate> {
+    (0..n)
+        .map(|i| ReapCandidate {
+            name: format!("sandbox-{i:07}"),
+            running: true,
+            idle_timeout_seconds: Some(3600),
+            last_activity: Some(now - 86_400),
+            started_at: Some(now - 100_000),
+            pool: None,
+            claimed_by: None,
+            claimed_member: None,
+            shutdown_time: None,
+            shutdown_policy: ShutdownPolicy::Delete,
+        })
+        .collect()
+}
+
+#[test]
+fn the_0_1_module_is_held_to_the_same_memory_limit_and_deadline() {
+    let now = 1_800_000_000;
+    // Far more than 16 MiB of candidates: refused growth, in `reap`, for both versions.
+    let many = idle_candidates(300_000, now);
+    let cluster = Arc::new(StubCluster::default());
+    for module in [default_module(), fixture_0_1()] {
+        let started = Instant::now();
+        let err = module.reap(&context(&cluster), now, NS, &many).unwrap_err();
+        println!(
+            "{:?}: {err} after {:?}",
+            module.contract(),
+            started.elapsed()
+        );
+        assert!(
+            matches!(
+                err,
+                RuntimeError::MemoryExhausted {
+                    export: "reap",
+                    limit: MEMORY_LIMIT
+                }
+            ),
+            "{:?}: {err:?}",
+            module.contract()
+        );
+    }
+    // With room enough, a deadline far shorter than the work (seconds, in a debug build) and
+    // far longer than `describe` at load: interrupted, for both.
+    let engine = PolicyEngine::new(RuntimeConfig {
+        call_deadline: Duration::from_millis(100),
+        epoch_tick: Duration::from_millis(1),
+        memory_limit_bytes: 512 << 20,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    for bytes in [DEFAULT_POLICY, fixture_0_1_bytes()] {
+        let module = engine.load(bytes).unwrap();
+        let started = Instant::now();
+        let err = module
+            .reap(&context(&cluster), now, NS, &many)
+            .map(|call| call.value.len())
+            .unwrap_err();
+        println!(
+            "{:?}: {err} after {:?}",
+            module.contract(),
+            started.elapsed()
+        );
+        assert!(
+            matches!(err, RuntimeError::DeadlineExceeded { export: "reap", .. }),
+            "{:?}: {err:?}",
+            module.contract()
+        );
+    }
+}
+
+#[test]
+fn the_0_1_reaper_decides_only_about_sandboxes_that_are_to_run_as_idle_pauses() {
+    let now = 1_800_000_000;
+    let mut page = idle_candidates(3, now);
+    // Idle too, but not to run: a candidate only for its shutdown time, which 0.1 never sees.
+    page[1].running = false;
+    page[1].shutdown_time = Some(now - 10);
+    let cluster = Arc::new(StubCluster::default());
+    let call = fixture_0_1()
+        .reap(&context(&cluster), now, NS, &page)
+        .unwrap();
+    let decided: Vec<&str> = call.value.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(decided, ["sandbox-0000000", "sandbox-0000002"]);
+    assert!(call.value.iter().all(|d| d.action == ReapAction::IdlePause
+        && d.namespace == NS
+        && d.idle_seconds >= 86_400));
+    assert!(call.calls.is_empty());
+}
+
+#[test]
+fn the_0_1_module_cleans_up_through_the_same_import() {
+    let cluster = Arc::new(StubCluster::default());
+    let ctx = context(&cluster);
+    let module = fixture_0_1();
+    module
+        .reconcile_sandbox(&ctx, new_sandbox_input("old-bob"))
+        .unwrap()
+        .value
+        .unwrap();
+    let mut sandbox = sandbox("old-bob");
+    sandbox.deleting = true;
+    let observed = ObservedChildren {
+        pvcs: vec![
+            ObservedPvc {
+                name: "old-bob-rootfs-g1".to_string(),
+                deleting: false,
+            },
+            ObservedPvc {
+                name: "old-bob-workspace".to_string(),
+                deleting: false,
+            },
+        ],
+        pod: Some(ObservedPod {
+            name: "old-bob".to_string(),
+            deleting: false,
+            ip: Some(POD_IP.to_string()),
+            ready: true,
+            rootfs_generation: Some(1),
+        }),
+        secret: true,
+        network_policy: None,
+        service: None,
+    };
+    let call = module
+        .cleanup_sandbox(&ctx, 1_800_000_100, sandbox, observed)
+        .unwrap();
+    let output = call.value.unwrap();
+    let mut deletes: Vec<String> = cluster
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("delete "))
+        .collect();
+    deletes.sort();
+    assert_eq!(
+        deletes,
+        [
+            format!("delete persistentvolumeclaims {NS}/old-bob-rootfs-g1"),
+            format!("delete persistentvolumeclaims {NS}/old-bob-workspace"),
+            format!("delete pods {NS}/old-bob"),
+            format!("delete secrets {NS}/old-bob-credentials"),
+        ]
+    );
+    assert!(
+        call.effects
+            .iter()
+            .all(|e| matches!(e, Effect::Deleted { .. }))
+    );
+    assert_eq!(output.status.phase, SandboxPhase::Terminating);
+    assert_eq!(output.status.service_fqdn, None);
+}
+
+#[test]
+fn the_0_1_module_fills_a_pool_and_its_status_reads_as_0_2() {
+    let template = sandbox("unused").spec;
+    let pool = WarmPool {
+        namespace: NS.to_string(),
+        name: "old-pool".to_string(),
+        uid: "uid-old-pool".to_string(),
+        generation: 1,
+        spec: WarmPoolSpec {
+            replicas: 2,
+            template,
+            update_strategy: UpdateStrategy::OnReplenish,
+        },
+        status: WarmPoolStatus {
+            replicas: 0,
+            ready_replicas: 0,
+            observed_generation: 0,
+            conditions: Vec::new(),
+        },
+    };
+    let input = PoolInput {
+        now: 1_800_000_000,
+        pool,
+        members: vec![cubepod_host::runtime::bindings::PoolMember {
+            name: "old-pool-ready".to_string(),
+            ready: true,
+            claimed: false,
+            deleting: false,
+            template_hash: None,
+        }],
+        max_replicas: 10,
+    };
+    let cluster = Arc::new(StubCluster::default());
+    let call = fixture_0_1()
+        .reconcile_pool(&context(&cluster), input)
+        .unwrap();
+    let output = call.value.unwrap();
+    // One ready member of two wanted: one more made, and 0.1's `ready`/`members` read as
+    // `ready-replicas`/`replicas`.
+    assert_eq!(output.create.len(), 1, "{:?}", output.create);
+    assert_eq!(
+        (output.status.ready_replicas, output.status.replicas),
+        (1, 1)
+    );
+    assert_eq!(output.status.observed_generation, 1);
+    assert!(call.calls.is_empty() && cluster.log().is_empty());
 }
