@@ -6,13 +6,13 @@
 //! tokio [`Handle`](tokio::runtime::Handle) of the [`CallContext`], so call it from
 //! `tokio::task::spawn_blocking` (or any thread outside the runtime), never from async code.
 //!
-//! The runtime's part of the boundary (docs/architecture.md, "Where each rule of the boundary
-//! is enforced"):
 //! Modules of every supported contract version run ([`Contract::SUPPORTED`]): the current one
 //! on the host's own types, an older one through its own bindings, its inputs and outputs
 //! converted at each call (`contract_0_1.rs`) and its `kube-client` served by the same
 //! implementation, so that the bounds and the boundary are one copy for every version.
 //!
+//! The runtime's part of the boundary (docs/architecture.md, "Where each rule of the boundary
+//! is enforced"):
 //! - imports: only `kube-client`, whose every call passes
 //!   [`Boundary::check`](crate::kube::boundary::Boundary::check) and the containment rules
 //!   first, plus the few `wasi:cli`/`wasi:io` interfaces that Rust's std makes every
@@ -40,8 +40,9 @@ pub use module::{PolicyModule, targeted_version};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The version of the `cubepod:controller` WIT package the host implements, read from the
-/// `package` line of `wit/controller.wit` at build time.
+/// The current version of the `cubepod:controller` WIT package, the host's own types and the
+/// SDK's, read from the `package` line of `wit/controller.wit` at build time. Every version the
+/// host runs is in [`Contract::SUPPORTED`].
 pub const CONTRACT_VERSION: &str = env!("CUBEPOD_CONTRACT_VERSION");
 
 /// The WIT package every policy imports from and exports to.
@@ -137,7 +138,7 @@ pub enum RuntimeError {
     Compile { why: String },
     /// The component does not implement the `policy-module` world of a contract this host
     /// runs. `contract` is the one it was checked against (`cubepod:controller@0.1.0`), or the
-    /// package and the supported versions when it targets none of them.
+    /// unsupported one it targets.
     #[error("policy breaks the contract {contract}: {why}")]
     Contract { contract: String, why: String },
     #[error("{}: {source}", path.display())]
