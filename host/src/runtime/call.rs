@@ -178,7 +178,7 @@ impl PolicyModule {
         ctx: &CallContext,
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
-        let scope = reconcile_scope(&input);
+        let scope = reconcile_scope(&input, &ctx.boundary);
         self.call(
             "reconcile-sandbox",
             Some(ctx),
@@ -195,7 +195,7 @@ impl PolicyModule {
         sandbox: Sandbox,
         observed: ObservedChildren,
     ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
-        let scope = sandbox_scope(&sandbox, &observed, None);
+        let scope = sandbox_scope(&sandbox, &observed, None, &ctx.boundary);
         self.call(
             "cleanup-sandbox",
             Some(ctx),
@@ -250,7 +250,7 @@ impl PolicyModule {
 
 /// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the
 /// input carries: what the call may write.
-fn reconcile_scope(input: &ReconcileInput) -> SandboxScope {
+fn reconcile_scope(input: &ReconcileInput, boundary: &Boundary) -> SandboxScope {
     let fork = input
         .fork_source
         .as_ref()
@@ -260,13 +260,14 @@ fn reconcile_scope(input: &ReconcileInput) -> SandboxScope {
             rootfs_pvc: source.status.rootfs_pvc.clone(),
             workspace_pvc: source.status.workspace_pvc.clone(),
         });
-    sandbox_scope(&input.sandbox, &input.observed, fork)
+    sandbox_scope(&input.sandbox, &input.observed, fork, boundary)
 }
 
 fn sandbox_scope(
     sandbox: &Sandbox,
     observed: &ObservedChildren,
     fork: Option<ForkSource>,
+    boundary: &Boundary,
 ) -> SandboxScope {
     let mut children: Vec<(Resource, String)> = observed
         .pvcs
@@ -279,6 +280,24 @@ fn sandbox_scope(
     if observed.secret {
         children.push((Resource::Secret, crate::model::names::secret(&sandbox.name)));
     }
+    if let Some(policy) = &observed.network_policy {
+        children.push((Resource::NetworkPolicy, policy.name.clone()));
+    }
+    if let Some(service) = &observed.service {
+        children.push((Resource::Service, service.name.clone()));
+    }
+    // What the boundary checks the sandbox's NetworkPolicy and Service against.
+    let network = crate::kube::boundary::SandboxNetwork {
+        egress: sandbox.spec.network.egress,
+        allow_cidrs: sandbox.spec.network.allow_cidrs.clone(),
+        deny_cidrs: sandbox.spec.network.deny_cidrs.clone(),
+        service_ports: sandbox
+            .spec
+            .service
+            .as_ref()
+            .map(|service| service.ports.iter().map(|p| (p.port, p.protocol)).collect()),
+        cluster: boundary.network.clone(),
+    };
     SandboxScope {
         namespace: sandbox.namespace.clone(),
         name: sandbox.name.clone(),
@@ -287,6 +306,7 @@ fn sandbox_scope(
         storage_class: sandbox.spec.storage_class.clone(),
         fork,
         observed: children,
+        network: Some(network),
     }
 }
 

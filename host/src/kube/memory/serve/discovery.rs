@@ -68,6 +68,8 @@ impl Names {
             Resource::Pod => (&["po"], &["all"]),
             Resource::PersistentVolumeClaim => (&["pvc"], &[]),
             Resource::Event => (&["ev"], &[]),
+            Resource::NetworkPolicy => (&["netpol"], &[]),
+            Resource::Service => (&["svc"], &["all"]),
             _ => (&[], &[]),
         };
         let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
