@@ -102,8 +102,8 @@ pub fn spec(spec: &SandboxSpec, path: &str) -> Result<(), Invalid> {
 /// are made of, so the API server must not be the first to find them wrong.
 fn network(spec: &SandboxSpec, path: &str) -> Result<(), Invalid> {
     let lists = [
-        ("allowCidrs", &spec.network.allow_cidrs),
-        ("denyCidrs", &spec.network.deny_cidrs),
+        ("allowCIDRs", &spec.network.allow_cidrs),
+        ("denyCIDRs", &spec.network.deny_cidrs),
     ];
     for (field, list) in lists {
         for (i, text) in list.iter().enumerate() {

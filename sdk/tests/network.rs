@@ -241,11 +241,11 @@ fn a_spec_with_a_bad_cidr_or_port_is_refused_with_no_call() {
     let cases: [(fn(&mut cubepod_policy_sdk::bindings::SandboxSpec), &str); 3] = [
         (
             |s| s.network.allow_cidrs = vec!["10.0.5.0".into()],
-            "allowCidrs[0]",
+            "allowCIDRs[0]",
         ),
         (
             |s| s.network.deny_cidrs = vec!["1.2.3.4/8".into(), "300.0.0.0/8".into()],
-            "denyCidrs[1]",
+            "denyCIDRs[1]",
         ),
         (
             |s| {

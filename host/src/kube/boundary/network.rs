@@ -65,7 +65,7 @@ impl SandboxNetwork {
     pub fn allowed_addresses(&self) -> Result<IpSet, String> {
         let mut problem = None;
         let deny = set_of(self.deny_cidrs.iter().map(String::as_str), |c| {
-            problem.get_or_insert_with(|| format!("spec.network.denyCidrs holds {c:?}"));
+            problem.get_or_insert_with(|| format!("spec.network.denyCIDRs holds {c:?}"));
         });
         let cluster = set_of(self.cluster.cluster_cidrs.iter().map(String::as_str), |c| {
             problem.get_or_insert_with(|| format!("the cluster CIDR {c:?}"));
