@@ -229,9 +229,13 @@ impl HostState {
         }
         let object = ctx.boundary.check(resource, namespace, name, manifest)?;
         match &object {
-            Some(object) => self
-                .containment
-                .check_write(scope, resource, namespace, name, object)?,
+            Some(object) => {
+                self.containment
+                    .check_write(scope, resource, namespace, name, object)?;
+                if resource == Resource::Pod {
+                    self.network_policy_first(namespace, name)?;
+                }
+            }
             None => {
                 self.containment
                     .check_delete(scope, resource, namespace, name)?;
@@ -364,10 +368,11 @@ impl HostState {
         }
     }
 
-    /// For a 0.2 policy, a Pod only once its NetworkPolicy exists: in the controller's cache
+    /// For a 0.2 policy, a Pod only once its NetworkPolicy exists (checked after the Pod's
+    /// manifest, so that a bad Pod is refused for what is wrong with it): in the controller's cache
     /// (or, without one, among the input's observed children), or applied earlier in this
     /// call. Otherwise the Pod would run, if briefly, with the namespace's network.
-    fn network_policy_first(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
+    fn network_policy_first(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
         let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
             // The boundary refuses the call itself.
             return Ok(());
@@ -393,17 +398,13 @@ impl HostState {
         if applied || held {
             return Ok(());
         }
-        Err(self.refuse(
-            "create",
-            Resource::Pod,
-            Refusal::new(
-                Rule::Network,
-                describe(Resource::Pod, namespace, name),
-                "kind",
-                format!(
-                    "no Pod before its NetworkPolicy: apply {policy:?} first (it is neither in \
-                     the cache nor applied earlier in this call)"
-                ),
+        Err(Refusal::new(
+            Rule::Network,
+            describe(Resource::Pod, namespace, name),
+            "kind",
+            format!(
+                "no Pod before its NetworkPolicy: apply {policy:?} first (it is neither in the \
+                 cache nor applied earlier in this call)"
             ),
         ))
     }
@@ -537,8 +538,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
     ) -> Answer<Option<String>> {
         self.count(Resource::Pod, "create")?;
         let result = self
-            .network_policy_first(&namespace, &name)
-            .and_then(|()| self.ensure(Resource::Pod, &namespace, &name, &manifest))
+            .ensure(Resource::Pod, &namespace, &name, &manifest)
             .map(|ensured| self.pod_ip(&namespace, &name, ensured));
         Ok(self.log("ensure-pod", namespace, name, Some(manifest), result))
     }
