@@ -238,7 +238,8 @@ fn cleanup_deletes_the_service_and_then_the_network_policy_after_the_pod() {
 
 #[test]
 fn a_spec_with_a_bad_cidr_or_port_is_refused_with_no_call() {
-    let cases: [(fn(&mut cubepod_policy_sdk::bindings::SandboxSpec), &str); 3] = [
+    type Edit = fn(&mut cubepod_policy_sdk::bindings::SandboxSpec);
+    let cases: [(Edit, &str); 3] = [
         (
             |s| s.network.allow_cidrs = vec!["10.0.5.0".into()],
             "allowCIDRs[0]",

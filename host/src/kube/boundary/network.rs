@@ -280,7 +280,7 @@ fn check_egress_rule(
     let peers = fields.array(
         rule.get("to").ok_or_else(|| {
             fields.refuse(
-                &to_at,
+                to_at,
                 "required: a rule without `to` allows every destination",
             )
         })?,
@@ -393,7 +393,7 @@ fn check_ingress_rule(
     let from_at = sub(at, "from");
     let peers = fields.array(
         rule.get("from").ok_or_else(|| {
-            fields.refuse(&from_at, "required: a rule without `from` lets anyone in")
+            fields.refuse(from_at, "required: a rule without `from` lets anyone in")
         })?,
         from_at,
     )?;
