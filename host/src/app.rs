@@ -254,6 +254,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             backoff: Backoff::default(),
             status_coalesce: args.status_coalesce,
             normal_events: args.normal_events,
+            cluster_network: args.network.cluster_network(),
             ..ManagerConfig::for_namespaces(Vec::new())
         },
         metrics.clone(),

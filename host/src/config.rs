@@ -8,7 +8,9 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::kube::boundary::{self, Containment, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS};
+use crate::model::network;
 use crate::runtime::DEFAULT_MEMORY_MIB;
+use crate::runtime::bindings::ClusterNetwork;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -91,6 +93,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub containment: ContainmentArgs,
+
+    #[command(flatten)]
+    pub network: NetworkArgs,
 
     /// Reconciles run at once. A reconcile mostly waits on its API requests (a new sandbox's
     /// are four in a row), so this is what keeps the API busy; each is one request in flight.
@@ -485,6 +490,149 @@ impl ContainmentArgs {
     }
 }
 
+/// The cluster network (`model::network`): what a sandbox's NetworkPolicy blocks, allows for
+/// DNS and lets in; handed to the policy and held against what it writes.
+#[derive(Debug, Clone, Args)]
+pub struct NetworkArgs {
+    /// The cluster's pod and service ranges: blocked for `egress: internet`, allowed for
+    /// `egress: cluster`. Repeatable or comma-separated.
+    #[arg(
+        long = "cluster-cidr",
+        env = "CUBEPOD_CLUSTER_CIDR",
+        value_delimiter = ',',
+        default_value = "10.244.0.0/16,10.96.0.0/12",
+        value_parser = cidr
+    )]
+    pub cluster_cidrs: Vec<String>,
+
+    /// The namespace of the cluster's DNS pods (port 53 is allowed to them).
+    #[arg(long, env = "CUBEPOD_DNS_NAMESPACE", default_value = network::DEFAULT_DNS_NAMESPACE)]
+    pub dns_namespace: String,
+
+    /// The labels of the cluster's DNS pods: `k=v[,k=v]`.
+    #[arg(long, env = "CUBEPOD_DNS_SELECTOR", default_value = network::DEFAULT_DNS_SELECTOR, value_parser = selector)]
+    pub dns_selector: Labels,
+
+    /// The labels (`k=v[,k=v]`) of pods, in any namespace, that may connect to a sandbox's
+    /// Service ports. Default: none, no ingress at all.
+    #[arg(long, env = "CUBEPOD_INGRESS_FROM", value_parser = selector)]
+    pub ingress_from: Option<Labels>,
+
+    /// The cluster's DNS domain: a sandbox's Service is `<name>.<namespace>.svc.<domain>`.
+    #[arg(long, env = "CUBEPOD_CLUSTER_DOMAIN", default_value = network::DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+}
+
+/// A label selector of equalities, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labels(pub Vec<(String, String)>);
+
+impl NetworkArgs {
+    pub fn cluster_network(&self) -> ClusterNetwork {
+        ClusterNetwork {
+            cluster_cidrs: self.cluster_cidrs.clone(),
+            dns_namespace: self.dns_namespace.clone(),
+            dns_pod_labels: self.dns_selector.0.clone(),
+            ingress_from: self
+                .ingress_from
+                .as_ref()
+                .map(|l| l.0.clone())
+                .unwrap_or_default(),
+            cluster_domain: self.cluster_domain.clone(),
+        }
+    }
+}
+
+fn cidr(text: &str) -> Result<String, String> {
+    boundary::ipset::Cidr::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `k=v[,k=v]`: keys and values as Kubernetes labels have them (no empty key, no `=` or `,`).
+fn selector(text: &str) -> Result<Labels, String> {
+    let mut labels = Vec::new();
+    for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+        let (key, value) = (key.trim(), value.trim());
+        let label_char = |c: char| c.is_ascii_alphanumeric() || "-_./".contains(c);
+        if key.is_empty() || !key.chars().all(label_char) || !value.chars().all(label_char) {
+            return Err(format!("{pair:?} is not a label key=value"));
+        }
+        if labels.iter().any(|(k, _)| k == key) {
+            return Err(format!("{key:?} is given twice"));
+        }
+        labels.push((key.to_string(), value.to_string()));
+    }
+    if labels.is_empty() {
+        return Err("no key=value".to_string());
+    }
+    Ok(Labels(labels))
+}
+
 fn volume_size(text: &str) -> Result<u128, String> {
     boundary::quantity_value(text).map_err(|e| format!("{text:?} {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_network_flags_default_to_the_default_cluster_network() {
+        let cli = Cli::try_parse_from(["cubepod-controller", "run"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("run");
+        };
+        assert_eq!(
+            args.network.cluster_network(),
+            network::default_cluster_network()
+        );
+    }
+
+    #[test]
+    fn the_network_flags_parse_lists_and_selectors() {
+        let cli = Cli::try_parse_from([
+            "cubepod-controller",
+            "run",
+            "--cluster-cidr",
+            "10.0.0.0/16,fd00::/48",
+            "--cluster-cidr",
+            "172.20.0.0/16",
+            "--dns-selector",
+            "k8s-app=coredns,tier=dns",
+            "--ingress-from",
+            "app=gateway",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("run");
+        };
+        let net = args.network.cluster_network();
+        assert_eq!(
+            net.cluster_cidrs,
+            ["10.0.0.0/16", "fd00::/48", "172.20.0.0/16"]
+        );
+        assert_eq!(
+            net.dns_pod_labels,
+            [
+                ("k8s-app".to_string(), "coredns".to_string()),
+                ("tier".to_string(), "dns".to_string())
+            ]
+        );
+        assert_eq!(
+            net.ingress_from,
+            [("app".to_string(), "gateway".to_string())]
+        );
+        for bad in [
+            ["--cluster-cidr", "10.0.0.0"],
+            ["--dns-selector", "k8s-app"],
+            ["--ingress-from", "a=b,a=c"],
+        ] {
+            let parsed = Cli::try_parse_from(["cubepod-controller", "run", bad[0], bad[1]]);
+            assert!(parsed.is_err(), "{bad:?}");
+        }
+    }
 }

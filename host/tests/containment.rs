@@ -153,6 +153,8 @@ impl Harness {
             Resource::Pod,
             Resource::PersistentVolumeClaim,
             Resource::Secret,
+            Resource::NetworkPolicy,
+            Resource::Service,
         ] {
             cache.replace(resource, NS, &cluster.objects(resource));
         }
@@ -183,6 +185,8 @@ impl Harness {
             Resource::Pod,
             Resource::PersistentVolumeClaim,
             Resource::Secret,
+            Resource::NetworkPolicy,
+            Resource::Service,
         ]
         .into_iter()
         .flat_map(|r| cluster.objects(r))
@@ -459,6 +463,49 @@ fn a_cleanup_may_not_delete_another_sandboxs_child() {
 }
 
 #[test]
+fn a_network_policy_selecting_another_sandbox_is_refused() {
+    refused(
+        "foreign-network-policy",
+        Rule::Network,
+        "spec.podSelector.matchLabels",
+    );
+}
+
+#[test]
+fn a_network_policy_wider_than_the_spec_is_refused() {
+    refused("open-egress", Rule::Network, "spec.egress[0].to[0].ipBlock");
+}
+
+#[test]
+fn a_service_selecting_another_sandboxs_pod_is_refused() {
+    let harness = Harness::new();
+    let sandbox = fixtures::sandbox("foreign-service").with_spec(|s| {
+        s.service = Some(cubepod_policy_sdk::bindings::ServiceSpec {
+            ports: vec![cubepod_policy_sdk::bindings::ServicePort {
+                name: "http".into(),
+                port: 8080,
+                protocol: cubepod_policy_sdk::bindings::ServiceProtocol::Tcp,
+            }],
+        })
+    });
+    let input = twin::reconcile_input(&sandbox.input());
+    let call = hostile()
+        .reconcile_sandbox(&harness.context, input)
+        .expect("no trap");
+    assert!(
+        matches!(call.value, Err(KubeError::Refused(_))),
+        "{:?}",
+        call.value
+    );
+    harness.assert_refused(&call, Rule::Service, "spec.selector");
+}
+
+#[test]
+fn a_pod_before_its_network_policy_is_refused() {
+    refused("pod-before-policy", Rule::Network, "kind");
+}
+
+#[test]
 fn a_well_behaved_sandbox_still_gets_its_children() {
     let harness = Harness::new();
     let input = twin::reconcile_input(&fixtures::sandbox("dev-alice").input());
@@ -466,14 +513,17 @@ fn a_well_behaved_sandbox_still_gets_its_children() {
         .reconcile_sandbox(&harness.context, input)
         .expect("no trap");
     assert!(call.value.is_ok(), "{:?}", call.value);
-    assert_eq!(call.calls.len(), 4);
+    // Two PVCs, the Secret, the NetworkPolicy, then the Pod.
+    assert_eq!(call.calls.len(), 5);
+    assert_eq!(call.calls[3].op, "apply-network-policy");
+    assert_eq!(call.calls[4].op, "ensure-pod");
     assert!(
         harness
             .records()
             .iter()
             .all(|r| !r.refused && r.rule.is_none())
     );
-    assert_eq!(harness.cluster.writes().len(), 4);
+    assert_eq!(harness.cluster.writes().len(), 5);
 }
 
 #[test]
@@ -527,5 +577,5 @@ fn policy_test_shows_the_same_refusals() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.ends_with("21 passed, 0 failed\n"), "{stdout}");
+    assert!(stdout.ends_with("25 passed, 0 failed\n"), "{stdout}");
 }

@@ -23,18 +23,35 @@ pub fn cleanup(
     if observed.secret {
         client.delete_secret(namespace, &names::secret(&sandbox.name))?;
     }
+    if observed.service.as_ref().is_some_and(|s| !s.deleting) {
+        client.delete_service(namespace, &names::service(&sandbox.name))?;
+    }
+    // Only once the Pod is gone: a terminating Pod still runs, and must not run unguarded.
+    if observed.pod.is_none()
+        && observed
+            .network_policy
+            .as_ref()
+            .is_some_and(|p| !p.deleting)
+    {
+        client.delete_network_policy(namespace, &names::network_policy(&sandbox.name))?;
+    }
     let mut status = sandbox.status.clone();
     status.phase = SandboxPhase::Terminating;
     status.pod_ip = None;
+    status.service_fqdn = None;
     set_condition(
         &mut status.conditions,
         READY,
         ConditionStatus::False,
         "Deleting",
-        "deleting the Pod, both volumes and the credentials",
+        "deleting the Pod, both volumes, the credentials, the Service and the NetworkPolicy",
         now,
     );
     // Done only once the cache shows nothing left: a delete call accepted is not yet a child gone.
-    let done = observed.pod.is_none() && observed.pvcs.is_empty() && !observed.secret;
+    let done = observed.pod.is_none()
+        && observed.pvcs.is_empty()
+        && !observed.secret
+        && observed.network_policy.is_none()
+        && observed.service.is_none();
     Ok(CleanupOutput { done, status })
 }

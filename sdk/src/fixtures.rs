@@ -2,10 +2,10 @@
 //! read back what a [`RecordingClient`] holds as the host's cache would show it. Native only.
 
 use crate::bindings::{
-    ClusterNetwork, DesiredState, EgressMode, NetworkSpec, ObservedChildren, ObservedPod,
-    ObservedPvc, PoolInput, PoolMember, ReapCandidate, ReconcileInput, Sandbox, SandboxPhase,
-    SandboxSpec, SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec,
-    WarmPoolStatus,
+    ClusterNetwork, DesiredState, EgressMode, NetworkSpec, ObservedChildren, ObservedObject,
+    ObservedPod, ObservedPvc, PoolInput, PoolMember, ReapCandidate, ReconcileInput, Sandbox,
+    SandboxPhase, SandboxSpec, SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool,
+    WarmPoolSpec, WarmPoolStatus,
 };
 use crate::names;
 use crate::recording::RecordingClient;
@@ -198,6 +198,20 @@ pub fn observe(client: &RecordingClient, sandbox: &str, pods_ready: bool) -> Obs
                 })
             }
             "secret" => observed.secret = true,
+            "networkpolicy" | "service" => {
+                let object = Some(ObservedObject {
+                    name: name.to_string(),
+                    deleting: false,
+                    spec_hash: manifest["metadata"]["annotations"][names::SPEC_HASH_ANNOTATION]
+                        .as_str()
+                        .map(str::to_string),
+                });
+                if kind == "service" {
+                    observed.service = object;
+                } else {
+                    observed.network_policy = object;
+                }
+            }
             _ => {}
         }
     }
@@ -270,7 +284,23 @@ pub fn new_and_converged(
             rootfs_generation: Some(generation),
         }),
         secret: true,
-        network_policy: None,
+        network_policy: Some(ObservedObject {
+            name: names::network_policy(name),
+            deleting: false,
+            spec_hash: Some(
+                crate::manifest::network_policy(
+                    &new.sandbox.namespace,
+                    crate::manifest::Owner {
+                        kind: "Sandbox",
+                        name,
+                        uid: &new.sandbox.uid,
+                    },
+                    &new.sandbox.spec,
+                    &new.cluster_network,
+                )
+                .spec_hash,
+            ),
+        }),
         service: None,
     };
     Ok((new, converged))

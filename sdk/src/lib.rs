@@ -7,6 +7,7 @@
 //! inputs from [`fixtures`].
 
 pub mod bindings;
+pub mod cidr;
 pub mod cleanup;
 pub mod client;
 pub mod manifest;

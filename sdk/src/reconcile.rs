@@ -3,8 +3,8 @@
 //! call that fails leaves only steps that the next reconcile finishes.
 
 use crate::bindings::{
-    ConditionStatus, DesiredState, ObservedChildren, ObservedPod, ReconcileInput, ReconcileOutput,
-    Sandbox, SandboxPhase,
+    ConditionStatus, DesiredState, ObservedChildren, ObservedObject, ObservedPod, ReconcileInput,
+    ReconcileOutput, Sandbox, SandboxPhase,
 };
 use crate::client::{KubeClient, KubeResult};
 use crate::manifest::{self, Owner, VolumeRole};
@@ -349,6 +349,8 @@ fn converge(
         let manifest = manifest::secret(&secret, namespace, owner, &input.fresh_token);
         client.ensure_secret(namespace, &secret, &manifest)?;
     }
+    // Before the Pod, always: a Pod must never start without its NetworkPolicy.
+    network(client, input, owner, out)?;
     out.status.rootfs_pvc = Some(rootfs.clone());
     out.status.workspace_pvc = Some(workspace.clone());
 
@@ -407,6 +409,52 @@ fn converge(
                 format!("Pod created with rootfs generation {generation}"),
             ));
             starting(out, "PodStarting", "the Pod is starting", now);
+        }
+    }
+    Ok(())
+}
+
+/// The NetworkPolicy, applied when its spec differs from the one the cache shows (by digest),
+/// and the Service of `spec.service`, applied likewise or deleted when the spec drops it. An
+/// apply patches in place: the Pod keeps running and is never without its policy.
+fn network(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+    owner: Owner<'_>,
+    out: &mut ReconcileOutput,
+) -> KubeResult<()> {
+    let sandbox = &input.sandbox;
+    let namespace = sandbox.namespace.as_str();
+    let observed_hash = |object: &Option<ObservedObject>| {
+        object
+            .as_ref()
+            .filter(|o| !o.deleting)
+            .and_then(|o| o.spec_hash.clone())
+    };
+    let policy = manifest::network_policy(namespace, owner, &sandbox.spec, &input.cluster_network);
+    if observed_hash(&input.observed.network_policy).as_deref() != Some(policy.spec_hash.as_str()) {
+        let name = names::network_policy(&sandbox.name);
+        client.apply_network_policy(namespace, &name, &policy.manifest)?;
+    }
+    let name = names::service(&sandbox.name);
+    match &sandbox.spec.service {
+        Some(spec) => {
+            let service = manifest::service(namespace, owner, spec);
+            if observed_hash(&input.observed.service).as_deref() != Some(service.spec_hash.as_str())
+            {
+                client.apply_service(namespace, &name, &service.manifest)?;
+            }
+            out.status.service_fqdn = Some(manifest::fqdn(
+                &sandbox.name,
+                namespace,
+                &input.cluster_network.cluster_domain,
+            ));
+        }
+        None => {
+            if input.observed.service.as_ref().is_some_and(|s| !s.deleting) {
+                client.delete_service(namespace, &name)?;
+            }
+            out.status.service_fqdn = None;
         }
     }
     Ok(())

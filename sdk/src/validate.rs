@@ -2,6 +2,7 @@
 //! that fails here gets a condition that says what to change, and no child is touched.
 
 use crate::bindings::{ObservedChildren, Sandbox, SandboxSpec};
+use crate::cidr::Cidr;
 use crate::names;
 use crate::quantity::is_positive_quantity;
 
@@ -91,6 +92,56 @@ pub fn spec(spec: &SandboxSpec, path: &str) -> Result<(), Invalid> {
                     "{path}.{field} {value:?} is not a positive Kubernetes quantity: write it \
                      like \"10Gi\", \"512Mi\" or \"500m\""
                 ),
+            );
+        }
+    }
+    network(spec, path)
+}
+
+/// `spec.network`'s CIDRs and `spec.service`'s ports: what the NetworkPolicy and the Service
+/// are made of, so the API server must not be the first to find them wrong.
+fn network(spec: &SandboxSpec, path: &str) -> Result<(), Invalid> {
+    let lists = [
+        ("allowCIDRs", &spec.network.allow_cidrs),
+        ("denyCIDRs", &spec.network.deny_cidrs),
+    ];
+    for (field, list) in lists {
+        for (i, text) in list.iter().enumerate() {
+            if Cidr::parse(text).is_none() {
+                return invalid(
+                    "InvalidCIDR",
+                    format!(
+                        "{path}.network.{field}[{i}] {text:?} is not a CIDR: write an address \
+                         and a prefix length, like \"10.0.5.0/24\" or \"2001:db8::/32\""
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(service) = &spec.service {
+        let mut seen = Vec::new();
+        for (i, port) in service.ports.iter().enumerate() {
+            if port.port == 0 {
+                return invalid(
+                    "InvalidServicePort",
+                    format!("{path}.service.ports[{i}].port is 0: ports are 1-65535"),
+                );
+            }
+            if seen.contains(&(port.port, port.protocol)) {
+                return invalid(
+                    "InvalidServicePort",
+                    format!(
+                        "{path}.service.ports[{i}] repeats port {} of the same protocol",
+                        port.port
+                    ),
+                );
+            }
+            seen.push((port.port, port.protocol));
+        }
+        if service.ports.len() > 1 && service.ports.iter().any(|p| p.name.is_empty()) {
+            return invalid(
+                "InvalidServicePort",
+                format!("{path}.service.ports: with more than one port, each needs a name"),
             );
         }
     }

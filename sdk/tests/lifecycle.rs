@@ -56,6 +56,7 @@ fn new_running_sandbox_gets_two_block_pvcs_a_secret_and_a_kata_pod() {
             "ensure-pvc a-workspace",
             "ensure-pvc a-rootfs-g1",
             "ensure-secret a-credentials",
+            "apply-network-policy a-network",
             "ensure-pod a"
         ]
     );
@@ -163,7 +164,7 @@ fn a_pod_found_without_a_recorded_start_starts_the_idle_clock_now() {
     input.now = NOW + 30;
     let out = step(&mut client, &mut input, true);
     assert!(
-        client.calls.len() == 4,
+        client.calls.len() == 5,
         "only the first pass created: {:?}",
         client.summaries()
     );
@@ -186,7 +187,12 @@ fn pause_deletes_only_the_pod_and_resume_recreates_it_on_the_same_volumes() {
     let keys: Vec<&String> = client.objects.keys().collect();
     assert_eq!(
         keys,
-        ["pvc a-rootfs-g1", "pvc a-workspace", "secret a-credentials"]
+        [
+            "networkpolicy a-network",
+            "pvc a-rootfs-g1",
+            "pvc a-workspace",
+            "secret a-credentials"
+        ]
     );
     let paused_condition = status::condition(&paused.status.conditions, "Paused").unwrap();
     assert_eq!(paused_condition.status, ConditionStatus::True);
@@ -261,7 +267,8 @@ fn reset_while_paused_swaps_the_rootfs_without_starting_a_pod() {
         [
             "ensure-pvc a-workspace",
             "ensure-pvc a-rootfs-g1",
-            "ensure-secret a-credentials"
+            "ensure-secret a-credentials",
+            "apply-network-policy a-network"
         ]
     );
     input.sandbox.spec.rootfs_generation = 2;
@@ -326,7 +333,7 @@ fn fork_of_a_missing_source_creates_nothing_and_says_why() {
             .build(),
     );
     step(&mut client, &mut input, false);
-    assert_eq!(client.calls.len(), 4);
+    assert_eq!(client.calls.len(), 5);
 }
 
 #[test]
@@ -366,6 +373,12 @@ fn deleted_sandbox_deletes_every_child_then_reports_done() {
     assert!(!out.done, "children were still observed");
     assert_eq!(out.status.phase, SandboxPhase::Terminating);
 
+    // The NetworkPolicy goes only once the Pod is gone: a terminating Pod still runs.
+    let observed = observe(&client, "a", true);
+    let out = cleanup::cleanup(&mut client, NOW, &deleting, &observed).unwrap();
+    assert_eq!(client.take_summaries(), ["delete-network-policy a-network"]);
+    assert!(!out.done);
+
     let observed = observe(&client, "a", true);
     let out = cleanup::cleanup(&mut client, NOW, &deleting, &observed).unwrap();
     assert!(client.calls.is_empty());
@@ -378,6 +391,7 @@ fn a_failed_call_leaves_nothing_a_retry_cannot_finish() {
         "ensure-pvc a-workspace",
         "ensure-pvc a-rootfs-g1",
         "ensure-secret a-credentials",
+        "apply-network-policy a-network",
         "ensure-pod a",
     ];
     for failing in failures {
@@ -487,7 +501,7 @@ fn claim_with_no_ready_member_starts_cold() {
     let mut client = client();
     let mut input = sandbox("claim").claiming_from("pool").input();
     let out = step(&mut client, &mut input, false);
-    assert_eq!(client.calls.len(), 4);
+    assert_eq!(client.calls.len(), 5);
     assert_eq!(out.claim, None);
     assert_eq!(out.events[0].reason, "NoReadyMember");
 }

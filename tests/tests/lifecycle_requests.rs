@@ -28,6 +28,27 @@ fn pods() -> String {
 fn secrets() -> String {
     format!("/api/v1/namespaces/{NS}/secrets")
 }
+fn network_policies() -> String {
+    format!("/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies")
+}
+
+/// Sandbox `a`'s NetworkPolicy as the default policy writes it for the default spec and
+/// cluster network (its spec-hash annotation is what tells the policy it is current).
+fn network_policy_of_a() -> Value {
+    let input = cubepod_policy_sdk::fixtures::sandbox("a").input();
+    let owner = cubepod_policy_sdk::manifest::Owner {
+        kind: "Sandbox",
+        name: "a",
+        uid: "uid-a",
+    };
+    let rendered = cubepod_policy_sdk::manifest::network_policy(
+        NS,
+        owner,
+        &input.sandbox.spec,
+        &input.cluster_network,
+    );
+    serde_json::from_str(&rendered.manifest).unwrap()
+}
 
 fn sandbox_object(name: &str, spec: Value) -> Value {
     json!({
@@ -149,6 +170,7 @@ fn running_children() -> Vec<(Resource, Value)> {
                 json!({"cubepod.io/rootfs-generation": "1"}),
             ),
         ),
+        (Resource::NetworkPolicy, network_policy_of_a()),
     ]
 }
 
@@ -183,6 +205,17 @@ async fn running_creates_two_block_pvcs_the_secret_and_the_kata_pod() {
         .mount(&server)
         .await;
     Mock::given(method("POST"))
+        .and(path(network_policies()))
+        .and(body_partial_json(json!({
+            "metadata": {"name": "a-network"},
+            "spec": {"podSelector": {"matchLabels": {"cubepod.io/sandbox": "a"}},
+                     "policyTypes": ["Ingress", "Egress"]},
+        })))
+        .respond_with(created())
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
         .and(path(pods()))
         .and(body_partial_json(
             json!({"metadata": {"name": "a"}, "spec": {"runtimeClassName": "kata-qemu"}}),
@@ -205,6 +238,7 @@ async fn running_creates_two_block_pvcs_the_secret_and_the_kata_pod() {
             format!("POST {}", pvcs()),
             format!("POST {}", pvcs()),
             format!("POST {}", secrets()),
+            format!("POST {}", network_policies()),
             format!("POST {}", pods()),
         ]
     );
@@ -320,6 +354,27 @@ async fn already_exists_on_create_is_success_and_the_pod_ip_is_read_back() {
     Mock::given(method("POST"))
         .and(path(secrets()))
         .respond_with(exists("secrets", "a-credentials"))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(network_policies()))
+        .respond_with(exists("networkpolicies", "a-network"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // An existing NetworkPolicy is replaced in one merge patch, never deleted and created.
+    Mock::given(method("PATCH"))
+        .and(path(format!("{}/a-network", network_policies())))
+        .and(wiremock::matchers::header(
+            "content-type",
+            "application/merge-patch+json",
+        ))
+        .and(body_partial_json(json!({
+            "metadata": {"labels": {"cubepod.io/sandbox": "a"}},
+            "spec": {"podSelector": {"matchLabels": {"cubepod.io/sandbox": "a"}}, "ingress": null},
+        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(network_policy_of_a()))
+        .expect(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))

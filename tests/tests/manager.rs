@@ -215,6 +215,98 @@ async fn a_sandbox_lives_through_pause_resume_reset_and_delete() {
     c.stop().await;
 }
 
+/// A sandbox's NetworkPolicy exists before its Pod is created, a changed `spec.network` patches
+/// it in place (same object, same Pod), and it goes only after the Pod on delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_policy_precedes_the_pod_and_is_patched_in_place() {
+    use cubepod_host::kube::memory::WriteVerb;
+    let c = start().await;
+    c.create(Resource::Sandbox, sandbox("n", json!({"image": "img"})))
+        .await;
+    c.until("n runs", |c| c.phase("n") == "Running").await;
+    let created = |resource: Resource, name: &str| {
+        c.cluster.writes().iter().position(|w| {
+            w.verb == WriteVerb::Create
+                && w.resource == resource
+                && w.name == name
+                && w.error.is_none()
+        })
+    };
+    let policy_at = created(Resource::NetworkPolicy, "n-network").expect("a NetworkPolicy");
+    let pod_at = created(Resource::Pod, "n").expect("a Pod");
+    assert!(policy_at < pod_at, "{:?}", c.cluster.writes());
+    let policy = c.get(Resource::NetworkPolicy, "n-network").await.unwrap();
+    assert_eq!(
+        policy["spec"]["podSelector"],
+        json!({"matchLabels": {"cubepod.io/sandbox": "n"}})
+    );
+    assert_eq!(policy["spec"]["egress"].as_array().map(Vec::len), Some(2));
+    let pod_uid = c.get(Resource::Pod, "n").await.unwrap()["metadata"]["uid"].clone();
+    let hash = policy["metadata"]["annotations"]["cubepod.io/spec-hash"].clone();
+
+    c.cluster.clear_writes();
+    c.cluster
+        .patch(
+            Resource::Sandbox,
+            NS,
+            "n",
+            json!({"spec": {"network": {"egress": "None"}}}),
+        )
+        .await
+        .unwrap();
+    c.until("the NetworkPolicy has no egress", |c| {
+        c.cluster
+            .objects(Resource::NetworkPolicy)
+            .iter()
+            .any(|p| p["metadata"]["name"] == "n-network" && p["spec"].get("egress").is_none())
+    })
+    .await;
+    let patched = c.get(Resource::NetworkPolicy, "n-network").await.unwrap();
+    assert_eq!(patched["metadata"]["uid"], policy["metadata"]["uid"]);
+    assert_ne!(
+        patched["metadata"]["annotations"]["cubepod.io/spec-hash"],
+        hash
+    );
+    let writes = c.cluster.writes();
+    let policy_writes: Vec<WriteVerb> = writes
+        .iter()
+        .filter(|w| w.resource == Resource::NetworkPolicy)
+        .map(|w| w.verb)
+        .collect();
+    // The create meets AlreadyExists; the one change is the merge patch.
+    assert_eq!(
+        policy_writes,
+        [WriteVerb::Create, WriteVerb::Patch],
+        "{writes:?}"
+    );
+    assert!(
+        writes.iter().all(|w| w.resource != Resource::Pod),
+        "{writes:?}"
+    );
+    assert_eq!(
+        c.get(Resource::Pod, "n").await.unwrap()["metadata"]["uid"],
+        pod_uid
+    );
+
+    c.cluster.delete(Resource::Sandbox, NS, "n").await.unwrap();
+    c.until("n and its NetworkPolicy are gone", |c| {
+        c.names(Resource::Sandbox).is_empty() && c.names(Resource::NetworkPolicy).is_empty()
+    })
+    .await;
+    let writes = c.cluster.writes();
+    let deleted = |resource: Resource| {
+        writes
+            .iter()
+            .position(|w| w.verb == WriteVerb::Delete && w.resource == resource)
+    };
+    let (Some(pod), Some(policy)) = (deleted(Resource::Pod), deleted(Resource::NetworkPolicy))
+    else {
+        panic!("both deleted: {writes:?}");
+    };
+    assert!(pod < policy, "{writes:?}");
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_clones_its_source_and_a_claim_adopts_a_member_the_pool_replaces() {
     let c = start().await;

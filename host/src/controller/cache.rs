@@ -15,8 +15,8 @@ use crate::model::meta::Meta;
 use crate::model::sandbox::SandboxObject;
 use crate::model::{ObjectRef, Unreadable, children, pool, sandbox};
 use crate::runtime::bindings::{
-    ConditionStatus, ObservedChildren, ObservedPod, PoolMember, ReapCandidate, SandboxPhase,
-    WarmPool,
+    ConditionStatus, ObservedChildren, ObservedObject, ObservedPod, PoolMember, ReapCandidate,
+    SandboxPhase, WarmPool,
 };
 
 #[derive(Debug, Clone)]
@@ -30,6 +30,8 @@ struct Children {
     pvcs: SmallMap<bool>,
     pod: Option<ObservedPod>,
     secret: bool,
+    network_policy: Option<ObservedObject>,
+    service: Option<ObservedObject>,
     /// The resourceVersion last applied per child (`pods/a`), so that a create's response
     /// applied after the watch already showed a newer state (a Pod turned Ready) cannot undo it.
     versions: SmallMap<String>,
@@ -37,7 +39,20 @@ struct Children {
 
 impl Children {
     fn is_empty(&self) -> bool {
-        self.pvcs.is_empty() && self.pod.is_none() && !self.secret
+        self.pvcs.is_empty()
+            && self.pod.is_none()
+            && !self.secret
+            && self.network_policy.is_none()
+            && self.service.is_none()
+    }
+
+    /// The NetworkPolicy or Service slot (`None` for other kinds).
+    fn object_slot(&mut self, resource: Resource) -> Option<&mut Option<ObservedObject>> {
+        match resource {
+            Resource::NetworkPolicy => Some(&mut self.network_policy),
+            Resource::Service => Some(&mut self.service),
+            _ => None,
+        }
     }
 }
 
@@ -221,6 +236,11 @@ impl Inner {
                 let pvc = children::pvc(object);
                 entry.pvcs.insert(pvc.name, pvc.deleting);
             }
+            Resource::NetworkPolicy | Resource::Service => {
+                if let Some(slot) = entry.object_slot(resource) {
+                    *slot = (!deleted).then(|| children::object(object));
+                }
+            }
             _ => entry.secret = !deleted,
         }
         if entry.is_empty() {
@@ -261,9 +281,11 @@ impl Cache {
         match resource {
             Resource::Sandbox => inner.apply_sandbox(key, &meta, deleted, object),
             Resource::PodWarmPool => inner.apply_pool(key, &meta, deleted, object),
-            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
-                inner.apply_child(resource, &meta, deleted, object)
-            }
+            Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service => inner.apply_child(resource, &meta, deleted, object),
             Resource::Event | Resource::Lease => Vec::new(),
         }
     }
@@ -296,12 +318,14 @@ impl Cache {
         for item in items {
             let meta = Meta::read(item);
             let scope = match relist.resource {
-                Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
-                    match children::owner_of(item) {
-                        Some((_, owner)) => owner,
-                        None => continue,
-                    }
-                }
+                Resource::Pod
+                | Resource::PersistentVolumeClaim
+                | Resource::Secret
+                | Resource::NetworkPolicy
+                | Resource::Service => match children::owner_of(item) {
+                    Some((_, owner)) => owner,
+                    None => continue,
+                },
                 _ => String::new(),
             };
             relist.seen.insert((scope, meta.name));
@@ -352,7 +376,11 @@ impl Cache {
                     keys.push(WorkKey::Pool(key));
                 }
             }
-            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => {
+            Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service => {
                 let secrets_seen: HashSet<&str> = seen.iter().map(|(o, _)| o.as_str()).collect();
                 for (owner, entry) in inner.children.iter_mut().filter(|(r, _)| in_ns(r)) {
                     let mut gone = Vec::new();
@@ -371,6 +399,14 @@ impl Cache {
                                 }
                                 keep
                             });
+                        }
+                        Resource::NetworkPolicy | Resource::Service => {
+                            if let Some(slot) = entry.object_slot(resource)
+                                && let Some(object) =
+                                    slot.take_if(|o| !listed(&owner.name, &o.name))
+                            {
+                                gone.push(object.name);
+                            }
                         }
                         _ => {
                             if entry.secret && !secrets_seen.contains(owner.name.as_str()) {
@@ -477,8 +513,8 @@ impl Cache {
                 .collect(),
             pod: entry.pod.clone(),
             secret: entry.secret,
-            network_policy: None,
-            service: None,
+            network_policy: entry.network_policy.clone(),
+            service: entry.service.clone(),
         }
     }
 

@@ -104,7 +104,10 @@ impl ControllerManager {
         metrics: Arc<Metrics>,
         health: Arc<Health>,
     ) -> Arc<Self> {
-        let boundary = Arc::new(Boundary::new(config.namespaces.iter().cloned()));
+        let boundary = Arc::new(
+            Boundary::new(config.namespaces.iter().cloned())
+                .with_network(config.cluster_network.clone()),
+        );
         let refusals = metrics.clone();
         // Made first: the policy's deletes are checked against it.
         let cache = Arc::new(Cache::default());

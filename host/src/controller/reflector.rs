@@ -22,7 +22,9 @@ pub fn scopes(namespace: &str) -> Vec<Scope> {
         (Resource::PodWarmPool, None),
         (Resource::Pod, children.clone()),
         (Resource::PersistentVolumeClaim, children.clone()),
-        (Resource::Secret, children),
+        (Resource::Secret, children.clone()),
+        (Resource::NetworkPolicy, children.clone()),
+        (Resource::Service, children),
     ]
     .into_iter()
     .map(|(resource, label_selector)| Scope {

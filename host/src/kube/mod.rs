@@ -29,11 +29,15 @@ pub enum Resource {
     Event,
     /// coordination.k8s.io/v1 Lease: leader election.
     Lease,
+    /// networking.k8s.io/v1 NetworkPolicy: a sandbox's default-deny network.
+    NetworkPolicy,
+    /// A sandbox's headless Service (`spec.service`).
+    Service,
 }
 
 impl Resource {
     /// Every kind, in declaration order.
-    pub const ALL: [Resource; 7] = [
+    pub const ALL: [Resource; 9] = [
         Resource::Sandbox,
         Resource::PodWarmPool,
         Resource::Pod,
@@ -41,6 +45,8 @@ impl Resource {
         Resource::Secret,
         Resource::Event,
         Resource::Lease,
+        Resource::NetworkPolicy,
+        Resource::Service,
     ];
 
     pub const fn kind(self) -> &'static str {
@@ -52,6 +58,8 @@ impl Resource {
             Resource::Secret => "Secret",
             Resource::Event => "Event",
             Resource::Lease => "Lease",
+            Resource::NetworkPolicy => "NetworkPolicy",
+            Resource::Service => "Service",
         }
     }
 
@@ -65,6 +73,8 @@ impl Resource {
             Resource::Secret => "secrets",
             Resource::Event => "events",
             Resource::Lease => "leases",
+            Resource::NetworkPolicy => "networkpolicies",
+            Resource::Service => "services",
         }
     }
 
@@ -73,6 +83,7 @@ impl Resource {
         match self {
             Resource::Sandbox | Resource::PodWarmPool => "cubepod.io/v1alpha1",
             Resource::Lease => "coordination.k8s.io/v1",
+            Resource::NetworkPolicy => "networking.k8s.io/v1",
             _ => "v1",
         }
     }
@@ -94,7 +105,11 @@ impl Resource {
     pub const fn is_child(self) -> bool {
         matches!(
             self,
-            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret
+            Resource::Pod
+                | Resource::PersistentVolumeClaim
+                | Resource::Secret
+                | Resource::NetworkPolicy
+                | Resource::Service
         )
     }
 }

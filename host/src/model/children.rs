@@ -3,9 +3,11 @@
 use serde_json::Value;
 
 use super::meta::Meta;
-use crate::runtime::bindings::{ObservedChildren, ObservedPod, ObservedPvc};
+use crate::runtime::bindings::{ObservedChildren, ObservedObject, ObservedPod, ObservedPvc};
 
-pub use super::names::{GENERATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
+pub use super::names::{
+    GENERATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL, SPEC_HASH_ANNOTATION,
+};
 
 /// The label selector that finds every child of every sandbox.
 pub fn selector() -> String {
@@ -61,5 +63,15 @@ pub fn pvc(object: &Value) -> ObservedPvc {
     ObservedPvc {
         name: meta.name,
         deleting: meta.deletion_timestamp.is_some(),
+    }
+}
+
+/// A NetworkPolicy or Service: its name, and the spec digest its writer left on it.
+pub fn object(object: &Value) -> ObservedObject {
+    let mut meta = Meta::read(object);
+    ObservedObject {
+        spec_hash: meta.annotations.remove(SPEC_HASH_ANNOTATION),
+        deleting: meta.deletion_timestamp.is_some(),
+        name: meta.name,
     }
 }

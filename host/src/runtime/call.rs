@@ -182,16 +182,16 @@ impl PolicyModule {
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
         const EXPORT: &str = "reconcile-sandbox";
-        let scope = Some(reconcile_scope(&input));
+        let scope = reconcile_scope(&input, &ctx.boundary);
         match self.pre() {
-            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), scope, |store| {
+            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), Some(scope), |store| {
                 pre.instantiate(&mut *store)?
                     .cubepod_controller_policy()
                     .call_reconcile_sandbox(store, &input)
             }),
             ModulePre::V0_1(pre) => {
                 let input = v0_1::reconcile_input(&input);
-                let call = self.call(EXPORT, Some(ctx), scope, |store| {
+                let call = self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
                     pre.instantiate(&mut *store)?
                         .cubepod_controller_policy()
                         .call_reconcile_sandbox(store, &input)
@@ -210,9 +210,9 @@ impl PolicyModule {
         observed: ObservedChildren,
     ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
         const EXPORT: &str = "cleanup-sandbox";
-        let scope = Some(sandbox_scope(&sandbox, &observed, None));
+        let scope = sandbox_scope(&sandbox, &observed, None, &ctx.boundary);
         match self.pre() {
-            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), scope, |store| {
+            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), Some(scope), |store| {
                 pre.instantiate(&mut *store)?
                     .cubepod_controller_policy()
                     .call_cleanup_sandbox(store, now, &sandbox, &observed)
@@ -220,7 +220,7 @@ impl PolicyModule {
             ModulePre::V0_1(pre) => {
                 let sandbox = v0_1::sandbox(&sandbox);
                 let observed = v0_1::observed(&observed);
-                let call = self.call(EXPORT, Some(ctx), scope, |store| {
+                let call = self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
                     pre.instantiate(&mut *store)?
                         .cubepod_controller_policy()
                         .call_cleanup_sandbox(store, now, &sandbox, &observed)
@@ -325,7 +325,7 @@ pub(crate) fn describe(
 
 /// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the
 /// input carries: what the call may write.
-fn reconcile_scope(input: &ReconcileInput) -> SandboxScope {
+fn reconcile_scope(input: &ReconcileInput, boundary: &Boundary) -> SandboxScope {
     let fork = input
         .fork_source
         .as_ref()
@@ -335,13 +335,14 @@ fn reconcile_scope(input: &ReconcileInput) -> SandboxScope {
             rootfs_pvc: source.status.rootfs_pvc.clone(),
             workspace_pvc: source.status.workspace_pvc.clone(),
         });
-    sandbox_scope(&input.sandbox, &input.observed, fork)
+    sandbox_scope(&input.sandbox, &input.observed, fork, boundary)
 }
 
 fn sandbox_scope(
     sandbox: &Sandbox,
     observed: &ObservedChildren,
     fork: Option<ForkSource>,
+    boundary: &Boundary,
 ) -> SandboxScope {
     let mut children: Vec<(Resource, String)> = observed
         .pvcs
@@ -354,6 +355,24 @@ fn sandbox_scope(
     if observed.secret {
         children.push((Resource::Secret, crate::model::names::secret(&sandbox.name)));
     }
+    if let Some(policy) = &observed.network_policy {
+        children.push((Resource::NetworkPolicy, policy.name.clone()));
+    }
+    if let Some(service) = &observed.service {
+        children.push((Resource::Service, service.name.clone()));
+    }
+    // What the boundary checks the sandbox's NetworkPolicy and Service against.
+    let network = crate::kube::boundary::SandboxNetwork {
+        egress: sandbox.spec.network.egress,
+        allow_cidrs: sandbox.spec.network.allow_cidrs.clone(),
+        deny_cidrs: sandbox.spec.network.deny_cidrs.clone(),
+        service_ports: sandbox
+            .spec
+            .service
+            .as_ref()
+            .map(|service| service.ports.iter().map(|p| (p.port, p.protocol)).collect()),
+        cluster: boundary.network.clone(),
+    };
     SandboxScope {
         namespace: sandbox.namespace.clone(),
         name: sandbox.name.clone(),
@@ -362,6 +381,7 @@ fn sandbox_scope(
         storage_class: sandbox.spec.storage_class.clone(),
         fork,
         observed: children,
+        network: Some(network),
     }
 }
 

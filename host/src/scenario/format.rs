@@ -137,12 +137,14 @@ impl TryFrom<String> for KindName {
     }
 }
 
-const KINDS: [Resource; 5] = [
+const KINDS: [Resource; 7] = [
     Resource::Sandbox,
     Resource::PodWarmPool,
     Resource::Pod,
     Resource::PersistentVolumeClaim,
     Resource::Secret,
+    Resource::NetworkPolicy,
+    Resource::Service,
 ];
 
 pub fn resource_of_kind(kind: &str) -> Result<Resource, String> {

@@ -8,8 +8,9 @@
 //! Sandbox and PodWarmPool are held to the `openAPIV3Schema` of their CRDs (`deploy/crds/`,
 //! embedded), with the structural-schema rules: a field a schema does not name is unknown
 //! unless `x-kubernetes-preserve-unknown-fields` says otherwise; their `metadata` is an
-//! ObjectMeta. The built-in kinds (Pod, PersistentVolumeClaim, Secret) are held to the core/v1
-//! schemas in `schema/core_v1.json`, written by `.ci/vendor-k8s-schemas` from the Kubernetes
+//! ObjectMeta. The built-in kinds (Pod, PersistentVolumeClaim, Secret, Service; NetworkPolicy)
+//! are held to the schemas in `schema/core_v1.json` and `schema/networking_v1.json`, written by
+//! `.ci/vendor-k8s-schemas` from the Kubernetes
 //! OpenAPI (through the kubernetes-validate package). Values' formats, patterns and ranges
 //! (`minLength`, `pattern`, `minimum`) and CEL rules are not checked here: a scenario may hold a
 //! value the policy must refuse (an empty image); `.ci/validate-k8s` checks manifests fully.
@@ -22,7 +23,11 @@ use serde_json::{Map, Value};
 
 use crate::kube::Resource;
 
-const CORE_V1: &str = include_str!("schema/core_v1.json");
+/// The built-in kinds' schemas, one file per API group (`.ci/vendor-k8s-schemas`).
+const BUILT_IN: [&str; 2] = [
+    include_str!("schema/core_v1.json"),
+    include_str!("schema/networking_v1.json"),
+];
 const CRDS: [&str; 2] = [
     include_str!("../../../deploy/crds/sandboxes.cubepod.io.yaml"),
     include_str!("../../../deploy/crds/podwarmpools.cubepod.io.yaml"),
@@ -128,20 +133,25 @@ fn schemas() -> &'static Schemas {
     static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         // Both are files of this repository, compiled in; the unit tests read them.
-        let core: Value = serde_json::from_str(CORE_V1).expect("schema/core_v1.json is JSON");
-        let definitions = core["definitions"]
-            .as_object()
-            .cloned()
-            .expect("core_v1.json has definitions");
-        let core_kinds = core["kinds"]
-            .as_object()
-            .map(|kinds| {
-                kinds
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut definitions = Map::new();
+        let mut core_kinds = HashMap::new();
+        for text in BUILT_IN {
+            let file: Value = serde_json::from_str(text).expect("a schema/ file is JSON");
+            // The files share definitions (ObjectMeta...); both hold the same text of each.
+            definitions.extend(
+                file["definitions"]
+                    .as_object()
+                    .cloned()
+                    .expect("a schema/ file has definitions"),
+            );
+            core_kinds.extend(
+                file["kinds"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))),
+            );
+        }
         let mut crds = HashMap::new();
         for text in CRDS {
             let crd: Value = serde_yaml_ng::from_str(text).expect("a CRD of deploy/crds is YAML");

@@ -183,6 +183,8 @@ impl Scratch {
             Resource::Pod,
             Resource::PersistentVolumeClaim,
             Resource::Secret,
+            Resource::NetworkPolicy,
+            Resource::Service,
         ]
         .into_iter()
         .flat_map(|resource| {
@@ -298,8 +300,8 @@ pub async fn seed(
             .insert(seed.resource, object)
             .map_err(|e| format!("{what}: {e}"))?;
         if let Some(status) = status {
-            if seed.resource == Resource::Secret {
-                return Err(format!("{what}: a Secret has no status"));
+            if matches!(seed.resource, Resource::Secret | Resource::NetworkPolicy) {
+                return Err(format!("{what}: a {} has no status", seed.resource.kind()));
             }
             let patch = json!({ "status": status });
             cluster

@@ -18,6 +18,8 @@ pub(super) struct ObjectMeta<'a> {
     pub name: &'a str,
     pub namespace: &'a str,
     pub labels: BTreeMap<&'static str, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<&'static str, String>,
     pub owner_references: [OwnerReference<'a>; 1],
 }
 
@@ -41,6 +43,7 @@ impl<'a> ObjectMeta<'a> {
             name,
             namespace,
             labels,
+            annotations: BTreeMap::new(),
             owner_references: [OwnerReference {
                 api_version: names::API_VERSION,
                 kind: owner.kind,
@@ -58,6 +61,11 @@ impl<'a> ObjectMeta<'a> {
         meta.labels
             .insert(names::SANDBOX_LABEL, owner.name.to_string());
         meta
+    }
+
+    pub fn annotation(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.annotations.insert(key, value.into());
+        self
     }
 
     pub fn label(mut self, key: &'static str, value: impl Into<String>) -> Self {

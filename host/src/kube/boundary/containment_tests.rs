@@ -11,7 +11,44 @@ use cubepod_policy_sdk::recording::RecordingClient;
 
 const S: &str = "dev-alice";
 
-fn scope_of(input: &ReconcileInput) -> SandboxScope {
+/// The host's view of the input's network: its spec (the SDK's types, in the host's) and the
+/// cluster network it was handed.
+pub(super) fn network_of(input: &ReconcileInput) -> SandboxNetwork {
+    use crate::runtime::bindings::{ClusterNetwork, EgressMode, ServiceProtocol};
+    use cubepod_policy_sdk::bindings as sdk;
+    let spec = &input.sandbox.spec;
+    let net = &input.cluster_network;
+    SandboxNetwork {
+        egress: match spec.network.egress {
+            sdk::EgressMode::Internet => EgressMode::Internet,
+            sdk::EgressMode::None => EgressMode::None,
+            sdk::EgressMode::Cluster => EgressMode::Cluster,
+        },
+        allow_cidrs: spec.network.allow_cidrs.clone(),
+        deny_cidrs: spec.network.deny_cidrs.clone(),
+        service_ports: spec.service.as_ref().map(|service| {
+            let protocol = |p| match p {
+                sdk::ServiceProtocol::Tcp => ServiceProtocol::Tcp,
+                sdk::ServiceProtocol::Udp => ServiceProtocol::Udp,
+                sdk::ServiceProtocol::Sctp => ServiceProtocol::Sctp,
+            };
+            service
+                .ports
+                .iter()
+                .map(|p| (p.port, protocol(p.protocol)))
+                .collect()
+        }),
+        cluster: ClusterNetwork {
+            cluster_cidrs: net.cluster_cidrs.clone(),
+            dns_namespace: net.dns_namespace.clone(),
+            dns_pod_labels: net.dns_pod_labels.clone(),
+            ingress_from: net.ingress_from.clone(),
+            cluster_domain: net.cluster_domain.clone(),
+        },
+    }
+}
+
+pub(super) fn scope_of(input: &ReconcileInput) -> SandboxScope {
     let sandbox = &input.sandbox;
     SandboxScope {
         namespace: sandbox.namespace.clone(),
@@ -25,11 +62,12 @@ fn scope_of(input: &ReconcileInput) -> SandboxScope {
             workspace_pvc: f.status.workspace_pvc.clone(),
         }),
         observed: Vec::new(),
+        network: Some(network_of(input)),
     }
 }
 
 /// The default policy's writes for a new sandbox: (resource, name, manifest).
-fn writes(input: &ReconcileInput) -> Vec<(Resource, String, Value)> {
+pub(super) fn writes(input: &ReconcileInput) -> Vec<(Resource, String, Value)> {
     let mut client = RecordingClient::default();
     cubepod_policy_sdk::reconcile::reconcile(&mut client, input).expect("the default reconciles");
     client
@@ -42,6 +80,8 @@ fn writes(input: &ReconcileInput) -> Vec<(Resource, String, Value)> {
                 "ensure-pvc" => Resource::PersistentVolumeClaim,
                 "ensure-pod" => Resource::Pod,
                 "ensure-secret" => Resource::Secret,
+                "apply-network-policy" => Resource::NetworkPolicy,
+                "apply-service" => Resource::Service,
                 _ => return None,
             };
             Some((resource, name.to_string(), call.manifest()?.clone()))
@@ -75,7 +115,7 @@ fn check(
 }
 
 /// `check_write` of `object` as the guest would send it: as text.
-fn check_in(
+pub(super) fn check_in(
     rules: &Containment,
     scope: &SandboxScope,
     resource: Resource,
@@ -89,7 +129,7 @@ fn check_in(
 
 /// Refused, by `rule`, naming `field`.
 #[track_caller]
-fn refused(result: Result<(), Refusal>, rule: Rule, field: &str) {
+pub(super) fn refused(result: Result<(), Refusal>, rule: Rule, field: &str) {
     match result {
         Err(refusal) => {
             assert_eq!(refusal.rule, rule, "{refusal}");
@@ -121,7 +161,7 @@ fn the_default_policy_complies_with_the_defaults() {
     let rules = Containment::default();
     let scope = scope_of(&new_sandbox());
     let written = writes(&new_sandbox());
-    assert_eq!(written.len(), 4, "{written:?}");
+    assert_eq!(written.len(), 5, "{written:?}");
     for (resource, name, manifest) in &written {
         assert_eq!(
             check_in(&rules, &scope, *resource, name, manifest),

@@ -15,18 +15,25 @@
 
 #[cfg(test)]
 mod containment_tests;
+pub mod ipset;
 pub mod json;
+pub mod network;
+#[cfg(test)]
+mod network_tests;
 mod pod;
 mod quantity;
+mod service;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
+pub use network::SandboxNetwork;
 pub use quantity::{QuantityError, parse_ceil as quantity_value};
 
 use self::json::{Json, Object};
 use super::Resource;
 use crate::model::names;
+use crate::runtime::bindings::ClusterNetwork;
 
 /// The labels every child carries: the managed-by label and value, and its Sandbox's name.
 pub use crate::model::names::{MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
@@ -64,6 +71,10 @@ pub enum Rule {
     Pod,
     Pvc,
     Secret,
+    /// A NetworkPolicy wider than the spec allows, or a Pod before its NetworkPolicy.
+    Network,
+    /// A Service that is not the sandbox's own headless one.
+    Service,
     /// A pool's creates and deletes: only its own members, made from its template.
     Pool,
     /// A claim only of a candidate the input offered.
@@ -84,6 +95,8 @@ impl Rule {
             Rule::Pod => "pod",
             Rule::Pvc => "pvc",
             Rule::Secret => "secret",
+            Rule::Network => "network",
+            Rule::Service => "service",
             Rule::Pool => "pool",
             Rule::Claim => "claim",
             Rule::Reap => "reap",
@@ -280,6 +293,20 @@ pub struct SandboxScope {
     /// The children the input shows as observed: what a delete may name where no cache
     /// answers (tests, `policy test`).
     pub observed: Vec<(Resource, String)>,
+    /// What the Sandbox's NetworkPolicy may allow. `None` for a policy whose contract has no
+    /// network (0.1): it writes no NetworkPolicy, and its Pods need none first.
+    pub network: Option<SandboxNetwork>,
+}
+
+impl SandboxScope {
+    /// The scope of a policy whose contract has no network (0.1): it writes no NetworkPolicy,
+    /// so its Pods need none first (docs/policy-authoring.md says what such a module lacks).
+    pub fn without_network(self) -> Self {
+        Self {
+            network: None,
+            ..self
+        }
+    }
 }
 
 /// What a fork may clone: the source's current PVCs, from its status.
@@ -297,6 +324,8 @@ pub enum ChildRole {
     Workspace,
     Rootfs(u32),
     Credentials,
+    NetworkPolicy,
+    Service,
 }
 
 impl SandboxScope {
@@ -307,6 +336,10 @@ impl SandboxScope {
         match resource {
             Resource::Pod if name == names::pod(s) => Some(ChildRole::Pod),
             Resource::Secret if name == names::secret(s) => Some(ChildRole::Credentials),
+            Resource::NetworkPolicy if name == names::network_policy(s) => {
+                Some(ChildRole::NetworkPolicy)
+            }
+            Resource::Service if name == names::service(s) => Some(ChildRole::Service),
             Resource::PersistentVolumeClaim if name == names::workspace_pvc(s) => {
                 Some(ChildRole::Workspace)
             }
@@ -344,6 +377,8 @@ impl SandboxScope {
         match resource {
             Resource::Pod => format!("{:?}", names::pod(s)),
             Resource::Secret => format!("{:?}", names::secret(s)),
+            Resource::NetworkPolicy => format!("{:?}", names::network_policy(s)),
+            Resource::Service => format!("{:?}", names::service(s)),
             _ => format!("{:?} or \"{s}-rootfs-g<N>\"", names::workspace_pvc(s)),
         }
     }
@@ -357,11 +392,23 @@ impl SandboxScope {
     }
 }
 
-/// What a policy may write: the namespaces the controller serves, Pods, PVCs and Secrets.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a policy may write: the namespaces the controller serves, Pods, PVCs, Secrets,
+/// NetworkPolicies and Services; and the cluster network a NetworkPolicy is checked against.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Boundary {
     /// The namespaces the controller serves.
     pub namespaces: BTreeSet<String>,
+    /// The cluster network of the flags (`--cluster-cidr`, `--dns-*`, `--ingress-from`).
+    pub network: ClusterNetwork,
+}
+
+impl Default for Boundary {
+    fn default() -> Self {
+        Self {
+            namespaces: BTreeSet::new(),
+            network: crate::model::network::default_cluster_network(),
+        }
+    }
 }
 
 impl Boundary {
@@ -372,7 +419,14 @@ impl Boundary {
     {
         Self {
             namespaces: namespaces.into_iter().map(Into::into).collect(),
+            ..Self::default()
         }
+    }
+
+    /// The same boundary over another cluster network.
+    pub fn with_network(mut self, network: ClusterNetwork) -> Self {
+        self.network = network;
+        self
     }
 
     /// The first layer: namespace, kind, name, and for a write (`manifest` given) a manifest
@@ -391,7 +445,8 @@ impl Boundary {
                 Rule::Kind,
                 what,
                 "kind",
-                "a policy may write only Pods, PersistentVolumeClaims and Secrets",
+                "a policy may write only Pods, PersistentVolumeClaims, Secrets, NetworkPolicies \
+                 and Services",
             ));
         }
         if !self.namespaces.contains(namespace) {
@@ -549,11 +604,15 @@ impl Containment {
                 ),
             )
         })?;
-        check_metadata(scope, &what, object)?;
+        // Only a NetworkPolicy and a Service carry an annotation: their spec's digest.
+        let annotated = matches!(resource, Resource::NetworkPolicy | Resource::Service);
+        check_metadata(scope, &what, object, annotated)?;
         match resource {
             Resource::Pod => pod::check(self, scope, &what, object),
             Resource::PersistentVolumeClaim => self.check_pvc(scope, role, &what, object),
             Resource::Secret => check_secret(&what, object),
+            Resource::NetworkPolicy => network::check(scope, &what, object),
+            Resource::Service => service::check(scope, &what, object),
             _ => Err(Refusal::new(Rule::Kind, what, "kind", "not a child kind")),
         }
     }
@@ -768,14 +827,32 @@ fn check_metadata(
     scope: &SandboxScope,
     what: &dyn fmt::Display,
     object: &Json<'_>,
+    annotated: bool,
 ) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Scope, what);
     let metadata = fields.required(object, "", "metadata")?;
-    fields.object(
-        metadata,
-        "metadata",
-        &["name", "namespace", "labels", "ownerReferences"],
-    )?;
+    let keys: &[&str] = if annotated {
+        &[
+            "name",
+            "namespace",
+            "labels",
+            "annotations",
+            "ownerReferences",
+        ]
+    } else {
+        &["name", "namespace", "labels", "ownerReferences"]
+    };
+    fields.object(metadata, "metadata", keys)?;
+    if let Some(annotations) = metadata.get("annotations") {
+        let annotations = fields.object(
+            annotations,
+            "metadata.annotations",
+            &[names::SPEC_HASH_ANNOTATION],
+        )?;
+        if annotations.iter().any(|(_, v)| !v.is_string()) {
+            return Err(fields.refuse("metadata.annotations", "not a string"));
+        }
+    }
     let labels = fields.object(
         fields.required(metadata, "metadata", "labels")?,
         "metadata.labels",

@@ -81,7 +81,8 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiResult<(
             let status = bound_claim_status(fields.get("spec"));
             fields.insert("status".into(), status);
         }
-        Resource::Secret | Resource::Event | Resource::Lease => {}
+        Resource::Service => default_service(fields),
+        Resource::Secret | Resource::Event | Resource::Lease | Resource::NetworkPolicy => {}
     }
     prepare_for_update(resource, object)
 }
@@ -92,6 +93,23 @@ pub fn prepare_for_update(resource: Resource, object: &mut Value) -> ApiResult<(
         fold_string_data(object)?;
     }
     Ok(())
+}
+
+/// What the API server fills in a Service: `type: ClusterIP`, each port's protocol and
+/// targetPort, and an empty load balancer status.
+fn default_service(fields: &mut Map<String, Value>) {
+    if let Some(Value::Object(spec)) = fields.get_mut("spec") {
+        spec.entry("type").or_insert_with(|| "ClusterIP".into());
+        if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+            for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                port.entry("protocol").or_insert_with(|| "TCP".into());
+                if let Some(number) = port.get("port").cloned() {
+                    port.entry("targetPort").or_insert(number);
+                }
+            }
+        }
+    }
+    fields.insert("status".into(), json!({"loadBalancer": {}}));
 }
 
 /// A claim bound at once: its capacity is what it asked for.

@@ -31,7 +31,12 @@ impl Projection {
     /// The projection for objects of `resource`.
     pub fn of(self, resource: Resource) -> Projection {
         match resource {
-            Resource::Pod | Resource::PersistentVolumeClaim | Resource::Secret => self,
+            // The controller reads a NetworkPolicy's or Service's annotations, never its spec.
+            Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service => self,
             // A Lease's holder is in its spec; Events and our own resources are read whole.
             Resource::Sandbox | Resource::PodWarmPool | Resource::Lease | Resource::Event => {
                 Projection::Whole

@@ -229,9 +229,13 @@ impl HostState {
         }
         let object = ctx.boundary.check(resource, namespace, name, manifest)?;
         match &object {
-            Some(object) => self
-                .containment
-                .check_write(scope, resource, namespace, name, object)?,
+            Some(object) => {
+                self.containment
+                    .check_write(scope, resource, namespace, name, object)?;
+                if resource == Resource::Pod {
+                    self.network_policy_first(namespace, name)?;
+                }
+            }
             None => {
                 self.containment
                     .check_delete(scope, resource, namespace, name)?;
@@ -321,6 +325,90 @@ impl HostState {
         });
     }
 
+    /// An `apply-*`: create the object, or when it exists replace its labels, annotations
+    /// and spec with the manifest's in one JSON merge patch, so that it is never absent in
+    /// between (a Pod is never without its NetworkPolicy). A merge patch merges objects, so
+    /// the top-level spec fields a policy may write and the manifest leaves out are patched
+    /// to null: the object then holds exactly what the boundary admitted.
+    fn apply(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<(), KubeError> {
+        self.admit(resource, "create", namespace, name, Some(manifest))?;
+        let text = manifest.to_string();
+        let created = self.request(resource, "create", namespace, name, |cluster| {
+            cluster.create_text(resource, namespace, text)
+        })?;
+        match created {
+            Ok(created) => {
+                self.applied(resource, namespace, name, created);
+                return Ok(());
+            }
+            Err(e) if e.is(ApiErrorKind::AlreadyExists) => {}
+            Err(e) => return Err(kube_error(e)),
+        }
+        let object: Value = serde_json::from_str(manifest).map_err(|e| {
+            KubeError::Refused(format!(
+                "{}: the manifest is not JSON: {e}",
+                describe(resource, namespace, name)
+            ))
+        })?;
+        let patch = replacing_patch(resource, &object);
+        match self.request(resource, "patch", namespace, name, |cluster| {
+            cluster.patch(resource, namespace, name, patch)
+        })? {
+            Ok(patched) => {
+                self.applied(resource, namespace, name, patched);
+                Ok(())
+            }
+            Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    /// For a 0.2 policy, a Pod only once its NetworkPolicy exists (checked after the Pod's
+    /// manifest, so that a bad Pod is refused for what is wrong with it): in the controller's cache
+    /// (or, without one, among the input's observed children), or applied earlier in this
+    /// call. Otherwise the Pod would run, if briefly, with the namespace's network.
+    fn network_policy_first(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            // The boundary refuses the call itself.
+            return Ok(());
+        };
+        if scope.network.is_none() {
+            return Ok(());
+        }
+        let policy = crate::model::names::network_policy(&scope.name);
+        let applied = self.effects.iter().any(|e| {
+            matches!(e, Effect::Applied { resource: Resource::NetworkPolicy, namespace: n, name: m, .. }
+                if n == namespace && *m == policy)
+        });
+        let held = match &ctx.children {
+            Some(cache) => {
+                cache.child(Resource::NetworkPolicy, namespace, &policy, &scope.name)
+                    == ChildHeld::Own
+            }
+            None => scope
+                .observed
+                .iter()
+                .any(|(r, n)| *r == Resource::NetworkPolicy && *n == policy),
+        };
+        if applied || held {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            Rule::Network,
+            describe(Resource::Pod, namespace, name),
+            "kind",
+            format!(
+                "no Pod before its NetworkPolicy: apply {policy:?} first (it is neither in the \
+                 cache nor applied earlier in this call)"
+            ),
+        ))
+    }
+
     /// The Pod's IP after an ensure: from the created object, or read back when it existed.
     fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
         let ip = |object: &Value| {
@@ -355,6 +443,33 @@ impl HostState {
             Err(_) => None,
         }
     }
+}
+
+/// The merge patch an `apply-*` sends for an object that exists: the manifest's labels,
+/// annotations and spec, with the spec fields a policy writes and this manifest leaves out
+/// set to null (RFC 7386 would keep them otherwise).
+fn replacing_patch(resource: Resource, manifest: &Value) -> Value {
+    let owned: &[&str] = match resource {
+        Resource::NetworkPolicy => &["podSelector", "policyTypes", "ingress", "egress"],
+        Resource::Service => &["selector", "ports", "publishNotReadyAddresses"],
+        _ => &[],
+    };
+    let mut spec = manifest
+        .get("spec")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for key in owned {
+        spec.entry(*key).or_insert(Value::Null);
+    }
+    // Labels and annotations the manifest has are set; those of others on the object stay.
+    let mut metadata = serde_json::Map::new();
+    for key in ["labels", "annotations"] {
+        if let Some(value) = manifest.pointer(&format!("/metadata/{key}")) {
+            metadata.insert(key.to_string(), value.clone());
+        }
+    }
+    serde_json::json!({"metadata": metadata, "spec": spec})
 }
 
 /// A guest's string as a call record keeps it: whole when short, else its clipped prefix.
@@ -448,14 +563,14 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         Ok(self.log("delete-secret", namespace, name, None, result))
     }
 
-    // FOUNDATION: refused until the NetworkPolicy and Service resources land.
     fn apply_network_policy(
         &mut self,
         namespace: String,
         name: String,
         manifest: String,
     ) -> Answer<()> {
-        let result = Err(KubeError::Refused("not yet".to_string()));
+        self.count(Resource::NetworkPolicy, "create")?;
+        let result = self.apply(Resource::NetworkPolicy, &namespace, &name, &manifest);
         Ok(self.log(
             "apply-network-policy",
             namespace,
@@ -466,17 +581,20 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
     }
 
     fn delete_network_policy(&mut self, namespace: String, name: String) -> Answer<()> {
-        let result = Err(KubeError::Refused("not yet".to_string()));
+        self.count(Resource::NetworkPolicy, "delete")?;
+        let result = self.delete(Resource::NetworkPolicy, &namespace, &name);
         Ok(self.log("delete-network-policy", namespace, name, None, result))
     }
 
     fn apply_service(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
-        let result = Err(KubeError::Refused("not yet".to_string()));
+        self.count(Resource::Service, "create")?;
+        let result = self.apply(Resource::Service, &namespace, &name, &manifest);
         Ok(self.log("apply-service", namespace, name, Some(manifest), result))
     }
 
     fn delete_service(&mut self, namespace: String, name: String) -> Answer<()> {
-        let result = Err(KubeError::Refused("not yet".to_string()));
+        self.count(Resource::Service, "delete")?;
+        let result = self.delete(Resource::Service, &namespace, &name);
         Ok(self.log("delete-service", namespace, name, None, result))
     }
 }

@@ -28,6 +28,12 @@
 //! - `hostpath`: a Pod mounting the node's `/` (`pod`);
 //! - `node-name`: a Pod with `nodeName` (`pod`);
 //! - `unknown-field`: a Pod with a container field no Kubernetes release has (`pod`);
+//! - `foreign-network-policy`: its NetworkPolicy selecting the victim's Pod instead (`network`);
+//! - `open-egress`: its NetworkPolicy allowing 0.0.0.0/0 with no except, wider than the spec
+//!   (`network`);
+//! - `foreign-service`: its Service selecting the victim's Pod (`service`; give the sandbox a
+//!   `spec.service`);
+//! - `pod-before-policy`: the default Pod with no NetworkPolicy applied before it (`network`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
 //!   exports that get no cluster access (`scope`);
 //! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`);
@@ -57,7 +63,7 @@
 use cubepod_policy_sdk::bindings::{
     CleanupOutput, Condition, ConditionStatus, Event, EventType, KubeError, MemberCreate,
     ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapAction, ReapCandidate, ReapDecision,
-    ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
+    ReconcileInput, ReconcileOutput, Sandbox, ServicePort, ServiceProtocol, ServiceSpec, Timestamp,
 };
 use cubepod_policy_sdk::client::KubeClient;
 use cubepod_policy_sdk::manifest::{self, Owner, VolumeRole};
@@ -111,6 +117,10 @@ pub enum Case {
     Hostpath,
     NodeName,
     UnknownField,
+    ForeignNetworkPolicy,
+    OpenEgress,
+    ForeignService,
+    PodBeforePolicy,
     PoolWrites,
     ReapWrites,
     CleanupForeign,
@@ -127,7 +137,7 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 32] = [
+    pub const ALL: [(&'static str, Case); 36] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -147,6 +157,10 @@ impl Case {
         ("hostpath", Case::Hostpath),
         ("node-name", Case::NodeName),
         ("unknown-field", Case::UnknownField),
+        ("foreign-network-policy", Case::ForeignNetworkPolicy),
+        ("open-egress", Case::OpenEgress),
+        ("foreign-service", Case::ForeignService),
+        ("pod-before-policy", Case::PodBeforePolicy),
         ("pool-writes", Case::PoolWrites),
         ("reap-writes", Case::ReapWrites),
         ("cleanup-foreign", Case::CleanupForeign),
@@ -216,6 +230,27 @@ impl<'a> Manifests<'a> {
             None,
         );
         serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    fn network_policy(&self, input: &ReconcileInput) -> Value {
+        let s = &self.sandbox;
+        let rendered =
+            manifest::network_policy(&s.namespace, self.owner(), &s.spec, &input.cluster_network);
+        serde_json::from_str(&rendered.manifest).unwrap_or(Value::Null)
+    }
+
+    /// The default Service, for a sandbox with `spec.service` (or one port if it has none).
+    fn service(&self) -> Value {
+        let s = &self.sandbox;
+        let spec = s.spec.service.clone().unwrap_or(ServiceSpec {
+            ports: vec![ServicePort {
+                name: "http".into(),
+                port: 8080,
+                protocol: ServiceProtocol::Tcp,
+            }],
+        });
+        let rendered = manifest::service(&s.namespace, self.owner(), &spec);
+        serde_json::from_str(&rendered.manifest).unwrap_or(Value::Null)
     }
 
     fn secret(&self) -> Value {
@@ -296,6 +331,22 @@ pub fn reconcile(
             secret["type"] = json!("kubernetes.io/service-account-token");
             client.ensure_secret(ns, &names::secret(own), &secret.to_string())
         }
+        Case::ForeignNetworkPolicy => {
+            let mut policy = m.network_policy(input);
+            policy["spec"]["podSelector"]["matchLabels"][names::SANDBOX_LABEL] = json!(VICTIM);
+            client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())
+        }
+        Case::OpenEgress => {
+            let mut policy = m.network_policy(input);
+            policy["spec"]["egress"][0]["to"] = json!([{"ipBlock": {"cidr": "0.0.0.0/0"}}]);
+            client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())
+        }
+        Case::ForeignService => {
+            let mut service = m.service();
+            service["spec"]["selector"][names::SANDBOX_LABEL] = json!(VICTIM);
+            client.apply_service(ns, &names::service(own), &service.to_string())
+        }
+        Case::PodBeforePolicy => client.ensure_pod(ns, own, &m.pod().to_string()).map(drop),
         Case::DeleteUnmanaged => client.delete_secret(ns, UNMANAGED_SECRET),
         Case::Flood => {
             let secret = m.secret().to_string();

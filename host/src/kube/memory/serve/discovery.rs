@@ -68,6 +68,8 @@ impl Names {
             Resource::Pod => (&["po"], &["all"]),
             Resource::PersistentVolumeClaim => (&["pvc"], &[]),
             Resource::Event => (&["ev"], &[]),
+            Resource::NetworkPolicy => (&["netpol"], &[]),
+            Resource::Service => (&["svc"], &["all"]),
             _ => (&[], &[]),
         };
         let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
@@ -217,7 +219,13 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["coordination.k8s.io", "cubepod.io"]);
+        assert_eq!(
+            names,
+            ["coordination.k8s.io", "cubepod.io", "networking.k8s.io"]
+        );
+        let networking = &groups["items"][2]["versions"][0]["resources"][0];
+        assert_eq!(networking["resource"], "networkpolicies");
+        assert_eq!(networking["shortNames"], json!(["netpol"]));
         let hidden = aggregated(false, false);
         assert!(
             hidden["items"]

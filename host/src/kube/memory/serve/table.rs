@@ -133,6 +133,19 @@ fn columns(resource: Resource) -> Vec<Column> {
             column("Holder", "string", 0, path_source(".spec.holderIdentity")),
             age(),
         ],
+        Resource::NetworkPolicy => vec![
+            name(),
+            column("Pod-Selector", "string", 0, Source::Computed(pod_selector)),
+            age(),
+        ],
+        Resource::Service => vec![
+            name(),
+            column("Type", "string", 0, path_source(".spec.type")),
+            column("Cluster-IP", "string", 0, path_source(".spec.clusterIP")),
+            column("Port(s)", "string", 0, Source::Computed(service_ports)),
+            age(),
+            column("Selector", "string", 1, Source::Computed(service_selector)),
+        ],
         _ => vec![name(), age()],
     }
 }
@@ -362,6 +375,44 @@ fn event_object(event: &Value) -> Value {
     let kind = object["kind"].as_str().unwrap_or_default().to_lowercase();
     let name = object["name"].as_str().unwrap_or_default();
     Value::String(format!("{kind}/{name}"))
+}
+
+/// `key=value,...` of a label map, as kubectl prints selectors.
+fn labels_text(labels: &Value) -> String {
+    labels
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn pod_selector(policy: &Value) -> Value {
+    let text = labels_text(&policy["spec"]["podSelector"]["matchLabels"]);
+    Value::String(if text.is_empty() {
+        "<none>".into()
+    } else {
+        text
+    })
+}
+
+fn service_ports(service: &Value) -> Value {
+    let ports: Vec<String> = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| format!("{}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP")))
+        .collect();
+    Value::String(if ports.is_empty() {
+        "<none>".into()
+    } else {
+        ports.join(",")
+    })
+}
+
+fn service_selector(service: &Value) -> Value {
+    Value::String(labels_text(&service["spec"]["selector"]))
 }
 
 fn secret_data(secret: &Value) -> Value {

@@ -1,0 +1,214 @@
+//! Sets of IP addresses as sorted, disjoint, inclusive `u128` intervals, IPv4 and IPv6 apart:
+//! what a NetworkPolicy's `ipBlock` peers reach, and what a sandbox's spec allows, so that the
+//! boundary can ask "is this within that" by arithmetic rather than by comparing strings.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// Why a CIDR does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{cidr:?} is not a CIDR ({why})")]
+pub struct CidrError {
+    pub cidr: String,
+    pub why: &'static str,
+}
+
+/// One CIDR: its family and the interval of addresses it covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    pub v6: bool,
+    pub first: u128,
+    pub last: u128,
+}
+
+impl Cidr {
+    /// `10.0.0.0/8`, `fc00::/7`. Host bits are masked away, as the API server's parser does.
+    pub fn parse(text: &str) -> Result<Cidr, CidrError> {
+        let fail = |why| CidrError {
+            cidr: super::clip(text, 64),
+            why,
+        };
+        let (address, prefix) = text.split_once('/').ok_or_else(|| fail("no /prefix"))?;
+        let address: IpAddr = address.parse().map_err(|_| fail("not an IP address"))?;
+        if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_digit()) || prefix.len() > 3 {
+            return Err(fail("the prefix is not a number"));
+        }
+        let prefix: u32 = prefix
+            .parse()
+            .map_err(|_| fail("the prefix is not a number"))?;
+        let (v6, bits, value) = match address {
+            IpAddr::V4(a) => (false, 32, u128::from(u32::from(a))),
+            IpAddr::V6(a) => (true, 128, u128::from(a)),
+        };
+        if prefix > bits {
+            return Err(fail("the prefix is longer than the address"));
+        }
+        let host_bits = bits - prefix;
+        let host_mask = if host_bits == 128 {
+            u128::MAX
+        } else {
+            (1u128 << host_bits) - 1
+        };
+        let first = value & !host_mask;
+        Ok(Cidr {
+            v6,
+            first,
+            last: first | host_mask,
+        })
+    }
+}
+
+/// A set of addresses of both families.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IpSet {
+    v4: Vec<(u128, u128)>,
+    v6: Vec<(u128, u128)>,
+}
+
+impl IpSet {
+    pub fn of(cidr: Cidr) -> IpSet {
+        let mut set = IpSet::default();
+        set.family_mut(cidr.v6).push((cidr.first, cidr.last));
+        set
+    }
+
+    fn family_mut(&mut self, v6: bool) -> &mut Vec<(u128, u128)> {
+        if v6 { &mut self.v6 } else { &mut self.v4 }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.v4.is_empty() && self.v6.is_empty()
+    }
+
+    pub fn union(&self, other: &IpSet) -> IpSet {
+        IpSet {
+            v4: union(&self.v4, &other.v4),
+            v6: union(&self.v6, &other.v6),
+        }
+    }
+
+    pub fn minus(&self, other: &IpSet) -> IpSet {
+        IpSet {
+            v4: minus(&self.v4, &other.v4),
+            v6: minus(&self.v6, &other.v6),
+        }
+    }
+
+    /// Every address of `self` is in `other`.
+    pub fn is_subset(&self, other: &IpSet) -> bool {
+        self.minus(other).is_empty()
+    }
+}
+
+/// Sorted, merged intervals of both lists (adjacent ones joined).
+fn union(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
+    let mut all: Vec<(u128, u128)> = a.iter().chain(b).copied().collect();
+    all.sort_unstable();
+    let mut out: Vec<(u128, u128)> = Vec::with_capacity(all.len());
+    for (first, last) in all {
+        match out.last_mut() {
+            Some((_, end)) if first <= end.saturating_add(1) => *end = (*end).max(last),
+            _ => out.push((first, last)),
+        }
+    }
+    out
+}
+
+/// `a` without `b`; both sorted and disjoint (as `union` leaves them).
+fn minus(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
+    let mut out = Vec::new();
+    for &(first, last) in a {
+        let mut start = first;
+        let mut open = true;
+        for &(cut_first, cut_last) in b {
+            if cut_last < start || cut_first > last {
+                continue;
+            }
+            if cut_first > start {
+                out.push((start, cut_first - 1));
+            }
+            if cut_last >= last {
+                open = false;
+                break;
+            }
+            start = cut_last + 1;
+        }
+        if open {
+            out.push((start, last));
+        }
+    }
+    out
+}
+
+impl fmt::Display for IpSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v4 = self.v4.iter().map(|&(a, b)| {
+            let ip = |x: u128| std::net::Ipv4Addr::from(u32::try_from(x).unwrap_or(u32::MAX));
+            format!("{}-{}", ip(a), ip(b))
+        });
+        let v6 = self.v6.iter().map(|&(a, b)| {
+            format!(
+                "{}-{}",
+                std::net::Ipv6Addr::from(a),
+                std::net::Ipv6Addr::from(b)
+            )
+        });
+        let all: Vec<String> = v4.chain(v6).collect();
+        if all.is_empty() {
+            f.write_str("nothing")
+        } else {
+            f.write_str(&all.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(cidrs: &[&str]) -> IpSet {
+        cidrs
+            .iter()
+            .map(|c| IpSet::of(Cidr::parse(c).unwrap()))
+            .fold(IpSet::default(), |a, b| a.union(&b))
+    }
+
+    #[test]
+    fn cidrs_parse_and_mask_host_bits() {
+        let c = Cidr::parse("10.1.2.3/8").unwrap();
+        assert_eq!((c.first, c.last), (10 << 24, (11 << 24) - 1));
+        let all = Cidr::parse("::/0").unwrap();
+        assert_eq!((all.v6, all.first, all.last), (true, 0, u128::MAX));
+        let one = Cidr::parse("169.254.169.254/32").unwrap();
+        assert_eq!(one.first, one.last);
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/33",
+            "10.0.0/8",
+            "x/8",
+            "10.0.0.0/",
+            "::/129",
+            "1.2.3.4/+1",
+        ] {
+            assert!(Cidr::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn set_arithmetic() {
+        let internet = set(&["0.0.0.0/0"]).minus(&set(&["10.0.0.0/8", "192.168.0.0/16"]));
+        assert!(set(&["8.8.8.8/32"]).is_subset(&internet));
+        assert!(!set(&["10.1.0.0/16"]).is_subset(&internet));
+        assert!(!set(&["0.0.0.0/0"]).is_subset(&internet));
+        // A range that straddles a hole is not within.
+        assert!(!set(&["10.0.0.0/7"]).is_subset(&internet));
+        assert!(set(&["11.0.0.0/8", "9.0.0.0/8"]).is_subset(&internet));
+        // Families apart: an IPv6 range is never within an IPv4-only set.
+        assert!(!set(&["::/0"]).is_subset(&internet));
+        // Adjacent ranges join, and a subtraction of everything leaves nothing.
+        let joined = set(&["10.0.0.0/9", "10.128.0.0/9"]);
+        assert_eq!(joined, set(&["10.0.0.0/8"]));
+        assert!(joined.minus(&set(&["10.0.0.0/8"])).is_empty());
+        assert!(set(&["10.0.0.0/8"]).minus(&set(&["10.0.0.0/9"])) == set(&["10.128.0.0/9"]));
+    }
+}

@@ -1,0 +1,433 @@
+//! A sandbox's NetworkPolicy (rule `network`): it selects exactly the sandbox's own Pod, has
+//! both policy types, and allows no more than the host computes from the sandbox's
+//! `spec.network`, `spec.service` and the cluster network of the flags. `ipBlock` peers are
+//! compared as address sets (CIDR minus excepts, within the allowed set); selector peers must
+//! be one of the few the host knows: the cluster's DNS pods (port 53 only), the
+//! `--ingress-from` pods (the Service's ports only) and, for `egress: cluster`, every pod.
+
+use std::fmt;
+
+use super::ipset::{Cidr, IpSet};
+use super::json::Json;
+use super::{Fields, Refusal, Rule, SANDBOX_LABEL, SandboxScope, nth, short, sub};
+use crate::runtime::bindings::{ClusterNetwork, EgressMode, ServiceProtocol};
+
+/// The label every namespace carries with its own name (set by the API server).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Destinations `egress: internet` never reaches besides the cluster's own ranges: RFC 1918,
+/// link-local (the cloud metadata address 169.254.169.254 among them), the shared address
+/// space of RFC 6598 (carrier-grade NAT, used for pod or node networks by several providers,
+/// never the public internet), IPv6 unique-local and link-local.
+pub const BLOCKED_FOR_INTERNET: [&str; 7] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "100.64.0.0/10",
+    "fc00::/7",
+    "fe80::/10",
+];
+
+/// What a NetworkPolicy may allow for one Sandbox: its spec and the cluster network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxNetwork {
+    pub egress: EgressMode,
+    pub allow_cidrs: Vec<String>,
+    pub deny_cidrs: Vec<String>,
+    /// `spec.service.ports` as (port, protocol); `None` without `spec.service`.
+    pub service_ports: Option<Vec<(u16, ServiceProtocol)>>,
+    pub cluster: ClusterNetwork,
+}
+
+pub fn protocol_name(protocol: ServiceProtocol) -> &'static str {
+    match protocol {
+        ServiceProtocol::Tcp => "TCP",
+        ServiceProtocol::Udp => "UDP",
+        ServiceProtocol::Sctp => "SCTP",
+    }
+}
+
+fn set_of<'a>(cidrs: impl IntoIterator<Item = &'a str>, mut bad: impl FnMut(&'a str)) -> IpSet {
+    let mut set = IpSet::default();
+    for text in cidrs {
+        match Cidr::parse(text) {
+            Ok(cidr) => set = set.union(&IpSet::of(cidr)),
+            Err(_) => bad(text),
+        }
+    }
+    set
+}
+
+impl SandboxNetwork {
+    /// The addresses egress may reach by `ipBlock`. A deny CIDR or a cluster CIDR that does
+    /// not parse leaves nothing checkable: an error, so that nothing is admitted.
+    pub fn allowed_addresses(&self) -> Result<IpSet, String> {
+        let mut problem = None;
+        let deny = set_of(self.deny_cidrs.iter().map(String::as_str), |c| {
+            problem.get_or_insert_with(|| format!("spec.network.denyCIDRs holds {c:?}"));
+        });
+        let cluster = set_of(self.cluster.cluster_cidrs.iter().map(String::as_str), |c| {
+            problem.get_or_insert_with(|| format!("the cluster CIDR {c:?}"));
+        });
+        if let Some(problem) = problem {
+            return Err(format!(
+                "{problem}, which is not a CIDR: no egress range can be checked against it"
+            ));
+        }
+        // An allow CIDR that does not parse allows nothing.
+        let allow = set_of(self.allow_cidrs.iter().map(String::as_str), |_| {});
+        let base = match self.egress {
+            EgressMode::None => return Ok(IpSet::default()),
+            EgressMode::Internet => {
+                let everything = set_of(["0.0.0.0/0", "::/0"], |_| {});
+                let blocked = set_of(BLOCKED_FOR_INTERNET, |_| {});
+                everything.minus(&blocked).minus(&cluster)
+            }
+            EgressMode::Cluster => cluster,
+        };
+        Ok(base.union(&allow).minus(&deny))
+    }
+}
+
+/// Checks a NetworkPolicy manifest for `scope`'s Sandbox.
+pub(super) fn check(
+    scope: &SandboxScope,
+    what: &dyn fmt::Display,
+    object: &Json<'_>,
+) -> Result<(), Refusal> {
+    let fields = Fields::new(Rule::Network, what);
+    let Some(network) = &scope.network else {
+        return Err(fields.refuse(
+            "kind",
+            "this policy's contract has no sandbox network: it may not write NetworkPolicies",
+        ));
+    };
+    fields.object(object, "", &["apiVersion", "kind", "metadata", "spec"])?;
+    let spec = fields.required(object, "", "spec")?;
+    fields.object(
+        spec,
+        "spec",
+        &["podSelector", "policyTypes", "ingress", "egress"],
+    )?;
+    own_pod_selector(&fields, scope, spec)?;
+    let types = fields.array(
+        fields.required(spec, "spec", "policyTypes")?,
+        "spec.policyTypes",
+    )?;
+    let named: Vec<Option<&str>> = types.iter().map(Json::as_str).collect();
+    let both =
+        named.len() == 2 && named.contains(&Some("Ingress")) && named.contains(&Some("Egress"));
+    if !both {
+        return Err(fields.refuse(
+            "spec.policyTypes",
+            "must be exactly [Ingress, Egress]: a policy of one type leaves the other direction \
+             open",
+        ));
+    }
+    let allowed = network
+        .allowed_addresses()
+        .map_err(|why| fields.refuse("spec.egress", why))?;
+    if let Some(rules) = spec.get("egress") {
+        let rules = fields.array(rules, "spec.egress")?;
+        for (i, rule) in rules.iter().enumerate() {
+            check_egress_rule(&fields, network, &allowed, rule, &nth(&"spec.egress", i))?;
+        }
+    }
+    if let Some(rules) = spec.get("ingress") {
+        let rules = fields.array(rules, "spec.ingress")?;
+        for (i, rule) in rules.iter().enumerate() {
+            check_ingress_rule(&fields, network, rule, &nth(&"spec.ingress", i))?;
+        }
+    }
+    Ok(())
+}
+
+/// `{matchLabels: {cubepod.io/sandbox: S}}` and nothing else: S's own Pod, only it.
+fn own_pod_selector(
+    fields: &Fields<'_>,
+    scope: &SandboxScope,
+    spec: &Json<'_>,
+) -> Result<(), Refusal> {
+    let field = "spec.podSelector";
+    let selector = fields.required(spec, "spec", "podSelector")?;
+    fields.object(selector, field, &["matchLabels"])?;
+    let labels = fields.required(selector, field, "matchLabels")?;
+    let labels = fields.object(labels, "spec.podSelector.matchLabels", &[SANDBOX_LABEL])?;
+    if labels.get(SANDBOX_LABEL).and_then(Json::as_str) != Some(scope.name.as_str()) {
+        return Err(fields.refuse(
+            "spec.podSelector.matchLabels",
+            format!(
+                "must select exactly Sandbox {:?}'s own Pod ({SANDBOX_LABEL}: {:?})",
+                scope.name, scope.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A label selector that is exactly `{matchLabels: expected}`; `{}` or `{matchLabels: {}}`
+/// for an empty `expected` (every object).
+fn selector_is(selector: &Json<'_>, expected: &[(String, String)]) -> bool {
+    let Some(map) = selector.as_object() else {
+        return false;
+    };
+    if map.keys().any(|k| k != "matchLabels") {
+        return false;
+    }
+    let labels = match map.get("matchLabels") {
+        None => return expected.is_empty(),
+        Some(labels) => labels,
+    };
+    let Some(labels) = labels.as_object() else {
+        return false;
+    };
+    labels.len() == expected.len()
+        && expected
+            .iter()
+            .all(|(k, v)| labels.get(k).and_then(Json::as_str) == Some(v.as_str()))
+}
+
+/// Which selector peer a peer is, if it is one the host allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    Dns,
+    AllPods,
+    IngressFrom,
+}
+
+fn selector_peer(peer: &Json<'_>, cluster: &ClusterNetwork) -> Option<Peer> {
+    let map = peer.as_object()?;
+    if map
+        .keys()
+        .any(|k| k != "namespaceSelector" && k != "podSelector")
+    {
+        return None;
+    }
+    let namespaces = map.get("namespaceSelector")?;
+    let pods = map.get("podSelector");
+    let dns_namespace = [(
+        NAMESPACE_NAME_LABEL.to_string(),
+        cluster.dns_namespace.clone(),
+    )];
+    if selector_is(namespaces, &dns_namespace)
+        && pods.is_some_and(|p| selector_is(p, &cluster.dns_pod_labels))
+        && !cluster.dns_pod_labels.is_empty()
+    {
+        return Some(Peer::Dns);
+    }
+    if !selector_is(namespaces, &[]) {
+        return None;
+    }
+    match pods {
+        None => Some(Peer::AllPods),
+        Some(p) if selector_is(p, &[]) => Some(Peer::AllPods),
+        Some(p) if !cluster.ingress_from.is_empty() && selector_is(p, &cluster.ingress_from) => {
+            Some(Peer::IngressFrom)
+        }
+        Some(_) => None,
+    }
+}
+
+/// A rule's ports as (port, protocol); `None` when the rule has none (every port).
+fn ports(
+    fields: &Fields<'_>,
+    rule: &Json<'_>,
+    at: &dyn fmt::Display,
+) -> Result<Option<Vec<(u64, String)>>, Refusal> {
+    let Some(list) = rule.get("ports") else {
+        return Ok(None);
+    };
+    let at = sub(at, "ports");
+    let list = fields.array(list, at)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, port) in list.iter().enumerate() {
+        let field = nth(&at, i);
+        let map = fields.object(port, field, &["protocol", "port"])?;
+        let protocol = match map.get("protocol") {
+            None => "TCP".to_string(),
+            Some(p) => p
+                .as_str()
+                .ok_or_else(|| fields.refuse(sub(&field, "protocol"), "not a string"))?
+                .to_string(),
+        };
+        let number = map
+            .get("port")
+            .and_then(Json::as_u64)
+            .filter(|p| (1..=65535).contains(p))
+            .ok_or_else(|| {
+                fields.refuse(
+                    sub(&field, "port"),
+                    "must be a port number (1-65535); a named port or none is wider than the \
+                     host can check",
+                )
+            })?;
+        out.push((number, protocol));
+    }
+    Ok(Some(out))
+}
+
+fn check_egress_rule(
+    fields: &Fields<'_>,
+    network: &SandboxNetwork,
+    allowed: &IpSet,
+    rule: &Json<'_>,
+    at: &dyn fmt::Display,
+) -> Result<(), Refusal> {
+    fields.object(rule, at, &["to", "ports"])?;
+    let ports = ports(fields, rule, at)?;
+    let to_at = sub(at, "to");
+    let peers = fields.array(
+        rule.get("to").ok_or_else(|| {
+            fields.refuse(
+                to_at,
+                "required: a rule without `to` allows every destination",
+            )
+        })?,
+        to_at,
+    )?;
+    if peers.is_empty() {
+        return Err(fields.refuse(to_at, "empty: a rule with no peer allows every destination"));
+    }
+    for (i, peer) in peers.iter().enumerate() {
+        let field = nth(&to_at, i);
+        if let Some(block) = peer.get("ipBlock") {
+            fields.object(peer, field, &["ipBlock"])?;
+            let reached = ip_block(fields, block, &sub(&field, "ipBlock"))?;
+            if !reached.is_subset(allowed) {
+                return Err(fields.refuse(
+                    sub(&field, "ipBlock"),
+                    format!(
+                        "reaches {}, beyond what spec.network allows ({})",
+                        reached.minus(allowed),
+                        if allowed.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            format!("egress {:?}", network.egress)
+                        }
+                    ),
+                ));
+            }
+            continue;
+        }
+        let kind = selector_peer(peer, &network.cluster);
+        match (kind, network.egress) {
+            (Some(Peer::Dns), EgressMode::Internet | EgressMode::Cluster) => {
+                let dns_only = ports.as_ref().is_some_and(|p| {
+                    !p.is_empty()
+                        && p.iter()
+                            .all(|(n, proto)| *n == 53 && (proto == "UDP" || proto == "TCP"))
+                });
+                if !dns_only {
+                    return Err(fields.refuse(
+                        sub(at, "ports"),
+                        "the DNS peer may be reached on port 53 (UDP, TCP) only",
+                    ));
+                }
+            }
+            (Some(Peer::AllPods), EgressMode::Cluster) => {}
+            _ => {
+                return Err(fields.refuse(
+                    field,
+                    format!(
+                        "{} is not a peer egress {:?} allows (the DNS pods of {:?}{})",
+                        short(peer),
+                        network.egress,
+                        network.cluster.dns_namespace,
+                        if network.egress == EgressMode::Cluster {
+                            ", or every pod: {namespaceSelector: {}}"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The addresses an `ipBlock` reaches: its CIDR without its excepts.
+fn ip_block(
+    fields: &Fields<'_>,
+    block: &Json<'_>,
+    at: &dyn fmt::Display,
+) -> Result<IpSet, Refusal> {
+    fields.object(block, at, &["cidr", "except"])?;
+    let parse = |value: &Json<'_>, field: &dyn fmt::Display| {
+        let text = value
+            .as_str()
+            .ok_or_else(|| fields.refuse(field, "not a string"))?;
+        Cidr::parse(text)
+            .map(IpSet::of)
+            .map_err(|e| fields.refuse(field, e.to_string()))
+    };
+    let cidr_at = sub(at, "cidr");
+    let mut reached = parse(fields.required(block, at, "cidr")?, &cidr_at)?;
+    if let Some(except) = block.get("except") {
+        let except_at = sub(at, "except");
+        for (i, cut) in fields.array(except, except_at)?.iter().enumerate() {
+            reached = reached.minus(&parse(cut, &nth(&except_at, i))?);
+        }
+    }
+    Ok(reached)
+}
+
+fn check_ingress_rule(
+    fields: &Fields<'_>,
+    network: &SandboxNetwork,
+    rule: &Json<'_>,
+    at: &dyn fmt::Display,
+) -> Result<(), Refusal> {
+    fields.object(rule, at, &["from", "ports"])?;
+    let service_ports = match &network.service_ports {
+        Some(ports) if !ports.is_empty() && !network.cluster.ingress_from.is_empty() => ports,
+        _ => {
+            return Err(fields.refuse(
+                at,
+                "no ingress is allowed: the sandbox has no spec.service ports, or the controller \
+                 no --ingress-from",
+            ));
+        }
+    };
+    let from_at = sub(at, "from");
+    let peers = fields.array(
+        rule.get("from").ok_or_else(|| {
+            fields.refuse(from_at, "required: a rule without `from` lets anyone in")
+        })?,
+        from_at,
+    )?;
+    if peers.is_empty() {
+        return Err(fields.refuse(from_at, "empty: a rule with no peer lets anyone in"));
+    }
+    for (i, peer) in peers.iter().enumerate() {
+        if selector_peer(peer, &network.cluster) != Some(Peer::IngressFrom) {
+            return Err(fields.refuse(
+                nth(&from_at, i),
+                format!(
+                    "{} is not the --ingress-from peer {{namespaceSelector: {{}}, podSelector: \
+                     {{matchLabels: {:?}}}}}",
+                    short(peer),
+                    network.cluster.ingress_from
+                ),
+            ));
+        }
+    }
+    let ports = ports(fields, rule, at)?;
+    let within = ports.as_ref().is_some_and(|ports| {
+        !ports.is_empty()
+            && ports.iter().all(|(n, proto)| {
+                service_ports
+                    .iter()
+                    .any(|(p, sp)| u64::from(*p) == *n && protocol_name(*sp) == proto)
+            })
+    });
+    if !within {
+        return Err(fields.refuse(
+            sub(at, "ports"),
+            "ingress may reach only the ports of spec.service.ports (each named, with its \
+             protocol)",
+        ));
+    }
+    Ok(())
+}

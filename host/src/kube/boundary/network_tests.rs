@@ -1,0 +1,357 @@
+//! The `network` and `service` rules against the default policy's own NetworkPolicy and
+//! Service, for each egress mode: the default passes, and each widening edit is refused.
+
+use serde_json::{Value, json};
+
+use super::containment_tests::{check_in, refused, scope_of, writes};
+use super::*;
+use cubepod_policy_sdk::bindings::{
+    EgressMode, ReconcileInput, ServicePort, ServiceProtocol, ServiceSpec,
+};
+use cubepod_policy_sdk::fixtures;
+
+const S: &str = "dev-alice";
+
+fn with(edit: impl FnOnce(&mut ReconcileInput)) -> ReconcileInput {
+    let mut input = fixtures::sandbox(S).input();
+    edit(&mut input);
+    input
+}
+
+fn served(input: &mut ReconcileInput) {
+    input.sandbox.spec.service = Some(ServiceSpec {
+        ports: vec![ServicePort {
+            name: "http".into(),
+            port: 8080,
+            protocol: ServiceProtocol::Tcp,
+        }],
+    });
+    input.cluster_network.ingress_from = vec![("app".into(), "gateway".into())];
+}
+
+fn written(input: &ReconcileInput, resource: Resource) -> Value {
+    writes(input)
+        .into_iter()
+        .find(|(r, _, _)| *r == resource)
+        .map(|(_, _, m)| m)
+        .unwrap_or_else(|| panic!("the default writes no {resource}"))
+}
+
+fn policy_check(input: &ReconcileInput, manifest: &Value) -> Result<(), Refusal> {
+    let name = names::network_policy(S);
+    check_in(
+        &Containment::default(),
+        &scope_of(input),
+        Resource::NetworkPolicy,
+        &name,
+        manifest,
+    )
+}
+
+#[track_caller]
+fn policy_refused(input: &ReconcileInput, edit: impl FnOnce(&mut Value), field: &str) {
+    let mut manifest = written(input, Resource::NetworkPolicy);
+    edit(&mut manifest);
+    refused(policy_check(input, &manifest), Rule::Network, field);
+}
+
+#[test]
+fn the_default_policys_network_policy_and_service_comply_in_every_mode() {
+    let modes = [EgressMode::Internet, EgressMode::None, EgressMode::Cluster];
+    for mode in modes {
+        let input = with(|i| {
+            i.sandbox.spec.network.egress = mode;
+            i.sandbox.spec.network.allow_cidrs = vec!["10.0.5.0/24".into(), "2001:db8::/32".into()];
+            i.sandbox.spec.network.deny_cidrs = vec!["10.0.5.128/25".into(), "8.8.8.8/32".into()];
+            i.cluster_network.cluster_cidrs.push("fd00:10::/48".into());
+            served(i);
+        });
+        let scope = scope_of(&input);
+        for (resource, name, manifest) in writes(&input) {
+            assert_eq!(
+                check_in(&Containment::default(), &scope, resource, &name, &manifest),
+                Ok(()),
+                "{mode:?}: {resource} {name}: {manifest}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_network_policy_selects_exactly_the_sandboxs_own_pod_with_both_types() {
+    let input = with(|_| {});
+    policy_refused(
+        &input,
+        |m| m["spec"]["podSelector"]["matchLabels"]["cubepod.io/sandbox"] = json!("bob"),
+        "spec.podSelector.matchLabels",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["podSelector"] = json!({}),
+        "spec.podSelector.matchLabels",
+    );
+    policy_refused(
+        &input,
+        |m| {
+            m["spec"]["podSelector"]["matchExpressions"] =
+                json!([{"key": "x", "operator": "Exists"}])
+        },
+        "spec.podSelector.matchExpressions",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["podSelector"]["matchLabels"]["app"] = json!("x"),
+        "spec.podSelector.matchLabels.app",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["policyTypes"] = json!(["Egress"]),
+        "spec.policyTypes",
+    );
+    // Metadata is the scope rule's, as for every child: only the spec-hash annotation.
+    let mut annotated = written(&input, Resource::NetworkPolicy);
+    annotated["metadata"]["annotations"]["other"] = json!("x");
+    refused(
+        policy_check(&input, &annotated),
+        Rule::Scope,
+        "metadata.annotations.other",
+    );
+}
+
+#[test]
+fn internet_egress_never_reaches_private_metadata_or_cluster_ranges() {
+    let input = with(|i| i.sandbox.spec.network.deny_cidrs = vec!["203.0.113.0/24".into()]);
+    let first_peer = "spec.egress[0].to[0].ipBlock";
+    // 0.0.0.0/0 without its excepts.
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][0]["to"][0]["ipBlock"] = json!({"cidr": "0.0.0.0/0"}),
+        first_peer,
+    );
+    for reach in [
+        "169.254.169.254/32",
+        "10.244.3.0/24",
+        "203.0.113.7/32",
+        "100.64.0.0/10",
+    ] {
+        policy_refused(
+            &input,
+            |m| m["spec"]["egress"][0]["to"][0]["ipBlock"] = json!({"cidr": reach}),
+            first_peer,
+        );
+    }
+    // Within the internet: admitted.
+    let mut narrower = written(&input, Resource::NetworkPolicy);
+    narrower["spec"]["egress"][0]["to"][0]["ipBlock"] = json!({"cidr": "8.8.8.0/24"});
+    assert_eq!(policy_check(&input, &narrower), Ok(()));
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][0]["to"][0]["ipBlock"]["cidr"] = json!("10.0.0.0"),
+        "spec.egress[0].to[0].ipBlock.cidr",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][0]["to"][0]["ipBlock"]["except"][0] = json!("ten/8"),
+        "spec.egress[0].to[0].ipBlock.except[0]",
+    );
+    // A rule without peers allows everything.
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][0] = json!({"ports": [{"port": 443}]}),
+        "spec.egress[0].to",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][0]["to"] = json!([]),
+        "spec.egress[0].to",
+    );
+    // Every pod is not a peer of internet egress; DNS only on port 53.
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][0]["to"][0] = json!({"namespaceSelector": {}}),
+        "spec.egress[0].to[0]",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][1]["ports"] = json!([{"protocol": "TCP", "port": 80}]),
+        "spec.egress[1].ports",
+    );
+    policy_refused(
+        &input,
+        |m| {
+            let ports = m["spec"]["egress"][1].as_object_mut().unwrap();
+            ports.remove("ports");
+        },
+        "spec.egress[1].ports",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][1]["to"][0]["podSelector"] = json!({}),
+        "spec.egress[1].to[0]",
+    );
+    policy_refused(
+        &input,
+        |m| m["spec"]["egress"][1]["ports"][0]["endPort"] = json!(60),
+        "spec.egress[1].ports[0].endPort",
+    );
+}
+
+#[test]
+fn none_egress_allows_nothing_and_cluster_egress_no_internet() {
+    let none = with(|i| i.sandbox.spec.network.egress = EgressMode::None);
+    let internet = written(&with(|_| {}), Resource::NetworkPolicy);
+    let mut widened = written(&none, Resource::NetworkPolicy);
+    widened["spec"]["egress"] = json!([internet["spec"]["egress"][1].clone()]);
+    refused(
+        policy_check(&none, &widened),
+        Rule::Network,
+        "spec.egress[0].to[0]",
+    );
+
+    let cluster = with(|i| i.sandbox.spec.network.egress = EgressMode::Cluster);
+    policy_refused(
+        &cluster,
+        |m| m["spec"]["egress"][0]["to"][1] = json!({"ipBlock": {"cidr": "8.8.8.8/32"}}),
+        "spec.egress[0].to[1].ipBlock",
+    );
+    policy_refused(
+        &cluster,
+        |m| m["spec"]["egress"][0]["to"][0] = json!({"podSelector": {}}),
+        "spec.egress[0].to[0]",
+    );
+}
+
+#[test]
+fn ingress_only_from_the_ingress_pods_to_the_services_ports() {
+    let input = with(served);
+    let rule = "spec.ingress[0]";
+    policy_refused(
+        &input,
+        |m| m["spec"]["ingress"][0]["ports"][0]["port"] = json!(22),
+        "spec.ingress[0].ports",
+    );
+    policy_refused(
+        &input,
+        |m| {
+            m["spec"]["ingress"][0]["from"][0]["podSelector"] = json!({});
+        },
+        "spec.ingress[0].from[0]",
+    );
+    policy_refused(
+        &input,
+        |m| {
+            let rule = m["spec"]["ingress"][0].as_object_mut().unwrap();
+            rule.remove("from");
+        },
+        "spec.ingress[0].from",
+    );
+    // No Service: no ingress rule at all.
+    let plain = with(|i| i.cluster_network.ingress_from = vec![("app".into(), "gateway".into())]);
+    let mut manifest = written(&plain, Resource::NetworkPolicy);
+    manifest["spec"]["ingress"] =
+        written(&input, Resource::NetworkPolicy)["spec"]["ingress"].clone();
+    refused(policy_check(&plain, &manifest), Rule::Network, rule);
+}
+
+#[track_caller]
+fn service_refused(input: &ReconcileInput, edit: impl FnOnce(&mut Value), field: &str) {
+    let mut manifest = written(input, Resource::Service);
+    edit(&mut manifest);
+    let scope = scope_of(input);
+    refused(
+        check_in(
+            &Containment::default(),
+            &scope,
+            Resource::Service,
+            S,
+            &manifest,
+        ),
+        Rule::Service,
+        field,
+    );
+}
+
+#[test]
+fn a_service_is_the_sandboxs_own_headless_one_on_its_ports() {
+    let input = with(served);
+    service_refused(
+        &input,
+        |m| m["spec"]["selector"]["cubepod.io/sandbox"] = json!("bob"),
+        "spec.selector",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["selector"]["app"] = json!("x"),
+        "spec.selector.app",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["clusterIP"] = json!("10.96.0.9"),
+        "spec.clusterIP",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["type"] = json!("NodePort"),
+        "spec.type",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["externalIPs"] = json!(["1.2.3.4"]),
+        "spec.externalIPs",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["externalName"] = json!("evil.example"),
+        "spec.externalName",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["ports"][0]["port"] = json!(22),
+        "spec.ports[0]",
+    );
+    service_refused(
+        &input,
+        |m| m["spec"]["ports"][0]["targetPort"] = json!(22),
+        "spec.ports[0].targetPort",
+    );
+    // A sandbox without spec.service has none.
+    let plain = with(|_| {});
+    let manifest = written(&input, Resource::Service);
+    refused(
+        check_in(
+            &Containment::default(),
+            &scope_of(&plain),
+            Resource::Service,
+            S,
+            &manifest,
+        ),
+        Rule::Service,
+        "kind",
+    );
+}
+
+#[test]
+fn deletes_name_only_the_sandboxs_own_network_policy_and_service() {
+    let scope = scope_of(&with(|_| {}));
+    let rules = Containment::default();
+    let ns = fixtures::NAMESPACE;
+    assert_eq!(
+        rules.check_delete(&scope, Resource::NetworkPolicy, ns, "dev-alice-network"),
+        Ok(ChildRole::NetworkPolicy)
+    );
+    assert_eq!(
+        rules.check_delete(&scope, Resource::Service, ns, S),
+        Ok(ChildRole::Service)
+    );
+    for (resource, name) in [
+        (Resource::NetworkPolicy, "bob-network"),
+        (Resource::NetworkPolicy, S),
+        (Resource::Service, "bob"),
+    ] {
+        refused(
+            rules.check_delete(&scope, resource, ns, name).map(drop),
+            Rule::Scope,
+            "name",
+        );
+    }
+}

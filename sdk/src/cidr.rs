@@ -1,0 +1,127 @@
+//! CIDRs as the default policy reads them: to check a spec's (`validate`), to tell IPv4 from
+//! IPv6, and to know which range lies within which when a NetworkPolicy's `except` lists are
+//! built (the API server refuses an except outside its CIDR, or one that is the whole CIDR).
+
+use std::net::IpAddr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    pub v6: bool,
+    /// The first address (host bits cleared).
+    pub network: u128,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// `10.0.0.0/8`, `fc00::/7`; `None` for anything else. Host bits are cleared, as the API
+    /// server's parser does.
+    pub fn parse(text: &str) -> Option<Cidr> {
+        let (address, prefix) = text.split_once('/')?;
+        if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let prefix: u8 = prefix.parse().ok()?;
+        let (v6, bits, value) = match address.parse::<IpAddr>().ok()? {
+            IpAddr::V4(a) => (false, 32, u128::from(u32::from(a))),
+            IpAddr::V6(a) => (true, 128, u128::from(a)),
+        };
+        if prefix > bits {
+            return None;
+        }
+        let cidr = Cidr {
+            v6,
+            network: 0,
+            prefix,
+        };
+        Some(Cidr {
+            network: value & !cidr.host_mask(),
+            ..cidr
+        })
+    }
+
+    fn bits(self) -> u8 {
+        if self.v6 { 128 } else { 32 }
+    }
+
+    fn host_mask(self) -> u128 {
+        let host = u32::from(self.bits() - self.prefix);
+        if host == 128 {
+            u128::MAX
+        } else {
+            (1u128 << host) - 1
+        }
+    }
+
+    fn last(self) -> u128 {
+        self.network | self.host_mask()
+    }
+
+    /// Every address of `other` is in `self`.
+    pub fn contains(self, other: Cidr) -> bool {
+        self.v6 == other.v6 && self.network <= other.network && other.last() <= self.last()
+    }
+}
+
+/// `cuts` that lie inside `cidr` and are smaller than it, each once and none inside another:
+/// a valid `except` list. `None` when one cut covers the whole CIDR (nothing of it is left).
+pub fn excepts(cidr: Cidr, cuts: &[(Cidr, &str)]) -> Option<Vec<String>> {
+    if cuts.iter().any(|(cut, _)| cut.contains(cidr)) {
+        return None;
+    }
+    let inside: Vec<&(Cidr, &str)> = cuts.iter().filter(|(cut, _)| cidr.contains(*cut)).collect();
+    let mut kept: Vec<String> = Vec::new();
+    let mut kept_cidrs: Vec<Cidr> = Vec::new();
+    for (i, (cut, text)) in inside.iter().enumerate() {
+        // Covered by another cut (the first of equal ones is kept).
+        let covered = inside
+            .iter()
+            .enumerate()
+            .any(|(j, (other, _))| j != i && other.contains(*cut) && (*other != *cut || j < i));
+        if !covered && !kept_cidrs.contains(cut) {
+            kept.push((*text).to_string());
+            kept_cidrs.push(*cut);
+        }
+    }
+    Some(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(text: &str) -> Cidr {
+        Cidr::parse(text).unwrap()
+    }
+
+    #[test]
+    fn parses_and_contains() {
+        assert!(c("10.0.0.0/8").contains(c("10.1.2.0/24")));
+        assert!(!c("10.1.2.0/24").contains(c("10.0.0.0/8")));
+        assert!(!c("0.0.0.0/0").contains(c("::/0")));
+        assert_eq!(c("10.1.2.3/8"), c("10.0.0.0/8"));
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/33",
+            "::/129",
+            "x/1",
+            "1.2.3.4/-1",
+            "1.2.3.4/ 8",
+        ] {
+            assert!(Cidr::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn excepts_are_inside_smaller_and_minimal() {
+        let all = c("0.0.0.0/0");
+        let cuts = [
+            (c("10.0.0.0/8"), "10.0.0.0/8"),
+            (c("10.244.0.0/16"), "10.244.0.0/16"),
+            (c("fc00::/7"), "fc00::/7"),
+            (c("10.0.0.0/8"), "10.0.0.0/8"),
+        ];
+        assert_eq!(excepts(all, &cuts), Some(vec!["10.0.0.0/8".to_string()]));
+        assert_eq!(excepts(c("10.244.0.0/16"), &cuts), None);
+        assert_eq!(excepts(c("8.8.8.0/24"), &cuts), Some(Vec::new()));
+    }
+}

@@ -1,0 +1,43 @@
+//! A sandbox's headless Service `<s>` (`spec.service`): a stable DNS name,
+//! `<s>.<ns>.svc.<cluster-domain>`, for the sandbox's own Pod and the listed ports only.
+
+use serde_json::{Map, Value, json};
+
+use super::meta::{ObjectMeta, Owner};
+use super::network_policy::{Rendered, protocol, render};
+use crate::bindings::ServiceSpec;
+use crate::names;
+
+pub fn service(namespace: &str, owner: Owner<'_>, service: &ServiceSpec) -> Rendered {
+    let name = names::service(owner.name);
+    let ports: Vec<Value> = service
+        .ports
+        .iter()
+        .map(|p| {
+            let mut port = Map::new();
+            if !p.name.is_empty() {
+                port.insert("name".into(), Value::String(p.name.clone()));
+            }
+            port.insert("port".into(), json!(p.port));
+            port.insert("protocol".into(), json!(protocol(p.protocol)));
+            Value::Object(port)
+        })
+        .collect();
+    let spec = json!({
+        // Headless: the name resolves to the Pod's own IP, no virtual IP to route.
+        "clusterIP": "None",
+        "selector": {names::SANDBOX_LABEL: owner.name},
+        "ports": ports,
+    });
+    render(
+        "Service",
+        "v1",
+        ObjectMeta::child_of(&name, namespace, owner),
+        spec,
+    )
+}
+
+/// `<name>.<namespace>.svc.<cluster-domain>`.
+pub fn fqdn(name: &str, namespace: &str, cluster_domain: &str) -> String {
+    format!("{}.{namespace}.svc.{cluster_domain}", names::service(name))
+}
