@@ -18,6 +18,13 @@ pub struct Metrics {
     pub kube_requests: IntCounterVec,
     pub kube_request_duration: HistogramVec,
     pub reaps: IntCounter,
+    /// Sandboxes shut down at `spec.shutdownTime`, by `action` (`delete`, `pause`).
+    pub shutdowns: IntCounterVec,
+    /// From a Sandbox's creation to the status write that first reports it Ready, by
+    /// `launch` (`warm`: a claim from a pool, `cold`: started on its own).
+    pub sandbox_startup: HistogramVec,
+    /// From a claim's creation to the write that adopted its pool member.
+    pub sandbox_claim: Histogram,
     pub reap_ticks: IntCounter,
     pub reap_tick_duration: Histogram,
     pub pool_ticks: IntCounter,
@@ -87,6 +94,13 @@ const RECONCILE_TIME_BUCKETS: &[f64] = &[
 fn workqueue_buckets() -> Vec<f64> {
     prometheus::exponential_buckets(10e-9, 10.0, 12).expect("valid buckets")
 }
+
+/// Start-up buckets, 250 ms to 10 min: a warm claim is a second or two, a cold start pulls an
+/// image and boots a VM, minutes in a bad case.
+const STARTUP_BUCKETS: &[f64] = &[
+    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0,
+    300.0, 600.0,
+];
 
 /// Buckets from 100 µs to 10 s: a guest call is microseconds, an API call milliseconds.
 const BUCKETS: &[f64] = &[
@@ -174,6 +188,28 @@ impl Metrics {
                     "Sandboxes paused by the idle reaper."
                 )
                 .expect("valid counter")
+            ),
+            shutdowns: register!(counter(
+                "cubepod_sandbox_shutdowns_total",
+                "Sandboxes shut down by the reaper at spec.shutdownTime, by action.",
+                &["action"]
+            )),
+            sandbox_startup: register!(histogram_with(
+                "cubepod_sandbox_startup_seconds",
+                "From a Sandbox's creation to the status that first reports it Ready, by launch \
+                 (warm: a claim from a pool, cold: started on its own).",
+                &["launch"],
+                STARTUP_BUCKETS.to_vec()
+            )),
+            sandbox_claim: register!(
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "cubepod_sandbox_claim_seconds",
+                        "From a claim's creation to the adoption of its pool member."
+                    )
+                    .buckets(STARTUP_BUCKETS.to_vec())
+                )
+                .expect("valid histogram")
             ),
             reap_ticks: register!(
                 IntCounter::new("cubepod_reap_ticks_total", "Idle reaper ticks run.")
