@@ -445,10 +445,16 @@ pub fn reap<'a>(
         return Err(refuse(
             "action",
             format!(
-                "{:?} of {}, whose spec.shutdownPolicy is {:?}",
-                decision.action,
+                "{} of {}, whose spec.shutdownPolicy is {}",
+                match decision.action {
+                    ReapAction::ShutdownPause => "shutdown-pause",
+                    _ => "shutdown-delete",
+                },
                 shown(&decision.name),
-                candidate.shutdown_policy
+                match candidate.shutdown_policy {
+                    ShutdownPolicy::Delete => "Delete",
+                    ShutdownPolicy::Pause => "Pause",
+                }
             ),
         ));
     }
@@ -548,6 +554,80 @@ mod tests {
 
     fn admit(pool: &WarmPool, manifest: &Value) -> Result<Value, Refusal> {
         member(pool, 0, "p-0", &manifest.to_string(), 512 << 10)
+    }
+
+    fn candidate(
+        name: &str,
+        running: bool,
+        shutdown: Option<(i64, ShutdownPolicy)>,
+    ) -> ReapCandidate {
+        ReapCandidate {
+            name: name.into(),
+            running,
+            idle_timeout_seconds: Some(60),
+            last_activity: None,
+            started_at: Some(0),
+            pool: None,
+            claimed_by: None,
+            claimed_member: None,
+            shutdown_time: shutdown.map(|(at, _)| at),
+            shutdown_policy: shutdown.map_or(ShutdownPolicy::Delete, |(_, p)| p),
+        }
+    }
+
+    #[test]
+    fn a_reap_decision_is_acted_on_only_as_the_candidate_allows() {
+        let candidates = [
+            candidate("idle", true, None),
+            candidate("paused", false, Some((100, ShutdownPolicy::Delete))),
+            candidate("due", true, Some((100, ShutdownPolicy::Pause))),
+            candidate("later", true, Some((200, ShutdownPolicy::Delete))),
+        ];
+        let handed: HashMap<&str, (&ReapCandidate, &str)> = candidates
+            .iter()
+            .map(|c| (c.name.as_str(), (c, "7")))
+            .collect();
+        let decide = |ns: &str, name: &str, action| {
+            let decision = ReapDecision {
+                namespace: ns.into(),
+                name: name.into(),
+                action,
+                idle_seconds: 0,
+                reason: String::new(),
+            };
+            reap("ns", &decision, &handed, 100).map(|(c, _)| c.name.clone())
+        };
+        use ReapAction::{IdlePause, ShutdownDelete, ShutdownPause};
+        assert_eq!(decide("ns", "idle", IdlePause).unwrap(), "idle");
+        assert_eq!(decide("ns", "paused", ShutdownDelete).unwrap(), "paused");
+        assert_eq!(decide("ns", "due", ShutdownPause).unwrap(), "due");
+        // Due at the host's clock: 100 is the shutdown time itself.
+        for (ns, name, action, why) in [
+            ("other", "idle", IdlePause, "not among the candidates"),
+            ("ns", "stranger", ShutdownDelete, "not among the candidates"),
+            ("ns", "paused", IdlePause, "not running"),
+            ("ns", "idle", ShutdownDelete, "no spec.shutdownTime"),
+            ("ns", "later", ShutdownDelete, "100s from now"),
+            ("ns", "due", ShutdownDelete, "shutdownPolicy is Pause"),
+            ("ns", "paused", ShutdownPause, "shutdownPolicy is Delete"),
+        ] {
+            let refusal = decide(ns, name, action).unwrap_err();
+            assert_eq!(refusal.rule, Rule::Reap);
+            assert!(refusal.to_string().contains(why), "{name}: {refusal}");
+        }
+    }
+
+    #[test]
+    fn a_member_may_carry_a_template_hash_that_is_a_label_value() {
+        let pool = pool(json!({"image": "img"}));
+        let mut manifest = member_manifest("p-0", json!({"image": "img"}));
+        manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] = json!("0123456789abcdef");
+        admit(&pool, &manifest).unwrap();
+        for bad in [json!("not a label!"), json!("x".repeat(64)), json!(7)] {
+            manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] = bad.clone();
+            let refusal = admit(&pool, &manifest).unwrap_err();
+            assert_eq!(refusal.field, "create[0].metadata.labels", "{bad}");
+        }
     }
 
     #[test]

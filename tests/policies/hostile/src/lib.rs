@@ -57,7 +57,7 @@
 use cubepod_policy_sdk::bindings::{
     CleanupOutput, Condition, ConditionStatus, Event, EventType, KubeError, MemberCreate,
     ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapAction, ReapCandidate, ReapDecision,
-    ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
+    ReconcileInput, ReconcileOutput, Sandbox, ShutdownPolicy, Timestamp,
 };
 use cubepod_policy_sdk::client::KubeClient;
 use cubepod_policy_sdk::manifest::{self, Owner, VolumeRole};
@@ -124,10 +124,11 @@ pub enum Case {
     PoolForeignOwner,
     PoolDeleteStrangers,
     ReapStrangers,
+    ReapEarly,
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 32] = [
+    pub const ALL: [(&'static str, Case); 33] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -160,6 +161,7 @@ impl Case {
         ("pool-foreign-owner", Case::PoolForeignOwner),
         ("pool-delete-strangers", Case::PoolDeleteStrangers),
         ("reap-strangers", Case::ReapStrangers),
+        ("reap-early", Case::ReapEarly),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -515,6 +517,27 @@ pub fn reap(
             reason: "hostile".to_string(),
         })
         .collect(),
+        // Each handed sandbox shut down or paused in a way its own record does not allow.
+        Some(Case::ReapEarly) => sandboxes
+            .iter()
+            .map(|c| ReapDecision {
+                namespace: namespace.to_string(),
+                name: c.name.clone(),
+                action: match (c.shutdown_time, c.shutdown_policy) {
+                    // Idle while not running.
+                    _ if !c.running => ReapAction::IdlePause,
+                    // Before its time.
+                    (Some(at), _) if at > now => ReapAction::ShutdownDelete,
+                    // Against its policy.
+                    (Some(_), ShutdownPolicy::Delete) => ReapAction::ShutdownPause,
+                    (Some(_), ShutdownPolicy::Pause) => ReapAction::ShutdownDelete,
+                    // With no shutdown time at all.
+                    (None, _) => ReapAction::ShutdownDelete,
+                },
+                idle_seconds: 0,
+                reason: "hostile".to_string(),
+            })
+            .collect(),
         _ => cubepod_policy_sdk::reaper::reap(now, namespace, sandboxes),
     }
 }
