@@ -110,6 +110,20 @@ const BUCKETS: &[f64] = &[
 
 impl Metrics {
     pub fn new() -> Self {
+        let metrics = Self::unset();
+        // Every label value known in advance has its series from the start, at zero: a rate
+        // over them is defined before the first shutdown or start, and the families are there
+        // for dashboards to find.
+        for action in ["delete", "pause"] {
+            metrics.shutdowns.with_label_values(&[action]);
+        }
+        for launch in ["warm", "cold"] {
+            metrics.sandbox_startup.with_label_values(&[launch]);
+        }
+        metrics
+    }
+
+    fn unset() -> Self {
         let registry = Registry::new();
         macro_rules! register {
             ($metric:expr) => {{
