@@ -617,8 +617,9 @@ impl Reconciler {
     /// policy decides who is idle or due to shut down, a page of candidates at a time; each
     /// admitted decision (`output_rules::reap`) is carried out over the version it saw: an idle
     /// pause marked in the status (`idlePausedAt`) for the next reconcile to carry out, a
-    /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. `report.reaped` names them. A page the policy fails ends the pass: the pages before it stay
-    /// marked, the next tick starts again.
+    /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. `report.reaped` names
+    /// them. A page the policy fails ends the pass: the pages before it stay marked, the next
+    /// tick starts again.
     pub async fn reap(
         &self,
         namespace: &str,
@@ -702,7 +703,8 @@ impl Reconciler {
         let writer = self.writer();
         let (done, action) = match decision.action {
             ReapAction::IdlePause => {
-                tracing::info!(%target, idle_seconds = decision.idle_seconds, "pausing idle sandbox: {}", decision.reason);
+                let idle_seconds = decision.idle_seconds;
+                tracing::info!(%target, idle_seconds, "pausing idle sandbox: {}", decision.reason);
                 let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
                 let done = writer
                     .write_status(Resource::Sandbox, target, Some(version), patch)
@@ -710,11 +712,13 @@ impl Reconciler {
                 (done, None)
             }
             ReapAction::ShutdownPause => {
-                tracing::info!(%target, "pausing for good at spec.shutdownTime: {}", decision.reason);
+                let reason = &decision.reason;
+                tracing::info!(%target, "pausing for good at spec.shutdownTime: {reason}");
                 (writer.pause_for_good(target, version).await, Some("pause"))
             }
             ReapAction::ShutdownDelete => {
-                tracing::info!(%target, "deleting at spec.shutdownTime: {}", decision.reason);
+                let reason = &decision.reason;
+                tracing::info!(%target, "deleting at spec.shutdownTime: {reason}");
                 (
                     writer.delete_if_unchanged(target, version).await,
                     Some("delete"),
