@@ -18,6 +18,13 @@ pub struct Metrics {
     pub kube_requests: IntCounterVec,
     pub kube_request_duration: HistogramVec,
     pub reaps: IntCounter,
+    /// Sandboxes shut down at `spec.shutdownTime`, by `action` (`delete`, `pause`).
+    pub shutdowns: IntCounterVec,
+    /// From a Sandbox's creation to the status write that first reports it Ready, by
+    /// `launch` (`warm`: a claim from a pool, `cold`: started on its own).
+    pub sandbox_startup: HistogramVec,
+    /// From a claim's creation to the write that adopted its pool member.
+    pub sandbox_claim: Histogram,
     pub reap_ticks: IntCounter,
     pub reap_tick_duration: Histogram,
     pub pool_ticks: IntCounter,
@@ -88,6 +95,13 @@ fn workqueue_buckets() -> Vec<f64> {
     prometheus::exponential_buckets(10e-9, 10.0, 12).expect("valid buckets")
 }
 
+/// Start-up buckets, 250 ms to 10 min: a warm claim is a second or two, a cold start pulls an
+/// image and boots a VM, minutes in a bad case.
+const STARTUP_BUCKETS: &[f64] = &[
+    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0,
+    300.0, 600.0,
+];
+
 /// Buckets from 100 µs to 10 s: a guest call is microseconds, an API call milliseconds.
 const BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -96,6 +110,20 @@ const BUCKETS: &[f64] = &[
 
 impl Metrics {
     pub fn new() -> Self {
+        let metrics = Self::unset();
+        // Every label value known in advance has its series from the start, at zero: a rate
+        // over them is defined before the first shutdown or start, and the families are there
+        // for dashboards to find.
+        for action in ["delete", "pause"] {
+            metrics.shutdowns.with_label_values(&[action]);
+        }
+        for launch in ["warm", "cold"] {
+            metrics.sandbox_startup.with_label_values(&[launch]);
+        }
+        metrics
+    }
+
+    fn unset() -> Self {
         let registry = Registry::new();
         macro_rules! register {
             ($metric:expr) => {{
@@ -174,6 +202,28 @@ impl Metrics {
                     "Sandboxes paused by the idle reaper."
                 )
                 .expect("valid counter")
+            ),
+            shutdowns: register!(counter(
+                "cubepod_sandbox_shutdowns_total",
+                "Sandboxes shut down by the reaper at spec.shutdownTime, by action.",
+                &["action"]
+            )),
+            sandbox_startup: register!(histogram_with(
+                "cubepod_sandbox_startup_seconds",
+                "From a Sandbox's creation to the status that first reports it Ready, by launch \
+                 (warm: a claim from a pool, cold: started on its own).",
+                &["launch"],
+                STARTUP_BUCKETS.to_vec()
+            )),
+            sandbox_claim: register!(
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "cubepod_sandbox_claim_seconds",
+                        "From a claim's creation to the adoption of its pool member."
+                    )
+                    .buckets(STARTUP_BUCKETS.to_vec())
+                )
+                .expect("valid histogram")
             ),
             reap_ticks: register!(
                 IntCounter::new("cubepod_reap_ticks_total", "Idle reaper ticks run.")

@@ -577,5 +577,5 @@ fn policy_test_shows_the_same_refusals() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.ends_with("25 passed, 0 failed\n"), "{stdout}");
+    assert!(stdout.ends_with("26 passed, 0 failed\n"), "{stdout}");
 }

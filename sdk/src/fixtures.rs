@@ -238,13 +238,14 @@ pub fn pool(name: &str, replicas: u32) -> WarmPool {
     }
 }
 
+/// A member made from [`pool`]'s template (its `cubepod.io/template-hash`).
 pub fn member(name: &str, ready: bool) -> PoolMember {
     PoolMember {
         name: name.to_string(),
         ready,
         claimed: false,
         deleting: false,
-        template_hash: None,
+        template_hash: Some(crate::pool::template_hash(&pool("", 0).spec.template)),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod pool;
 mod quantity;
 pub mod reaper;
 pub mod reconcile;
+pub mod shutdown;
 pub mod status;
 pub mod validate;
 

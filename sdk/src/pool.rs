@@ -2,9 +2,15 @@
 //! names (`<pool>-<index>`, lowest free index first), so a create that the cache has not shown
 //! yet is chosen again under the same name and meets AlreadyExists instead of making a second
 //! member: a pool never over-creates while earlier creates are in flight.
+//!
+//! Each member carries `cubepod.io/template-hash`, the digest of the template it was made from
+//! ([`template_hash`]). A member with another digest (or none: made before digests) is stale:
+//! `updateStrategy: Recreate` deletes it at once and makes a fresh one in its place;
+//! `OnReplenish` keeps it until it is claimed, and only new members come from the new template.
 
 use crate::bindings::{
-    ConditionStatus, MemberCreate, PoolInput, PoolMember, PoolOutput, WarmPoolStatus,
+    ConditionStatus, MemberCreate, PoolInput, PoolMember, PoolOutput, SandboxSpec, UpdateStrategy,
+    WarmPoolStatus,
 };
 use crate::manifest::{self, Owner};
 use crate::status::{self, READY, SPEC_VALID, set_condition};
@@ -64,6 +70,31 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
     let wanted = pool.spec.replicas.min(input.max_replicas);
     report_cap(&mut out, pool.spec.replicas, input.max_replicas, now);
 
+    let hash = template_hash(&pool.spec.template);
+    let stale: Vec<&PoolMember> = match pool.spec.update_strategy {
+        UpdateStrategy::Recreate => active
+            .iter()
+            .copied()
+            .filter(|m| m.template_hash.as_deref() != Some(hash.as_str()))
+            .collect(),
+        UpdateStrategy::OnReplenish => Vec::new(),
+    };
+    if !stale.is_empty() {
+        out.delete = stale.iter().map(|m| m.name.clone()).collect();
+        out.events.push(status::normal(
+            "Recreating",
+            format!(
+                "deleting {} member(s) made from an older template",
+                stale.len()
+            ),
+        ));
+    }
+    // What is left once the stale members go: the count the pool fills or trims to.
+    let active: Vec<&PoolMember> = active
+        .into_iter()
+        .filter(|m| !stale.iter().any(|s| s.name == m.name))
+        .collect();
+
     let have = active.len() as u32;
     if have < wanted {
         let owner = Owner {
@@ -78,7 +109,7 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
             .take((wanted - have) as usize);
         for name in names {
             let manifest =
-                manifest::pool_member(&name, &pool.namespace, owner, &pool.spec.template);
+                manifest::pool_member(&name, &pool.namespace, owner, &pool.spec.template, &hash);
             out.create.push(MemberCreate { name, manifest });
         }
         out.events.push(status::normal(
@@ -94,11 +125,12 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
                 std::cmp::Reverse(member_index(&pool.name, &m.name)),
             )
         });
-        out.delete = surplus
-            .iter()
-            .take((have - wanted) as usize)
-            .map(|m| m.name.clone())
-            .collect();
+        out.delete.extend(
+            surplus
+                .iter()
+                .take((have - wanted) as usize)
+                .map(|m| m.name.clone()),
+        );
         out.events.push(status::normal(
             "Scaling",
             format!("deleting {} member(s) down to {wanted}", have - wanted),
@@ -119,6 +151,20 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
         now,
     );
     out
+}
+
+/// The digest of a pool template, as the `cubepod.io/template-hash` label of its members:
+/// 64-bit FNV-1a over the record's `Debug` text, 16 hex digits (a label value). `Debug` names
+/// every field of the contract's record, so a field the contract adds is part of the digest
+/// without code here; it is a digest to tell templates apart, not a security boundary.
+pub fn template_hash(template: &SandboxSpec) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let text = format!("{template:?}");
+    let digest = text
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    format!("{digest:016x}")
 }
 
 fn check(input: &PoolInput) -> Result<(), validate::Invalid> {

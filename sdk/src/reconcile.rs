@@ -20,6 +20,16 @@ pub fn reconcile(
     client: &mut impl KubeClient,
     input: &ReconcileInput,
 ) -> KubeResult<ReconcileOutput> {
+    let mut out = reconcile_children(client, input)?;
+    crate::shutdown::report(&mut out, &input.sandbox, input.now);
+    Ok(out)
+}
+
+/// Everything of a reconcile but `status.shutdownIn`, which every path reports alike.
+fn reconcile_children(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+) -> KubeResult<ReconcileOutput> {
     let sandbox = &input.sandbox;
     let now = input.now;
     if let Err(problem) = validate::sandbox(sandbox, &input.observed) {

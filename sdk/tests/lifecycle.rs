@@ -518,3 +518,30 @@ fn the_contract_version_is_the_wit_package_s() {
         package
     );
 }
+
+/// `status.shutdownIn` shows the coarse time left and the reconcile comes back when it next
+/// changes; a sandbox without a shutdown time has none, and keeps its own requeue.
+#[test]
+fn shutdown_in_is_coarse_and_requeued_at_its_next_change() {
+    let mut input = sandbox("a")
+        .with_spec(|s| s.shutdown_time = Some(NOW + 5 * 3600 + 1800))
+        .input();
+    let out = reconcile::reconcile(&mut client(), &input).unwrap();
+    assert_eq!(out.status.shutdown_in.as_deref(), Some("5h"));
+    assert_eq!(out.requeue_after_seconds, Some(1801));
+
+    input.sandbox.spec.shutdown_time = None;
+    input.sandbox.status.shutdown_in = Some("5h".to_string());
+    let out = reconcile::reconcile(&mut client(), &input).unwrap();
+    assert_eq!(out.status.shutdown_in, None);
+    assert_eq!(out.requeue_after_seconds, None);
+
+    // A sooner requeue of the reconcile's own (waiting for a fork source) is kept.
+    let forked = sandbox("b")
+        .forked_from("missing")
+        .with_spec(|s| s.shutdown_time = Some(NOW + 30 * 86_400))
+        .input();
+    let out = reconcile::reconcile(&mut client(), &forked).unwrap();
+    assert_eq!(out.status.shutdown_in.as_deref(), Some("28d"));
+    assert_eq!(out.requeue_after_seconds, Some(10));
+}

@@ -119,3 +119,50 @@ fn an_invalid_template_creates_nothing() {
     assert_eq!(valid.reason, "ImageMissing");
     assert!(valid.message.contains("spec.template.image"));
 }
+
+/// Members made from another template: replaced at once under Recreate (the fresh ones come
+/// in the same pass), kept under OnReplenish.
+#[test]
+fn stale_members_follow_the_update_strategy() {
+    use cubepod_policy_sdk::bindings::UpdateStrategy;
+    use cubepod_policy_sdk::pool::template_hash;
+    let mut changed = pool("py", 2);
+    changed.spec.template.image = "ghcr.io/cubepod/sandbox-python:3.13".to_string();
+    let members = vec![member("py-0", true), member("py-1", true)];
+
+    let out = reconcile_pool(&pool_input(changed.clone(), members.clone()));
+    assert_eq!(out.delete, ["py-0", "py-1"]);
+    assert_eq!(names(&out.create), ["py-2", "py-3"]);
+    let manifest: serde_json::Value = serde_json::from_str(&out.create[0].manifest).unwrap();
+    assert_eq!(
+        manifest["metadata"]["labels"]["cubepod.io/template-hash"],
+        template_hash(&changed.spec.template).as_str()
+    );
+    assert_eq!(
+        manifest["spec"]["image"],
+        "ghcr.io/cubepod/sandbox-python:3.13"
+    );
+
+    changed.spec.update_strategy = UpdateStrategy::OnReplenish;
+    let out = reconcile_pool(&pool_input(changed.clone(), members.clone()));
+    assert!(out.delete.is_empty() && out.create.is_empty(), "{out:?}");
+    // Once one is claimed, the refill is made from the new template.
+    let mut claimed = members;
+    claimed[0].claimed = true;
+    let out = reconcile_pool(&pool_input(changed.clone(), claimed));
+    assert_eq!(names(&out.create), ["py-2"]);
+    assert!(out.create[0].manifest.contains("3.13"));
+}
+
+#[test]
+fn the_template_hash_is_a_stable_label_value_that_tells_templates_apart() {
+    use cubepod_policy_sdk::pool::template_hash;
+    let template = pool("py", 1).spec.template;
+    let hash = template_hash(&template);
+    assert_eq!(hash, template_hash(&template.clone()));
+    assert_eq!(hash.len(), 16);
+    assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
+    let mut other = template;
+    other.rootfs_generation += 1;
+    assert_ne!(template_hash(&other), hash);
+}

@@ -53,3 +53,50 @@ fn skips_unclaimed_pool_members_and_claims() {
         .collect();
     assert_eq!(names, ["pool-1"]);
 }
+
+/// At its shutdown time a sandbox is shut down as its policy says, whatever its idleness, and
+/// even when it is not running (a paused sandbox with `Delete` is still deleted).
+#[test]
+fn a_passed_shutdown_time_wins_over_idleness() {
+    use cubepod_policy_sdk::bindings::{ReapAction, ShutdownPolicy};
+    let due = |name: &str, policy: ShutdownPolicy, at: i64| {
+        started(name, 60, NOW - 600)
+            .with_spec(|s| {
+                s.shutdown_time = Some(at);
+                s.shutdown_policy = policy;
+            })
+            .candidate()
+    };
+    let mut paused = due("paused", ShutdownPolicy::Delete, NOW - 1);
+    paused.running = false;
+    let sandboxes = vec![
+        due("delete", ShutdownPolicy::Delete, NOW),
+        due("pause", ShutdownPolicy::Pause, NOW - 3600),
+        // Idle, but its shutdown is still ahead: only idle-paused.
+        due("later", ShutdownPolicy::Delete, NOW + 1),
+        paused,
+    ];
+    let decisions: Vec<(String, ReapAction)> = reap(NOW, NAMESPACE, &sandboxes)
+        .into_iter()
+        .map(|d| (d.name, d.action))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("delete".to_string(), ReapAction::ShutdownDelete),
+            ("later".to_string(), ReapAction::IdlePause),
+            ("pause".to_string(), ReapAction::ShutdownPause),
+            ("paused".to_string(), ReapAction::ShutdownDelete),
+        ]
+    );
+}
+
+/// A candidate handed only for its shutdown time (not running) is never paused for idleness.
+#[test]
+fn a_sandbox_not_running_is_not_idle_paused() {
+    let mut candidate = started("paused", 60, NOW - 600)
+        .with_spec(|s| s.shutdown_time = Some(NOW + 3600))
+        .candidate();
+    candidate.running = false;
+    assert!(reap(NOW, NAMESPACE, &[candidate]).is_empty());
+}

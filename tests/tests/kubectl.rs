@@ -130,7 +130,15 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
     });
     assert_eq!(
         header(&table),
-        ["NAME", "PHASE", "DESIRED", "GEN", "POD IP", "AGE"],
+        [
+            "NAME",
+            "PHASE",
+            "DESIRED",
+            "GEN",
+            "POD IP",
+            "SHUTDOWN-IN",
+            "AGE"
+        ],
         "{table}"
     );
     let alice = row(&table, "dev-alice").unwrap();
@@ -141,7 +149,15 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
     assert_eq!(
         header(&wide),
         [
-            "NAME", "PHASE", "DESIRED", "GEN", "POD IP", "FORK OF", "POOL", "AGE"
+            "NAME",
+            "PHASE",
+            "DESIRED",
+            "GEN",
+            "POD IP",
+            "FORK OF",
+            "POOL",
+            "SHUTDOWN-IN",
+            "AGE"
         ],
         "{wide}"
     );
@@ -188,6 +204,94 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
     ] {
         assert!(described.contains(line), "{line:?} in:\n{described}");
     }
+}
+
+/// The scale subresource, as `kubectl scale` and an autoscaler use it: the pool converges to
+/// each new size, the Scale reads the pool's paths, and a template change under the default
+/// `updateStrategy: Recreate` replaces every member.
+#[test]
+fn scale_a_warm_pool_and_change_its_template() {
+    let cluster = Embedded::start();
+    let pool = ["get", "podwarmpool", "python-pool", "-n", NS];
+    cluster.until(&pool, |out| {
+        row(out, "python-pool").is_some_and(|r| r[2] == "3")
+    });
+
+    let scaled = cluster.ok(&["scale", "podwarmpool/python-pool", "--replicas=5", "-n", NS]);
+    assert_eq!(scaled.trim(), "podwarmpool.cubepod.io/python-pool scaled");
+    let scale = cluster.until(
+        &[
+            "get",
+            "podwarmpool/python-pool",
+            "--subresource=scale",
+            "-n",
+            NS,
+        ],
+        |out| row(out, "python-pool").is_some_and(|r| r[1..] == ["5", "5"]),
+    );
+    assert_eq!(header(&scale), ["NAME", "DESIRED", "AVAILABLE"], "{scale}");
+    cluster.until(&pool, |out| {
+        row(out, "python-pool").is_some_and(|r| r[2] == "5")
+    });
+    let path = format!("/apis/cubepod.io/v1alpha1/namespaces/{NS}/podwarmpools/python-pool/scale");
+    let raw: serde_json::Value =
+        serde_json::from_str(&cluster.ok(&["get", "--raw", &path])).expect("a Scale");
+    assert_eq!(raw["apiVersion"], "autoscaling/v1", "{raw}");
+    assert_eq!(raw["kind"], "Scale", "{raw}");
+    assert_eq!(raw["spec"]["replicas"], 5, "{raw}");
+    assert_eq!(raw["status"]["replicas"], 5, "{raw}");
+    let selector = raw["status"]["selector"].as_str().expect("a selector");
+    assert_eq!(selector, "cubepod.io/pool=python-pool");
+    let members = cluster.ok(&["get", "sandboxes", "-n", NS, "-l", selector, "-o", "name"]);
+    assert_eq!(members.lines().count(), 5, "{members}");
+    // A write of the Scale is a write of spec.replicas: the generation moved once.
+    let generation = cluster.ok(&[
+        "get",
+        "podwarmpool",
+        "python-pool",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.metadata.generation}",
+    ]);
+    assert_eq!(generation.trim(), "2");
+
+    cluster.ok(&["scale", "podwarmpool/python-pool", "--replicas=2", "-n", NS]);
+    let hashes = [
+        "get",
+        "sandboxes",
+        "-n",
+        NS,
+        "-l",
+        selector,
+        "-L",
+        "cubepod.io/template-hash",
+    ];
+    let before = cluster.until(&hashes, |out| out.lines().count() == 3);
+    let old_hash = row(&before, "python-pool-0").map(|r| r[r.len() - 1].to_string());
+    cluster.ok(&[
+        "patch",
+        "podwarmpool",
+        "python-pool",
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"template":{"image":"ghcr.io/cubepod/sandbox-python:3.13"}}}"#,
+    ]);
+    // Recreate: every member of the old template goes, two new ones come, all ready.
+    let after = cluster.until(&hashes, |out| {
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        rows.len() == 2
+            && rows
+                .iter()
+                .all(|r| r[1] == "Running" && Some(r[r.len() - 1].to_string()) != old_hash)
+    });
+    assert!(row(&after, "python-pool-0").is_none(), "{after}");
 }
 
 #[test]

@@ -16,4 +16,5 @@ pub mod queue;
 pub mod reconciler;
 pub mod reflector;
 pub(crate) mod small_map;
+pub(crate) mod startup;
 pub mod writer;

@@ -1,6 +1,7 @@
 //! What the reconcile core admits of a policy's output before it acts on it: pool members
-//! that are the pool's own (rule `pool`), claims only of offered candidates (rule `claim`), and
-//! outputs within their budgets (rule `budget`). Each rule is an allowlist: a member manifest
+//! that are the pool's own (rule `pool`), claims only of offered candidates (rule `claim`),
+//! reaper decisions only about handed sandboxes that are due (rule `reap`), and outputs within
+//! their budgets (rule `budget`). Each rule is an allowlist: a member manifest
 //! may carry only the fields a member needs, and a field the host does not know is refused.
 //! Refusals are the boundary's ([`Refusal`], [`Rule`]): one vocabulary for what the
 //! `kube-client` import (`kube::boundary`, before a call reaches the cluster) and the core
@@ -15,9 +16,13 @@ use crate::kube::boundary::clip;
 pub use crate::kube::boundary::{OutputBudget, Refusal, Rule};
 use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::model::names::TEMPLATE_HASH_LABEL;
 use crate::model::pool;
 use crate::model::sandbox::{self, POOL_LABEL};
-use crate::runtime::bindings::{Condition, Event, SandboxStatus, WarmPool, WarmPoolStatus};
+use crate::runtime::bindings::{
+    Condition, Event, ReapAction, ReapCandidate, ReapDecision, SandboxStatus, ShutdownPolicy,
+    WarmPool, WarmPoolStatus,
+};
 
 /// The limits `metav1.Condition` sets: the API server refuses a status beyond them.
 const CONDITION_MESSAGE_BYTES: usize = 32 * 1024;
@@ -296,17 +301,23 @@ pub fn member(
         (POOL_LABEL, pool.name.as_str()),
         (MANAGED_BY_LABEL, MANAGED_BY),
     ];
-    let labels_ok = labels.is_some_and(|labels| {
-        labels.len() == expected_labels.len()
-            && expected_labels
-                .iter()
-                .all(|(k, v)| labels.get(*k).and_then(Value::as_str) == Some(v))
-    });
+    // The template hash is the policy's own digest, so the host cannot check its value; only
+    // that it is a label value, and the one label a member may add.
+    let hash = labels.and_then(|labels| labels.get(TEMPLATE_HASH_LABEL));
+    let hash_ok = hash.is_none_or(|h| h.as_str().is_some_and(is_label_value));
+    let labels_ok = hash_ok
+        && labels.is_some_and(|labels| {
+            labels.len() == expected_labels.len() + usize::from(hash.is_some())
+                && expected_labels
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).and_then(Value::as_str) == Some(v))
+        });
     if !labels_ok {
         return Err(refuse(
             ".metadata.labels",
             format!(
-                "a member carries exactly {POOL_LABEL}: {} and {MANAGED_BY_LABEL}: {MANAGED_BY}",
+                "a member carries exactly {POOL_LABEL}: {} and {MANAGED_BY_LABEL}: {MANAGED_BY}, \
+                 and optionally {TEMPLATE_HASH_LABEL} with a label value",
                 pool.name
             ),
         ));
@@ -354,6 +365,100 @@ pub fn member(
         return Err(refuse(".spec", "differs from the pool's template".into()));
     }
     Ok(object)
+}
+
+/// A Kubernetes label value: at most 63 characters, alphanumerics with `-`, `_` and `.` inside.
+fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let edge = |b: Option<&u8>| b.is_none_or(u8::is_ascii_alphanumeric);
+    bytes.len() <= crate::model::names::MAX_LABEL_VALUE
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && edge(bytes.first())
+        && edge(bytes.last())
+}
+
+/// A reaper decision the host may act on: about a sandbox it handed in this call (its
+/// candidate record is returned), and for a shutdown, one whose shutdown time has passed at
+/// the host's clock and whose `shutdownPolicy` is the action's; an idle pause only of a
+/// running sandbox. The policy's word is a request, never the fact it rests on.
+pub fn reap<'a>(
+    namespace: &str,
+    decision: &ReapDecision,
+    handed: &'a HashMap<&str, (&ReapCandidate, &str)>,
+    now: i64,
+) -> Result<&'a (&'a ReapCandidate, &'a str), Refusal> {
+    let what = format!("the reaper's decisions for namespace {namespace}");
+    let refuse = |field: &str, why: String| Refusal::new(Rule::Reap, &what, field, why);
+    let handed = handed
+        .get(decision.name.as_str())
+        .filter(|_| decision.namespace == namespace)
+        .ok_or_else(|| {
+            refuse(
+                "namespace/name",
+                format!(
+                    "{}/{} was not among the candidates handed",
+                    shown(&decision.namespace),
+                    shown(&decision.name)
+                ),
+            )
+        })?;
+    let candidate = handed.0;
+    let wanted_policy = match decision.action {
+        ReapAction::IdlePause if candidate.running => return Ok(handed),
+        ReapAction::IdlePause => {
+            return Err(refuse(
+                "action",
+                format!(
+                    "idle-pause of {}, which is not running",
+                    shown(&decision.name)
+                ),
+            ));
+        }
+        ReapAction::ShutdownDelete => ShutdownPolicy::Delete,
+        ReapAction::ShutdownPause => ShutdownPolicy::Pause,
+    };
+    match candidate.shutdown_time {
+        Some(at) if at <= now => {}
+        Some(at) => {
+            return Err(refuse(
+                "action",
+                format!(
+                    "a shutdown of {} before its spec.shutdownTime ({}s from now)",
+                    shown(&decision.name),
+                    at - now
+                ),
+            ));
+        }
+        None => {
+            return Err(refuse(
+                "action",
+                format!(
+                    "a shutdown of {}, which has no spec.shutdownTime",
+                    shown(&decision.name)
+                ),
+            ));
+        }
+    }
+    if candidate.shutdown_policy != wanted_policy {
+        return Err(refuse(
+            "action",
+            format!(
+                "{} of {}, whose spec.shutdownPolicy is {}",
+                match decision.action {
+                    ReapAction::ShutdownPause => "shutdown-pause",
+                    _ => "shutdown-delete",
+                },
+                shown(&decision.name),
+                match candidate.shutdown_policy {
+                    ShutdownPolicy::Delete => "Delete",
+                    ShutdownPolicy::Pause => "Pause",
+                }
+            ),
+        ));
+    }
+    Ok(handed)
 }
 
 /// Refuses the first field of `fields` that is not in `allowed`.
@@ -449,6 +554,80 @@ mod tests {
 
     fn admit(pool: &WarmPool, manifest: &Value) -> Result<Value, Refusal> {
         member(pool, 0, "p-0", &manifest.to_string(), 512 << 10)
+    }
+
+    fn candidate(
+        name: &str,
+        running: bool,
+        shutdown: Option<(i64, ShutdownPolicy)>,
+    ) -> ReapCandidate {
+        ReapCandidate {
+            name: name.into(),
+            running,
+            idle_timeout_seconds: Some(60),
+            last_activity: None,
+            started_at: Some(0),
+            pool: None,
+            claimed_by: None,
+            claimed_member: None,
+            shutdown_time: shutdown.map(|(at, _)| at),
+            shutdown_policy: shutdown.map_or(ShutdownPolicy::Delete, |(_, p)| p),
+        }
+    }
+
+    #[test]
+    fn a_reap_decision_is_acted_on_only_as_the_candidate_allows() {
+        let candidates = [
+            candidate("idle", true, None),
+            candidate("paused", false, Some((100, ShutdownPolicy::Delete))),
+            candidate("due", true, Some((100, ShutdownPolicy::Pause))),
+            candidate("later", true, Some((200, ShutdownPolicy::Delete))),
+        ];
+        let handed: HashMap<&str, (&ReapCandidate, &str)> = candidates
+            .iter()
+            .map(|c| (c.name.as_str(), (c, "7")))
+            .collect();
+        let decide = |ns: &str, name: &str, action| {
+            let decision = ReapDecision {
+                namespace: ns.into(),
+                name: name.into(),
+                action,
+                idle_seconds: 0,
+                reason: String::new(),
+            };
+            reap("ns", &decision, &handed, 100).map(|(c, _)| c.name.clone())
+        };
+        use ReapAction::{IdlePause, ShutdownDelete, ShutdownPause};
+        assert_eq!(decide("ns", "idle", IdlePause).unwrap(), "idle");
+        assert_eq!(decide("ns", "paused", ShutdownDelete).unwrap(), "paused");
+        assert_eq!(decide("ns", "due", ShutdownPause).unwrap(), "due");
+        // Due at the host's clock: 100 is the shutdown time itself.
+        for (ns, name, action, why) in [
+            ("other", "idle", IdlePause, "not among the candidates"),
+            ("ns", "stranger", ShutdownDelete, "not among the candidates"),
+            ("ns", "paused", IdlePause, "not running"),
+            ("ns", "idle", ShutdownDelete, "no spec.shutdownTime"),
+            ("ns", "later", ShutdownDelete, "100s from now"),
+            ("ns", "due", ShutdownDelete, "shutdownPolicy is Pause"),
+            ("ns", "paused", ShutdownPause, "shutdownPolicy is Delete"),
+        ] {
+            let refusal = decide(ns, name, action).unwrap_err();
+            assert_eq!(refusal.rule, Rule::Reap);
+            assert!(refusal.to_string().contains(why), "{name}: {refusal}");
+        }
+    }
+
+    #[test]
+    fn a_member_may_carry_a_template_hash_that_is_a_label_value() {
+        let pool = pool(json!({"image": "img"}));
+        let mut manifest = member_manifest("p-0", json!({"image": "img"}));
+        manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] = json!("0123456789abcdef");
+        admit(&pool, &manifest).unwrap();
+        for bad in [json!("not a label!"), json!("x".repeat(64)), json!(7)] {
+            manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] = bad.clone();
+            let refusal = admit(&pool, &manifest).unwrap_err();
+            assert_eq!(refusal.field, "create[0].metadata.labels", "{bad}");
+        }
     }
 
     #[test]

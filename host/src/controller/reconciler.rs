@@ -22,7 +22,9 @@ use crate::kube::boundary::Containment;
 use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
-use crate::runtime::bindings::{ClusterNetwork, Event, EventType, KubeError};
+use crate::runtime::bindings::{
+    ClusterNetwork, Event, EventType, KubeError, ReapAction, ReapCandidate, ReapDecision,
+};
 use crate::runtime::{CallContext, Effect, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
@@ -175,7 +177,8 @@ pub struct Carried {
     pub claim: Option<String>,
     /// `cleanup-sandbox`'s `done`.
     pub done: Option<bool>,
-    /// Sandboxes the reaper marked idle.
+    /// Sandboxes the reaper acted on: marked idle, paused for good or deleted at their
+    /// shutdown time.
     pub reaped: Vec<String>,
     pub pool_create: Vec<String>,
     pub pool_delete: Vec<String>,
@@ -449,6 +452,9 @@ impl Reconciler {
                 .claim_member(&object.sandbox, &member_object)
                 .await
                 .map_err(api("claiming the member"))?;
+            if let Some(seconds) = super::startup::since(object.created_at, now) {
+                self.metrics.sandbox_claim.observe(seconds);
+            }
         }
         self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
             .await;
@@ -460,7 +466,20 @@ impl Reconciler {
             return Ok(());
         }
         if status != object.sandbox.status {
+            let mut patch = patch;
+            let first_ready = super::startup::first_ready(&object, &status);
+            if first_ready.is_some() {
+                patch["status"][sandbox::FIRST_READY_AT] = Value::from(time::format(now));
+            }
             self.write_sandbox_status(&object, patch).await?;
+            if let Some((launch, seconds)) =
+                first_ready.zip(super::startup::since(object.created_at, now))
+            {
+                self.metrics
+                    .sandbox_startup
+                    .with_label_values(&[launch])
+                    .observe(seconds);
+            }
         }
         report.requeue = out.requeue_after_seconds.map(|s| {
             // A requeue sooner than this would spin the controller on one key.
@@ -595,10 +614,12 @@ impl Reconciler {
     }
 
     /// One reaper pass over `namespace` (only the sandboxes named in `only`, when given): the
-    /// policy decides who is idle, a page of candidates at a time; each decision is marked in
-    /// that sandbox's status (`idlePausedAt`) and carried out by its next reconcile, which
-    /// `report.reaped` names. A page the policy fails ends the pass: the pages before it stay
-    /// marked, the next tick starts again.
+    /// policy decides who is idle or due to shut down, a page of candidates at a time; each
+    /// admitted decision (`output_rules::reap`) is carried out over the version it saw: an idle
+    /// pause marked in the status (`idlePausedAt`) for the next reconcile to carry out, a
+    /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. `report.reaped` names
+    /// them. A page the policy fails ends the pass: the pages before it stay marked, the next
+    /// tick starts again.
     pub async fn reap(
         &self,
         namespace: &str,
@@ -629,7 +650,7 @@ impl Reconciler {
         &self,
         namespace: &str,
         now: i64,
-        page: Vec<crate::runtime::bindings::ReapCandidate>,
+        page: Vec<ReapCandidate>,
         versions: &[String],
         report: &mut Carried,
     ) -> Result<(), ReconcileError> {
@@ -645,55 +666,78 @@ impl Reconciler {
         if decisions.is_empty() {
             return Ok(());
         }
-        let handed: HashMap<&str, &str> = page
+        let handed: HashMap<&str, (&ReapCandidate, &str)> = page
             .iter()
             .zip(versions)
-            .map(|(c, version)| (c.name.as_str(), version.as_str()))
+            .map(|(c, version)| (c.name.as_str(), (c, version.as_str())))
             .collect();
-        let writer = self.writer();
         for decision in decisions {
-            let target = ObjectRef::new(&decision.namespace, &decision.name);
-            // Only a sandbox the policy was handed may be paused: a decision about any other
-            // is the policy's mistake, not an instruction.
-            let Some(version) = handed
-                .get(decision.name.as_str())
-                .filter(|_| decision.namespace == namespace)
-            else {
-                let refusal = Refusal::new(
-                    Rule::Reap,
-                    format!("the reaper's decisions for namespace {namespace}"),
-                    "namespace/name",
-                    format!(
-                        "{}/{} was not among the candidates handed",
-                        output_rules::shown(&decision.namespace),
-                        output_rules::shown(&decision.name)
-                    ),
-                );
-                tracing::warn!(%refusal, "reaper decision refused");
-                self.count_refusal("reap", "sandboxes", refusal.rule.label());
-                continue;
+            // A decision about a sandbox not handed, or a shutdown that is not due, is the
+            // policy's mistake, not an instruction.
+            let (_, version) = match output_rules::reap(namespace, &decision, &handed, now) {
+                Ok(handed) => *handed,
+                Err(refusal) => {
+                    tracing::warn!(%refusal, "reaper decision refused");
+                    self.count_refusal("reap", "sandboxes", refusal.rule.label());
+                    continue;
+                }
             };
-            tracing::info!(
-                namespace = %decision.namespace,
-                name = %decision.name,
-                idle_seconds = decision.idle_seconds,
-                "pausing idle sandbox: {}",
-                decision.reason
-            );
-            // Marked only over the version the decision saw: if the sandbox moved on since,
-            // the next tick decides again on fresh data.
-            let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
-            if let Err(error) = writer
-                .write_status(Resource::Sandbox, &target, Some(version), patch)
-                .await
-            {
-                tracing::info!(%target, %error, "not marked idle this tick");
-                continue;
+            let target = ObjectRef::new(&decision.namespace, &decision.name);
+            if self.carry_out_reap(&target, version, &decision, now).await {
+                report.reaped.push(decision.name);
             }
-            self.metrics.reaps.inc();
-            report.reaped.push(decision.name);
         }
         Ok(())
+    }
+
+    /// One admitted reaper decision, over the version the decision saw: if the sandbox moved
+    /// on since (its shutdown time moved, activity came), nothing is done and the next tick
+    /// decides again on fresh data. True when it was carried out.
+    async fn carry_out_reap(
+        &self,
+        target: &ObjectRef,
+        version: &str,
+        decision: &ReapDecision,
+        now: i64,
+    ) -> bool {
+        let writer = self.writer();
+        let (done, action) = match decision.action {
+            ReapAction::IdlePause => {
+                let idle_seconds = decision.idle_seconds;
+                tracing::info!(%target, idle_seconds, "pausing idle sandbox: {}", decision.reason);
+                let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
+                let done = writer
+                    .write_status(Resource::Sandbox, target, Some(version), patch)
+                    .await;
+                (done, None)
+            }
+            ReapAction::ShutdownPause => {
+                let reason = &decision.reason;
+                tracing::info!(%target, "pausing for good at spec.shutdownTime: {reason}");
+                (writer.pause_for_good(target, version).await, Some("pause"))
+            }
+            ReapAction::ShutdownDelete => {
+                let reason = &decision.reason;
+                tracing::info!(%target, "deleting at spec.shutdownTime: {reason}");
+                (
+                    writer.delete_if_unchanged(target, version).await,
+                    Some("delete"),
+                )
+            }
+        };
+        match done {
+            Ok(()) => {
+                match action {
+                    None => self.metrics.reaps.inc(),
+                    Some(action) => self.metrics.shutdowns.with_label_values(&[action]).inc(),
+                }
+                true
+            }
+            Err(error) => {
+                tracing::info!(%target, %error, "reaper decision not carried out this tick");
+                false
+            }
+        }
     }
 
     /// A pool's output, admitted whole: its status and Events within budget, at most the room
@@ -712,7 +756,12 @@ impl Reconciler {
             .pool_status_patch(&what, &pool.name, &out.status, pool.generation)
             .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
             .map_err(ReconcileError::Budget)?;
-        let active = members.iter().filter(|m| !m.claimed && !m.deleting).count();
+        // Members this output deletes leave room for their replacements in the same pass
+        // (`updateStrategy: Recreate`): deletes are only ever of the pool's own members.
+        let active = members
+            .iter()
+            .filter(|m| !m.claimed && !m.deleting && !out.delete.contains(&m.name))
+            .count();
         let room = output_rules::member_room(pool, active, self.settings.max_pool_replicas);
         if out.create.len() > room {
             return Err(ReconcileError::Refused(Refusal::new(

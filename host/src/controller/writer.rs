@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::cache::Cache;
 use super::events::event_object;
-use crate::kube::{ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
+use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
 use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, SandboxObject};
 use crate::runtime::bindings::{Event, EventType, Sandbox};
@@ -157,6 +157,64 @@ impl Writer<'_> {
         match self
             .cluster
             .delete(Resource::Sandbox, &pool.namespace, name)
+            .await
+        {
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// `spec.desiredState: Paused` for a sandbox whose shutdown time passed with
+    /// `shutdownPolicy: Pause`, over the version the reaper's decision saw; its next
+    /// reconcile pauses it. A pause is for good because nothing sets it back but the user.
+    pub async fn pause_for_good(&self, target: &ObjectRef, version: &str) -> ApiResult<()> {
+        let patch = json!({
+            "metadata": {"resourceVersion": version},
+            "spec": {"desiredState": "Paused"},
+        });
+        match self
+            .cluster
+            .patch(Resource::Sandbox, &target.namespace, &target.name, patch)
+            .await
+        {
+            Ok(updated) => {
+                self.remember(Resource::Sandbox, &updated);
+                Ok(())
+            }
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Deletes a sandbox whose shutdown time passed with `shutdownPolicy: Delete`, if it is
+    /// still at the version the reaper's decision saw (a Conflict otherwise, as a conditional
+    /// patch would answer): the finalizer's cleanup then deletes its children. The delete
+    /// itself takes no precondition here, so a write between the read and the delete is the
+    /// one window left; the read makes it a request's length, not a tick's.
+    pub async fn delete_if_unchanged(&self, target: &ObjectRef, version: &str) -> ApiResult<()> {
+        let current = match self
+            .cluster
+            .get(Resource::Sandbox, &target.namespace, &target.name)
+            .await
+        {
+            Ok(current) => current,
+            Err(error) if error.is(ApiErrorKind::NotFound) => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let meta = crate::model::meta::Meta::read(&current);
+        if meta.resource_version != version {
+            return Err(ApiError::new(
+                ApiErrorKind::Conflict,
+                format!(
+                    "Sandbox {target} moved on from version {version} to {} since the reaper \
+                 decided",
+                    meta.resource_version
+                ),
+            ));
+        }
+        match self
+            .cluster
+            .delete(Resource::Sandbox, &target.namespace, &target.name)
             .await
         {
             Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),

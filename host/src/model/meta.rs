@@ -18,6 +18,7 @@ pub struct Meta {
     #[serde(default)]
     pub resource_version: String,
     pub deletion_timestamp: Option<String>,
+    pub creation_timestamp: Option<String>,
     #[serde(default)]
     pub finalizers: Vec<String>,
     #[serde(default)]

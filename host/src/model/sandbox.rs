@@ -30,7 +30,16 @@ pub struct SandboxObject {
     pub sandbox: Sandbox,
     pub resource_version: String,
     pub finalizers: Vec<String>,
+    /// `metadata.creationTimestamp`: where the start-up metrics count from. The host's own,
+    /// not the contract's.
+    pub created_at: Option<i64>,
+    /// `status.firstReadyAt`, the host's mark of the status write that first reported the
+    /// sandbox Ready (see `controller::startup`).
+    pub first_ready_at: Option<i64>,
 }
+
+/// The host's own field of a Sandbox's status, beside the policy's.
+pub const FIRST_READY_AT: &str = "firstReadyAt";
 
 impl SandboxObject {
     pub fn has_finalizer(&self) -> bool {
@@ -117,6 +126,7 @@ struct StatusJson {
     #[serde(rename = "serviceFQDN")]
     service_fqdn: Option<String>,
     shutdown_in: Option<String>,
+    first_ready_at: Option<String>,
 }
 
 /// Reads a Sandbox object; the error names the field the controller cannot act on.
@@ -168,6 +178,14 @@ pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
         },
         resource_version: meta.resource_version.clone(),
         finalizers: meta.finalizers.clone(),
+        created_at: meta
+            .creation_timestamp
+            .as_deref()
+            .and_then(|t| time::parse(t).ok()),
+        first_ready_at: status
+            .first_ready_at
+            .as_deref()
+            .and_then(|t| time::parse(t).ok()),
     })
 }
 
@@ -418,11 +436,17 @@ pub fn status_patch(status: &SandboxStatus, generation: i64) -> Value {
 
 /// What the reaper is handed of `sandbox`, if anything: a sandbox not being deleted that is
 /// to run and not already marked idle (it can be paused for idleness), or that has a shutdown
-/// time (it can be shut down).
+/// time it can still act on: any with `shutdownPolicy: Delete`, one with `Pause` while its
+/// `desiredState` is not yet Paused (once it is, the shutdown is done, and handing it every
+/// tick would only ask the policy to decide it again).
 pub fn reap_candidate(sandbox: &Sandbox) -> Option<ReapCandidate> {
-    let running = sandbox.spec.desired_state == DesiredState::Running
-        && sandbox.status.idle_paused_at.is_none();
-    let eligible = !sandbox.deleting && (running || sandbox.spec.shutdown_time.is_some());
+    let spec = &sandbox.spec;
+    let running =
+        spec.desired_state == DesiredState::Running && sandbox.status.idle_paused_at.is_none();
+    let shutdown_left = spec.shutdown_time.is_some()
+        && (spec.shutdown_policy == ShutdownPolicy::Delete
+            || spec.desired_state == DesiredState::Running);
+    let eligible = !sandbox.deleting && (running || shutdown_left);
     eligible.then(|| ReapCandidate {
         name: sandbox.name.clone(),
         running,
@@ -518,9 +542,58 @@ mod tests {
         deleting.deleting = true;
         let mut marked = running;
         marked.status.idle_paused_at = Some(1);
-        for sandbox in [paused, deleting, marked] {
+        for sandbox in [paused.clone(), deleting, marked.clone()] {
             assert!(reap_candidate(&sandbox).is_none(), "{sandbox:?}");
         }
+        // A shutdown time makes a sandbox a candidate while the shutdown is still to do.
+        let mut shut = paused;
+        shut.spec.shutdown_time = Some(1);
+        let candidate = reap_candidate(&shut).expect("paused, to be deleted at its time");
+        assert!(!candidate.running);
+        shut.spec.shutdown_policy = ShutdownPolicy::Pause;
+        assert!(reap_candidate(&shut).is_none(), "paused for good already");
+        marked.spec.shutdown_time = Some(1);
+        marked.spec.shutdown_policy = ShutdownPolicy::Pause;
+        let candidate = reap_candidate(&marked).expect("idle-paused, not yet for good");
+        assert!(!candidate.running);
+    }
+
+    fn entries(n: usize, value: &str) -> std::collections::BTreeMap<String, String> {
+        (0..n)
+            .map(|i| (format!("k{i:03}"), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn labels_and_annotations_are_bounded_in_key_order() {
+        let (kept, cut) = bounded(&entries(META_ENTRIES, "v"), |_| true);
+        assert_eq!((kept.len(), cut), (META_ENTRIES, false));
+        let (kept, cut) = bounded(&entries(META_ENTRIES + 1, "v"), |_| true);
+        assert_eq!((kept.len(), cut), (META_ENTRIES, true));
+        assert_eq!(kept.last().map(|(k, _)| k.as_str()), Some("k063"));
+        // The byte bound: 5 entries of 4 KiB each fit 16 KiB only 3 at a time (key bytes too);
+        // a smaller entry after a cut one still fits, and is kept.
+        let mut big = entries(5, &"x".repeat(4 * 1024));
+        big.insert("z".to_string(), "small".to_string());
+        let (kept, cut) = bounded(&big, |_| true);
+        let keys: Vec<&str> = kept.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["k000", "k001", "k002", "z"]);
+        assert!(cut);
+        assert!(kept.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= META_BYTES);
+        // What `keep` leaves out is no truncation.
+        let (kept, cut) = bounded(&entries(3, "v"), |k| k != "k001");
+        assert_eq!((kept.len(), cut), (2, false));
+    }
+
+    #[test]
+    fn last_applied_configuration_is_never_handed_and_is_no_truncation() {
+        let mut o = object(json!({"image": "i"}));
+        o["metadata"]["annotations"][LAST_APPLIED] = json!("x".repeat(META_BYTES * 2));
+        o["metadata"]["labels"] = json!({"team": "ml"});
+        let read = from_json(&o).unwrap().sandbox;
+        assert!(!read.meta_truncated);
+        assert!(read.annotations.iter().all(|(k, _)| k != LAST_APPLIED));
+        assert_eq!(read.labels, [("team".to_string(), "ml".to_string())]);
     }
 
     #[test]

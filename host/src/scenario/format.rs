@@ -248,7 +248,7 @@ pub struct Expect {
     pub claim: Option<Option<String>>,
     /// `cleanup-sandbox` reported every child gone.
     pub done: Option<bool>,
-    /// Names of the sandboxes a reap decided to pause (in any order).
+    /// Names of the sandboxes a reap acted on: idle pauses and shutdowns (in any order).
     pub reaped: Option<Vec<String>>,
     pub pool: Option<PoolExpect>,
     /// The step fails, with an error containing this text.

@@ -89,6 +89,7 @@ mod tests {
 
     use super::*;
     use crate::scenario::format;
+    use crate::scenario::scratch::Scratch;
     use crate::scenario::test_support::{default_policy, runtime};
 
     fn run_text(text: &str) -> Report {
@@ -127,6 +128,43 @@ mod tests {
                 "(later steps not run)"
             ]
         );
+    }
+
+    /// `cubepod_sandbox_startup_seconds` counts a sandbox once: when a status first reports
+    /// it Ready, not when it is Ready again after a pause and resume (`status.firstReadyAt`,
+    /// in the object, says it was counted).
+    #[test]
+    fn a_start_up_is_counted_once_in_a_sandboxs_life() {
+        let text = "now: 2026-01-01T00:00:00Z
+objects:
+- {apiVersion: cubepod.io/v1alpha1, kind: Sandbox, metadata: {name: a}, spec: {image: i}}
+steps:
+- reconcile: a
+- reconcile: a
+- reconcile: a
+- patch: {kind: Sandbox, name: a, merge: {spec: {desiredState: Paused}}}
+- reconcile: a
+- patch: {kind: Sandbox, name: a, merge: {spec: {desiredState: Running}}}
+- reconcile: a
+- reconcile: a
+";
+        let scenario = format::parse(Path::new("t.yaml"), text).unwrap().remove(0);
+        let mut scratch = Scratch::new(&scenario.namespace, default_policy(), runtime().handle());
+        scratch.seed(&scenario.objects).unwrap();
+        let mut counts = Vec::new();
+        for step in &scenario.steps {
+            let outcome = scratch.run(&step.action, step.now, 100);
+            assert!(outcome.error.is_none(), "{:?}", outcome.error);
+            let startup = &scratch.metrics().sandbox_startup;
+            counts.push(startup.with_label_values(&["cold"]).get_sample_count());
+            assert_eq!(startup.with_label_values(&["warm"]).get_sample_count(), 0);
+        }
+        assert_eq!(counts, [0, 1, 1, 1, 1, 1, 1, 1]);
+        let object = scratch
+            .get(crate::kube::Resource::Sandbox, &scenario.namespace, "a")
+            .unwrap();
+        assert_eq!(object["status"]["firstReadyAt"], "2026-01-01T00:00:00Z");
+        assert_eq!(object["status"]["phase"], "Running", "resumed: {object}");
     }
 
     #[test]

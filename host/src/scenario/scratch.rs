@@ -126,6 +126,11 @@ impl Scratch {
         }
     }
 
+    /// What the scratch controller counted: the metrics its reconcile core keeps.
+    pub fn metrics(&self) -> &Metrics {
+        &self.reconciler.metrics
+    }
+
     pub fn namespace(&self) -> &str {
         &self.namespace
     }

@@ -48,8 +48,16 @@ struct Storage<'a> {
 
 /// A member Sandbox of a warm pool, made from the pool's template. A member is never a fork
 /// nor a claim itself, so those fields of the template are not carried over.
-pub fn pool_member(name: &str, namespace: &str, pool: Owner<'_>, template: &SandboxSpec) -> String {
-    let metadata = ObjectMeta::managed(name, namespace, pool).label(names::POOL_LABEL, pool.name);
+pub fn pool_member(
+    name: &str,
+    namespace: &str,
+    pool: Owner<'_>,
+    template: &SandboxSpec,
+    template_hash: &str,
+) -> String {
+    let metadata = ObjectMeta::managed(name, namespace, pool)
+        .label(names::POOL_LABEL, pool.name)
+        .label(names::TEMPLATE_HASH_LABEL, template_hash);
     let resources = (template.cpu.is_some() || template.memory.is_some()).then_some(Resources {
         cpu: template.cpu.as_deref(),
         memory: template.memory.as_deref(),

@@ -7,7 +7,9 @@
 //!    sandboxes alone;
 //! 2. a sandbox that names no cpu or memory gets [`DEFAULT_CPU`] and [`DEFAULT_MEMORY`]
 //!    (requests equal limits, as the default policy writes them): a Kata VM sized by the
-//!    runtime's defaults, with no limit at all, is what this guards against.
+//!    runtime's defaults, with no limit at all, is what this guards against. A sandbox labelled
+//!    [`SIZE_LABEL`]`: large` gets [`LARGE_CPU`] and [`LARGE_MEMORY`] instead: a decision on
+//!    the Sandbox's own labels, which the host hands to the policy.
 //!
 //! Neither change copies the default's reconcile logic. Resources are spec defaults, applied to
 //! the input before the default reconcile runs. The Pod manifest is serialized inside that
@@ -32,6 +34,11 @@ pub const KATA_NODE_LABEL: &str = "katacontainers.io/kata-runtime";
 pub const DEDICATED_TAINT: &str = "sandbox.cubepod.io/dedicated";
 pub const DEFAULT_CPU: &str = "1";
 pub const DEFAULT_MEMORY: &str = "2Gi";
+/// The Sandbox label that asks for the large defaults (`large`); any other value, or none,
+/// gets the usual ones.
+pub const SIZE_LABEL: &str = "sandbox.cubepod.io/size";
+pub const LARGE_CPU: &str = "4";
+pub const LARGE_MEMORY: &str = "8Gi";
 
 pub fn describe() -> PolicyInfo {
     PolicyInfo {
@@ -41,11 +48,17 @@ pub fn describe() -> PolicyInfo {
     }
 }
 
-/// Fills in the resources a sandbox did not name; what it did name is kept.
-pub fn with_default_resources(spec: &mut SandboxSpec) {
-    spec.cpu.get_or_insert_with(|| DEFAULT_CPU.to_string());
-    spec.memory
-        .get_or_insert_with(|| DEFAULT_MEMORY.to_string());
+/// Fills in the resources a sandbox did not name, by its [`SIZE_LABEL`]; what it did name is
+/// kept.
+pub fn with_default_resources(spec: &mut SandboxSpec, labels: &[(String, String)]) {
+    let large = labels.iter().any(|(k, v)| k == SIZE_LABEL && v == "large");
+    let (cpu, memory) = if large {
+        (LARGE_CPU, LARGE_MEMORY)
+    } else {
+        (DEFAULT_CPU, DEFAULT_MEMORY)
+    };
+    spec.cpu.get_or_insert_with(|| cpu.to_string());
+    spec.memory.get_or_insert_with(|| memory.to_string());
 }
 
 /// `reconcile-sandbox`: the default reconcile, on the defaulted spec, through the guarded client.
@@ -53,7 +66,7 @@ pub fn reconcile(
     client: &mut impl KubeClient,
     mut input: ReconcileInput,
 ) -> KubeResult<ReconcileOutput> {
-    with_default_resources(&mut input.sandbox.spec);
+    with_default_resources(&mut input.sandbox.spec, &input.sandbox.labels);
     cubepod_policy_sdk::reconcile::reconcile(&mut GuardedClient(client), &input)
 }
 
@@ -235,6 +248,32 @@ mod tests {
     }
 
     #[test]
+    fn the_size_label_picks_the_defaults_and_never_overrides_the_spec() {
+        let label = |v: &str| vec![(SIZE_LABEL.to_string(), v.to_string())];
+        let mut spec = sandbox("a").build().spec;
+        with_default_resources(&mut spec, &label("large"));
+        assert_eq!(
+            (spec.cpu.as_deref(), spec.memory.as_deref()),
+            (Some("4"), Some("8Gi"))
+        );
+        let mut spec = sandbox("a").build().spec;
+        with_default_resources(&mut spec, &label("huge"));
+        assert_eq!(
+            (spec.cpu.as_deref(), spec.memory.as_deref()),
+            (Some("1"), Some("2Gi"))
+        );
+        let mut spec = sandbox("a")
+            .with_spec(|s| s.cpu = Some("2".into()))
+            .build()
+            .spec;
+        with_default_resources(&mut spec, &label("large"));
+        assert_eq!(
+            (spec.cpu.as_deref(), spec.memory.as_deref()),
+            (Some("2"), Some("8Gi"))
+        );
+    }
+
+    #[test]
     fn a_new_sandbox_is_the_default_plus_affinity_toleration_and_limits() {
         let mut guarded = RecordingClient::default();
         reconcile(&mut guarded, sandbox("a").input()).unwrap();
@@ -243,7 +282,7 @@ mod tests {
         // PVCs and Secret; only the Pod differs, by exactly the two additions.
         let mut plain = RecordingClient::default();
         let mut input = sandbox("a").input();
-        with_default_resources(&mut input.sandbox.spec);
+        with_default_resources(&mut input.sandbox.spec, &input.sandbox.labels);
         cubepod_policy_sdk::reconcile::reconcile(&mut plain, &input).unwrap();
         assert_eq!(guarded.summaries(), plain.summaries());
         for (ours, theirs) in guarded.calls.iter().zip(&plain.calls) {

@@ -63,7 +63,8 @@
 use cubepod_policy_sdk::bindings::{
     CleanupOutput, Condition, ConditionStatus, Event, EventType, KubeError, MemberCreate,
     ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapAction, ReapCandidate, ReapDecision,
-    ReconcileInput, ReconcileOutput, Sandbox, ServicePort, ServiceProtocol, ServiceSpec, Timestamp,
+    ReconcileInput, ReconcileOutput, Sandbox, ServicePort, ServiceProtocol, ServiceSpec,
+    ShutdownPolicy, Timestamp,
 };
 use cubepod_policy_sdk::client::KubeClient;
 use cubepod_policy_sdk::manifest::{self, Owner, VolumeRole};
@@ -134,10 +135,11 @@ pub enum Case {
     PoolForeignOwner,
     PoolDeleteStrangers,
     ReapStrangers,
+    ReapEarly,
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 36] = [
+    pub const ALL: [(&'static str, Case); 37] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -174,6 +176,7 @@ impl Case {
         ("pool-foreign-owner", Case::PoolForeignOwner),
         ("pool-delete-strangers", Case::PoolDeleteStrangers),
         ("reap-strangers", Case::ReapStrangers),
+        ("reap-early", Case::ReapEarly),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -486,7 +489,13 @@ pub fn reconcile_pool(
         uid: &pool.uid,
     };
     let member = |name: &str, edit: &dyn Fn(&mut Value)| {
-        let text = manifest::pool_member(name, &pool.namespace, owner, &pool.spec.template);
+        let text = manifest::pool_member(
+            name,
+            &pool.namespace,
+            owner,
+            &pool.spec.template,
+            &cubepod_policy_sdk::pool::template_hash(&pool.spec.template),
+        );
         let mut object: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         edit(&mut object);
         MemberCreate {
@@ -560,6 +569,27 @@ pub fn reap(
             reason: "hostile".to_string(),
         })
         .collect(),
+        // Each handed sandbox shut down or paused in a way its own record does not allow.
+        Some(Case::ReapEarly) => sandboxes
+            .iter()
+            .map(|c| ReapDecision {
+                namespace: namespace.to_string(),
+                name: c.name.clone(),
+                action: match (c.shutdown_time, c.shutdown_policy) {
+                    // Idle while not running.
+                    _ if !c.running => ReapAction::IdlePause,
+                    // Before its time.
+                    (Some(at), _) if at > now => ReapAction::ShutdownDelete,
+                    // Against its policy.
+                    (Some(_), ShutdownPolicy::Delete) => ReapAction::ShutdownPause,
+                    (Some(_), ShutdownPolicy::Pause) => ReapAction::ShutdownDelete,
+                    // With no shutdown time at all.
+                    (None, _) => ReapAction::ShutdownDelete,
+                },
+                idle_seconds: 0,
+                reason: "hostile".to_string(),
+            })
+            .collect(),
         _ => cubepod_policy_sdk::reaper::reap(now, namespace, sandboxes),
     }
 }

@@ -122,12 +122,19 @@ pub fn aggregated(core: bool, crds_installed: bool) -> Value {
                 if !names.categories.is_empty() {
                     entry["categories"] = json!(names.categories);
                 }
+                let mut subresources = Vec::new();
                 if routes::has_status(resource) {
-                    entry["subresources"] = json!([{
+                    subresources.push(json!({
                         "subresource": "status",
                         "responseKind": kind,
                         "verbs": ["get", "patch"],
-                    }]);
+                    }));
+                }
+                if routes::has_scale(resource) {
+                    subresources.push(scale_subresource());
+                }
+                if !subresources.is_empty() {
+                    entry["subresources"] = json!(subresources);
                 }
                 entry
             })
@@ -149,7 +156,19 @@ pub fn aggregated(core: bool, crds_installed: bool) -> Value {
     })
 }
 
-/// `GET /api/v1`, `GET /apis/{group}/{version}`: the resources, and their status subresources.
+const SCALE_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// The aggregated discovery entry of a `/scale` subresource.
+fn scale_subresource() -> Value {
+    json!({
+        "subresource": "scale",
+        "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+        "verbs": SCALE_VERBS,
+    })
+}
+
+/// `GET /api/v1`, `GET /apis/{group}/{version}`: the resources, and their status and scale
+/// subresources.
 pub fn resources(group_version: &str) -> Value {
     let verbs = json!(VERBS);
     let mut resources = Vec::new();
@@ -180,6 +199,18 @@ pub fn resources(group_version: &str) -> Value {
                 "namespaced": true,
                 "kind": resource.kind(),
                 "verbs": ["get", "patch"],
+            }));
+        }
+        // The scale client finds the Scale's own group and version here (autoscaling/v1).
+        if routes::has_scale(resource) {
+            resources.push(json!({
+                "name": format!("{}/scale", resource.plural()),
+                "singularName": "",
+                "namespaced": true,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": SCALE_VERBS,
             }));
         }
     }

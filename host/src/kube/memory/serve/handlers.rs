@@ -21,7 +21,7 @@ use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
 use super::watch::{WatchBody, WatchPlan};
-use super::{Layer, RequestInfo, Verdict, crds, discovery, openapi};
+use super::{Layer, RequestInfo, Verdict, crds, discovery, openapi, scale};
 use crate::kube::memory::MemoryCluster;
 use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 
@@ -262,6 +262,37 @@ async fn serve(
                 Method::DELETE if !status => {
                     let options = read_json(body).await?;
                     delete(cluster, resource, &namespace, &name, options.as_ref()).await
+                }
+                _ => Err(Failure::method_not_allowed(method)),
+            }
+        }
+        Route::Scale {
+            resource,
+            namespace,
+            name,
+        } => {
+            let api = |error| Failure::from_api(&error, resource, Some(&name));
+            let current = cluster
+                .get(resource, &namespace, &name)
+                .await
+                .map_err(api)?;
+            match *method {
+                Method::GET if ask.table => Ok(body::json(
+                    StatusCode::OK,
+                    &scale::table(&scale::of(&current)),
+                )),
+                Method::GET => Ok(body::json(StatusCode::OK, &scale::of(&current))),
+                Method::PUT | Method::PATCH => {
+                    if *method == Method::PATCH {
+                        check_merge_patch(&ask.content_type)?;
+                    }
+                    let request = read_object(body).await?;
+                    let patch = scale::pool_patch(method, &scale::of(&current), &request)?;
+                    let patched = cluster
+                        .patch(resource, &namespace, &name, patch)
+                        .await
+                        .map_err(api)?;
+                    Ok(body::json(StatusCode::OK, &scale::of(&patched)))
                 }
                 _ => Err(Failure::method_not_allowed(method)),
             }

@@ -14,6 +14,7 @@ mod kubeconfig;
 mod openapi;
 mod pki;
 mod routes;
+mod scale;
 mod status;
 mod table;
 mod watch;

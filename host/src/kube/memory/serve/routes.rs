@@ -35,13 +35,22 @@ pub enum Route {
         /// The `/status` subresource.
         status: bool,
     },
+    /// The `/scale` subresource of a kind that has one ([`has_scale`]): an autoscaling/v1
+    /// Scale over the object's replicas.
+    Scale {
+        resource: Resource,
+        namespace: String,
+        name: String,
+    },
 }
 
 impl Route {
     /// The resource addressed, if any (for fault matching and request records).
     pub fn resource(&self) -> Option<Resource> {
         match self {
-            Route::Collection { resource, .. } | Route::Object { resource, .. } => Some(*resource),
+            Route::Collection { resource, .. }
+            | Route::Object { resource, .. }
+            | Route::Scale { resource, .. } => Some(*resource),
             _ => None,
         }
     }
@@ -53,6 +62,11 @@ pub fn has_status(resource: Resource) -> bool {
         resource,
         Resource::Sandbox | Resource::PodWarmPool | Resource::Pod | Resource::PersistentVolumeClaim
     )
+}
+
+/// Kinds with a `/scale` endpoint: the CRD's scale subresource.
+pub fn has_scale(resource: Resource) -> bool {
+    resource == Resource::PodWarmPool
 }
 
 /// `""` for the core group.
@@ -131,6 +145,11 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
             namespace,
             name: name.to_owned(),
             status: true,
+        },
+        (Some(name), Some("scale")) if has_scale(resource) => Route::Scale {
+            resource,
+            namespace,
+            name: name.to_owned(),
         },
         (Some(_), Some(_)) => return None,
     })
@@ -267,6 +286,13 @@ mod tests {
                 .then(|| object(resource, "a", true))
                 .flatten();
             assert_eq!(parse(&status, true), expected);
+            let scale = format!("{}/scale", resource.object_path("ns", "a"));
+            let expected = has_scale(resource).then(|| Route::Scale {
+                resource,
+                namespace: "ns".into(),
+                name: "a".into(),
+            });
+            assert_eq!(parse(&scale, true), expected);
         }
     }
 

@@ -509,7 +509,7 @@ mod tests {
         let sandbox = json!({
             "metadata": {"name": "dev", "creationTimestamp": three_hours_ago},
             "spec": {"desiredState": "Running", "rootfsGeneration": 2},
-            "status": {"phase": "Running", "podIP": "10.0.0.1"},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "shutdownIn": "5h"},
         });
         let table = render(Resource::Sandbox, &[&sandbox], "7", IncludeObject::Metadata);
         let names: Vec<&str> = table["columnDefinitions"]
@@ -521,7 +521,15 @@ mod tests {
         assert_eq!(
             names,
             [
-                "Name", "Phase", "Desired", "Gen", "Pod IP", "Fork Of", "Pool", "Age"
+                "Name",
+                "Phase",
+                "Desired",
+                "Gen",
+                "Pod IP",
+                "Fork Of",
+                "Pool",
+                "Shutdown-in",
+                "Age"
             ]
         );
         let cells = &table["rows"][0]["cells"];
@@ -529,7 +537,8 @@ mod tests {
         assert_eq!(cells[1], "Running");
         assert_eq!(cells[3], 2);
         assert_eq!(cells[5], Value::Null);
-        assert_eq!(cells[7], "3h");
+        assert_eq!(cells[7], "5h");
+        assert_eq!(cells[8], "3h");
         assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "dev");
     }
 
