@@ -221,8 +221,27 @@ impl Cluster for StubCluster {
         })
     }
 
-    fn patch(&self, _: Resource, _: &str, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async { unsupported("patch") })
+    /// An `apply-*` of an object that exists: the patch's fields replace the object's.
+    fn patch(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        Box::pin(async move {
+            self.enter(format!("patch {resource} {namespace}/{name}"))
+                .await;
+            let mut objects = self.objects.lock().unwrap();
+            let object = objects
+                .get_mut(&(resource, namespace.clone(), name.clone()))
+                .ok_or_else(|| ApiError::not_found(resource, &namespace, &name))?;
+            if let (Some(object), Some(patch)) = (object.as_object_mut(), patch.as_object()) {
+                object.extend(patch.clone());
+            }
+            Ok(object.clone())
+        })
     }
 
     fn patch_status(
@@ -330,16 +349,18 @@ fn new_sandbox_input(name: &str) -> ReconcileInput {
     }
 }
 
-fn four_creates(name: &str) -> Vec<String> {
+fn new_sandbox_creates(name: &str) -> Vec<String> {
     vec![
         format!("create persistentvolumeclaims {NS}/{name}-workspace"),
         format!("create persistentvolumeclaims {NS}/{name}-rootfs-g1"),
         format!("create secrets {NS}/{name}-credentials"),
+        format!("create networkpolicies {NS}/{name}-network"),
         format!("create pods {NS}/{name}"),
     ]
 }
 
-/// A new sandbox through `module` succeeds with its four creates.
+/// A new sandbox through `module` succeeds with its five creates (the NetworkPolicy before the
+/// Pod).
 fn assert_reconciles(module: &PolicyModule, name: &str) {
     let cluster = Arc::new(StubCluster::default());
     let call = module
@@ -347,7 +368,7 @@ fn assert_reconciles(module: &PolicyModule, name: &str) {
         .unwrap();
     let output = call.value.unwrap();
     assert_eq!(output.status.pod_ip.as_deref(), Some(POD_IP));
-    assert_eq!(cluster.creates(), four_creates(name));
+    assert_eq!(cluster.creates(), new_sandbox_creates(name));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -366,7 +387,7 @@ fn the_default_policy_loads_and_describes_itself() {
 }
 
 #[test]
-fn a_new_sandbox_makes_exactly_four_creates_and_reports_them() {
+fn a_new_sandbox_makes_exactly_five_creates_and_reports_them() {
     let cluster = Arc::new(StubCluster::default());
     let records = Arc::new(Mutex::new(Vec::<HostCallRecord>::new()));
     let seen = records.clone();
@@ -379,9 +400,9 @@ fn a_new_sandbox_makes_exactly_four_creates_and_reports_them() {
     let call = tokio_runtime().block_on(blocking).unwrap().unwrap();
 
     let output = call.value.unwrap();
-    assert_eq!(cluster.creates(), four_creates("dev-alice"));
-    assert_eq!(cluster.log().len(), 4, "{:?}", cluster.log());
-    assert_eq!(call.host_calls, 4);
+    assert_eq!(cluster.creates(), new_sandbox_creates("dev-alice"));
+    assert_eq!(cluster.log().len(), 5, "{:?}", cluster.log());
+    assert_eq!(call.host_calls, 5);
     assert_eq!(output.status.pod_ip.as_deref(), Some(POD_IP));
     assert_eq!(
         output.status.rootfs_pvc.as_deref(),
@@ -417,6 +438,7 @@ fn a_new_sandbox_makes_exactly_four_creates_and_reports_them() {
                 "dev-alice-rootfs-g1".to_string()
             ),
             (Resource::Secret, "dev-alice-credentials".to_string()),
+            (Resource::NetworkPolicy, "dev-alice-network".to_string()),
             (Resource::Pod, "dev-alice".to_string()),
         ]
     );
@@ -427,7 +449,7 @@ fn a_new_sandbox_makes_exactly_four_creates_and_reports_them() {
     assert_eq!(object["status"]["podIP"], json!(POD_IP));
 
     let records = records.lock().unwrap();
-    assert_eq!(records.len(), 4);
+    assert_eq!(records.len(), 5);
     assert!(
         records
             .iter()
@@ -452,15 +474,12 @@ fn existing_children_are_success_and_the_pod_ip_is_read_back() {
         .unwrap();
     let output = again.value.unwrap();
     assert_eq!(output.status.pod_ip.as_deref(), Some(POD_IP));
-    assert_eq!(again.effects.len(), 4);
-    assert_eq!(
-        cluster.log()[4..],
-        [
-            four_creates("dev-bob"),
-            vec![format!("get pods {NS}/dev-bob")]
-        ]
-        .concat()
-    );
+    assert_eq!(again.effects.len(), 5);
+    // The NetworkPolicy that exists is patched in place, the Pod's IP read back.
+    let mut expected = new_sandbox_creates("dev-bob");
+    expected.insert(4, format!("patch networkpolicies {NS}/dev-bob-network"));
+    expected.push(format!("get pods {NS}/dev-bob"));
+    assert_eq!(cluster.log()[5..], expected);
 }
 
 #[test]
@@ -474,7 +493,7 @@ fn host_calls_are_bounded_by_their_own_timeout_not_the_guest_deadline() {
         .reconcile_sandbox(&context(&cluster), new_sandbox_input("dev-slow"))
         .unwrap();
     assert!(call.value.is_ok(), "{:?}", call.value);
-    assert_eq!(cluster.creates(), four_creates("dev-slow"));
+    assert_eq!(cluster.creates(), new_sandbox_creates("dev-slow"));
 
     // A cluster slower than the host-call timeout: the guest is told to retry.
     let cluster = Arc::new(StubCluster::slow(Duration::from_secs(5)));

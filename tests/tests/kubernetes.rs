@@ -38,8 +38,8 @@ fn a_sandbox_gets_its_children_and_a_true_status_then_goes_with_them() {
     create_sandbox(&cluster, "a");
     until("a runs", || running(&cluster) == 1);
     assert_converged(&cluster, &["a".to_string()]);
-    // Six writes from the controller for a new sandbox, no more: the finalizer, two PVCs,
-    // the Secret, the Pod and one status.
+    // Seven writes from the controller for a new sandbox, no more: the finalizer, two PVCs,
+    // the Secret, the NetworkPolicy, the Pod and one status.
     std::thread::sleep(Duration::from_millis(500));
     let mut writes: Vec<String> = cluster
         .writes()
@@ -50,6 +50,7 @@ fn a_sandbox_gets_its_children_and_a_true_status_then_goes_with_them() {
     assert_eq!(
         writes,
         [
+            "create networkpolicies a-network",
             "create persistentvolumeclaims a-rootfs-g1",
             "create persistentvolumeclaims a-workspace",
             "create pods a",
@@ -81,6 +82,7 @@ fn a_sandbox_gets_its_children_and_a_true_status_then_goes_with_them() {
             && names(&cluster, Resource::Pod).is_empty()
             && names(&cluster, Resource::PersistentVolumeClaim).is_empty()
             && names(&cluster, Resource::Secret).is_empty()
+            && names(&cluster, Resource::NetworkPolicy).is_empty()
     });
 }
 
