@@ -654,8 +654,18 @@ async fn discovery_names_the_crds_until_they_are_uninstalled() {
             "sandboxes",
             "sandboxes/status",
             "podwarmpools",
-            "podwarmpools/status"
+            "podwarmpools/status",
+            "podwarmpools/scale"
         ]
+    );
+    // The scale client finds the Scale's own kind here, as the API server lists it.
+    let scale = resources["resources"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["name"] == "podwarmpools/scale"))
+        .expect("podwarmpools/scale");
+    assert_eq!(
+        (&scale["group"], &scale["version"], &scale["kind"]),
+        (&json!("autoscaling"), &json!("v1"), &json!("Scale"))
     );
 
     server.set_crds_installed(false);
