@@ -9,7 +9,7 @@
 //! `OnReplenish` keeps it until it is claimed, and only new members come from the new template.
 
 use crate::bindings::{
-    ConditionStatus, MemberCreate, PoolInput, PoolMember, PoolOutput, SandboxSpec, UpdateStrategy,
+    ConditionStatus, MemberCreate, PoolInput, PoolMember, PoolOutput, UpdateStrategy,
     WarmPoolStatus,
 };
 use crate::manifest::{self, Owner};
@@ -109,7 +109,7 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
             .take((wanted - have) as usize);
         for name in names {
             let manifest =
-                manifest::pool_member(&name, &pool.namespace, owner, &pool.spec.template, &hash);
+                manifest::pool_member(&name, &pool.namespace, owner, &pool.spec.template);
             out.create.push(MemberCreate { name, manifest });
         }
         out.events.push(status::normal(
@@ -153,23 +153,22 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
     out
 }
 
-/// The digest of a pool template, as the `cubepod.io/template-hash` label of its members:
-/// 64-bit FNV-1a over the record's `Debug` text, 16 hex digits (a label value). `Debug` names
-/// every field of the contract's record, so a field the contract adds is part of the digest
-/// without code here; it is a digest to tell templates apart, not a security boundary.
-pub fn template_hash(template: &SandboxSpec) -> String {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let text = format!("{template:?}");
-    let digest = text
-        .bytes()
-        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
-    format!("{digest:016x}")
-}
+/// The digest of a pool template, as the `cubepod.io/template-hash` label of its members.
+pub use crate::manifest::template_hash;
 
 fn check(input: &PoolInput) -> Result<(), validate::Invalid> {
     let pool = &input.pool;
     validate::spec(&pool.spec.template, "spec.template")?;
+    if pool.spec.template.shutdown_time.is_some() {
+        // One absolute time for every member, claimed or not, would shut the pool down at
+        // once; the claim's own shutdownTime is what a user means.
+        return Err(validate::Invalid {
+            reason: "ShutdownTimeInTemplate",
+            message: "a pool template may not set shutdownTime: set it on the Sandbox that \
+                      claims from the pool"
+                .to_string(),
+        });
+    }
     // Member names are `<pool>-<index>` and label their children, so they must fit a label.
     let longest_member = names::pool_member(&pool.name, pool.spec.replicas.max(1) * 2);
     if longest_member.len() > names::MAX_LABEL_VALUE {

@@ -232,6 +232,10 @@ const SANDBOX_SPEC: &[&str] = &[
     "storage",
     "runtimeClassName",
     "warmPool",
+    "network",
+    "service",
+    "shutdownTime",
+    "shutdownPolicy",
 ];
 
 /// A member manifest a pool call asks to create: a Sandbox of the pool's namespace under the

@@ -13,9 +13,19 @@ pub use meta::Owner;
 pub use network_policy::{BLOCKED_FOR_INTERNET, Rendered, network_policy, spec_hash};
 pub use pod::pod;
 pub use pvc::{VolumeRole, pvc};
-pub use sandbox::pool_member;
+pub use sandbox::{pool_member, template_hash};
 pub use secret::secret;
 pub use service::{fqdn, service};
+
+/// 64-bit FNV-1a of `json`, as 16 hex digits (a label value): the digests by which a policy
+/// tells from the cache alone whether an object it wrote is still what it would write now. A
+/// digest to tell specs apart, not a security boundary.
+pub fn digest(json: &str) -> String {
+    let hash = json.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     // Serializing these plain structs (strings, integers, maps with string keys) cannot fail.

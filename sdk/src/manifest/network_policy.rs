@@ -34,15 +34,10 @@ pub struct Rendered {
     pub spec_hash: String,
 }
 
-/// FNV-1a (64 bits) of the spec's JSON: the same spec always gives the same digest, and the
-/// JSON of a `serde_json::Value` is canonical for us (keys in one order, no whitespace).
+/// The [`digest`](super::digest) of the spec's JSON: the JSON of a `serde_json::Value` is
+/// canonical for us (keys in one order, no whitespace), so the same spec gives the same digest.
 pub fn spec_hash(spec: &Value) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in spec.to_string().bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    super::digest(&spec.to_string())
 }
 
 /// The object, with its spec and the spec's digest as an annotation.
