@@ -191,11 +191,12 @@ impl PolicyModule {
             }),
             ModulePre::V0_1(pre) => {
                 let input = v0_1::reconcile_input(&input);
-                let call = self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
-                    pre.instantiate(&mut *store)?
-                        .cubepod_controller_policy()
-                        .call_reconcile_sandbox(store, &input)
-                })?;
+                let call =
+                    self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
+                        pre.instantiate(&mut *store)?
+                            .cubepod_controller_policy()
+                            .call_reconcile_sandbox(store, &input)
+                    })?;
                 Ok(call.map(v0_1::reconcile_result))
             }
         }
@@ -220,11 +221,12 @@ impl PolicyModule {
             ModulePre::V0_1(pre) => {
                 let sandbox = v0_1::sandbox(&sandbox);
                 let observed = v0_1::observed(&observed);
-                let call = self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
-                    pre.instantiate(&mut *store)?
-                        .cubepod_controller_policy()
-                        .call_cleanup_sandbox(store, now, &sandbox, &observed)
-                })?;
+                let call =
+                    self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
+                        pre.instantiate(&mut *store)?
+                            .cubepod_controller_policy()
+                            .call_cleanup_sandbox(store, now, &sandbox, &observed)
+                    })?;
                 Ok(call.map(v0_1::cleanup_result))
             }
         }
