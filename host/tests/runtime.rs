@@ -1108,3 +1108,25 @@ fn the_0_1_module_fills_a_pool_and_its_status_reads_as_0_2() {
     assert_eq!(output.status.observed_generation, 1);
     assert!(call.calls.is_empty() && cluster.log().is_empty());
 }
+
+#[test]
+fn a_0_1_component_whose_describe_names_0_2_is_refused() {
+    // The fixture's one `0.1.0` that is not in a `...@0.1.0` name: the string `describe`
+    // returns (as version and contract version). Made `0.2.0`, the component still targets 0.1.
+    let mut bytes = fixture_0_1_bytes().to_vec();
+    let at: Vec<usize> = bytes
+        .windows(5)
+        .enumerate()
+        .filter(|(i, w)| *w == b"0.1.0" && *i > 0 && bytes[i - 1] != b'@')
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "one describe string in the fixture: {at:?}");
+    bytes[at[0] + 2] = b'2';
+    let err = engine().load(&bytes).unwrap_err();
+    assert_eq!(err.metric_label(), "contract");
+    assert_eq!(
+        err.to_string(),
+        "policy breaks the contract cubepod:controller@0.1.0: describe says contract \"0.2.0\", \
+         the component is built against \"0.1.0\""
+    );
+}
