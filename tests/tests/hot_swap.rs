@@ -25,15 +25,19 @@ fn refused(body: &str) -> f64 {
     REFUSAL_REASONS.iter().map(|r| swaps(body, r)).sum()
 }
 
-/// The default policy with its contract's package version changed from 0.1.0 to 0.9.0 in
+/// The default policy with its contract's package version changed from the current one to 0.9.0 in
 /// every import and export name: a module built against another version of `wit/`.
 fn other_contract_version() -> Vec<u8> {
     let mut bytes = DEFAULT_POLICY.to_vec();
     let from = b"cubepod:controller/";
+    // The current contract's names (`@0.2.0`) become `@0.9.0`, a version no host supports.
+    let current = format!("@{}", cubepod_host::runtime::CONTRACT_VERSION);
     let mut i = 0;
     while let Some(at) = bytes[i..].windows(from.len()).position(|w| w == from) {
         let start = i + at + from.len();
-        if let Some(version) = bytes[start..].windows(6).position(|w| w == b"@0.1.0")
+        if let Some(version) = bytes[start..]
+            .windows(current.len())
+            .position(|w| w == current.as_bytes())
             && version < 24
         {
             bytes[start + version + 3] = b'9';
