@@ -489,13 +489,7 @@ pub fn reconcile_pool(
         uid: &pool.uid,
     };
     let member = |name: &str, edit: &dyn Fn(&mut Value)| {
-        let text = manifest::pool_member(
-            name,
-            &pool.namespace,
-            owner,
-            &pool.spec.template,
-            &cubepod_policy_sdk::pool::template_hash(&pool.spec.template),
-        );
+        let text = manifest::pool_member(name, &pool.namespace, owner, &pool.spec.template);
         let mut object: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         edit(&mut object);
         MemberCreate {
