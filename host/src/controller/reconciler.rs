@@ -277,8 +277,8 @@ impl Reconciler {
                 Effect::Applied {
                     resource, object, ..
                 } => {
-                    self.cache
-                        .apply(*resource, crate::kube::WatchEventType::Modified, object);
+                    // Its echo then reconciles nothing: this reconcile went on from it.
+                    self.cache.apply_own(*resource, object);
                 }
                 Effect::Deleted { .. } => {
                     // A delete is not a disappearance: the object may linger (finalizers,
@@ -684,7 +684,7 @@ impl Reconciler {
             // the next tick decides again on fresh data.
             let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
             if let Err(error) = writer
-                .write_status(Resource::Sandbox, &target, Some(version), patch)
+                .mark_status(Resource::Sandbox, &target, Some(version), patch)
                 .await
             {
                 tracing::info!(%target, %error, "not marked idle this tick");
