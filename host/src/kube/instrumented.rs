@@ -133,4 +133,8 @@ impl Cluster for InstrumentedCluster {
             self.inner.watch(scope, resource_version),
         )
     }
+
+    fn local_io(&self) -> bool {
+        self.inner.local_io()
+    }
 }

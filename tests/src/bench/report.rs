@@ -904,7 +904,8 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
         out,
         "Measured by `cubepod-bench` (`tests/src/bench/`), which runs the real controller \
          binary against the project's stateful fake Kubernetes API server (`tests/src/apiserver`: \
-         HTTPS, HTTP/2, bearer token, a `MemoryCluster` behind it) on loopback, with a load \
+         HTTPS, HTTP/2, bearer token, a `MemoryCluster` behind it; for the HTTP/1.1 rows the \
+         same server in plain HTTP, as behind `kubectl proxy`) on loopback, with a load \
          generator, all in one run. Every figure is the median of several runs unless the row \
          says otherwise; the fake's own raw capacity is measured in the same run, so that the \
          sandboxes/s can be read as a share of what the API allows.\n"
@@ -919,7 +920,8 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--rss-sizes 10000,30000,100000` \
+        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--protocols h2,http1` (how \
+         the controller reaches the API in them), `--rss-sizes 10000,30000,100000` \
          (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
          record` of the creating controller), `--trim-probe` (RSS after `malloc_trim`, through \
          gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
@@ -990,7 +992,14 @@ is the ceiling any controller could reach on this server and machine.
 create, at once by default) and the real \
 `target/release/cubepod-controller` reading it through a kubeconfig; once it is \
 ready, the load generator POSTs N Sandboxes through the HTTP API (32 streams over 2 connections). \
-The fake's own watch times the N-th Pod and the N-th `status.phase: Running`, from the first POST.
+The fake's own watch times the N-th Pod and the N-th `status.phase: Running`, from the first POST. \
+Each run is made twice in a row: over HTTPS with HTTP/2 (the figures without a protocol named), then \
+over plain HTTP/1.1 (the fake served without TLS, an `http://` server in the controller's kubeconfig; \
+the load generator still speaks HTTP/2, in the clear).
+- **Controller CPU per new sandbox / per API request**: user + system time of the controller \
+process (`/proc/<pid>/stat`) from the first POST to the N-th Running, / N, and / the HTTP \
+requests it made (the fake's request log from the first POST until quiet); \"fake API server + load \
+generator\" is this process's CPU over the same span, / N.
 - **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
 quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
 - **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \
