@@ -90,6 +90,8 @@ pub struct CreateRun {
     /// Watch requests the controller made while creating (1 per resource when none ends).
     pub watches: usize,
     pub controller_cpu: Duration,
+    /// Instructions the controller retired over the same span (`perf stat`), if counted.
+    pub instructions: Option<u64>,
     /// This process's CPU over the same span: the fake API server and the load generator.
     pub bench_cpu: Duration,
     pub created_memory: Memory,
@@ -119,6 +121,11 @@ impl CreateRun {
     /// sandbox, µs.
     pub fn cpu_per_sandbox_micros(&self) -> f64 {
         self.controller_cpu.as_secs_f64() / self.n as f64 * 1e6
+    }
+
+    /// Instructions per sandbox, millions, if counted.
+    pub fn instructions_per_sandbox_millions(&self) -> Option<f64> {
+        self.instructions.map(|i| i as f64 / self.n as f64 / 1e6)
     }
 
     /// The same CPU per HTTP request the controller made, µs.
@@ -228,6 +235,45 @@ impl Perf {
     }
 }
 
+/// `perf stat` counting the instructions a process retires (user and kernel) until stopped:
+/// a figure of its work that other load on the machine moves far less than its CPU time.
+/// `None` where perf cannot count (not installed, not permitted).
+struct Instructions(Option<(Child, tempfile::NamedTempFile)>);
+
+impl Instructions {
+    fn start(pid: u32) -> Self {
+        let Ok(out) = tempfile::NamedTempFile::new() else {
+            return Self(None);
+        };
+        let child = Command::new("perf")
+            .args(["stat", "-x", ",", "-e", "instructions:u,instructions:k"])
+            .args(["-p", &pid.to_string(), "-o"])
+            .arg(out.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        // perf needs a moment to attach.
+        std::thread::sleep(Duration::from_millis(200));
+        Self(child.ok().map(|child| (child, out)))
+    }
+
+    /// Stops counting; the instructions counted, user + kernel.
+    fn stop(self) -> Option<u64> {
+        let (mut child, out) = self.0?;
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+        let text = std::fs::read_to_string(out.path()).ok()?;
+        let counts: Vec<u64> = text
+            .lines()
+            .filter(|line| line.contains("instructions"))
+            .filter_map(|line| line.split(',').next()?.trim().parse().ok())
+            .collect();
+        (!counts.is_empty()).then(|| counts.iter().sum())
+    }
+}
+
 pub struct Setup<'a> {
     pub runtime: &'a Runtime,
     pub binary: &'a Path,
@@ -278,6 +324,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         o["status"]["phase"] == "Running"
     }));
     let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
+    let counting = Instructions::start(controller.pid());
     let cpu_before = (controller.cpu()?, cpu_of("/proc/self/stat")?);
     let started = Instant::now();
     let post = runtime.spawn(post_all(client, Arc::new(items), IN_FLIGHT));
@@ -322,6 +369,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     let (post, pods_at, running_at) = waited?;
     let controller_cpu = controller.cpu()?.saturating_sub(cpu_before.0);
     let bench_cpu = cpu_of("/proc/self/stat")?.saturating_sub(cpu_before.1);
+    let instructions = counting.stop();
     perf.stop();
 
     let scrape = controller.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
@@ -387,6 +435,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         writes: group(&writes, true),
         watches,
         controller_cpu,
+        instructions,
         bench_cpu,
         created_memory,
         breakdown: Breakdown::of(&scrape),

@@ -494,8 +494,8 @@ pub fn run(options: &Options) -> Result<Results> {
                 })?;
                 say(format_args!(
                     "N={n} {} run {}: {:.0} sandboxes/s to Pods, {:.0} to Running, {:.2} writes \
-                     each, controller CPU {:.0} µs per sandbox ({:.0} µs per request), resync {} \
-                     writes, RSS {:.1} MiB",
+                     each, controller CPU {:.0} µs per sandbox ({:.0} µs per request, {} \
+                     instructions), resync {} writes, RSS {:.1} MiB",
                     protocol.flag(),
                     run + 1,
                     result.pods_per_second(),
@@ -503,6 +503,9 @@ pub fn run(options: &Options) -> Result<Results> {
                     result.writes_per_sandbox(),
                     result.cpu_per_sandbox_micros(),
                     result.cpu_per_request_micros(),
+                    result
+                        .instructions_per_sandbox_millions()
+                        .map_or("uncounted".to_string(), |m| format!("{m:.2} M")),
                     result.resync_writes.values().sum::<usize>(),
                     result.resync_memory.rss_kib as f64 / 1024.0
                 ));

@@ -181,6 +181,28 @@ fn cpu_rows(protocol: Protocol, n: usize, runs: &[CreateRun]) -> Vec<Row> {
         },
         Row {
             metric: format!(
+                "Controller instructions per new sandbox, {}, N = {}",
+                protocol.label(),
+                thousands(n)
+            ),
+            value: median_of(runs, |r| {
+                r.instructions_per_sandbox_millions().unwrap_or(f64::NAN)
+            })
+            .filter(|m| m.is_finite())
+            .map_or(
+                "not counted (perf stat has no instruction counter on this machine)".to_string(),
+                |m| {
+                    format!(
+                        "{m:.2} million (user + kernel, `perf stat`), {}",
+                        runs_note(runs.len())
+                    )
+                },
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
+        },
+        Row {
+            metric: format!(
                 "Controller CPU per API request, {}, N = {}",
                 protocol.label(),
                 thousands(n)
@@ -999,7 +1021,9 @@ the load generator still speaks HTTP/2, in the clear).
 - **Controller CPU per new sandbox / per API request**: user + system time of the controller \
 process (`/proc/<pid>/stat`) from the first POST to the N-th Running, / N, and / the HTTP \
 requests it made (the fake's request log from the first POST until quiet); \"fake API server + load \
-generator\" is this process's CPU over the same span, / N.
+generator\" is this process's CPU over the same span, / N. Instructions: `perf stat -e \
+instructions:u,instructions:k` of the controller over the same span, / N: less moved by other \
+load on the machine than CPU time.
 - **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
 quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
 - **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \
