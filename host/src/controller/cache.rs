@@ -699,7 +699,7 @@ mod tests {
         // The kubelet's change is not an echo.
         assert_eq!(
             cache.apply(Resource::Pod, WatchEventType::Modified, &pod("5", true)),
-            [owner.clone()]
+            [owner]
         );
         // A pool member's own status: its pool still hears of the echo.
         let member = json!({"metadata": {"name": "m", "namespace": "ns", "resourceVersion": "7",
