@@ -5,7 +5,6 @@ pub mod cache;
 mod child_lookup;
 pub(crate) mod coalesce;
 pub(crate) mod events;
-pub(crate) mod guest_threads;
 pub mod health;
 pub mod inputs;
 pub mod leader;

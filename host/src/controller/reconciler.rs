@@ -231,7 +231,7 @@ impl Reconciler {
         }
     }
 
-    /// Runs one export on a guest thread with a fresh Store, records what it cost, and
+    /// Runs one export on a blocking thread with a fresh Store, records what it cost, and
     /// puts what the policy wrote into the cache.
     async fn call_guest<T, F>(
         &self,
@@ -247,10 +247,7 @@ impl Reconciler {
         let module = self.policy.current();
         let context = self.context.clone();
         let started = Instant::now();
-        // On a guest thread, not tokio's blocking pool: its requests wait in a runtime of its
-        // own (see `guest_threads`).
-        let handle = tokio::runtime::Handle::current();
-        let result = super::guest_threads::run(handle, move || call(&module, &context))
+        let result = tokio::task::spawn_blocking(move || call(&module, &context))
             .await
             .map_err(|e| ReconcileError::Join(e.to_string()))?;
         self.metrics

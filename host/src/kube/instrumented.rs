@@ -133,8 +133,4 @@ impl Cluster for InstrumentedCluster {
             self.inner.watch(scope, resource_version),
         )
     }
-
-    fn local_io(&self) -> bool {
-        self.inner.local_io()
-    }
 }

@@ -4,7 +4,6 @@
 
 pub mod boundary;
 pub(crate) mod instrumented;
-pub mod local;
 pub mod memory;
 pub mod rest;
 
@@ -288,11 +287,4 @@ pub trait Cluster: Send + Sync + 'static {
         scope: &Scope,
         resource_version: &str,
     ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>>;
-    /// Whether a policy's request may be waited on in its guest thread's own runtime
-    /// ([`local`]): only a cluster whose futures need nothing else of a runtime (the REST
-    /// client). One that spawns tasks of its own (the in-memory cluster's kubelet) must not
-    /// be: they would run only while a policy waits.
-    fn local_io(&self) -> bool {
-        false
-    }
 }

@@ -369,12 +369,6 @@ impl Cluster for RestCluster {
         let resource_version = resource_version.to_owned();
         Box::pin(async move { self.watch_scope(&scope, &resource_version).await })
     }
-
-    /// Nothing of a request needs the runtime that made the client: the transport keeps a
-    /// connection pool per runtime.
-    fn local_io(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

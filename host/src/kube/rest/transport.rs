@@ -1,15 +1,10 @@
 //! One request to the API server, made reliable: the bearer token attached, a time bound on
 //! each attempt, transient failures retried (see [`super::retry`]), a 401 retried once with a
 //! re-read token, and everything else turned into an [`ApiError`] carrying the Status message.
-//! A pooled client serves the requests: connections are reused (kept alive), HTTP/2 where the
-//! server offers it in ALPN, HTTP/1.1 otherwise (and for plain http://, a connection per
-//! request in flight). A policy's requests, waited on in its guest thread's own runtime
-//! (`kube::local`), use a pool of that runtime's: a connection is driven by the runtime that
-//! made it.
+//! One pooled client serves every request: connections are reused, HTTP/2 where the server
+//! offers it in ALPN, HTTP/1.1 otherwise (and for plain http://).
 
-use std::cell::RefCell;
 use std::error::Error as StdError;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -94,19 +89,8 @@ enum Failure {
     Final(ApiError),
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-thread_local! {
-    /// The clients of this thread's own runtime (a guest thread's), by the transport they
-    /// belong to; one whose transport is gone is dropped at the next look-up.
-    static OWN_CLIENTS: RefCell<Vec<(Weak<()>, HttpClient)>> = const { RefCell::new(Vec::new()) };
-}
-
 pub struct Transport {
-    client: HttpClient,
-    connector: HttpsConnector<HttpConnector>,
-    /// Names this transport in [`OWN_CLIENTS`].
-    alive: Arc<()>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     server: String,
     bearer: Bearer,
     backoff: Backoff,
@@ -150,11 +134,9 @@ impl Transport {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .http2_keep_alive_interval(KEEPALIVE)
-            .build(connector.clone());
+            .build(connector);
         Ok(Self {
             client,
-            connector,
-            alive: Arc::new(()),
             server: conn.server.clone(),
             bearer: Bearer::new(&conn.credentials, options.token_refresh),
             backoff: Backoff {
@@ -172,34 +154,6 @@ impl Transport {
                     .unwrap_or_else(|| conn.server.clone());
                 (metrics, host)
             }),
-        })
-    }
-
-    /// The client for a request made now: the shared one, or inside a guest thread's own
-    /// runtime that runtime's.
-    fn client(&self) -> HttpClient {
-        if !crate::kube::local::inside() {
-            return self.client.clone();
-        }
-        OWN_CLIENTS.with(|clients| {
-            let mut clients = clients.borrow_mut();
-            clients.retain(|(alive, _)| alive.strong_count() > 0);
-            if let Some((_, client)) = clients
-                .iter()
-                .find(|(alive, _)| std::ptr::eq(alive.as_ptr(), Arc::as_ptr(&self.alive)))
-            {
-                return client.clone();
-            }
-            // No HTTP/2 pings: the runtime runs only while its thread waits on a request,
-            // so a ping's answer could not be read in time and the connection would be
-            // dropped; TCP keepalive still notices a dead peer.
-            let client = Client::builder(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .build(self.connector.clone());
-            clients.push((Arc::downgrade(&self.alive), client.clone()));
-            client
         })
     }
 
@@ -276,7 +230,7 @@ impl Transport {
         // Whether the attempt was counted yet: at its response, or at its failure.
         let counted = std::sync::atomic::AtomicBool::new(false);
         let exchange = async {
-            let response = self.client().request(request).await.map_err(|e| {
+            let response = self.client.request(request).await.map_err(|e| {
                 counted.store(true, std::sync::atomic::Ordering::Relaxed);
                 self.count(call, None);
                 self.transport_failure(call, &e)

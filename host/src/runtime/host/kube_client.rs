@@ -282,7 +282,7 @@ impl HostState {
         };
         let started = Instant::now();
         let timeout = ctx.host_call_timeout;
-        let answer = crate::kube::local::block_on(&ctx.handle, ctx.cluster.local_io(), async {
+        let answer = ctx.handle.block_on(async {
             // Made inside block_on: a tokio timer needs the runtime's context.
             tokio::time::timeout(timeout, send(ctx.cluster.as_ref())).await
         });
