@@ -69,6 +69,11 @@ struct Inner {
     /// create's response, a finalizer patch) cannot bring a deleted object back. Pruned after
     /// `TOMBSTONE_TTL`, far longer than any request may take.
     tombstones: HashMap<(Resource, ObjectRef), (String, Instant)>,
+    /// The version of each object the controller's own reconcile of its sandbox last wrote
+    /// (finalizer, status, the policy's children). That reconcile went on from the write's
+    /// answer, so the watch's echo of the same version changes nothing and reconciles nothing;
+    /// an entry goes with its echo or with any newer version.
+    own_writes: HashMap<(Resource, ObjectRef), String>,
 }
 
 /// How long a deletion is remembered: well past the client's request timeout, after which no
@@ -117,6 +122,26 @@ fn is_newer(incoming: &str, deleted_at: &str) -> bool {
 }
 
 impl Inner {
+    fn apply_kind(
+        &mut self,
+        resource: Resource,
+        key: ObjectRef,
+        meta: &Meta,
+        deleted: bool,
+        object: &Value,
+    ) -> Vec<WorkKey> {
+        match resource {
+            Resource::Sandbox => self.apply_sandbox(key, meta, deleted, object),
+            Resource::PodWarmPool => self.apply_pool(key, meta, deleted, object),
+            Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service => self.apply_child(resource, meta, deleted, object),
+            Resource::Event | Resource::Lease => Vec::new(),
+        }
+    }
+
     /// A Sandbox: its record (or why it cannot be read), and the keys it touches: itself, its
     /// pool, the sandbox that claimed it.
     fn apply_sandbox(
@@ -268,6 +293,17 @@ impl Cache {
         let key = ObjectRef::new(meta.namespace.clone(), meta.name.clone());
         let mut inner = self.write();
         let tombstone = (resource, key.clone());
+        let echo = match inner.own_writes.get(&tombstone) {
+            Some(written) if !deleted && *written == meta.resource_version => {
+                inner.own_writes.remove(&tombstone);
+                true
+            }
+            Some(written) if deleted || !is_older(&meta.resource_version, written) => {
+                inner.own_writes.remove(&tombstone);
+                false
+            }
+            _ => false,
+        };
         if deleted {
             inner
                 .tombstones
@@ -278,16 +314,32 @@ impl Cache {
             }
             inner.tombstones.remove(&tombstone);
         }
-        match resource {
-            Resource::Sandbox => inner.apply_sandbox(key, &meta, deleted, object),
-            Resource::PodWarmPool => inner.apply_pool(key, &meta, deleted, object),
-            Resource::Pod
-            | Resource::PersistentVolumeClaim
-            | Resource::Secret
-            | Resource::NetworkPolicy
-            | Resource::Service => inner.apply_child(resource, &meta, deleted, object),
-            Resource::Event | Resource::Lease => Vec::new(),
+        let mut keys = inner.apply_kind(resource, key.clone(), &meta, deleted, object);
+        if echo {
+            // The echo of a write this object's own reconcile made and went on from: the
+            // record already holds it. Its pool and claimer (a member's status) still hear.
+            match resource {
+                Resource::Sandbox => keys.retain(|k| *k != WorkKey::Sandbox(key.clone())),
+                _ => keys.clear(),
+            }
         }
+        keys
+    }
+
+    /// Applies what the reconcile of `object`'s sandbox (or pool) itself wrote, and remembers
+    /// its version: the watch's echo of it then queues no reconcile of that sandbox, which
+    /// already went on from this answer. (A new sandbox's finalizer, children and status
+    /// echoed back had cost it two more reconciles that found nothing to do.)
+    pub fn apply_own(&self, resource: Resource, object: &Value) {
+        self.apply(resource, WatchEventType::Modified, object);
+        let meta = Meta::read(object);
+        if meta.resource_version.is_empty() {
+            return;
+        }
+        let key = ObjectRef::new(meta.namespace, meta.name);
+        self.write()
+            .own_writes
+            .insert((resource, key), meta.resource_version);
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
@@ -668,6 +720,37 @@ mod tests {
         cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
         cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
         assert!(cache.observed(&owner).pod.is_none());
+    }
+
+    #[test]
+    fn the_echo_of_an_own_write_reconciles_nothing_but_its_pool_and_later_changes_do() {
+        let cache = Cache::default();
+        let owner = WorkKey::Sandbox(ObjectRef::new("ns", "a"));
+        // The policy's Pod, as the create answered it; then the watch's echo of it.
+        cache.apply_own(Resource::Pod, &pod("4", false));
+        assert_eq!(
+            cache.apply(Resource::Pod, WatchEventType::Added, &pod("4", false)),
+            []
+        );
+        // The kubelet's change is not an echo.
+        assert_eq!(
+            cache.apply(Resource::Pod, WatchEventType::Modified, &pod("5", true)),
+            [owner]
+        );
+        // A pool member's own status: its pool still hears of the echo.
+        let member = json!({"metadata": {"name": "m", "namespace": "ns", "resourceVersion": "7",
+                                         "labels": {sandbox::POOL_LABEL: "p"}},
+                            "spec": {"image": "i"}});
+        cache.apply_own(Resource::Sandbox, &member);
+        assert_eq!(
+            cache.apply(Resource::Sandbox, WatchEventType::Modified, &member),
+            [WorkKey::Pool(ObjectRef::new("ns", "p"))]
+        );
+        // An echo seen once is not dropped twice; a write not the sandbox's own (apply) is
+        // not dropped at all.
+        let mut again = cache.apply(Resource::Sandbox, WatchEventType::Modified, &member);
+        again.sort();
+        assert_eq!(again.len(), 2);
     }
 
     #[test]

@@ -86,6 +86,13 @@ struct Inner {
     added_at: HashMap<WorkKey, Instant>,
     /// When each key in processing was taken (for `workqueue_work_duration_seconds`).
     started_at: HashMap<WorkKey, Instant>,
+    /// The delayed adds still waiting, by key (ids of [`WorkQueue::add_after`]'s timers). A
+    /// key taken to be processed drops them: that reconcile reads the state afresh and asks
+    /// for its own requeue, so an earlier one's would only repeat it (a new sandbox's held
+    /// Pending status, written Running by the next reconcile, had cost one more that found
+    /// nothing to do).
+    timers: HashMap<WorkKey, Vec<u64>>,
+    next_timer: u64,
     shut_down: bool,
 }
 
@@ -175,11 +182,34 @@ impl WorkQueue {
         if delay.is_zero() {
             return self.add(key);
         }
+        let id = {
+            let mut inner = self.lock();
+            inner.next_timer = inner.next_timer.wrapping_add(1);
+            let id = inner.next_timer;
+            inner.timers.entry(key.clone()).or_default().push(id);
+            id
+        };
         let queue = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             if let Some(queue) = queue.upgrade() {
-                queue.add(key);
+                let due = {
+                    let mut inner = queue.lock();
+                    match inner.timers.get_mut(&key) {
+                        Some(ids) if ids.contains(&id) => {
+                            ids.retain(|other| *other != id);
+                            if ids.is_empty() {
+                                inner.timers.remove(&key);
+                            }
+                            true
+                        }
+                        // The key was processed since: that reconcile asked for its own.
+                        _ => false,
+                    }
+                };
+                if due {
+                    queue.add(key);
+                }
             }
         });
     }
@@ -217,6 +247,7 @@ impl WorkQueue {
                 }
                 if let Some(key) = inner.queue.pop_front() {
                     inner.dirty.remove(&key);
+                    inner.timers.remove(&key);
                     inner.processing.insert(key.clone());
                     let now = Instant::now();
                     let series = self.series(&key);
@@ -327,6 +358,22 @@ mod tests {
         assert_eq!(queue.len(), 0);
         queue.done(&first);
         assert_eq!(queue.next().await.unwrap(), key("a"));
+    }
+
+    #[tokio::test]
+    async fn a_requeue_is_dropped_once_the_key_was_processed_again_and_kept_otherwise() {
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
+        queue.add_after(key("a"), Duration::from_millis(50));
+        queue.add_after(key("b"), Duration::from_millis(50));
+        // "a" changes before its requeue is due: processed now, it asks for no requeue.
+        queue.add(key("a"));
+        let taken = queue.next().await.unwrap();
+        assert_eq!(taken, key("a"));
+        queue.done(&taken);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // "b"'s requeue comes; "a"'s, made before its last reconcile, does not.
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue.next().await.unwrap(), key("b"));
     }
 
     #[tokio::test]

@@ -280,8 +280,8 @@ impl Reconciler {
                 Effect::Applied {
                     resource, object, ..
                 } => {
-                    self.cache
-                        .apply(*resource, crate::kube::WatchEventType::Modified, object);
+                    // Its echo then reconciles nothing: this reconcile went on from it.
+                    self.cache.apply_own(*resource, object);
                 }
                 Effect::Deleted { .. } => {
                     // A delete is not a disappearance: the object may linger (finalizers,
@@ -707,7 +707,7 @@ impl Reconciler {
                 tracing::info!(%target, idle_seconds, "pausing idle sandbox: {}", decision.reason);
                 let patch = serde_json::json!({"status": {"idlePausedAt": time::format(now)}});
                 let done = writer
-                    .write_status(Resource::Sandbox, target, Some(version), patch)
+                    .mark_status(Resource::Sandbox, target, Some(version), patch)
                     .await;
                 (done, None)
             }

@@ -30,6 +30,11 @@ impl Writer<'_> {
         self.cache.apply(resource, WatchEventType::Modified, object);
     }
 
+    /// What the object's own reconcile wrote and goes on from: its echo reconciles nothing.
+    fn remember_own(&self, resource: Resource, object: &Value) {
+        self.cache.apply_own(resource, object);
+    }
+
     /// Adds `cubepod.io/cleanup`, conditional on the version read, so that no other finalizer
     /// is lost to a concurrent write. `Gone` when the sandbox was deleted meanwhile: there is
     /// nothing to create children for.
@@ -74,7 +79,7 @@ impl Writer<'_> {
                         .apply(Resource::Sandbox, WatchEventType::Deleted, &updated);
                     return Ok(Finalizing::Gone);
                 }
-                self.remember(Resource::Sandbox, &updated);
+                self.remember_own(Resource::Sandbox, &updated);
                 Ok(Finalizing::Present)
             }
             // Removed while we looked: nothing left to finalize, and nothing to create.
@@ -92,7 +97,32 @@ impl Writer<'_> {
         resource: Resource,
         target: &ObjectRef,
         resource_version: Option<&str>,
+        patch: Value,
+    ) -> ApiResult<()> {
+        self.patch_status(resource, target, resource_version, patch, true)
+            .await
+    }
+
+    /// A status written for another reconcile to act on (the reaper's mark): its echo
+    /// queues the object as any change does.
+    pub async fn mark_status(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        resource_version: Option<&str>,
+        patch: Value,
+    ) -> ApiResult<()> {
+        self.patch_status(resource, target, resource_version, patch, false)
+            .await
+    }
+
+    async fn patch_status(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        resource_version: Option<&str>,
         mut patch: Value,
+        own: bool,
     ) -> ApiResult<()> {
         if let (Some(version), Some(fields)) = (resource_version, patch.as_object_mut()) {
             fields.insert("metadata".to_string(), json!({"resourceVersion": version}));
@@ -102,6 +132,10 @@ impl Writer<'_> {
             .patch_status(resource, &target.namespace, &target.name, patch)
             .await
         {
+            Ok(updated) if own => {
+                self.remember_own(resource, &updated);
+                Ok(())
+            }
             Ok(updated) => {
                 self.remember(resource, &updated);
                 Ok(())

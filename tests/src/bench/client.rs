@@ -1,5 +1,6 @@
-//! The load generator: POSTs over HTTP/2 with TLS to the fake API server, many streams in
-//! flight over a few connections, as a busy set of clients would send them.
+//! The load generator: POSTs over HTTP/2 (with TLS, or in the clear with prior knowledge when
+//! the fake serves plain HTTP) to the fake API server, many streams in flight over a few
+//! connections, as a busy set of clients would send them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +22,7 @@ pub struct ApiClient {
     senders: Vec<SendRequest<Full<Bytes>>>,
     authorization: HeaderValue,
     authority: String,
+    scheme: &'static str,
 }
 
 /// How a burst of POSTs went.
@@ -39,29 +41,33 @@ impl Burst {
 }
 
 impl ApiClient {
-    /// Opens `connections` HTTP/2 connections (TLS, ALPN h2) authenticated with `token`.
+    /// Opens `connections` HTTP/2 connections (TLS with ALPN h2, or h2c when the fake serves
+    /// plain HTTP) authenticated with `token`.
     pub async fn connect(fake: &FakeApiServer, token: &str, connections: usize) -> Result<Self> {
-        let tls = client_config(fake.ca_der(), &[b"h2"]).context("client TLS config")?;
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(tls));
+        let tls = fake.url().starts_with("https://");
+        let connector = if tls {
+            let config = client_config(fake.ca_der(), &[b"h2"]).context("client TLS config")?;
+            Some(tokio_rustls::TlsConnector::from(Arc::new(config)))
+        } else {
+            None
+        };
         let mut senders = Vec::new();
         for _ in 0..connections.max(1) {
             let tcp = tokio::net::TcpStream::connect(fake.addr())
                 .await
                 .context("connecting to the fake API server")?;
             tcp.set_nodelay(true).context("TCP_NODELAY")?;
-            let name = ServerName::try_from("127.0.0.1").context("server name")?;
-            let stream = connector
-                .connect(name, tcp)
-                .await
-                .context("TLS handshake with the fake API server")?;
-            let (sender, connection) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                    .await
-                    .context("HTTP/2 handshake")?;
-            tokio::spawn(async move {
-                // Ends when the client or the server goes; nothing to report then.
-                let _ = connection.await;
-            });
+            let sender = match &connector {
+                Some(connector) => {
+                    let name = ServerName::try_from("127.0.0.1").context("server name")?;
+                    let stream = connector
+                        .connect(name, tcp)
+                        .await
+                        .context("TLS handshake with the fake API server")?;
+                    handshake(TokioIo::new(stream)).await?
+                }
+                None => handshake(TokioIo::new(tcp)).await?,
+            };
             senders.push(sender);
         }
         Ok(Self {
@@ -69,6 +75,7 @@ impl ApiClient {
             authorization: HeaderValue::from_str(&format!("Bearer {token}"))
                 .context("token header")?,
             authority: fake.addr().to_string(),
+            scheme: if tls { "https" } else { "http" },
         })
     }
 
@@ -77,7 +84,7 @@ impl ApiClient {
         let mut sender = self.senders[connection % self.senders.len()].clone();
         let request = Request::builder()
             .method(Method::POST)
-            .uri(format!("https://{}{path}", self.authority))
+            .uri(format!("{}://{}{path}", self.scheme, self.authority))
             .header(CONTENT_TYPE, "application/json")
             .header(AUTHORIZATION, self.authorization.clone())
             .body(Full::new(body))
@@ -96,6 +103,21 @@ impl ApiClient {
             .context("reading an answer")?;
         Ok(status)
     }
+}
+
+/// An HTTP/2 handshake over `io`, its connection driven by a task of its own.
+async fn handshake<T>(io: TokioIo<T>) -> Result<SendRequest<Full<Bytes>>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        .await
+        .context("HTTP/2 handshake")?;
+    tokio::spawn(async move {
+        // Ends when the client or the server goes; nothing to report then.
+        let _ = connection.await;
+    });
+    Ok(sender)
 }
 
 /// POSTs every `(path, body)` of `items`, `in_flight` at a time, spread over the client's

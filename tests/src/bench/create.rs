@@ -1,7 +1,8 @@
-//! Sandboxes per second: the real controller binary against the fake API server; a load
-//! generator POSTs N Sandboxes over HTTP/2 (32 streams in flight) and the fake's own watch
-//! times the N-th Pod and the N-th Running status. Then the API writes the controller made,
-//! once quiet, and a second controller over the converged state: its resync's writes and RSS.
+//! Sandboxes per second: the real controller binary against the fake API server (HTTPS with
+//! HTTP/2, or plain HTTP/1.1); a load generator POSTs N Sandboxes over HTTP/2 (32 streams in
+//! flight) and the fake's own watch times the N-th Pod and the N-th Running status. Then the API
+//! writes and requests the controller made, once quiet, and (over HTTP/2) a second controller
+//! over the converged state: its resync's writes and RSS.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use tokio::runtime::Runtime;
 use super::client::{ApiClient, Burst, post_all};
 use super::process::{ControllerProcess, Memory, Scrape, cpu_of};
 use super::seed::{sandbox_manifest, sandbox_name};
-use super::{NS, TOKEN, fake_server};
+use super::{NS, Protocol, TOKEN, fake_server};
 
 /// Streams the load generator keeps in flight, over this many connections.
 const IN_FLIGHT: usize = 32;
@@ -75,6 +76,7 @@ impl Breakdown {
 /// One run at N sandboxes.
 #[derive(Clone, Debug)]
 pub struct CreateRun {
+    pub protocol: Protocol,
     pub n: usize,
     pub post: Burst,
     pub to_pods: Duration,
@@ -82,9 +84,14 @@ pub struct CreateRun {
     /// The controller's writes once quiet, by "verb resource" (the load's creates left out).
     pub writes: BTreeMap<String, usize>,
     pub failed_writes: usize,
+    /// Every HTTP request the controller made from the first POST until quiet (lists, watches,
+    /// reads and writes; the load generator's own left out).
+    pub requests: usize,
     /// Watch requests the controller made while creating (1 per resource when none ends).
     pub watches: usize,
     pub controller_cpu: Duration,
+    /// Instructions the controller retired over the same span (`perf stat`), if counted.
+    pub instructions: Option<u64>,
     /// This process's CPU over the same span: the fake API server and the load generator.
     pub bench_cpu: Duration,
     pub created_memory: Memory,
@@ -108,6 +115,22 @@ impl CreateRun {
 
     pub fn writes_per_sandbox(&self) -> f64 {
         self.writes.values().sum::<usize>() as f64 / self.n as f64
+    }
+
+    /// The controller's CPU (user + system) from the first POST to the N-th Running, per
+    /// sandbox, µs.
+    pub fn cpu_per_sandbox_micros(&self) -> f64 {
+        self.controller_cpu.as_secs_f64() / self.n as f64 * 1e6
+    }
+
+    /// Instructions per sandbox, millions, if counted.
+    pub fn instructions_per_sandbox_millions(&self) -> Option<f64> {
+        self.instructions.map(|i| i as f64 / self.n as f64 / 1e6)
+    }
+
+    /// The same CPU per HTTP request the controller made, µs.
+    pub fn cpu_per_request_micros(&self) -> f64 {
+        self.controller_cpu.as_secs_f64() / self.requests.max(1) as f64 * 1e6
     }
 }
 
@@ -212,6 +235,45 @@ impl Perf {
     }
 }
 
+/// `perf stat` counting the instructions a process retires (user and kernel) until stopped:
+/// a figure of its work that other load on the machine moves far less than its CPU time.
+/// `None` where perf cannot count (not installed, not permitted).
+struct Instructions(Option<(Child, tempfile::NamedTempFile)>);
+
+impl Instructions {
+    fn start(pid: u32) -> Self {
+        let Ok(out) = tempfile::NamedTempFile::new() else {
+            return Self(None);
+        };
+        let child = Command::new("perf")
+            .args(["stat", "-x", ",", "-e", "instructions:u,instructions:k"])
+            .args(["-p", &pid.to_string(), "-o"])
+            .arg(out.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        // perf needs a moment to attach.
+        std::thread::sleep(Duration::from_millis(200));
+        Self(child.ok().map(|child| (child, out)))
+    }
+
+    /// Stops counting; the instructions counted, user + kernel.
+    fn stop(self) -> Option<u64> {
+        let (mut child, out) = self.0?;
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+        let text = std::fs::read_to_string(out.path()).ok()?;
+        let counts: Vec<u64> = text
+            .lines()
+            .filter(|line| line.contains("instructions"))
+            .filter_map(|line| line.split(',').next()?.trim().parse().ok())
+            .collect();
+        (!counts.is_empty()).then(|| counts.iter().sum())
+    }
+}
+
 pub struct Setup<'a> {
     pub runtime: &'a Runtime,
     pub binary: &'a Path,
@@ -222,11 +284,13 @@ pub struct Setup<'a> {
     pub trim_probe: bool,
     /// More flags for the controller.
     pub controller_args: Vec<String>,
+    /// How the controller reaches the fake; over HTTP/1.1 no resync is run.
+    pub protocol: Protocol,
 }
 
 pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     let runtime = setup.runtime;
-    let fake = fake_server(setup.pod_start_delay)?;
+    let fake = fake_server(setup.pod_start_delay, setup.protocol.tls())?;
     let dir = tempfile::tempdir().context("temp dir")?;
     let kubeconfig = fake
         .write_kubeconfig(
@@ -260,6 +324,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         o["status"]["phase"] == "Running"
     }));
     let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
+    let counting = Instructions::start(controller.pid());
     let cpu_before = (controller.cpu()?, cpu_of("/proc/self/stat")?);
     let started = Instant::now();
     let post = runtime.spawn(post_all(client, Arc::new(items), IN_FLIGHT));
@@ -304,29 +369,60 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     let (post, pods_at, running_at) = waited?;
     let controller_cpu = controller.cpu()?.saturating_sub(cpu_before.0);
     let bench_cpu = cpu_of("/proc/self/stat")?.saturating_sub(cpu_before.1);
+    let instructions = counting.stop();
     perf.stop();
 
     let scrape = controller.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
     let writes = cluster.writes();
-    let watches = fake.requests().iter().filter(|r| r.watch).count();
+    let served = fake.requests();
+    let watches = served.iter().filter(|r| r.watch).count();
+    let requests = served
+        .iter()
+        .filter(|r| !(r.method == hyper::Method::POST && r.resource == Some(Resource::Sandbox)))
+        .count();
+    // The controller's own requests, by the version they came over: a run over HTTP/1.1 that
+    // is not is no such run.
+    let expected = match setup.protocol {
+        Protocol::H2 => hyper::Version::HTTP_2,
+        Protocol::Http1 => hyper::Version::HTTP_11,
+    };
+    let other_versions = served
+        .iter()
+        .filter(|r| !(r.method == hyper::Method::POST && r.resource == Some(Resource::Sandbox)))
+        .filter(|r| r.version != expected)
+        .count();
+    if other_versions > 0 {
+        bail!(
+            "{other_versions} of the controller's {requests} requests did not come over {}",
+            setup.protocol.label()
+        );
+    }
     let created_memory = controller.memory()?;
     let (_, mut warnings) = controller.log_levels();
     controller.stop(Duration::from_secs(15));
 
-    // A second controller over the converged state: a full resync.
-    cluster.clear_writes();
-    let resync_started = Instant::now();
-    let mut second = ControllerProcess::start(setup.binary, &kubeconfig, &setup.controller_args)?;
-    second.wait_ready(Duration::from_secs(120))?;
-    second.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
-    let resync_took = resync_started.elapsed().saturating_sub(QUIET);
-    let resync_memory = second.memory()?;
-    let resync_writes = group(&cluster.writes(), false);
-    warnings.extend(second.log_levels().1);
-    second.stop(Duration::from_secs(15));
+    // A second controller over the converged state: a full resync (the figures of which are
+    // taken over HTTP/2 only).
+    let (mut resync_took, mut resync_memory, mut resync_writes) =
+        (Duration::ZERO, Memory::default(), BTreeMap::new());
+    if setup.protocol == Protocol::H2 {
+        cluster.clear_writes();
+        let resync_started = Instant::now();
+        let mut second =
+            ControllerProcess::start(setup.binary, &kubeconfig, &setup.controller_args)?;
+        second.wait_ready(Duration::from_secs(120))?;
+        second.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
+        resync_took = resync_started.elapsed().saturating_sub(QUIET);
+        resync_memory = second.memory()?;
+        resync_writes = group(&cluster.writes(), false);
+        warnings.extend(second.log_levels().1);
+        second.stop(Duration::from_secs(15));
+    }
 
     Ok(CreateRun {
+        protocol: setup.protocol,
         n,
+        requests,
         post,
         to_pods: pods_at.saturating_duration_since(started),
         to_running: running_at.saturating_duration_since(started),
@@ -339,6 +435,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         writes: group(&writes, true),
         watches,
         controller_cpu,
+        instructions,
         bench_cpu,
         created_memory,
         breakdown: Breakdown::of(&scrape),

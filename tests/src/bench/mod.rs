@@ -3,8 +3,8 @@
 //! targets, and with `--write-docs` writes `docs/performance.md` and `docs/performance.svg`.
 //!
 //! What runs where:
-//! - the fake API server (HTTPS, HTTP/2, bearer token) and the load generator run in this
-//!   process, the controller is the real `target/release/cubepod-controller` in a subprocess
+//! - the fake API server (HTTPS with HTTP/2, bearer token; or plain HTTP/1.1, as behind
+//!   `kubectl proxy`) and the load generator run in this process, the controller is the real `target/release/cubepod-controller` in a subprocess
 //!   (sandboxes/s, writes, resync, RSS);
 //! - reap and warm-pool ticks run the real `ControllerManager` in-process over an in-memory
 //!   cluster; the decision and the hot swap go through the library API, the same code the
@@ -43,11 +43,46 @@ pub const TOKEN: &str = "bench-token-0123456789abcdef";
 /// its create reaches the controller (what commit b1e5a47 made the cache handle).
 pub const DEFAULT_POD_START_DELAY: Duration = Duration::ZERO;
 
+/// How the controller reaches the fake API server in the sandboxes/s runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Protocol {
+    /// `https://`: TLS, HTTP/2 by ALPN (as a cluster's API server serves it).
+    H2,
+    /// `http://`: plain HTTP/1.1, as `kubectl proxy` and most API emulators serve it.
+    Http1,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 2] = [Protocol::H2, Protocol::Http1];
+
+    /// The name on the command line.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Protocol::H2 => "h2",
+            Protocol::Http1 => "http1",
+        }
+    }
+
+    /// The name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::H2 => "HTTPS + HTTP/2",
+            Protocol::Http1 => "plain HTTP/1.1",
+        }
+    }
+
+    pub fn tls(self) -> bool {
+        self == Protocol::H2
+    }
+}
+
 /// The command line.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// N of the sandboxes/s runs.
     pub sizes: Vec<usize>,
+    /// The protocols of the sandboxes/s runs (the resync and RSS runs use HTTP/2 only).
+    pub protocols: Vec<Protocol>,
     /// N of the RSS runs over seeded sandboxes (those also in `sizes` are measured on the
     /// state the controller created, and seeded as a cross-check).
     pub rss_sizes: Vec<usize>,
@@ -85,6 +120,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             sizes: vec![1_000, 10_000],
+            protocols: Protocol::ALL.to_vec(),
             rss_sizes: vec![10_000, 30_000, 100_000],
             runs: 3,
             capacity_writes: 30_000,
@@ -105,13 +141,16 @@ impl Default for Options {
 pub const USAGE: &str = "\
 cubepod-bench: the controller against the fake API server on loopback, with a load generator
 
-usage: cubepod-bench [--quick] [--sizes 1000,10000] [--rss-sizes 10000,30000,100000] [--runs 3]
+usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
+                     [--rss-sizes 10000,30000,100000] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--trim-probe] [--only capacity,create,rss,ticks,decision,swap]
                      [--controller-arg ARG]...
 
   --quick          small and fast: N = 1,000 only, one run, fewer samples (for development)
   --sizes          N of the sandboxes/s runs (default 1000,10000)
+  --protocols      how the controller reaches the API in the sandboxes/s runs: h2 (HTTPS,
+                   HTTP/2), http1 (plain HTTP/1.1, as behind kubectl proxy) (default both)
   --rss-sizes      N of the RSS runs over seeded sandboxes (default 10000,30000,100000)
   --runs           runs per figure; the median is reported (default 3)
   --pod-start-delay  the fake kubelet's Pod start time in the sandboxes/s runs (default 0ms)
@@ -164,6 +203,20 @@ impl Options {
                     options.swaps = 3;
                 }
                 "--sizes" => options.sizes = sizes(&value()?)?,
+                "--protocols" => {
+                    options.protocols = value()?
+                        .split(',')
+                        .filter(|p| !p.is_empty())
+                        .map(|p| {
+                            Protocol::ALL
+                                .into_iter()
+                                .find(|known| known.flag() == p)
+                                .with_context(|| {
+                                    format!("--protocols: no protocol {p:?} (h2, http1)")
+                                })
+                        })
+                        .collect::<Result<_>>()?;
+                }
                 "--rss-sizes" => options.rss_sizes = sizes(&value()?)?,
                 "--runs" => options.runs = value()?.parse().context("--runs")?,
                 "--write-docs" => options.write_docs = true,
@@ -200,10 +253,12 @@ impl Options {
     }
 }
 
-/// The fake API server every scenario uses: HTTPS with a bearer token, a kubelet that starts
-/// Pods after `pod_start_delay` and stops them at once, the default watch history and buffers.
-pub fn fake_server(pod_start_delay: Duration) -> Result<FakeApiServer> {
+/// The fake API server every scenario uses: HTTPS (plain HTTP without `tls`) with a bearer
+/// token, a kubelet that starts Pods after `pod_start_delay` and stops them at once, the
+/// default watch history and buffers.
+pub fn fake_server(pod_start_delay: Duration, tls: bool) -> Result<FakeApiServer> {
     FakeApiServer::start(FakeOptions {
+        tls,
         token: Some(TOKEN.to_string()),
         cluster_config: MemoryClusterConfig {
             pod_start_delay,
@@ -290,7 +345,10 @@ pub struct Results {
     pub options: Option<Options>,
     /// Secrets/s of each capacity run.
     pub capacity: Vec<f64>,
+    /// The sandboxes/s runs over HTTPS and HTTP/2 (the resync and RSS figures come from these).
     pub creates: BTreeMap<usize, Vec<create::CreateRun>>,
+    /// The same runs over plain HTTP/1.1 (no resync).
+    pub creates_http1: BTreeMap<usize, Vec<create::CreateRun>>,
     pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
     /// RSS runs the machine could not hold, with the projection that said so.
     pub skipped: Vec<rss::Skipped>,
@@ -308,7 +366,7 @@ pub struct Results {
 /// The fake API server's raw capacity: Secrets POSTed over HTTP/2 with TLS, 64 streams in
 /// flight over 4 connections, against a fresh server with no controller attached.
 async fn capacity(writes: usize) -> Result<f64> {
-    let fake = fake_server(Duration::ZERO)?;
+    let fake = fake_server(Duration::ZERO, true)?;
     let client = Arc::new(client::ApiClient::connect(&fake, TOKEN, 4).await?);
     let path = cubepod_host::kube::Resource::Secret.collection_path(NS);
     let items: Vec<(String, Bytes)> = (0..writes)
@@ -410,32 +468,55 @@ pub fn run(options: &Options) -> Result<Results> {
     let largest = options.sizes.iter().copied().max();
     for &n in options.sizes.iter().filter(|_| options.wants("create")) {
         for run in 0..options.runs {
-            let perf = options
-                .perf
-                .as_ref()
-                .filter(|_| Some(n) == largest && run == 0)
-                .map(|dir| dir.join(format!("controller-create-{n}.data")));
-            let setup = create::Setup {
-                runtime: &runtime,
-                binary: &binary,
-                perf,
-                pod_start_delay: options.pod_start_delay,
-                trim_probe: false,
-                controller_args: options.controller_args.clone(),
-            };
-            let result = create::run(&setup, n)
-                .with_context(|| format!("creating {n} sandboxes, run {}", run + 1))?;
-            say(format_args!(
-                "N={n} run {}: {:.0} sandboxes/s to Pods, {:.0} to Running, {:.2} writes each, \
-                 resync {} writes, RSS {:.1} MiB",
-                run + 1,
-                result.pods_per_second(),
-                result.running_per_second(),
-                result.writes_per_sandbox(),
-                result.resync_writes.values().sum::<usize>(),
-                result.resync_memory.rss_kib as f64 / 1024.0
-            ));
-            results.creates.entry(n).or_default().push(result);
+            // The protocols alternate within a run, so that both see the same minutes of the
+            // shared machine.
+            for &protocol in &options.protocols {
+                let perf = options
+                    .perf
+                    .as_ref()
+                    .filter(|_| Some(n) == largest && run == 0)
+                    .map(|dir| dir.join(format!("controller-create-{n}-{}.data", protocol.flag())));
+                let setup = create::Setup {
+                    runtime: &runtime,
+                    binary: &binary,
+                    perf,
+                    pod_start_delay: options.pod_start_delay,
+                    trim_probe: false,
+                    controller_args: options.controller_args.clone(),
+                    protocol,
+                };
+                let result = create::run(&setup, n).with_context(|| {
+                    format!(
+                        "creating {n} sandboxes over {}, run {}",
+                        protocol.label(),
+                        run + 1
+                    )
+                })?;
+                say(format_args!(
+                    "N={n} {} run {}: {:.0} sandboxes/s to Pods, {:.0} to Running, {:.2} writes \
+                     each, controller CPU {:.0} µs per sandbox ({:.0} µs per request, {} \
+                     instructions), resync {} writes, RSS {:.1} MiB",
+                    protocol.flag(),
+                    run + 1,
+                    result.pods_per_second(),
+                    result.running_per_second(),
+                    result.writes_per_sandbox(),
+                    result.cpu_per_sandbox_micros(),
+                    result.cpu_per_request_micros(),
+                    result
+                        .instructions_per_sandbox_millions()
+                        .map_or("uncounted".to_string(), |m| format!("{m:.2} M")),
+                    result.resync_writes.values().sum::<usize>(),
+                    result.resync_memory.rss_kib as f64 / 1024.0
+                ));
+                match protocol {
+                    Protocol::H2 => &mut results.creates,
+                    Protocol::Http1 => &mut results.creates_http1,
+                }
+                .entry(n)
+                .or_default()
+                .push(result);
+            }
         }
     }
 
@@ -478,6 +559,7 @@ pub fn run(options: &Options) -> Result<Results> {
                 pod_start_delay: Duration::ZERO,
                 trim_probe: options.trim_probe,
                 controller_args: Vec::new(),
+                protocol: Protocol::H2,
             };
             let projected_kib = project(&measured, n);
             let result = match rss::run(&setup, template, n, projected_kib)

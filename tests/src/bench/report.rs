@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::Results;
+use super::create::CreateRun;
 use super::stats::{median, p50_p99_micros};
+use super::{Protocol, Results};
 
 /// Writes a controller makes for one new sandbox, plus the user's own create: what the API
 /// serves per sandbox.
@@ -22,6 +23,11 @@ pub const TARGET_RSS_MIB: [(usize, f64); 2] = [(10_000, 64.0), (100_000, 400.0)]
 pub const TARGET_REAP_MILLIS: f64 = 10.0;
 pub const TARGET_SWAP_MILLIS: f64 = 100.0;
 pub const TARGET_COMPONENT_KIB: f64 = 300.0;
+/// Controller CPU per new sandbox at N = 1,000, µs, by protocol.
+pub const TARGET_CPU_PER_SANDBOX_MICROS_H2: f64 = 500.0;
+pub const TARGET_CPU_PER_SANDBOX_MICROS_HTTP1: f64 = 600.0;
+/// Sandboxes/s over HTTP/1.1 at least this share of those over HTTP/2.
+pub const TARGET_HTTP1_SHARE: f64 = 0.85;
 
 /// Marks the end of what `--write-docs` regenerates; what follows it is kept.
 const GENERATED_END: &str = "<!-- end of the generated part: what follows is kept on rewrite -->";
@@ -138,6 +144,108 @@ pub fn rss_by_n(results: &Results) -> BTreeMap<usize, f64> {
     rss
 }
 
+/// The controller's CPU per new sandbox and per request, beside the fake's in the same runs.
+fn cpu_rows(protocol: Protocol, n: usize, runs: &[CreateRun]) -> Vec<Row> {
+    let Some(cpu) = median_of(runs, CreateRun::cpu_per_sandbox_micros) else {
+        return Vec::new();
+    };
+    let per_request = median_of(runs, CreateRun::cpu_per_request_micros).unwrap_or(f64::NAN);
+    let requests = median_of(runs, |r| r.requests as f64 / r.n as f64).unwrap_or(f64::NAN);
+    let fake =
+        median_of(runs, |r| r.bench_cpu.as_secs_f64() / r.n as f64 * 1e6).unwrap_or(f64::NAN);
+    let target = match protocol {
+        Protocol::H2 => TARGET_CPU_PER_SANDBOX_MICROS_H2,
+        Protocol::Http1 => TARGET_CPU_PER_SANDBOX_MICROS_HTTP1,
+    };
+    let (target, verdict) = if n == 1_000 {
+        (
+            format!("≤ {target:.0} µs"),
+            at_most(cpu, target + 1e-9, " µs", 0),
+        )
+    } else {
+        ("—".to_string(), String::new())
+    };
+    vec![
+        Row {
+            metric: format!(
+                "Controller CPU per new sandbox, {}, N = {}",
+                protocol.label(),
+                thousands(n)
+            ),
+            value: format!(
+                "{cpu:.0} µs (fake API server + load generator in the same runs: {fake:.0} µs), {}",
+                runs_note(runs.len())
+            ),
+            target,
+            verdict,
+        },
+        Row {
+            metric: format!(
+                "Controller instructions per new sandbox, {}, N = {}",
+                protocol.label(),
+                thousands(n)
+            ),
+            value: median_of(runs, |r| {
+                r.instructions_per_sandbox_millions().unwrap_or(f64::NAN)
+            })
+            .filter(|m| m.is_finite())
+            .map_or(
+                "not counted (perf stat has no instruction counter on this machine)".to_string(),
+                |m| {
+                    format!(
+                        "{m:.2} million (user + kernel, `perf stat`), {}",
+                        runs_note(runs.len())
+                    )
+                },
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
+        },
+        Row {
+            metric: format!(
+                "Controller CPU per API request, {}, N = {}",
+                protocol.label(),
+                thousands(n)
+            ),
+            value: format!("{per_request:.0} µs ({requests:.2} requests per sandbox)"),
+            target: "—".to_string(),
+            verdict: String::new(),
+        },
+    ]
+}
+
+/// Sandboxes/s over HTTP/1.1, and at N = 1,000 against the same over HTTP/2.
+fn http1_rate_rows(n: usize, runs: &[CreateRun], h2: Option<&Vec<CreateRun>>) -> Vec<Row> {
+    let Some(pods) = median_of(runs, CreateRun::pods_per_second) else {
+        return Vec::new();
+    };
+    let h2 = h2.and_then(|runs| median_of(runs, CreateRun::pods_per_second));
+    let (target, verdict) = match h2.filter(|_| n == 1_000) {
+        Some(h2) => (
+            format!("≥ HTTP/2's − {:.0}%", (1.0 - TARGET_HTTP1_SHARE) * 100.0),
+            at_least(pods, h2 * TARGET_HTTP1_SHARE, "/s"),
+        ),
+        None => ("—".to_string(), String::new()),
+    };
+    let running = median_of(runs, CreateRun::running_per_second).unwrap_or(f64::NAN);
+    vec![Row {
+        metric: format!(
+            "Sandboxes/s over plain HTTP/1.1, POST to Pod exists, N = {}",
+            thousands(n)
+        ),
+        value: format!(
+            "{pods:.0}/s{} (to Running {running:.0}/s), {}",
+            h2.map_or(String::new(), |h2| format!(
+                ", {:.0}% of HTTP/2's {h2:.0}/s",
+                pods / h2 * 100.0
+            )),
+            runs_note(runs.len())
+        ),
+        target,
+        verdict,
+    }]
+}
+
 pub fn rows(results: &Results) -> Vec<Row> {
     let mut rows = Vec::new();
     let capacity = median(&results.capacity);
@@ -215,6 +323,17 @@ pub fn rows(results: &Results) -> Vec<Row> {
                 target: "0".to_string(),
                 verdict: at_most(resync, 0.0, " writes", 0),
             });
+        }
+    }
+    for (protocol, creates) in [
+        (Protocol::H2, &results.creates),
+        (Protocol::Http1, &results.creates_http1),
+    ] {
+        for (n, runs) in creates {
+            rows.extend(cpu_rows(protocol, *n, runs));
+            if protocol == Protocol::Http1 {
+                rows.extend(http1_rate_rows(*n, runs, results.creates.get(n)));
+            }
         }
     }
     for (n, runs) in &results.seeded {
@@ -453,7 +572,17 @@ pub fn text_table(rows: &[Row]) -> String {
 /// Where the time and the CPU of the sandboxes/s runs went, from the controller's metrics.
 pub fn breakdown(results: &Results) -> String {
     let mut out = String::new();
-    for (n, runs) in &results.creates {
+    let creates = results
+        .creates
+        .iter()
+        .map(|(n, runs)| (Protocol::H2, n, runs))
+        .chain(
+            results
+                .creates_http1
+                .iter()
+                .map(|(n, runs)| (Protocol::Http1, n, runs)),
+        );
+    for (protocol, n, runs) in creates {
         let Some(run) = runs.iter().min_by(|a, b| {
             let m = median_of(runs, |r| r.pods_per_second()).unwrap_or(0.0);
             (a.pods_per_second() - m)
@@ -465,12 +594,13 @@ pub fn breakdown(results: &Results) -> String {
         let wall = run.to_running.as_secs_f64();
         let _ = writeln!(
             out,
-            "**N = {}** (the median run): the load generator's {} POSTs took {:.2} s \
+            "**N = {}, {}** (the median run): the load generator's {} POSTs took {:.2} s \
              ({:.0}/s); Pods after {:.2} s, Running after {:.2} s. CPU over that span: \
-             controller {:.2} s ({:.2} cores, {:.0} µs per sandbox), this process (fake API \
-             server + load generator) {:.2} s ({:.2} cores), of {} cores. Watches the \
-             controller had to re-open meanwhile: {}.",
+             controller {:.2} s ({:.2} cores, {:.0} µs per sandbox, {:.0} µs per each of its {} \
+             API requests), this process (fake API server + load generator) {:.2} s ({:.2} \
+             cores), of {} cores. Watches the controller had to re-open meanwhile: {}.",
             thousands(*n),
+            protocol.label(),
             thousands(run.post.sent),
             run.post.took.as_secs_f64(),
             run.post.per_second(),
@@ -478,7 +608,9 @@ pub fn breakdown(results: &Results) -> String {
             wall,
             run.controller_cpu.as_secs_f64(),
             run.controller_cpu.as_secs_f64() / wall,
-            run.controller_cpu.as_secs_f64() / *n as f64 * 1e6,
+            run.cpu_per_sandbox_micros(),
+            run.cpu_per_request_micros(),
+            thousands(run.requests),
             run.bench_cpu.as_secs_f64(),
             run.bench_cpu.as_secs_f64() / wall,
             results.machine.cpus,
@@ -794,7 +926,8 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
         out,
         "Measured by `cubepod-bench` (`tests/src/bench/`), which runs the real controller \
          binary against the project's stateful fake Kubernetes API server (`tests/src/apiserver`: \
-         HTTPS, HTTP/2, bearer token, a `MemoryCluster` behind it) on loopback, with a load \
+         HTTPS, HTTP/2, bearer token, a `MemoryCluster` behind it; for the HTTP/1.1 rows the \
+         same server in plain HTTP, as behind `kubectl proxy`) on loopback, with a load \
          generator, all in one run. Every figure is the median of several runs unless the row \
          says otherwise; the fake's own raw capacity is measured in the same run, so that the \
          sandboxes/s can be read as a share of what the API allows.\n"
@@ -809,7 +942,8 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--rss-sizes 10000,30000,100000` \
+        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--protocols h2,http1` (how \
+         the controller reaches the API in them), `--rss-sizes 10000,30000,100000` \
          (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
          record` of the creating controller), `--trim-probe` (RSS after `malloc_trim`, through \
          gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
@@ -880,7 +1014,16 @@ is the ceiling any controller could reach on this server and machine.
 create, at once by default) and the real \
 `target/release/cubepod-controller` reading it through a kubeconfig; once it is \
 ready, the load generator POSTs N Sandboxes through the HTTP API (32 streams over 2 connections). \
-The fake's own watch times the N-th Pod and the N-th `status.phase: Running`, from the first POST.
+The fake's own watch times the N-th Pod and the N-th `status.phase: Running`, from the first POST. \
+Each run is made twice in a row: over HTTPS with HTTP/2 (the figures without a protocol named), then \
+over plain HTTP/1.1 (the fake served without TLS, an `http://` server in the controller's kubeconfig; \
+the load generator still speaks HTTP/2, in the clear).
+- **Controller CPU per new sandbox / per API request**: user + system time of the controller \
+process (`/proc/<pid>/stat`) from the first POST to the N-th Running, / N, and / the HTTP \
+requests it made (the fake's request log from the first POST until quiet); \"fake API server + load \
+generator\" is this process's CPU over the same span, / N. Instructions: `perf stat -e \
+instructions:u,instructions:k` of the controller over the same span, / N: less moved by other \
+load on the machine than CPU time.
 - **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
 quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
 - **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \

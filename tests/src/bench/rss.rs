@@ -64,7 +64,7 @@ pub fn run(
     projected_kib: f64,
 ) -> Result<Result<SeededRun, Skipped>> {
     // Pods start at once: a seeded Pod keeps the status copied into it.
-    let fake = fake_server(std::time::Duration::ZERO)?;
+    let fake = fake_server(std::time::Duration::ZERO, true)?;
     let cluster = fake.cluster();
     template.seed(&cluster, 0, n)?;
     let seeded = super::process::memory_of(std::process::id())?;

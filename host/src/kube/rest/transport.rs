@@ -160,9 +160,8 @@ impl Transport {
     /// Counts one attempt, by the status it got (or `<error>`).
     fn count(&self, call: &Call, code: Option<StatusCode>) {
         if let Some((metrics, host)) = &self.request_metrics {
-            let code = code.map(|c| c.as_u16().to_string());
             metrics.inc(
-                code.as_deref().unwrap_or(NO_RESPONSE),
+                code.as_ref().map_or(NO_RESPONSE, StatusCode::as_str),
                 call.method.as_str(),
                 host,
             );
