@@ -15,6 +15,25 @@ pub const DEFAULT_RUNTIME_CLASS: &str = "kata-qemu";
 /// Kubernetes label values are at most 63 characters; a sandbox's name is one.
 pub const MAX_LABEL_VALUE: usize = 63;
 
+/// The label the API server sets on every namespace, with its name: how a NetworkPolicy
+/// selects the cluster DNS's namespace.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Destinations `egress: Internet` never reaches besides the cluster's own ranges: RFC 1918,
+/// link-local (with the cloud metadata address 169.254.169.254), RFC 6598 shared space
+/// (carrier-grade NAT, which several providers use for pod or node networks; never the public
+/// internet), IPv6 unique-local and link-local. The default policy writes them as excepts and
+/// the boundary refuses a NetworkPolicy that reaches them: one list for both.
+pub const BLOCKED_FOR_INTERNET: [&str; 7] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "100.64.0.0/10",
+    "fc00::/7",
+    "fe80::/10",
+];
+
 pub fn pod(sandbox: &str) -> String {
     sandbox.to_string()
 }

@@ -10,22 +10,7 @@ use crate::bindings::{ClusterNetwork, EgressMode, SandboxSpec, ServiceProtocol};
 use crate::cidr::{self, Cidr};
 use crate::names;
 
-/// The label the API server sets on every namespace, with its name.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// Never reached with `egress: Internet` (besides the cluster's ranges): RFC 1918, link-local
-/// (with the cloud metadata address 169.254.169.254), RFC 6598 shared space (carrier-grade
-/// NAT, which several providers use for pod or node networks; never the public internet),
-/// IPv6 unique-local and link-local.
-pub const BLOCKED_FOR_INTERNET: [&str; 7] = [
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "169.254.0.0/16",
-    "100.64.0.0/10",
-    "fc00::/7",
-    "fe80::/10",
-];
+pub use crate::names::{BLOCKED_FOR_INTERNET, NAMESPACE_NAME_LABEL};
 
 /// A manifest and the digest of its spec.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,24 +10,8 @@ use std::fmt;
 use super::ipset::{Cidr, IpSet};
 use super::json::Json;
 use super::{Fields, Refusal, Rule, SANDBOX_LABEL, SandboxScope, nth, short, sub};
+use crate::model::names::{BLOCKED_FOR_INTERNET, NAMESPACE_NAME_LABEL};
 use crate::runtime::bindings::{ClusterNetwork, EgressMode, ServiceProtocol};
-
-/// The label every namespace carries with its own name (set by the API server).
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// Destinations `egress: internet` never reaches besides the cluster's own ranges: RFC 1918,
-/// link-local (the cloud metadata address 169.254.169.254 among them), the shared address
-/// space of RFC 6598 (carrier-grade NAT, used for pod or node networks by several providers,
-/// never the public internet), IPv6 unique-local and link-local.
-pub const BLOCKED_FOR_INTERNET: [&str; 7] = [
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "169.254.0.0/16",
-    "100.64.0.0/10",
-    "fc00::/7",
-    "fe80::/10",
-];
 
 /// What a NetworkPolicy may allow for one Sandbox: its spec and the cluster network.
 #[derive(Clone, Debug, PartialEq, Eq)]
