@@ -16,9 +16,10 @@ use cubepod_host::kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
 };
 use cubepod_host::runtime::bindings::{
-    DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ObservedPod, ObservedPvc,
-    PoolInput, ReapAction, ReapCandidate, ReconcileInput, Sandbox, SandboxPhase, SandboxSpec,
-    SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec, WarmPoolStatus,
+    DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ObservedObject,
+    ObservedPod, ObservedPvc, PoolInput, ReapAction, ReapCandidate, ReconcileInput, Sandbox,
+    SandboxPhase, SandboxSpec, SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool,
+    WarmPoolSpec, WarmPoolStatus,
 };
 use cubepod_host::runtime::{
     CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord, PolicyEngine,
@@ -476,18 +477,33 @@ fn existing_children_are_success_and_the_pod_ip_is_read_back() {
         .value
         .unwrap();
 
-    // The cache has not seen them yet: the same input again meets AlreadyExists everywhere.
-    let again = module
+    // The cache has not seen them yet: the same input again meets AlreadyExists everywhere,
+    // and a NetworkPolicy not known as the sandbox's own is not taken over.
+    let unseen = module
         .reconcile_sandbox(&ctx, new_sandbox_input("dev-bob"))
         .unwrap();
+    assert!(
+        matches!(&unseen.value, Err(KubeError::Conflict(m)) if m.contains("not taken over")),
+        "{:?}",
+        unseen.value
+    );
+    let after_unseen = cluster.log().len();
+    // Observed as its own (with an older spec's digest), it is patched in place and the Pod's
+    // IP read back.
+    let mut input = new_sandbox_input("dev-bob");
+    input.observed.network_policy = Some(ObservedObject {
+        name: "dev-bob-network".to_string(),
+        deleting: false,
+        spec_hash: Some("0000000000000000".to_string()),
+    });
+    let again = module.reconcile_sandbox(&ctx, input).unwrap();
     let output = again.value.unwrap();
     assert_eq!(output.status.pod_ip.as_deref(), Some(POD_IP));
     assert_eq!(again.effects.len(), 5);
-    // The NetworkPolicy that exists is patched in place, the Pod's IP read back.
     let mut expected = new_sandbox_creates("dev-bob");
     expected.insert(4, format!("patch networkpolicies {NS}/dev-bob-network"));
     expected.push(format!("get pods {NS}/dev-bob"));
-    assert_eq!(cluster.log()[5..], expected);
+    assert_eq!(cluster.log()[after_unseen..], expected);
 }
 
 #[test]

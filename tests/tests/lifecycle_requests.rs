@@ -389,11 +389,13 @@ async fn already_exists_on_create_is_success_and_the_pod_ip_is_read_back() {
         .expect(1)
         .mount(&server)
         .await;
-    let out = reconcile(
-        &server,
-        Cache::default(),
-        sandbox_object("a", json!({"image": "img"})),
-    )
-    .await;
+    // The NetworkPolicy is the sandbox's own (observed, with a spec-hash of an older spec), so
+    // the apply that meets it patches it; one the controller does not hold is never taken over
+    // (tests/scenarios/service-not-taken-over.yaml).
+    let cache = Cache::default();
+    let mut stale = network_policy_of_a();
+    stale["metadata"]["annotations"]["cubepod.io/spec-hash"] = json!("0000000000000000");
+    cache.apply(Resource::NetworkPolicy, WatchEventType::Added, &stale);
+    let out = reconcile(&server, cache, sandbox_object("a", json!({"image": "img"}))).await;
     assert_eq!(out.status.pod_ip.as_deref(), Some("10.244.0.9"));
 }

@@ -135,6 +135,31 @@ impl HostState {
         Ok(())
     }
 
+    /// Whether an object that exists may be patched by an apply: this sandbox's own child,
+    /// written earlier in this call, held by the cache, or (without a cache) among the input's
+    /// observed children. Refused when the cache holds it as another sandbox's.
+    fn held_as_own(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, KubeError> {
+        match (&self.ctx, &self.scope) {
+            (Some(ctx), Some(scope)) if ctx.children.is_none() => {
+                let written = self.effects.iter().any(|e| {
+                    matches!(e, Effect::Applied { resource: r, namespace: n, name: m, .. }
+                        if *r == resource && n == namespace && m == name)
+                });
+                Ok(written
+                    || scope
+                        .observed
+                        .iter()
+                        .any(|(r, n)| *r == resource && n == name))
+            }
+            _ => self.deletable(resource, namespace, name),
+        }
+    }
+
     /// Whether an admitted delete is sent: `Ok(false)` for what the cache does not hold.
     fn deletable(
         &self,
@@ -347,7 +372,18 @@ impl HostState {
                 self.applied(resource, namespace, name, created);
                 return Ok(());
             }
-            Err(e) if e.is(ApiErrorKind::AlreadyExists) => {}
+            // Patched in place only when it is this sandbox's own child: an object of the same
+            // name that a user made (a Service `<s>` of theirs) is never taken over.
+            Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
+                if !self.held_as_own(resource, namespace, name)? {
+                    let sandbox = self.scope.as_ref().map(|s| s.name.as_str()).unwrap_or("");
+                    return Err(KubeError::Conflict(format!(
+                        "{} exists and the controller does not hold it as Sandbox {sandbox:?}'s \
+                         child: it is not taken over",
+                        describe(resource, namespace, name)
+                    )));
+                }
+            }
             Err(e) => return Err(kube_error(e)),
         }
         let object: Value = serde_json::from_str(manifest).map_err(|e| {
