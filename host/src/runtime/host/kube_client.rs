@@ -135,6 +135,14 @@ impl HostState {
         Ok(())
     }
 
+    /// Whether this call already wrote the object (its create or patch answered).
+    fn written(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        self.effects.iter().any(|e| {
+            matches!(e, Effect::Applied { resource: r, namespace: n, name: m, .. }
+                if *r == resource && n == namespace && m == name)
+        })
+    }
+
     /// Whether an object that exists may be patched by an apply: this sandbox's own child,
     /// written earlier in this call, held by the cache, or (without a cache) among the input's
     /// observed children. Refused when the cache holds it as another sandbox's.
@@ -146,10 +154,7 @@ impl HostState {
     ) -> Result<bool, KubeError> {
         match (&self.ctx, &self.scope) {
             (Some(ctx), Some(scope)) if ctx.children.is_none() => {
-                let written = self.effects.iter().any(|e| {
-                    matches!(e, Effect::Applied { resource: r, namespace: n, name: m, .. }
-                        if *r == resource && n == namespace && m == name)
-                });
+                let written = self.written(resource, namespace, name);
                 Ok(written
                     || scope
                         .observed
@@ -170,10 +175,7 @@ impl HostState {
         let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
             return Ok(false);
         };
-        let written = self.effects.iter().any(|e| {
-            matches!(e, Effect::Applied { resource: r, namespace: n, name: m, .. }
-                if *r == resource && n == namespace && m == name)
-        });
+        let written = self.written(resource, namespace, name);
         if written {
             return Ok(true);
         }
@@ -417,10 +419,7 @@ impl HostState {
             return Ok(());
         }
         let policy = crate::model::names::network_policy(&scope.name);
-        let applied = self.effects.iter().any(|e| {
-            matches!(e, Effect::Applied { resource: Resource::NetworkPolicy, namespace: n, name: m, .. }
-                if n == namespace && *m == policy)
-        });
+        let applied = self.written(Resource::NetworkPolicy, namespace, &policy);
         let held = match &ctx.children {
             Some(cache) => {
                 cache.child(Resource::NetworkPolicy, namespace, &policy, &scope.name)
