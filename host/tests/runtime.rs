@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -570,6 +571,49 @@ fn an_endless_loop_is_stopped_at_the_deadline() {
         "{elapsed:?}"
     );
     assert_reconciles(module, "dev-alice");
+}
+
+#[test]
+fn an_endless_loop_leaves_the_runtime_to_its_other_tasks() {
+    // One thread for everything, as a controller's busy worker is: the spinning call must
+    // yield to the other tasks (watches, leases, /healthz) at every epoch tick while it runs.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster: Arc<dyn Cluster> = Arc::new(StubCluster::default());
+    let ctx = CallContext::new(
+        cluster,
+        Arc::new(Boundary::new([NS])),
+        runtime.handle().clone(),
+    );
+    let ticks = Arc::new(AtomicU32::new(0));
+    let err = runtime.block_on(async {
+        let counted = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let err = faulty_module()
+            .reconcile_sandbox_async(&ctx, new_sandbox_input("loop-x"))
+            .await
+            .unwrap_err();
+        ticker.abort();
+        err
+    });
+    assert!(
+        matches!(err, RuntimeError::DeadlineExceeded { .. }),
+        "{err:?}"
+    );
+    // 200 ms of spinning, a yield every 10 ms tick: the other task ran between them (it could
+    // not run at all if the call held the thread to its deadline).
+    let ticks = ticks.load(Ordering::Relaxed);
+    assert!(
+        ticks >= 5,
+        "the other task ran {ticks} times during the call"
+    );
 }
 
 #[test]

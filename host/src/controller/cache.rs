@@ -625,9 +625,6 @@ impl Cache {
         counts
     }
 
-    /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
-    /// (one, unless someone relabelled it), for the boundary's delete rule. A scan of every
-    /// sandbox's children: deletes are rare next to reconciles.
     /// Whether `sandbox`'s entry holds this child: one table lookup, the common case of a
     /// policy deleting its own child.
     pub fn holds_child(
@@ -644,6 +641,9 @@ impl Cache {
             .is_some_and(|entry| entry.versions.get(&child).is_some())
     }
 
+    /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
+    /// (one, unless someone relabelled it), for the boundary's delete and takeover rules. A
+    /// scan of every sandbox's children: only for a name the calling sandbox does not hold.
     pub fn child_owners(&self, resource: Resource, namespace: &str, name: &str) -> Vec<String> {
         let child = format!("{resource}/{name}");
         self.read()

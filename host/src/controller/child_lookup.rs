@@ -9,7 +9,7 @@ impl ChildLookup for Cache {
     fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld {
         // One lookup for the common case, the policy deleting a child it observed; the scan
         // of every entry only for a name the sandbox does not hold.
-        if self.holds_child(resource, namespace, name, sandbox) {
+        if self.holds(resource, namespace, name, sandbox) {
             return ChildHeld::Own;
         }
         let owners = self.child_owners(resource, namespace, name);
@@ -19,6 +19,10 @@ impl ChildLookup for Cache {
             // Held for another sandbox: deleting it would take that sandbox's child.
             ChildHeld::Other
         }
+    }
+
+    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool {
+        self.holds_child(resource, namespace, name, sandbox)
     }
 }
 

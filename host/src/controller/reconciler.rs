@@ -4,11 +4,14 @@
 //! swap's self-test (`scenario::scratch`) all call this code, so that what CI shows is what
 //! production does. Nothing here owns a loop, a queue or a timer.
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use rand::RngCore;
 use serde_json::Value;
 
@@ -234,25 +237,21 @@ impl Reconciler {
         }
     }
 
-    /// Runs one export on a blocking thread with a fresh Store, records what it cost, and
-    /// puts what the policy wrote into the cache.
-    async fn call_guest<T, F>(
+    /// Runs one export with a fresh Store, on this task (the guest's requests are awaited
+    /// here too), records what it cost, and puts what the policy wrote into the cache.
+    async fn call_guest<T>(
         &self,
         export: &'static str,
-        call: F,
-    ) -> Result<GuestCall<T>, ReconcileError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>
-            + Send
-            + 'static,
-    {
+        call: impl AsyncFnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>,
+    ) -> Result<GuestCall<T>, ReconcileError> {
         let module = self.policy.current();
-        let context = self.context.clone();
         let started = Instant::now();
-        let result = tokio::task::spawn_blocking(move || call(&module, &context))
+        // A panic under the call (in the host's code: a guest cannot panic the host) ends
+        // this reconcile as an error, as a panicking thread of its own did before.
+        let result = AssertUnwindSafe(call(&module, &self.context))
+            .catch_unwind()
             .await
-            .map_err(|e| ReconcileError::Join(e.to_string()))?;
+            .map_err(|panic| ReconcileError::Join(panic_message(panic.as_ref())))?;
         self.metrics
             .guest_call_duration
             .with_label_values(&[export])
@@ -325,8 +324,10 @@ impl Reconciler {
             let observed = self.cache.observed(target);
             let handed = object.sandbox.clone();
             let call = self
-                .call_guest("cleanup-sandbox", move |module, context| {
-                    module.cleanup_sandbox(context, now, handed, observed)
+                .call_guest("cleanup-sandbox", async move |module, context| {
+                    module
+                        .cleanup_sandbox_async(context, now, handed, observed)
+                        .await
                 })
                 .await?;
             report.calls = call.calls;
@@ -400,8 +401,8 @@ impl Reconciler {
         );
         let offered = input.pool_candidates.clone();
         let call = self
-            .call_guest("reconcile-sandbox", move |module, context| {
-                module.reconcile_sandbox(context, input)
+            .call_guest("reconcile-sandbox", async move |module, context| {
+                module.reconcile_sandbox_async(context, input).await
             })
             .await?;
         report.calls = call.calls;
@@ -562,8 +563,8 @@ impl Reconciler {
             self.settings.max_pool_replicas,
         );
         let call = self
-            .call_guest("reconcile-pool", move |module, context| {
-                module.reconcile_pool(context, input)
+            .call_guest("reconcile-pool", async move |module, context| {
+                module.reconcile_pool_async(context, input).await
             })
             .await?;
         report.calls = call.calls;
@@ -656,8 +657,10 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         let handed_namespace = namespace.to_string();
         let call = self
-            .call_guest("reap", move |module, context| {
-                let call = module.reap(context, now, &handed_namespace, &page)?;
+            .call_guest("reap", async move |module, context| {
+                let call = module
+                    .reap_async(context, now, &handed_namespace, &page)
+                    .await?;
                 Ok(call.map(|decisions| (decisions, page)))
             })
             .await?;
@@ -974,4 +977,13 @@ fn kind_resource(kind: &str) -> &'static str {
         "PodWarmPool" => Resource::PodWarmPool.plural(),
         _ => Resource::Sandbox.plural(),
     }
+}
+
+/// What a panic said, when it said it as text.
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }

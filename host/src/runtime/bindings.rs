@@ -8,7 +8,10 @@ wasmtime::component::bindgen!({
     world: "policy-module",
     additional_derives: [PartialEq, Eq],
     // A call past its budget traps the guest (`RuntimeError::Budget`) instead of answering.
-    imports: { "cubepod:controller/kube-client": trappable },
+    // Async: a policy's requests are awaited on the runtime's worker that runs the call, with
+    // no thread to hand them to and back (see `call.rs`).
+    imports: { "cubepod:controller/kube-client": async | trappable },
+    exports: { default: async },
 });
 
 pub use cubepod::controller::types::*;
@@ -24,7 +27,8 @@ pub mod v0_1 {
         world: "policy-module",
         additional_derives: [PartialEq, Eq],
         // As for the current contract: the same budget traps the guest the same way.
-        imports: { "cubepod:controller/kube-client": trappable },
+        imports: { "cubepod:controller/kube-client": async | trappable },
+        exports: { default: async },
     });
 
     pub use cubepod::controller::types::*;

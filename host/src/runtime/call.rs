@@ -10,7 +10,6 @@ use super::bindings::{
     ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
 };
 use super::contract_0_1 as v0_1;
-use super::engine::ticks;
 use super::host::HostState;
 use super::module::ModulePre;
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
@@ -53,7 +52,11 @@ pub enum ChildHeld {
 /// call's Sandbox's own child. A [`CallContext`] without one admits only deletes of what the
 /// call's input shows as observed (fail closed).
 pub trait ChildLookup: Send + Sync {
+    /// Own, another sandbox's, or not held. Telling "another's" from "not held" may scan
+    /// every sandbox's children: for deletes and takeovers, never for a call's every write.
     fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
+    /// Whether it is `sandbox`'s own child: one lookup.
+    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool;
 }
 
 /// What a call may reach: the cluster through the boundary, and how to wait on it.
@@ -61,8 +64,8 @@ pub trait ChildLookup: Send + Sync {
 pub struct CallContext {
     pub cluster: Arc<dyn Cluster>,
     pub boundary: Arc<Boundary>,
-    /// The runtime the cluster's futures run on. The guest's host calls `block_on` it, so a
-    /// call must run on a `spawn_blocking` thread (or any thread outside the runtime).
+    /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
+    /// drives its future on it, so it must be made outside the runtime's threads.
     pub handle: tokio::runtime::Handle,
     /// The longest one host call may wait on the cluster: epochs do not interrupt a guest
     /// blocked in a host call, so this bounds it instead.
@@ -174,9 +177,14 @@ impl<T> GuestCall<T> {
 
 // Each export is called in the module's own contract: a 0.1 module's inputs and outputs go
 // through `contract_0_1`, in the same store, under the same bounds and scope.
+//
+// A call is a future (`*_async`): the controller awaits it on its runtime, where the guest's
+// requests are awaited too, with no thread to hand each to and back. The blocking forms are
+// the same call driven to its end on the calling thread, for `policy test`, the CLI and
+// tests; like any `block_on` they must not be called on a thread of the runtime.
 impl PolicyModule {
     /// `reconcile-sandbox`: bring one Sandbox's children to its spec.
-    pub fn reconcile_sandbox(
+    pub async fn reconcile_sandbox_async(
         &self,
         ctx: &CallContext,
         input: ReconcileInput,
@@ -184,26 +192,35 @@ impl PolicyModule {
         const EXPORT: &str = "reconcile-sandbox";
         let scope = reconcile_scope(&input, &ctx.boundary);
         match self.pre() {
-            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), Some(scope), |store| {
-                pre.instantiate(&mut *store)?
-                    .cubepod_controller_policy()
-                    .call_reconcile_sandbox(store, &input)
-            }),
+            ModulePre::V0_2(pre) => {
+                self.call(EXPORT, Some(ctx), Some(scope), async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_reconcile_sandbox(store, &input)
+                        .await
+                })
+                .await
+            }
             ModulePre::V0_1(pre) => {
                 let input = v0_1::reconcile_input(&input);
-                let call =
-                    self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
-                        pre.instantiate(&mut *store)?
+                let scope = scope.without_network();
+                let call = self
+                    .call(EXPORT, Some(ctx), Some(scope), async |store| {
+                        pre.instantiate_async(&mut *store)
+                            .await?
                             .cubepod_controller_policy()
                             .call_reconcile_sandbox(store, &input)
-                    })?;
+                            .await
+                    })
+                    .await?;
                 Ok(call.map(v0_1::reconcile_result))
             }
         }
     }
 
     /// `cleanup-sandbox`: delete a deleted Sandbox's children.
-    pub fn cleanup_sandbox(
+    pub async fn cleanup_sandbox_async(
         &self,
         ctx: &CallContext,
         now: i64,
@@ -213,27 +230,36 @@ impl PolicyModule {
         const EXPORT: &str = "cleanup-sandbox";
         let scope = sandbox_scope(&sandbox, &observed, None, &ctx.boundary);
         match self.pre() {
-            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), Some(scope), |store| {
-                pre.instantiate(&mut *store)?
-                    .cubepod_controller_policy()
-                    .call_cleanup_sandbox(store, now, &sandbox, &observed)
-            }),
+            ModulePre::V0_2(pre) => {
+                self.call(EXPORT, Some(ctx), Some(scope), async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_cleanup_sandbox(store, now, &sandbox, &observed)
+                        .await
+                })
+                .await
+            }
             ModulePre::V0_1(pre) => {
                 let sandbox = v0_1::sandbox(&sandbox);
                 let observed = v0_1::observed(&observed);
-                let call =
-                    self.call(EXPORT, Some(ctx), Some(scope.without_network()), |store| {
-                        pre.instantiate(&mut *store)?
+                let scope = scope.without_network();
+                let call = self
+                    .call(EXPORT, Some(ctx), Some(scope), async |store| {
+                        pre.instantiate_async(&mut *store)
+                            .await?
                             .cubepod_controller_policy()
                             .call_cleanup_sandbox(store, now, &sandbox, &observed)
-                    })?;
+                            .await
+                    })
+                    .await?;
                 Ok(call.map(v0_1::cleanup_result))
             }
         }
     }
 
     /// `reconcile-pool`: decide a warm pool's creates and deletes.
-    pub fn reconcile_pool(
+    pub async fn reconcile_pool_async(
         &self,
         ctx: &CallContext,
         input: PoolInput,
@@ -241,18 +267,27 @@ impl PolicyModule {
         const EXPORT: &str = "reconcile-pool";
         // No cluster access (no scope): a pool's members are the host's to create and delete.
         match self.pre() {
-            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), None, |store| {
-                pre.instantiate(&mut *store)?
-                    .cubepod_controller_policy()
-                    .call_reconcile_pool(store, &input)
-            }),
-            ModulePre::V0_1(pre) => {
-                let input = v0_1::pool_input(&input);
-                let call = self.call(EXPORT, Some(ctx), None, |store| {
-                    pre.instantiate(&mut *store)?
+            ModulePre::V0_2(pre) => {
+                self.call(EXPORT, Some(ctx), None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
                         .cubepod_controller_policy()
                         .call_reconcile_pool(store, &input)
-                })?;
+                        .await
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                let input = v0_1::pool_input(&input);
+                let call = self
+                    .call(EXPORT, Some(ctx), None, async |store| {
+                        pre.instantiate_async(&mut *store)
+                            .await?
+                            .cubepod_controller_policy()
+                            .call_reconcile_pool(store, &input)
+                            .await
+                    })
+                    .await?;
                 Ok(call.map(v0_1::pool_result))
             }
         }
@@ -260,7 +295,7 @@ impl PolicyModule {
 
     /// `reap`: decide which sandboxes have been idle too long (or, in contract 0.2, reached
     /// their shutdown time).
-    pub fn reap(
+    pub async fn reap_async(
         &self,
         ctx: &CallContext,
         now: i64,
@@ -269,60 +304,124 @@ impl PolicyModule {
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
         const EXPORT: &str = "reap";
         match self.pre() {
-            ModulePre::V0_2(pre) => self.call(EXPORT, Some(ctx), None, |store| {
-                pre.instantiate(&mut *store)?
-                    .cubepod_controller_policy()
-                    .call_reap(store, now, namespace, sandboxes)
-            }),
+            ModulePre::V0_2(pre) => {
+                self.call(EXPORT, Some(ctx), None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_reap(store, now, namespace, sandboxes)
+                        .await
+                })
+                .await
+            }
             ModulePre::V0_1(pre) => {
                 let handed = v0_1::reap_candidates(sandboxes);
-                let call = self.call(EXPORT, Some(ctx), None, |store| {
-                    pre.instantiate(&mut *store)?
-                        .cubepod_controller_policy()
-                        .call_reap(store, now, namespace, &handed)
-                })?;
+                let call = self
+                    .call(EXPORT, Some(ctx), None, async |store| {
+                        pre.instantiate_async(&mut *store)
+                            .await?
+                            .cubepod_controller_policy()
+                            .call_reap(store, now, namespace, &handed)
+                            .await
+                    })
+                    .await?;
                 Ok(call.map(|decisions| v0_1::reap_decisions(decisions, namespace, sandboxes)))
             }
         }
     }
 
+    /// [`Self::reconcile_sandbox_async`], blocking.
+    pub fn reconcile_sandbox(
+        &self,
+        ctx: &CallContext,
+        input: ReconcileInput,
+    ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
+        ctx.handle
+            .block_on(self.reconcile_sandbox_async(ctx, input))
+    }
+
+    /// [`Self::cleanup_sandbox_async`], blocking.
+    pub fn cleanup_sandbox(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+    ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
+        ctx.handle
+            .block_on(self.cleanup_sandbox_async(ctx, now, sandbox, observed))
+    }
+
+    /// [`Self::reconcile_pool_async`], blocking.
+    pub fn reconcile_pool(
+        &self,
+        ctx: &CallContext,
+        input: PoolInput,
+    ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
+        ctx.handle.block_on(self.reconcile_pool_async(ctx, input))
+    }
+
+    /// [`Self::reap_async`], blocking.
+    pub fn reap(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        namespace: &str,
+        sandboxes: &[ReapCandidate],
+    ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
+        ctx.handle
+            .block_on(self.reap_async(ctx, now, namespace, sandboxes))
+    }
+
     /// `describe`. It needs no cluster: every `kube-client` call it made would be refused.
+    /// Blocking, on any thread: with no cluster there is nothing of the runtime to wait on.
     pub fn describe(&self) -> Result<PolicyInfo, RuntimeError> {
         Ok(describe(self.engine(), self.pre())?.value)
     }
 
-    fn call<R>(
+    async fn call<R>(
         &self,
         export: &'static str,
         ctx: Option<&CallContext>,
         scope: Option<SandboxScope>,
-        run: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+        run: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<GuestCall<R>, RuntimeError> {
-        call(self.engine(), export, ctx, scope, run)
+        call(self.engine(), export, ctx, scope, run).await
     }
 }
 
-/// `describe` of a module being loaded (no [`PolicyModule`] yet) or loaded, in its contract.
+/// `describe` of a module being loaded (no [`PolicyModule`] yet) or loaded, in its contract:
+/// driven to its end on the calling thread (it may reach nothing that needs the runtime).
 pub(crate) fn describe(
     engine: &PolicyEngine,
     pre: &ModulePre,
 ) -> Result<GuestCall<PolicyInfo>, RuntimeError> {
     const EXPORT: &str = "describe";
-    match pre {
-        ModulePre::V0_2(pre) => call(engine, EXPORT, None, None, |store| {
-            pre.instantiate(&mut *store)?
-                .cubepod_controller_policy()
-                .call_describe(store)
-        }),
-        ModulePre::V0_1(pre) => {
-            let call = call(engine, EXPORT, None, None, |store| {
-                pre.instantiate(&mut *store)?
-                    .cubepod_controller_policy()
-                    .call_describe(store)
-            })?;
-            Ok(call.map(v0_1::policy_info))
+    futures_executor::block_on(async {
+        match pre {
+            ModulePre::V0_2(pre) => {
+                call(engine, EXPORT, None, None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_describe(store)
+                        .await
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                let call = call(engine, EXPORT, None, None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_describe(store)
+                        .await
+                })
+                .await?;
+                Ok(call.map(v0_1::policy_info))
+            }
         }
-    }
+    })
 }
 
 /// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the
@@ -390,32 +489,33 @@ fn sandbox_scope(
 /// Runs one export in a fresh store: a trap poisons a store, and a fresh one also means no
 /// state survives between calls, as the contract requires. `run` instantiates the module in
 /// the store and calls the export, in whichever contract the module speaks.
-fn call<R>(
+async fn call<R>(
     engine: &PolicyEngine,
     export: &'static str,
     ctx: Option<&CallContext>,
     scope: Option<SandboxScope>,
-    run: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+    run: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
 ) -> Result<GuestCall<R>, RuntimeError> {
     let config = engine.config();
     let deadline = config.call_deadline;
     let mut store = Store::new(engine.engine(), HostState::new(ctx.cloned(), scope, config));
     store.limiter(|state| &mut state.limits);
-    // A store's deadline starts at 0, which would interrupt at once.
-    store.set_epoch_deadline(ticks(deadline, config.epoch_tick));
-    // Rather than trap at the first expiry, count only the guest's own time: the deadline
-    // bounds the policy, not the API server (host calls have their own timeout).
-    let tick = config.epoch_tick;
+    // A store's deadline starts at 0, which would interrupt at once. One tick: a guest that
+    // runs on past it yields to the runtime's other tasks (watches, leases, other calls) at
+    // every tick, so a spinning policy holds a worker thread for a tick at a time, never for
+    // its whole deadline.
+    store.set_epoch_deadline(1);
+    // Trap only once the guest's own time is spent: the deadline bounds the policy, not the
+    // API server (host calls have their own timeout).
     store.epoch_deadline_callback(move |store| {
-        let used = store.data().guest_time();
-        if used >= deadline {
+        if store.data().guest_time() >= deadline {
             Ok(UpdateDeadline::Interrupt)
         } else {
-            Ok(UpdateDeadline::Continue(ticks(deadline - used, tick)))
+            Ok(UpdateDeadline::Yield(1))
         }
     });
 
-    match run(&mut store) {
+    match run(&mut store).await {
         Ok(value) => {
             let state = store.into_data();
             Ok(GuestCall {

@@ -364,33 +364,43 @@ fn answer<T>(result: wasmtime::Result<Result<T, cur::KubeError>>) -> Answer<T> {
 impl old::cubepod::controller::types::Host for HostState {}
 
 impl old::cubepod::controller::kube_client::Host for HostState {
-    fn ensure_pvc(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
-        answer(Current::ensure_pvc(self, namespace, name, manifest))
+    async fn ensure_pvc(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        answer(Current::ensure_pvc(self, namespace, name, manifest).await)
     }
 
-    fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
-        answer(Current::delete_pvc(self, namespace, name))
+    async fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
+        answer(Current::delete_pvc(self, namespace, name).await)
     }
 
-    fn ensure_pod(
+    async fn ensure_pod(
         &mut self,
         namespace: String,
         name: String,
         manifest: String,
     ) -> Answer<Option<String>> {
-        answer(Current::ensure_pod(self, namespace, name, manifest))
+        answer(Current::ensure_pod(self, namespace, name, manifest).await)
     }
 
-    fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
-        answer(Current::delete_pod(self, namespace, name))
+    async fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
+        answer(Current::delete_pod(self, namespace, name).await)
     }
 
-    fn ensure_secret(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
-        answer(Current::ensure_secret(self, namespace, name, manifest))
+    async fn ensure_secret(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        answer(Current::ensure_secret(self, namespace, name, manifest).await)
     }
 
-    fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
-        answer(Current::delete_secret(self, namespace, name))
+    async fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
+        answer(Current::delete_secret(self, namespace, name).await)
     }
 }
 

@@ -58,13 +58,6 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// Epoch ticks that cover `span`, at least one.
-pub(crate) fn ticks(span: Duration, tick: Duration) -> u64 {
-    u64::try_from(span.as_nanos().div_ceil(tick.as_nanos().max(1)))
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
 /// The engine every policy module is compiled for and runs on. Cheap to clone; the epoch
 /// ticker stops when the last clone (and the last [`PolicyModule`](super::PolicyModule), which
 /// holds one) is dropped.
@@ -159,6 +152,8 @@ fn pooling(config: &RuntimeConfig) -> wasmtime::PoolingAllocationConfig {
         // The limiter refuses growth past `memory_limit_bytes` first, and counts it; this
         // only sizes the slots.
         .max_memory_size(config.memory_limit_bytes.max(64 << 10))
+        // A fiber stack per call in flight.
+        .total_stacks(slots)
         // A call's pages stay mapped for the next call in the slot: with the PAGEMAP_SCAN ioctl
         // (Linux 6.7 and later; elsewhere wasmtime falls back to madvise) only the pages the call
         // dirtied are put back to the initial image, by memset, so the next instance does not
@@ -213,15 +208,6 @@ impl Drop for Ticker {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_round_up_and_never_reach_zero() {
-        let tick = Duration::from_millis(10);
-        assert_eq!(ticks(Duration::from_secs(1), tick), 100);
-        assert_eq!(ticks(Duration::from_millis(101), tick), 11);
-        assert_eq!(ticks(Duration::ZERO, tick), 1);
-        assert_eq!(ticks(Duration::from_millis(5), Duration::ZERO), 5_000_000);
-    }
 
     #[test]
     fn the_ticker_stops_with_the_engine() {

@@ -2,9 +2,11 @@
 //! components loaded, checked against the contract and pre-instantiated as [`PolicyModule`]s,
 //! and a call API that runs every export in a fresh, bounded store.
 //!
-//! The API is synchronous: a guest's `kube-client` calls block on the cluster through the
-//! tokio [`Handle`](tokio::runtime::Handle) of the [`CallContext`], so call it from
-//! `tokio::task::spawn_blocking` (or any thread outside the runtime), never from async code.
+//! A call is a future (`reconcile_sandbox_async`, ...): the guest runs on a fiber of the task
+//! that awaits it, its `kube-client` calls are awaited there, and past each epoch tick it
+//! yields to the runtime's other tasks. The blocking forms (`reconcile_sandbox`, ...) drive
+//! the same future on the [`CallContext`]'s runtime [`Handle`](tokio::runtime::Handle), for
+//! `policy test`, the CLI and tests: call them outside the runtime's threads.
 //!
 //! Modules of every supported contract version run ([`Contract::SUPPORTED`]): the current one
 //! on the host's own types, an older one through its own bindings, its inputs and outputs

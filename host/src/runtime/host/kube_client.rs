@@ -76,7 +76,7 @@ impl HostState {
 
     /// An `ensure-*`: create the object, AlreadyExists being success. On success the last
     /// effect is the object as the API returned it, or the manifest when it existed.
-    fn ensure(
+    async fn ensure(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -87,9 +87,12 @@ impl HostState {
         // The text the boundary read is the text sent (one copy; the call record keeps the
         // guest's own): it is parsed into a value only when it existed already.
         let text = manifest.to_string();
-        match self.request(resource, "create", namespace, name, |cluster| {
-            cluster.create_text(resource, namespace, text)
-        })? {
+        match self
+            .request(resource, "create", namespace, name, |cluster| {
+                cluster.create_text(resource, namespace, text)
+            })
+            .await?
+        {
             Ok(created) => {
                 self.applied(resource, namespace, name, created);
                 Ok(Ensured::Created)
@@ -114,15 +117,23 @@ impl HostState {
 
     /// A `delete-*`: NotFound is success. Sent only for what the cache holds as the
     /// Sandbox's child (or this call wrote); what the cache does not hold is taken as gone.
-    fn delete(&mut self, resource: Resource, namespace: &str, name: &str) -> Result<(), KubeError> {
+    async fn delete(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
         self.admit(resource, "delete", namespace, name, None)?;
         if !self.deletable(resource, namespace, name)? {
             tracing::debug!(%resource, namespace, name, "not in the cache: nothing to delete");
             return Ok(());
         }
-        match self.request(resource, "delete", namespace, name, |cluster| {
-            cluster.delete(resource, namespace, name)
-        })? {
+        match self
+            .request(resource, "delete", namespace, name, |cluster| {
+                cluster.delete(resource, namespace, name)
+            })
+            .await?
+        {
             Ok(()) => {}
             Err(e) if e.is(ApiErrorKind::NotFound) => {}
             Err(e) => return Err(kube_error(e)),
@@ -295,7 +306,7 @@ impl HostState {
 
     /// One request to the cluster, bounded by the host-call timeout; the outer error is the
     /// timeout (or the missing context), the inner one the API's answer.
-    fn request<T, F>(
+    async fn request<T, F>(
         &mut self,
         resource: Resource,
         verb: &'static str,
@@ -313,10 +324,9 @@ impl HostState {
         };
         let started = Instant::now();
         let timeout = ctx.host_call_timeout;
-        let answer = ctx.handle.block_on(async {
-            // Made inside block_on: a tokio timer needs the runtime's context.
-            tokio::time::timeout(timeout, send(ctx.cluster.as_ref())).await
-        });
+        // Awaited where the call runs: epochs do not interrupt a guest waiting here, so the
+        // timeout bounds it.
+        let answer = tokio::time::timeout(timeout, send(ctx.cluster.as_ref())).await;
         let duration = started.elapsed();
         self.in_host_calls += duration;
         let result = match &answer {
@@ -357,7 +367,7 @@ impl HostState {
     /// between (a Pod is never without its NetworkPolicy). A merge patch merges objects, so
     /// the top-level spec fields a policy may write and the manifest leaves out are patched
     /// to null: the object then holds exactly what the boundary admitted.
-    fn apply(
+    async fn apply(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -366,9 +376,11 @@ impl HostState {
     ) -> Result<(), KubeError> {
         self.admit(resource, "create", namespace, name, Some(manifest))?;
         let text = manifest.to_string();
-        let created = self.request(resource, "create", namespace, name, |cluster| {
-            cluster.create_text(resource, namespace, text)
-        })?;
+        let created = self
+            .request(resource, "create", namespace, name, |cluster| {
+                cluster.create_text(resource, namespace, text)
+            })
+            .await?;
         match created {
             Ok(created) => {
                 self.applied(resource, namespace, name, created);
@@ -395,9 +407,12 @@ impl HostState {
             ))
         })?;
         let patch = replacing_patch(resource, &object);
-        match self.request(resource, "patch", namespace, name, |cluster| {
-            cluster.patch(resource, namespace, name, patch)
-        })? {
+        match self
+            .request(resource, "patch", namespace, name, |cluster| {
+                cluster.patch(resource, namespace, name, patch)
+            })
+            .await?
+        {
             Ok(patched) => {
                 self.applied(resource, namespace, name, patched);
                 Ok(())
@@ -419,18 +434,16 @@ impl HostState {
             return Ok(());
         }
         let policy = crate::model::names::network_policy(&scope.name);
-        let applied = self.written(Resource::NetworkPolicy, namespace, &policy);
-        let held = match &ctx.children {
-            Some(cache) => {
-                cache.child(Resource::NetworkPolicy, namespace, &policy, &scope.name)
-                    == ChildHeld::Own
-            }
+        // Only "is it this sandbox's own": one lookup, not the scan that tells another
+        // sandbox's child from none (every new Pod passes here).
+        let held = || match &ctx.children {
+            Some(cache) => cache.holds(Resource::NetworkPolicy, namespace, &policy, &scope.name),
             None => scope
                 .observed
                 .iter()
                 .any(|(r, n)| *r == Resource::NetworkPolicy && *n == policy),
         };
-        if applied || held {
+        if self.written(Resource::NetworkPolicy, namespace, &policy) || held() {
             return Ok(());
         }
         Err(Refusal::new(
@@ -445,7 +458,7 @@ impl HostState {
     }
 
     /// The Pod's IP after an ensure: from the created object, or read back when it existed.
-    fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
+    async fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
         let ip = |object: &Value| {
             object
                 .pointer("/status/podIP")
@@ -459,9 +472,12 @@ impl HostState {
                 _ => None,
             };
         }
-        match self.request(Resource::Pod, "get", namespace, name, |cluster| {
-            cluster.get(Resource::Pod, namespace, name)
-        }) {
+        match self
+            .request(Resource::Pod, "get", namespace, name, |cluster| {
+                cluster.get(Resource::Pod, namespace, name)
+            })
+            .await
+        {
             Ok(Ok(object)) => {
                 let found = ip(&object);
                 // The real object is a better cache entry than the manifest.
@@ -546,7 +562,12 @@ fn kube_error(e: ApiError) -> KubeError {
 impl bindings::cubepod::controller::types::Host for HostState {}
 
 impl bindings::cubepod::controller::kube_client::Host for HostState {
-    fn ensure_pvc(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
+    async fn ensure_pvc(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
         self.count(Resource::PersistentVolumeClaim, "create")?;
         let result = self
             .ensure(
@@ -555,57 +576,72 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
                 &name,
                 &manifest,
             )
+            .await
             .map(drop);
         Ok(self.log("ensure-pvc", namespace, name, Some(manifest), result))
     }
 
-    fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
+    async fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::PersistentVolumeClaim, "delete")?;
-        let result = self.delete(Resource::PersistentVolumeClaim, &namespace, &name);
+        let result = self
+            .delete(Resource::PersistentVolumeClaim, &namespace, &name)
+            .await;
         Ok(self.log("delete-pvc", namespace, name, None, result))
     }
 
-    fn ensure_pod(
+    async fn ensure_pod(
         &mut self,
         namespace: String,
         name: String,
         manifest: String,
     ) -> Answer<Option<String>> {
         self.count(Resource::Pod, "create")?;
-        let result = self
+        let result = match self
             .ensure(Resource::Pod, &namespace, &name, &manifest)
-            .map(|ensured| self.pod_ip(&namespace, &name, ensured));
+            .await
+        {
+            Ok(ensured) => Ok(self.pod_ip(&namespace, &name, ensured).await),
+            Err(e) => Err(e),
+        };
         Ok(self.log("ensure-pod", namespace, name, Some(manifest), result))
     }
 
-    fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
+    async fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::Pod, "delete")?;
-        let result = self.delete(Resource::Pod, &namespace, &name);
+        let result = self.delete(Resource::Pod, &namespace, &name).await;
         Ok(self.log("delete-pod", namespace, name, None, result))
     }
 
-    fn ensure_secret(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
+    async fn ensure_secret(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
         self.count(Resource::Secret, "create")?;
         let result = self
             .ensure(Resource::Secret, &namespace, &name, &manifest)
+            .await
             .map(drop);
         Ok(self.log("ensure-secret", namespace, name, Some(manifest), result))
     }
 
-    fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
+    async fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::Secret, "delete")?;
-        let result = self.delete(Resource::Secret, &namespace, &name);
+        let result = self.delete(Resource::Secret, &namespace, &name).await;
         Ok(self.log("delete-secret", namespace, name, None, result))
     }
 
-    fn apply_network_policy(
+    async fn apply_network_policy(
         &mut self,
         namespace: String,
         name: String,
         manifest: String,
     ) -> Answer<()> {
         self.count(Resource::NetworkPolicy, "create")?;
-        let result = self.apply(Resource::NetworkPolicy, &namespace, &name, &manifest);
+        let result = self
+            .apply(Resource::NetworkPolicy, &namespace, &name, &manifest)
+            .await;
         Ok(self.log(
             "apply-network-policy",
             namespace,
@@ -615,21 +651,30 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         ))
     }
 
-    fn delete_network_policy(&mut self, namespace: String, name: String) -> Answer<()> {
+    async fn delete_network_policy(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::NetworkPolicy, "delete")?;
-        let result = self.delete(Resource::NetworkPolicy, &namespace, &name);
+        let result = self
+            .delete(Resource::NetworkPolicy, &namespace, &name)
+            .await;
         Ok(self.log("delete-network-policy", namespace, name, None, result))
     }
 
-    fn apply_service(&mut self, namespace: String, name: String, manifest: String) -> Answer<()> {
+    async fn apply_service(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
         self.count(Resource::Service, "create")?;
-        let result = self.apply(Resource::Service, &namespace, &name, &manifest);
+        let result = self
+            .apply(Resource::Service, &namespace, &name, &manifest)
+            .await;
         Ok(self.log("apply-service", namespace, name, Some(manifest), result))
     }
 
-    fn delete_service(&mut self, namespace: String, name: String) -> Answer<()> {
+    async fn delete_service(&mut self, namespace: String, name: String) -> Answer<()> {
         self.count(Resource::Service, "delete")?;
-        let result = self.delete(Resource::Service, &namespace, &name);
+        let result = self.delete(Resource::Service, &namespace, &name).await;
         Ok(self.log("delete-service", namespace, name, None, result))
     }
 }

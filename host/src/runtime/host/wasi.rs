@@ -34,7 +34,9 @@ const STDERR_TAIL: usize = 2048;
 
 pub(super) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::p2::bindings::cli;
-    use wasmtime_wasi::p2::bindings::sync::io as sync_io;
+    // The async `wasi:io`: a call runs as a future on the runtime, where the sync bindings
+    // would start a runtime of their own.
+    use wasmtime_wasi_io::bindings::wasi::io;
 
     let l = linker;
     let cli_view = <HostState as WasiCliView>::cli;
@@ -48,11 +50,9 @@ pub(super) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
     cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
     cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, cli_view)?;
-    wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<HostState, IoTable>(l, |s| {
-        &mut s.table
-    })?;
-    sync_io::poll::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
-    sync_io::streams::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
+    io::error::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
+    io::poll::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
+    io::streams::add_to_linker::<HostState, IoTable>(l, |s| &mut s.table)?;
     Ok(())
 }
 
