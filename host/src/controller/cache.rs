@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::queue::WorkKey;
 use super::small_map::SmallMap;
 use crate::kube::{Resource, WatchEventType};
-use crate::model::meta::Meta;
+use crate::model::meta::MetaView;
 use crate::model::sandbox::SandboxObject;
 use crate::model::{ObjectRef, Unreadable, children, pool, sandbox};
 use crate::runtime::bindings::{
@@ -126,7 +126,7 @@ impl Inner {
         &mut self,
         resource: Resource,
         key: ObjectRef,
-        meta: &Meta,
+        meta: &MetaView<'_>,
         deleted: bool,
         object: &Value,
     ) -> Vec<WorkKey> {
@@ -147,16 +147,16 @@ impl Inner {
     fn apply_sandbox(
         &mut self,
         key: ObjectRef,
-        meta: &Meta,
+        meta: &MetaView<'_>,
         deleted: bool,
         object: &Value,
     ) -> Vec<WorkKey> {
         let mut keys = vec![WorkKey::Sandbox(key.clone())];
-        if let Some(pool) = meta.labels.get(sandbox::POOL_LABEL) {
-            keys.push(WorkKey::Pool(ObjectRef::new(&meta.namespace, pool)));
+        if let Some(pool) = meta.label(sandbox::POOL_LABEL) {
+            keys.push(WorkKey::Pool(ObjectRef::new(meta.namespace, pool)));
         }
-        if let Some(claim) = meta.labels.get(sandbox::CLAIMED_BY_LABEL) {
-            keys.push(WorkKey::Sandbox(ObjectRef::new(&meta.namespace, claim)));
+        if let Some(claim) = meta.label(sandbox::CLAIMED_BY_LABEL) {
+            keys.push(WorkKey::Sandbox(ObjectRef::new(meta.namespace, claim)));
         }
         if deleted {
             self.sandboxes.remove(&key);
@@ -166,7 +166,7 @@ impl Inner {
         if self
             .sandboxes
             .get(&key)
-            .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
+            .is_some_and(|c| is_older(meta.resource_version, &c.resource_version))
         {
             return Vec::new();
         }
@@ -187,7 +187,7 @@ impl Inner {
     fn apply_pool(
         &mut self,
         key: ObjectRef,
-        meta: &Meta,
+        meta: &MetaView<'_>,
         deleted: bool,
         object: &Value,
     ) -> Vec<WorkKey> {
@@ -197,7 +197,7 @@ impl Inner {
         } else if !self
             .pools
             .get(&key)
-            .is_some_and(|c| is_older(&meta.resource_version, &c.resource_version))
+            .is_some_and(|c| is_older(meta.resource_version, &c.resource_version))
         {
             match pool::from_json(object) {
                 Ok(read) => {
@@ -206,7 +206,7 @@ impl Inner {
                         key.clone(),
                         PoolObject {
                             pool: read,
-                            resource_version: meta.resource_version.clone(),
+                            resource_version: meta.resource_version.to_string(),
                         },
                     );
                 }
@@ -225,19 +225,19 @@ impl Inner {
     fn apply_child(
         &mut self,
         resource: Resource,
-        meta: &Meta,
+        meta: &MetaView<'_>,
         deleted: bool,
         object: &Value,
     ) -> Vec<WorkKey> {
-        let Some((namespace, owner)) = children::owner_of(object) else {
+        let Some(owner) = meta.label(children::SANDBOX_LABEL) else {
             return Vec::new();
         };
-        let owner = ObjectRef::new(namespace, owner);
+        let owner = ObjectRef::new(meta.namespace, owner);
         let entry = self.children.entry(owner.clone()).or_default();
         let child = format!("{resource}/{}", meta.name);
         if !deleted
             && entry.versions.get(&child).is_some_and(|seen| {
-                is_older(&meta.resource_version, seen)
+                is_older(meta.resource_version, seen)
                     // A child without a version (the manifest of a create that met
                     // AlreadyExists) only says that it exists: it must not replace what the
                     // watch showed of it (a Pod turned Ready).
@@ -249,13 +249,15 @@ impl Inner {
         if deleted {
             entry.versions.remove(&child);
         } else {
-            entry.versions.insert(child, meta.resource_version.clone());
+            entry
+                .versions
+                .insert(child, meta.resource_version.to_string());
         }
         match resource {
             Resource::Pod if deleted => entry.pod = None,
             Resource::Pod => entry.pod = Some(children::pod(object)),
             Resource::PersistentVolumeClaim if deleted => {
-                entry.pvcs.remove(&meta.name);
+                entry.pvcs.remove(meta.name);
             }
             Resource::PersistentVolumeClaim => {
                 let pvc = children::pvc(object);
@@ -289,8 +291,8 @@ impl Cache {
     /// cannot bring it back.
     pub fn apply(&self, resource: Resource, kind: WatchEventType, object: &Value) -> Vec<WorkKey> {
         let deleted = kind == WatchEventType::Deleted;
-        let meta = Meta::read(object);
-        let key = ObjectRef::new(meta.namespace.clone(), meta.name.clone());
+        let meta = MetaView::of(object);
+        let key = ObjectRef::new(meta.namespace, meta.name);
         let mut inner = self.write();
         let tombstone = (resource, key.clone());
         let echo = match inner.own_writes.get(&tombstone) {
@@ -298,18 +300,19 @@ impl Cache {
                 inner.own_writes.remove(&tombstone);
                 true
             }
-            Some(written) if deleted || !is_older(&meta.resource_version, written) => {
+            Some(written) if deleted || !is_older(meta.resource_version, written) => {
                 inner.own_writes.remove(&tombstone);
                 false
             }
             _ => false,
         };
         if deleted {
-            inner
-                .tombstones
-                .insert(tombstone, (meta.resource_version.clone(), Instant::now()));
+            inner.tombstones.insert(
+                tombstone,
+                (meta.resource_version.to_string(), Instant::now()),
+            );
         } else if let Some((gone_at, _)) = inner.tombstones.get(&tombstone) {
-            if !is_newer(&meta.resource_version, gone_at) {
+            if !is_newer(meta.resource_version, gone_at) {
                 return Vec::new();
             }
             inner.tombstones.remove(&tombstone);
@@ -332,14 +335,14 @@ impl Cache {
     /// echoed back had cost it two more reconciles that found nothing to do.)
     pub fn apply_own(&self, resource: Resource, object: &Value) {
         self.apply(resource, WatchEventType::Modified, object);
-        let meta = Meta::read(object);
+        let meta = MetaView::of(object);
         if meta.resource_version.is_empty() {
             return;
         }
         let key = ObjectRef::new(meta.namespace, meta.name);
         self.write()
             .own_writes
-            .insert((resource, key), meta.resource_version);
+            .insert((resource, key), meta.resource_version.to_string());
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
@@ -368,7 +371,7 @@ impl Cache {
     pub fn relist_page(&self, relist: &mut Relist, items: &[Value]) -> Vec<WorkKey> {
         let mut keys = Vec::new();
         for item in items {
-            let meta = Meta::read(item);
+            let meta = MetaView::of(item);
             let scope = match relist.resource {
                 Resource::Pod
                 | Resource::PersistentVolumeClaim
@@ -380,7 +383,7 @@ impl Cache {
                 },
                 _ => String::new(),
             };
-            relist.seen.insert((scope, meta.name));
+            relist.seen.insert((scope, meta.name.to_string()));
             keys.extend(self.apply(relist.resource, WatchEventType::Added, item));
         }
         keys

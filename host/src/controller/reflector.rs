@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::cache::Cache;
 use super::queue::{Backoff, WorkQueue};
 use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
-use crate::model::meta::Meta;
+use crate::model::meta::MetaView;
 
 /// What the controller watches in one namespace: our resources, and the children of every
 /// sandbox by label.
@@ -185,9 +185,9 @@ impl Reflector {
                     }
                     Some(Ok(event)) => {
                         delivered = true;
-                        let seen = Meta::read(&event.object).resource_version;
+                        let seen = MetaView::of(&event.object).resource_version;
                         if !seen.is_empty() {
-                            version = seen;
+                            version = seen.to_string();
                         }
                         if event.kind == WatchEventType::Bookmark {
                             continue;

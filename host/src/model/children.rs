@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::meta::Meta;
+use super::meta::MetaView;
 use crate::runtime::bindings::{ObservedChildren, ObservedObject, ObservedPod, ObservedPvc};
 
 pub use super::names::{
@@ -16,9 +16,9 @@ pub fn selector() -> String {
 
 /// The sandbox a child belongs to, from its label.
 pub fn owner_of(object: &Value) -> Option<(String, String)> {
-    let meta = Meta::read(object);
-    let sandbox = meta.labels.get(SANDBOX_LABEL)?.clone();
-    Some((meta.namespace, sandbox))
+    let meta = MetaView::of(object);
+    let sandbox = meta.label(SANDBOX_LABEL)?;
+    Some((meta.namespace.to_string(), sandbox.to_string()))
 }
 
 pub fn empty() -> ObservedChildren {
@@ -32,7 +32,7 @@ pub fn empty() -> ObservedChildren {
 }
 
 pub fn pod(object: &Value) -> ObservedPod {
-    let meta = Meta::read(object);
+    let meta = MetaView::of(object);
     let status = object.get("status");
     let ready = status
         .and_then(|s| s.get("conditions"))
@@ -43,35 +43,32 @@ pub fn pod(object: &Value) -> ObservedPod {
                 .any(|c| c["type"] == "Ready" && c["status"] == "True")
         });
     ObservedPod {
-        name: meta.name,
-        deleting: meta.deletion_timestamp.is_some(),
+        name: meta.name.to_string(),
+        deleting: meta.deleting,
         ip: status
             .and_then(|s| s.get("podIP"))
             .and_then(Value::as_str)
             .filter(|ip| !ip.is_empty())
             .map(str::to_string),
         ready,
-        rootfs_generation: meta
-            .labels
-            .get(GENERATION_LABEL)
-            .and_then(|g| g.parse().ok()),
+        rootfs_generation: meta.label(GENERATION_LABEL).and_then(|g| g.parse().ok()),
     }
 }
 
 pub fn pvc(object: &Value) -> ObservedPvc {
-    let meta = Meta::read(object);
+    let meta = MetaView::of(object);
     ObservedPvc {
-        name: meta.name,
-        deleting: meta.deletion_timestamp.is_some(),
+        name: meta.name.to_string(),
+        deleting: meta.deleting,
     }
 }
 
 /// A NetworkPolicy or Service: its name, and the spec digest its writer left on it.
 pub fn object(object: &Value) -> ObservedObject {
-    let mut meta = Meta::read(object);
+    let meta = MetaView::of(object);
     ObservedObject {
-        spec_hash: meta.annotations.remove(SPEC_HASH_ANNOTATION),
-        deleting: meta.deletion_timestamp.is_some(),
-        name: meta.name,
+        spec_hash: meta.annotation(SPEC_HASH_ANNOTATION).map(str::to_string),
+        deleting: meta.deleting,
+        name: meta.name.to_string(),
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -33,5 +34,91 @@ impl Meta {
             .get("metadata")
             .and_then(|m| Meta::deserialize(m).ok())
             .unwrap_or_default()
+    }
+}
+
+/// The `metadata` fields read in place, borrowed from the object: nothing copied. Every
+/// watch event and write answer is read through one of these on its way into the cache (a
+/// [`Meta`] copies every label and annotation); [`Meta`] is for what keeps its fields.
+/// Each field is read on its own: one of the wrong type reads as absent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MetaView<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub resource_version: &'a str,
+    /// `deletionTimestamp` is set.
+    pub deleting: bool,
+    labels: Option<&'a Map<String, Value>>,
+    annotations: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> MetaView<'a> {
+    pub fn of(object: &'a Value) -> Self {
+        let Some(meta) = object.get("metadata").and_then(Value::as_object) else {
+            return Self::default();
+        };
+        let text = |key: &str| meta.get(key).and_then(Value::as_str).unwrap_or("");
+        Self {
+            name: text("name"),
+            namespace: text("namespace"),
+            resource_version: text("resourceVersion"),
+            deleting: meta.get("deletionTimestamp").is_some_and(|t| !t.is_null()),
+            labels: meta.get("labels").and_then(Value::as_object),
+            annotations: meta.get("annotations").and_then(Value::as_object),
+        }
+    }
+
+    pub fn label(&self, key: &str) -> Option<&'a str> {
+        self.labels?.get(key)?.as_str()
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+        self.annotations?.get(key)?.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_view_reads_what_meta_reads_without_copying() {
+        let object = json!({"metadata": {
+            "name": "a", "namespace": "ns", "resourceVersion": "7",
+            "deletionTimestamp": "2026-12-01T00:00:00Z",
+            "labels": {"cubepod.io/sandbox": "s"},
+            "annotations": {"cubepod.io/spec-hash": "h"},
+        }});
+        let view = MetaView::of(&object);
+        let meta = Meta::read(&object);
+        assert_eq!(
+            (view.name, view.namespace, view.resource_version),
+            (
+                meta.name.as_str(),
+                meta.namespace.as_str(),
+                meta.resource_version.as_str()
+            )
+        );
+        assert_eq!(view.deleting, meta.deletion_timestamp.is_some());
+        assert_eq!(view.label("cubepod.io/sandbox"), Some("s"));
+        assert_eq!(view.annotation("cubepod.io/spec-hash"), Some("h"));
+        assert_eq!(view.label("other"), None);
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_reads_as_absent_and_only_it() {
+        let object = json!({"metadata": {
+            "name": "a", "resourceVersion": 7, "deletionTimestamp": null,
+            "labels": {"cubepod.io/sandbox": 3, "team": "x"},
+        }});
+        let view = MetaView::of(&object);
+        assert_eq!(view.name, "a");
+        assert_eq!(view.resource_version, "");
+        assert!(!view.deleting);
+        assert_eq!(view.label("cubepod.io/sandbox"), None);
+        assert_eq!(view.label("team"), Some("x"));
+        assert_eq!(MetaView::of(&json!("not an object")).name, "");
     }
 }
