@@ -284,3 +284,37 @@ fn the_spec_hash_is_a_digest_of_the_spec_alone() {
         cubepod_policy_sdk::manifest::spec_hash(&json!({"x": [2, 1]}))
     );
 }
+
+#[test]
+fn the_digest_a_converged_reconcile_compares_is_the_one_the_manifest_carries() {
+    use cubepod_policy_sdk::manifest::{self, Owner};
+    let input = sandbox("dev-hash")
+        .with_spec(|spec| {
+            spec.service = Some(http());
+            spec.network.deny_cidrs = vec!["203.0.113.0/24".into()];
+        })
+        .input();
+    let owner = Owner {
+        kind: "Sandbox",
+        name: &input.sandbox.name,
+        uid: &input.sandbox.uid,
+    };
+    let spec = &input.sandbox.spec;
+    let cluster = &input.cluster_network;
+    for egress in [EgressMode::Internet, EgressMode::Cluster, EgressMode::None] {
+        let mut spec = spec.clone();
+        spec.network.egress = egress;
+        let policy = manifest::network_policy(NAMESPACE, owner, &spec, cluster);
+        assert_eq!(
+            manifest::network_policy_hash(owner, &spec, cluster),
+            policy.spec_hash
+        );
+        let written: Value = serde_json::from_str(&policy.manifest).unwrap();
+        assert_eq!(
+            written["metadata"]["annotations"]["cubepod.io/spec-hash"],
+            policy.spec_hash.as_str()
+        );
+    }
+    let service = manifest::service(NAMESPACE, owner, &http());
+    assert_eq!(manifest::service_hash(owner, &http()), service.spec_hash);
+}

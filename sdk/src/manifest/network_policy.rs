@@ -53,6 +53,25 @@ pub fn network_policy(
     cluster: &ClusterNetwork,
 ) -> Rendered {
     let name = names::network_policy(owner.name);
+    render(
+        "NetworkPolicy",
+        "networking.k8s.io/v1",
+        ObjectMeta::child_of(&name, namespace, owner),
+        policy_spec(owner, spec, cluster),
+    )
+}
+
+/// The `cubepod.io/spec-hash` of [`network_policy`]'s manifest, without rendering the rest of
+/// it: what a converged reconcile compares with the cache's.
+pub fn network_policy_hash(
+    owner: Owner<'_>,
+    spec: &SandboxSpec,
+    cluster: &ClusterNetwork,
+) -> String {
+    spec_hash(&policy_spec(owner, spec, cluster))
+}
+
+fn policy_spec(owner: Owner<'_>, spec: &SandboxSpec, cluster: &ClusterNetwork) -> Value {
     let mut policy = Map::new();
     policy.insert(
         "podSelector".into(),
@@ -67,12 +86,7 @@ pub fn network_policy(
     if !egress.is_empty() {
         policy.insert("egress".into(), Value::Array(egress));
     }
-    render(
-        "NetworkPolicy",
-        "networking.k8s.io/v1",
-        ObjectMeta::child_of(&name, namespace, owner),
-        Value::Object(policy),
-    )
+    Value::Object(policy)
 }
 
 fn match_labels(labels: &[(String, String)]) -> Value {

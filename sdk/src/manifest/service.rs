@@ -4,12 +4,26 @@
 use serde_json::{Map, Value, json};
 
 use super::meta::{ObjectMeta, Owner};
-use super::network_policy::{Rendered, protocol, render};
+use super::network_policy::{Rendered, protocol, render, spec_hash};
 use crate::bindings::ServiceSpec;
 use crate::names;
 
 pub fn service(namespace: &str, owner: Owner<'_>, service: &ServiceSpec) -> Rendered {
     let name = names::service(owner.name);
+    render(
+        "Service",
+        "v1",
+        ObjectMeta::child_of(&name, namespace, owner),
+        service_spec(owner, service),
+    )
+}
+
+/// The `cubepod.io/spec-hash` of [`service`]'s manifest, without rendering the rest of it.
+pub fn service_hash(owner: Owner<'_>, service: &ServiceSpec) -> String {
+    spec_hash(&service_spec(owner, service))
+}
+
+fn service_spec(owner: Owner<'_>, service: &ServiceSpec) -> Value {
     let ports: Vec<Value> = service
         .ports
         .iter()
@@ -23,18 +37,12 @@ pub fn service(namespace: &str, owner: Owner<'_>, service: &ServiceSpec) -> Rend
             Value::Object(port)
         })
         .collect();
-    let spec = json!({
+    json!({
         // Headless: the name resolves to the Pod's own IP, no virtual IP to route.
         "clusterIP": "None",
         "selector": {names::SANDBOX_LABEL: owner.name},
         "ports": ports,
-    });
-    render(
-        "Service",
-        "v1",
-        ObjectMeta::child_of(&name, namespace, owner),
-        spec,
-    )
+    })
 }
 
 /// `<name>.<namespace>.svc.<cluster-domain>`.

@@ -64,7 +64,8 @@ pub fn run(
     );
     let (new, converged) = native_inputs()?;
     let mut cases = Vec::new();
-    for (label, input, calls) in [("converged resync", converged, 0), ("new sandbox", new, 4)] {
+    // A new sandbox's calls: its two PVCs, Secret, NetworkPolicy and Pod.
+    for (label, input, calls) in [("converged resync", converged, 0), ("new sandbox", new, 5)] {
         // Both paths decide the same before either is timed.
         let mut client = NullClient::default();
         let native = reconcile::reconcile(&mut client, &input)
@@ -79,7 +80,13 @@ pub fn run(
             || call.host_calls != calls
             || wasm.status != twin::sandbox_status(&native.status)
         {
-            bail!("{label}: the wasm and native decisions differ");
+            bail!(
+                "{label}: the wasm and native decisions differ: kube-client calls {} native, {} \
+                 wasm, {calls} expected; status equal: {}",
+                client.calls,
+                call.host_calls,
+                wasm.status == twin::sandbox_status(&native.status)
+            );
         }
         let native_times = time(native_runs, NullClient::default, |mut client| {
             black_box(reconcile::reconcile(&mut client, black_box(&input)).ok());

@@ -352,7 +352,7 @@ pub struct Results {
     pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
     /// RSS runs the machine could not hold, with the projection that said so.
     pub skipped: Vec<rss::Skipped>,
-    /// JSON bytes of one converged sandbox's five objects.
+    /// JSON bytes of one converged sandbox's six objects.
     pub sandbox_json_bytes: usize,
     pub ticks: Option<ticks::Ticks>,
     /// One set of cases per round.

@@ -664,7 +664,7 @@ pub fn breakdown(results: &Results) -> String {
         let _ = writeln!(
             out,
             "**RSS per sandbox**: {:.1} KiB (the slope from {} to {} seeded sandboxes); one \
-             sandbox's five objects are {:.1} KiB of JSON.\n",
+             sandbox's six objects are {:.1} KiB of JSON.\n",
             (rss2 - rss1) / (*n2 as f64 - *n1 as f64),
             thousands(*n1),
             thousands(*n2),

@@ -14,6 +14,7 @@ use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::kube::{Cluster, Resource};
 use cubepod_host::metrics::Metrics;
 use cubepod_host::runtime::PolicyModule;
+use cubepod_policy_sdk::names::SPEC_HASH_ANNOTATION;
 use serde_json::{Value, json};
 
 use super::NS;
@@ -153,6 +154,7 @@ impl Template {
         for resource in [
             Resource::PersistentVolumeClaim,
             Resource::Secret,
+            Resource::NetworkPolicy,
             Resource::Pod,
         ] {
             for child in cluster.objects(resource) {
@@ -162,9 +164,9 @@ impl Template {
                 children.push((resource, object.to_string(), status.map(|s| s.to_string())));
             }
         }
-        if children.len() != 4 {
+        if children.len() != 5 {
             bail!(
-                "the template sandbox has {} children, not 4",
+                "the template sandbox has {} children, not 5",
                 children.len()
             );
         }
@@ -177,7 +179,7 @@ impl Template {
         })
     }
 
-    /// The JSON size of one converged sandbox's five objects, as a list sends them.
+    /// The JSON size of one converged sandbox's six objects, as a list sends them.
     pub fn json_bytes(&self) -> usize {
         self.sandbox.len()
             + self.status.len()
@@ -234,7 +236,13 @@ impl Template {
                 .now()?
                 .map_err(|e| anyhow::anyhow!("seeding the status of {name}: {e}"))?;
             for (resource, object, status) in &self.children {
-                let object = rename(object, Some(&uid))?;
+                let mut object = rename(object, Some(&uid))?;
+                if *resource == Resource::NetworkPolicy {
+                    // Its spec names the sandbox's Pod: the digest the policy compares changes
+                    // with the name.
+                    let hash = cubepod_policy_sdk::manifest::spec_hash(&object["spec"]);
+                    object["metadata"]["annotations"][SPEC_HASH_ANNOTATION] = Value::String(hash);
+                }
                 let child = object["metadata"]["name"]
                     .as_str()
                     .unwrap_or_default()
