@@ -377,8 +377,8 @@ impl Cache {
                 | Resource::PersistentVolumeClaim
                 | Resource::Secret
                 | Resource::NetworkPolicy
-                | Resource::Service => match children::owner_of(item) {
-                    Some((_, owner)) => owner,
+                | Resource::Service => match meta.label(children::SANDBOX_LABEL) {
+                    Some(owner) => owner.to_string(),
                     None => continue,
                 },
                 _ => String::new(),

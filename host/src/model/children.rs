@@ -14,13 +14,6 @@ pub fn selector() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY},{SANDBOX_LABEL}")
 }
 
-/// The sandbox a child belongs to, from its label.
-pub fn owner_of(object: &Value) -> Option<(String, String)> {
-    let meta = MetaView::of(object);
-    let sandbox = meta.label(SANDBOX_LABEL)?;
-    Some((meta.namespace.to_string(), sandbox.to_string()))
-}
-
 pub fn empty() -> ObservedChildren {
     ObservedChildren {
         pvcs: Vec::new(),

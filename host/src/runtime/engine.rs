@@ -17,7 +17,8 @@ use crate::kube::boundary::Containment;
 /// How the runtime bounds and caches policies.
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
-    /// How often the epoch advances: the granularity of [`Self::call_deadline`].
+    /// How often the epoch advances: the granularity of [`Self::call_deadline`], and how
+    /// often a guest that runs on yields to the runtime's other tasks.
     pub epoch_tick: Duration,
     /// The longest a guest may run in one call, time spent in host calls not counted.
     pub call_deadline: Duration,
