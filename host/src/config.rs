@@ -102,6 +102,14 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrency: u32,
 
+    /// Threads that run the reconciles, their policy calls, the watches and the servers.
+    /// One keeps a reconcile, its guest and its requests on one thread, with no hand-off
+    /// between threads: on 2 cores shared with the API server, 2 threads cost 10-35% more CPU
+    /// per sandbox and were no faster (docs/performance.md). Raise it when the controller is
+    /// CPU-bound on cores of its own. Module compiles never run on these threads.
+    #[arg(long, env = "CUBEPOD_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub worker_threads: u16,
+
     /// Upper bound on a PodWarmPool's replicas; a pool above it is capped and told so.
     #[arg(long, env = "CUBEPOD_MAX_POOL_REPLICAS", default_value_t = 100)]
     pub max_pool_replicas: u32,

@@ -23,11 +23,24 @@ fn init_logging(format: &str) {
 fn main() -> ExitCode {
     // Before the runtime's threads exist: each would get an arena of its own.
     cubepod_host::allocator::limit_arenas(2);
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime.block_on(run()),
+    // Parsed first: the controller's flags say how many threads its runtime has.
+    let cli = Cli::parse();
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Run(args) = &cli.command {
+        builder.worker_threads(usize::from(args.worker_threads));
+    }
+    match builder.enable_all().build() {
+        // Spawned, not run in `block_on`: the main thread is then no extra worker that the
+        // controller's tasks would be handed between.
+        Ok(runtime) => runtime.block_on(async {
+            match tokio::spawn(run(cli)).await {
+                Ok(code) => code,
+                Err(error) => {
+                    eprintln!("cubepod-controller: ended abnormally: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }),
         Err(error) => {
             eprintln!("cubepod-controller: cannot start the async runtime: {error}");
             ExitCode::FAILURE
@@ -35,8 +48,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run() -> ExitCode {
-    let cli = Cli::parse();
+async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => {
             init_logging(&args.log_format);
