@@ -7,10 +7,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cubepod_policy_sdk::bindings::{ObservedChildren, ObservedPod, ObservedPvc, SandboxPhase};
-use cubepod_policy_sdk::fixtures::sandbox;
+use cubepod_policy_sdk::bindings::SandboxPhase;
 use cubepod_policy_sdk::recording::NullClient;
-use cubepod_policy_sdk::{names, reconcile};
+use cubepod_policy_sdk::{fixtures, reconcile};
 
 const RUNS: usize = 20_000;
 
@@ -46,37 +45,11 @@ fn micros(d: Duration) -> f64 {
 }
 
 fn main() {
-    let name = "bench";
-    let new = sandbox(name).input();
+    // The inputs every decision benchmark uses (`cubepod-bench`'s wasm rows too).
+    let (new, converged) = fixtures::new_and_converged("bench").expect("a new sandbox reconciles");
     let mut client = NullClient::default();
-    let created = reconcile::reconcile(&mut client, &new).expect("a new sandbox reconciles");
-    assert_eq!(client.calls, 4, "a new sandbox makes 4 kube-client calls");
-
-    // The same sandbox once its children are in the cache and its Pod is ready.
-    let mut converged = new.clone();
-    converged.sandbox.status = created.status;
-    converged.observed = ObservedChildren {
-        pvcs: vec![
-            ObservedPvc {
-                name: names::workspace_pvc(name),
-                deleting: false,
-            },
-            ObservedPvc {
-                name: names::rootfs_pvc(name, 1),
-                deleting: false,
-            },
-        ],
-        pod: Some(ObservedPod {
-            name: names::pod(name),
-            deleting: false,
-            ip: Some("10.0.0.1".to_string()),
-            ready: true,
-            rootfs_generation: Some(1),
-        }),
-        secret: true,
-        network_policy: None,
-        service: None,
-    };
+    reconcile::reconcile(&mut client, &new).expect("a new sandbox reconciles");
+    assert!(client.calls > 0, "a new sandbox makes kube-client calls");
     let mut client = NullClient::default();
     let out =
         reconcile::reconcile(&mut client, &converged).expect("a converged sandbox reconciles");
