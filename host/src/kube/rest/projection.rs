@@ -1,8 +1,9 @@
-//! What of an object a reader keeps: all of it, or, for the controller, the metadata and status
-//! of a sandbox's children. Its cache holds no more than that of a Pod, PVC or Secret, so their
-//! `spec` and `data` are skipped while the JSON is read (no allocation, no tree to drop), and a
-//! Secret's data never enters the controller's memory at all. Applied to write answers, `get`,
-//! list items and watch events alike.
+//! What of an object a reader keeps: all of it, or, for the controller, of a sandbox's
+//! children the metadata and the few status fields it reads. Its cache holds no more than that
+//! of a Pod, PVC or Secret, so the rest (`spec`, `data`, a Pod's container statuses) is skipped
+//! while the JSON is read (no allocation, no tree to drop), and a Secret's data never enters
+//! the controller's memory at all. Applied to write answers, `get`, list items and watch events
+//! alike.
 
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -10,22 +11,56 @@ use serde_json::{Map, Value};
 
 use crate::kube::Resource;
 
-/// How much of each child object (Pod, PersistentVolumeClaim, Secret) the client keeps. Every
-/// other resource (Sandbox, PodWarmPool, Lease, Event) is always read whole.
+/// How much of each child object (Pod, PersistentVolumeClaim, Secret, NetworkPolicy, Service)
+/// the client keeps. Every other resource (Sandbox, PodWarmPool, Lease, Event) is always read
+/// whole.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Projection {
     /// Every field, as the server sent it.
     #[default]
     Whole,
-    /// `apiVersion`, `kind`, `metadata` (less `managedFields`) and `status`, and any field other
-    /// than `spec`, `data`, `stringData` and `binaryData`.
+    /// `apiVersion`, `kind`, `metadata` (less `managedFields`), of `status` only what the
+    /// controller reads (`phase`, `podIP`, and each condition's `type` and `status`), and any
+    /// other top-level field but `spec`, `data`, `stringData` and `binaryData`.
     MetadataAndStatus,
 }
 
-/// Fields of a child object that the controller never reads.
-const SKIPPED: &[&str] = &["spec", "data", "stringData", "binaryData"];
-/// Fields of `metadata` that nobody here reads, and that a real API server fills.
-const SKIPPED_IN_METADATA: &[&str] = &["managedFields"];
+/// What of a JSON value is kept. A value that is not what its shape reads (a string where an
+/// object was expected, say) is kept as it is, as the whole read would keep it.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// All of it.
+    All,
+    /// Of an object, every field but those in `skip`, each field named in `inner` read with its
+    /// own shape.
+    Except {
+        skip: &'static [&'static str],
+        inner: &'static [(&'static str, Shape)],
+    },
+    /// Of an object, only these fields, each read with its shape.
+    Only(&'static [(&'static str, Shape)]),
+    /// Of an array, each item read with this shape.
+    Each(&'static Shape),
+}
+
+/// A child object: no `spec` or data, the metadata less what a server fills for itself, and of
+/// the status what `model::children` reads. A real kubelet's Pod status (container statuses,
+/// their images and states) is most of a Pod event the controller would otherwise build a tree
+/// for and drop.
+const CHILD: Shape = Shape::Except {
+    skip: &["spec", "data", "stringData", "binaryData"],
+    inner: &[("metadata", METADATA), ("status", STATUS)],
+};
+const METADATA: Shape = Shape::Except {
+    skip: &["managedFields"],
+    inner: &[],
+};
+const STATUS: Shape = Shape::Only(&[
+    ("phase", Shape::All),
+    ("podIP", Shape::All),
+    ("conditions", Shape::Each(&CONDITION)),
+]);
+const CONDITION: Shape = Shape::Only(&[("type", Shape::All), ("status", Shape::All)]);
 
 impl Projection {
     /// The projection for objects of `resource`.
@@ -48,6 +83,13 @@ impl Projection {
     pub fn from_slice(self, bytes: &[u8]) -> serde_json::Result<Value> {
         read_seeded(bytes, self)
     }
+
+    fn shape(self) -> Shape {
+        match self {
+            Projection::Whole => Shape::All,
+            Projection::MetadataAndStatus => CHILD,
+        }
+    }
 }
 
 /// One whole JSON document read through `seed`: trailing bytes are an error, as for
@@ -66,24 +108,45 @@ impl<'de> DeserializeSeed<'de> for Projection {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.shape().deserialize(deserializer)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Shape {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         match self {
-            Projection::Whole => Value::deserialize(deserializer),
-            Projection::MetadataAndStatus => deserializer.deserialize_any(Pruned {
-                skip: SKIPPED,
-                nested: true,
-            }),
+            Shape::All => Value::deserialize(deserializer),
+            _ => deserializer.deserialize_any(self),
         }
     }
 }
 
-/// Any JSON value; of an object, the keys in `skip` are read past, and (when `nested`) its
-/// `metadata` is pruned in turn.
-struct Pruned {
-    skip: &'static [&'static str],
-    nested: bool,
+impl Shape {
+    /// The shape of `key`'s value in an object of this shape; `None`: the field is read past.
+    fn field(self, key: &str) -> Option<Shape> {
+        let named = |fields: &[(&str, Shape)]| {
+            fields
+                .iter()
+                .find(|(name, _)| *name == key)
+                .map(|(_, shape)| *shape)
+        };
+        match self {
+            Shape::All | Shape::Each(_) => Some(Shape::All),
+            Shape::Except { skip, inner } => {
+                if skip.contains(&key) {
+                    None
+                } else {
+                    Some(named(inner).unwrap_or(Shape::All))
+                }
+            }
+            Shape::Only(fields) => named(fields),
+        }
+    }
 }
 
-impl<'de> Visitor<'de> for Pruned {
+impl<'de> Visitor<'de> for Shape {
     type Value = Value;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -93,25 +156,31 @@ impl<'de> Visitor<'de> for Pruned {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if self.skip.contains(&key.as_str()) {
-                map.next_value::<IgnoredAny>()?;
-                continue;
+            match self.field(&key) {
+                Some(shape) => {
+                    let value = map.next_value_seed(shape)?;
+                    object.insert(key, value);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
-            let value = if self.nested && key == "metadata" {
-                map.next_value_seed(Pruned {
-                    skip: SKIPPED_IN_METADATA,
-                    nested: false,
-                })?
-            } else {
-                map.next_value::<Value>()?
-            };
-            object.insert(key, value);
         }
         Ok(Value::Object(object))
     }
 
-    // Anything but an object is kept as it is (a malformed `metadata`, say, as the whole read
-    // would keep it).
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let item = match self {
+            Shape::Each(item) => *item,
+            _ => Shape::All,
+        };
+        let mut items = Vec::new();
+        while let Some(value) = seq.next_element_seed(item)? {
+            items.push(value);
+        }
+        Ok(Value::Array(items))
+    }
+
     fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
         Ok(Value::Bool(v))
     }
@@ -143,22 +212,6 @@ impl<'de> Visitor<'de> for Pruned {
     fn visit_none<E>(self) -> Result<Value, E> {
         Ok(Value::Null)
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Value>()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Pruned {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
 }
 
 #[cfg(test)]
@@ -177,7 +230,16 @@ mod tests {
                 "resourceVersion": "7",
             },
             "spec": {"containers": [{"name": "sandbox", "image": "base:1"}]},
-            "status": {"phase": "Running", "podIP": "10.0.0.7"},
+            "status": {
+                "phase": "Running",
+                "podIP": "10.0.0.7",
+                "podIPs": [{"ip": "10.0.0.7"}],
+                "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T00:00:00Z"},
+                    {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
+                ],
+                "containerStatuses": [{"name": "sandbox", "ready": true, "state": {"running": {}}}],
+            },
         })
     }
 
@@ -188,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn metadata_and_status_drops_spec_data_and_managed_fields() {
+    fn metadata_and_status_keeps_what_the_controller_reads() {
         let bytes = serde_json::to_vec(&pod()).unwrap();
         let kept = Projection::MetadataAndStatus.from_slice(&bytes).unwrap();
         assert_eq!(
@@ -201,8 +263,20 @@ mod tests {
                     "labels": {"cubepod.io/sandbox": "dev-alice"},
                     "resourceVersion": "7",
                 },
-                "status": {"phase": "Running", "podIP": "10.0.0.7"},
+                "status": {
+                    "phase": "Running",
+                    "podIP": "10.0.0.7",
+                    "conditions": [
+                        {"type": "Ready", "status": "True"},
+                        {"type": "PodScheduled", "status": "True"},
+                    ],
+                },
             })
+        );
+        // What the cache makes of it is what it makes of the whole Pod.
+        assert_eq!(
+            crate::model::children::pod(&kept),
+            crate::model::children::pod(&pod())
         );
         let secret = br#"{"kind":"Secret","metadata":{"name":"s"},"data":{"token":"c2VjcmV0"},"stringData":{"a":"b"}}"#;
         assert_eq!(
@@ -230,6 +304,15 @@ mod tests {
         assert_eq!(
             kept.from_slice(br#"{"metadata":"odd","spec":1}"#).unwrap(),
             json!({"metadata": "odd"})
+        );
+        assert_eq!(
+            kept.from_slice(br#"{"status":{"conditions":"odd","hostIP":"h"}}"#)
+                .unwrap(),
+            json!({"status": {"conditions": "odd"}})
+        );
+        assert_eq!(
+            kept.from_slice(br#"{"status":"odd"}"#).unwrap(),
+            json!({"status": "odd"})
         );
         assert!(kept.from_slice(br#"{"spec":{"a":"#).is_err());
         assert!(kept.from_slice(br#"{"status":{}} trailing"#).is_err());
