@@ -314,7 +314,16 @@ fn the_digest_a_converged_reconcile_compares_is_the_one_the_manifest_carries() {
             written["metadata"]["annotations"]["cubepod.io/spec-hash"],
             policy.spec_hash.as_str()
         );
+        // The digest of the spec as any reader holds it (a `Value`'s JSON, keys in order):
+        // what the policy writes hashes the same as what it is read back as.
+        assert_eq!(
+            manifest::spec_hash(&written["spec"]),
+            policy.spec_hash,
+            "{egress:?}"
+        );
     }
     let service = manifest::service(NAMESPACE, owner, &http());
     assert_eq!(manifest::service_hash(owner, &http()), service.spec_hash);
+    let written: Value = serde_json::from_str(&service.manifest).unwrap();
+    assert_eq!(manifest::spec_hash(&written["spec"]), service.spec_hash);
 }

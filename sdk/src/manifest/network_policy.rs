@@ -3,7 +3,10 @@
 //! digest rides along as the `cubepod.io/spec-hash` annotation, so that a reconcile knows
 //! whether to apply it again from the cache alone.
 
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
 
 use super::meta::{ObjectMeta, Owner};
 use crate::bindings::{ClusterNetwork, EgressMode, SandboxSpec, ServiceProtocol};
@@ -25,23 +28,40 @@ pub fn spec_hash(spec: &Value) -> String {
     super::digest(&spec.to_string())
 }
 
+/// [`spec_hash`] of a spec given as the structs below, which serialize to the same canonical
+/// JSON (their fields are declared in key order, their maps are sorted): streamed into the
+/// digest, with no tree and no text built.
+pub(super) fn canonical_hash<T: Serialize>(spec: &T) -> String {
+    let mut hasher = super::Digest::default();
+    // Writing into the hasher cannot fail, and these plain structs always serialize.
+    let _ = serde_json::to_writer(&mut hasher, spec);
+    hasher.finish()
+}
+
 /// The object, with its spec and the spec's digest as an annotation.
-pub(super) fn render(
+pub(super) fn render<S: Serialize>(
     kind: &'static str,
     api_version: &'static str,
     metadata: ObjectMeta<'_>,
-    spec: Value,
+    spec: S,
 ) -> Rendered {
-    let spec_hash = spec_hash(&spec);
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Object<'a, S> {
+        api_version: &'static str,
+        kind: &'static str,
+        metadata: ObjectMeta<'a>,
+        spec: S,
+    }
+    let spec_hash = canonical_hash(&spec);
     let metadata = metadata.annotation(names::SPEC_HASH_ANNOTATION, spec_hash.clone());
-    let object = json!({
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": serde_json::to_value(&metadata).unwrap_or(Value::Null),
-        "spec": spec,
-    });
     Rendered {
-        manifest: object.to_string(),
+        manifest: super::to_json(&Object {
+            api_version,
+            kind,
+            metadata,
+            spec,
+        }),
         spec_hash,
     }
 }
@@ -68,33 +88,91 @@ pub fn network_policy_hash(
     spec: &SandboxSpec,
     cluster: &ClusterNetwork,
 ) -> String {
-    spec_hash(&policy_spec(owner, spec, cluster))
+    canonical_hash(&policy_spec(owner, spec, cluster))
 }
 
-fn policy_spec(owner: Owner<'_>, spec: &SandboxSpec, cluster: &ClusterNetwork) -> Value {
-    let mut policy = Map::new();
-    policy.insert(
-        "podSelector".into(),
-        json!({"matchLabels": {names::SANDBOX_LABEL: owner.name}}),
-    );
-    policy.insert("policyTypes".into(), json!(["Ingress", "Egress"]));
-    let ingress = ingress(spec, cluster);
-    if !ingress.is_empty() {
-        policy.insert("ingress".into(), Value::Array(ingress));
-    }
-    let egress = egress(spec, cluster);
-    if !egress.is_empty() {
-        policy.insert("egress".into(), Value::Array(egress));
-    }
-    Value::Object(policy)
+// The spec's parts. Fields are declared in the order of their JSON keys (see `canonical_hash`).
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PolicySpec<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    egress: Vec<EgressRule<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ingress: Vec<IngressRule<'a>>,
+    pod_selector: Selector<'a>,
+    policy_types: [&'static str; 2],
 }
 
-fn match_labels(labels: &[(String, String)]) -> Value {
-    let map: Map<String, Value> = labels
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    json!({ "matchLabels": map })
+#[derive(Serialize)]
+struct IngressRule<'a> {
+    from: Vec<Peer<'a>>,
+    ports: Vec<Port>,
+}
+
+#[derive(Serialize)]
+struct EgressRule<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ports: Vec<Port>,
+    to: Vec<Peer<'a>>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Peer<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ip_block: Option<IpBlock<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace_selector: Option<Selector<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod_selector: Option<Selector<'a>>,
+}
+
+#[derive(Serialize)]
+struct IpBlock<'a> {
+    cidr: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    except: Vec<String>,
+}
+
+/// `{}` (everything) or `{"matchLabels": {...}}`; a label given twice keeps its last value.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Selector<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    match_labels: Option<BTreeMap<&'a str, &'a str>>,
+}
+
+#[derive(Serialize)]
+struct Port {
+    port: u16,
+    protocol: &'static str,
+}
+
+fn policy_spec<'a>(
+    owner: Owner<'a>,
+    spec: &'a SandboxSpec,
+    cluster: &'a ClusterNetwork,
+) -> PolicySpec<'a> {
+    PolicySpec {
+        egress: egress(spec, cluster),
+        ingress: ingress(spec, cluster),
+        pod_selector: Selector {
+            match_labels: Some(BTreeMap::from([(names::SANDBOX_LABEL, owner.name)])),
+        },
+        policy_types: ["Ingress", "Egress"],
+    }
+}
+
+fn match_labels(labels: &[(String, String)]) -> Selector<'_> {
+    Selector {
+        match_labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+        ),
+    }
 }
 
 pub fn protocol(protocol: ServiceProtocol) -> &'static str {
@@ -107,22 +185,29 @@ pub fn protocol(protocol: ServiceProtocol) -> &'static str {
 
 /// From the `--ingress-from` pods of any namespace, to the Service's ports only; nothing
 /// without a Service or without `--ingress-from`.
-fn ingress(spec: &SandboxSpec, cluster: &ClusterNetwork) -> Vec<Value> {
+fn ingress<'a>(spec: &'a SandboxSpec, cluster: &'a ClusterNetwork) -> Vec<IngressRule<'a>> {
     let Some(service) = &spec.service else {
         return Vec::new();
     };
     if service.ports.is_empty() || cluster.ingress_from.is_empty() {
         return Vec::new();
     }
-    let ports: Vec<Value> = service
+    let ports = service
         .ports
         .iter()
-        .map(|p| json!({"protocol": protocol(p.protocol), "port": p.port}))
+        .map(|p| Port {
+            port: p.port,
+            protocol: protocol(p.protocol),
+        })
         .collect();
-    vec![json!({
-        "from": [{"namespaceSelector": {}, "podSelector": match_labels(&cluster.ingress_from)}],
-        "ports": ports,
-    })]
+    vec![IngressRule {
+        from: vec![Peer {
+            namespace_selector: Some(Selector::default()),
+            pod_selector: Some(match_labels(&cluster.ingress_from)),
+            ..Peer::default()
+        }],
+        ports,
+    }]
 }
 
 /// Parsed CIDRs of a list, with their text; what does not parse is left out (`validate`
@@ -134,20 +219,19 @@ fn parsed(list: &[String]) -> Vec<(Cidr, &str)> {
 }
 
 /// `{ipBlock: {cidr, except}}` without the cuts that apply to it; `None` if they cover it.
-fn ip_peer(text: &str, cuts: &[(Cidr, &str)]) -> Option<Value> {
+fn ip_peer<'a>(text: &'a str, cuts: &[(Cidr, &str)]) -> Option<Peer<'a>> {
     let cidr = Cidr::parse(text)?;
     let except = cidr::excepts(cidr, cuts)?;
-    let mut block = json!({ "cidr": text });
-    if !except.is_empty() {
-        block["except"] = json!(except);
-    }
-    Some(json!({ "ipBlock": block }))
+    Some(Peer {
+        ip_block: Some(IpBlock { cidr: text, except }),
+        ..Peer::default()
+    })
 }
 
-fn egress(spec: &SandboxSpec, cluster: &ClusterNetwork) -> Vec<Value> {
+fn egress<'a>(spec: &'a SandboxSpec, cluster: &'a ClusterNetwork) -> Vec<EgressRule<'a>> {
     let network = &spec.network;
     let deny = parsed(&network.deny_cidrs);
-    let mut peers: Vec<Value> = Vec::new();
+    let mut peers: Vec<Peer<'a>> = Vec::new();
     match network.egress {
         // Nothing at all, not even DNS.
         EgressMode::None => return Vec::new(),
@@ -166,7 +250,10 @@ fn egress(spec: &SandboxSpec, cluster: &ClusterNetwork) -> Vec<Value> {
             );
         }
         EgressMode::Cluster => {
-            peers.push(json!({ "namespaceSelector": {} }));
+            peers.push(Peer {
+                namespace_selector: Some(Selector::default()),
+                ..Peer::default()
+            });
             peers.extend(
                 cluster
                     .cluster_cidrs
@@ -178,21 +265,35 @@ fn egress(spec: &SandboxSpec, cluster: &ClusterNetwork) -> Vec<Value> {
     peers.extend(network.allow_cidrs.iter().filter_map(|c| ip_peer(c, &deny)));
     let mut rules = Vec::new();
     if !peers.is_empty() {
-        rules.push(json!({ "to": peers }));
+        rules.push(EgressRule {
+            ports: Vec::new(),
+            to: peers,
+        });
     }
     // Without labels the DNS peer would be every pod of the DNS namespace.
     if !cluster.dns_pod_labels.is_empty() {
-        let dns_namespace = [(
-            NAMESPACE_NAME_LABEL.to_string(),
-            cluster.dns_namespace.clone(),
-        )];
-        rules.push(json!({
-            "to": [{
-                "namespaceSelector": match_labels(&dns_namespace),
-                "podSelector": match_labels(&cluster.dns_pod_labels),
+        rules.push(EgressRule {
+            ports: vec![
+                Port {
+                    port: 53,
+                    protocol: "UDP",
+                },
+                Port {
+                    port: 53,
+                    protocol: "TCP",
+                },
+            ],
+            to: vec![Peer {
+                namespace_selector: Some(Selector {
+                    match_labels: Some(BTreeMap::from([(
+                        NAMESPACE_NAME_LABEL,
+                        cluster.dns_namespace.as_str(),
+                    )])),
+                }),
+                pod_selector: Some(match_labels(&cluster.dns_pod_labels)),
+                ..Peer::default()
             }],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        }));
+        });
     }
     rules
 }

@@ -1,10 +1,12 @@
 //! A sandbox's headless Service `<s>` (`spec.service`): a stable DNS name,
 //! `<s>.<ns>.svc.<cluster-domain>`, for the sandbox's own Pod and the listed ports only.
 
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 
 use super::meta::{ObjectMeta, Owner};
-use super::network_policy::{Rendered, protocol, render, spec_hash};
+use super::network_policy::{Rendered, canonical_hash, protocol, render};
 use crate::bindings::ServiceSpec;
 use crate::names;
 
@@ -20,29 +22,42 @@ pub fn service(namespace: &str, owner: Owner<'_>, service: &ServiceSpec) -> Rend
 
 /// The `cubepod.io/spec-hash` of [`service`]'s manifest, without rendering the rest of it.
 pub fn service_hash(owner: Owner<'_>, service: &ServiceSpec) -> String {
-    spec_hash(&service_spec(owner, service))
+    canonical_hash(&service_spec(owner, service))
 }
 
-fn service_spec(owner: Owner<'_>, service: &ServiceSpec) -> Value {
-    let ports: Vec<Value> = service
-        .ports
-        .iter()
-        .map(|p| {
-            let mut port = Map::new();
-            if !p.name.is_empty() {
-                port.insert("name".into(), Value::String(p.name.clone()));
-            }
-            port.insert("port".into(), json!(p.port));
-            port.insert("protocol".into(), json!(protocol(p.protocol)));
-            Value::Object(port)
-        })
-        .collect();
-    json!({
-        // Headless: the name resolves to the Pod's own IP, no virtual IP to route.
-        "clusterIP": "None",
-        "selector": {names::SANDBOX_LABEL: owner.name},
-        "ports": ports,
-    })
+/// Fields in the order of their JSON keys (see `canonical_hash`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec<'a> {
+    /// `None`: headless, the name resolves to the Pod's own IP, no virtual IP to route.
+    #[serde(rename = "clusterIP")]
+    cluster_ip: &'static str,
+    ports: Vec<Port<'a>>,
+    selector: BTreeMap<&'static str, &'a str>,
+}
+
+#[derive(Serialize)]
+struct Port<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    port: u16,
+    protocol: &'static str,
+}
+
+fn service_spec<'a>(owner: Owner<'a>, service: &'a ServiceSpec) -> Spec<'a> {
+    Spec {
+        cluster_ip: "None",
+        ports: service
+            .ports
+            .iter()
+            .map(|p| Port {
+                name: &p.name,
+                port: p.port,
+                protocol: protocol(p.protocol),
+            })
+            .collect(),
+        selector: BTreeMap::from([(names::SANDBOX_LABEL, owner.name)]),
+    }
 }
 
 /// `<name>.<namespace>.svc.<cluster-domain>`.
