@@ -104,7 +104,7 @@ pub struct RunArgs {
 
     /// Threads that run the reconciles, their policy calls, the watches and the servers.
     /// One keeps a reconcile, its guest and its requests on one thread, with no hand-off
-    /// between threads: on 2 cores shared with the API server, 2 threads cost 10-35% more CPU
+    /// between threads: on 2 cores shared with the API server, 2 threads cost 13-56% more CPU
     /// per sandbox and were no faster (docs/performance.md). Raise it when the controller is
     /// CPU-bound on cores of its own. Module compiles never run on these threads.
     #[arg(long, env = "CUBEPOD_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
