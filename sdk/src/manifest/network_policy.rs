@@ -25,15 +25,15 @@ pub struct Rendered {
 /// The [`digest`](super::digest) of the spec's JSON: the JSON of a `serde_json::Value` is
 /// canonical for us (keys in one order, no whitespace), so the same spec gives the same digest.
 pub fn spec_hash(spec: &Value) -> String {
-    super::digest(&spec.to_string())
+    canonical_hash(spec)
 }
 
-/// [`spec_hash`] of a spec given as the structs below, which serialize to the same canonical
-/// JSON (their fields are declared in key order, their maps are sorted): streamed into the
-/// digest, with no tree and no text built.
-pub(super) fn canonical_hash<T: Serialize>(spec: &T) -> String {
+/// [`spec_hash`] of any spec that serializes to the same canonical JSON: a `Value`, or the
+/// structs below (their fields are declared in key order, their maps are sorted). Streamed
+/// into the digest, with no text built.
+pub(super) fn canonical_hash<T: Serialize + ?Sized>(spec: &T) -> String {
     let mut hasher = super::Digest::default();
-    // Writing into the hasher cannot fail, and these plain structs always serialize.
+    // Writing into the hasher cannot fail, and these specs (string keys only) always serialize.
     let _ = serde_json::to_writer(&mut hasher, spec);
     hasher.finish()
 }
