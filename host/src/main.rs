@@ -21,8 +21,6 @@ fn init_logging(format: &str) {
 }
 
 fn main() -> ExitCode {
-    // Before the runtime's threads exist: each would get an arena of its own.
-    cubepod_host::allocator::limit_arenas(2);
     // Parsed first: the controller's flags say how many threads its runtime has.
     let cli = Cli::parse();
     let mut builder = tokio::runtime::Builder::new_multi_thread();

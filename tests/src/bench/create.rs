@@ -280,7 +280,7 @@ pub struct Setup<'a> {
     /// `perf record` the creating controller into this file.
     pub perf: Option<PathBuf>,
     pub pod_start_delay: Duration,
-    /// Also measure RSS after `malloc_trim(0)` (through gdb) in the RSS runs.
+    /// Also measure RSS after `mi_collect(true)` (through gdb) in the RSS runs.
     pub trim_probe: bool,
     /// More flags for the controller.
     pub controller_args: Vec<String>,

@@ -98,7 +98,7 @@ pub struct Options {
     pub perf: Option<PathBuf>,
     /// The fake kubelet's Pod start time in the sandboxes/s runs.
     pub pod_start_delay: Duration,
-    /// RSS runs: also call `malloc_trim(0)` in the controller through gdb and read RSS again.
+    /// RSS runs: also call `mi_collect(true)` in the controller through gdb and read RSS again.
     pub trim_probe: bool,
     /// More flags for the controller in the sandboxes/s runs (`--controller-arg=--concurrency=32`).
     pub controller_args: Vec<String>,
@@ -157,7 +157,7 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
   --write-docs     write docs/performance.md and docs/performance.svg
   --controller     the controller binary (default: target/release/cubepod-controller)
   --perf           perf record the creating controller at the largest N into DIR
-  --trim-probe     RSS runs: also read RSS after gdb calls malloc_trim(0) in the controller
+  --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
   --only           only these scenarios: capacity,create,rss,ticks,decision,swap
   --controller-arg one more flag for the controller in the sandboxes/s runs (repeatable),
                    e.g. --controller-arg=--concurrency=32
@@ -591,7 +591,7 @@ pub fn run(options: &Options) -> Result<Results> {
                 result.settled.as_secs_f64(),
                 result.resync_writes.values().sum::<usize>(),
                 result.trimmed.map_or(String::new(), |m| format!(
-                    ", RSS after malloc_trim {:.1} MiB",
+                    ", RSS after mi_collect {:.1} MiB",
                     m.rss_kib as f64 / 1024.0
                 )),
                 result.bench_memory.rss_kib as f64 / 1024.0

@@ -105,14 +105,19 @@ impl ControllerProcess {
             "--log-format=json".to_string(),
         ];
         args.extend(extra.iter().cloned());
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // The controller's allocator as deployed, whatever this process runs with.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("MIMALLOC_") {
+                command.env_remove(name);
+            }
+        }
+        let child = command
             .args(&args)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env_remove("RUST_LOG")
-            // The controller's allocator as deployed, whatever this process runs with.
             .env_remove("GLIBC_TUNABLES")
-            .env_remove("MALLOC_ARENA_MAX")
             .env("HOME", dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))

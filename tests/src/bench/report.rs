@@ -684,7 +684,7 @@ pub fn breakdown(results: &Results) -> String {
             run.controller_cpu.as_secs_f64(),
             writes_list(&run.resync_writes, 1),
             run.trimmed.map_or(String::new(), |m| format!(
-                " After `malloc_trim(0)` (called in the controller by gdb): RSS {:.1} MiB.",
+                " After `mi_collect(true)` (called in the controller by gdb): RSS {:.1} MiB.",
                 mib(m.rss_kib)
             )),
             if run.warnings.is_empty() {
@@ -945,7 +945,7 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
         "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--protocols h2,http1` (how \
          the controller reaches the API in them), `--rss-sizes 10000,30000,100000` \
          (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
-         record` of the creating controller), `--trim-probe` (RSS after `malloc_trim`, through \
+         record` of the creating controller), `--trim-probe` (RSS after `mi_collect`, through \
          gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
          create,rss` (some scenarios), `--controller PATH`.\n"
     );

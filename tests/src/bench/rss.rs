@@ -16,7 +16,7 @@ use super::{TOKEN, fake_server};
 pub struct SeededRun {
     pub n: usize,
     pub memory: Memory,
-    /// After `malloc_trim(0)` called in the controller by gdb (`--trim-probe`): what the
+    /// After `mi_collect(true)` called in the controller by gdb (`--trim-probe`): what the
     /// allocator held but could give back.
     pub trimmed: Option<Memory>,
     /// Just after `/readyz` answered: every list read into the cache, few reconciles yet.
@@ -32,16 +32,16 @@ pub struct SeededRun {
     pub warnings: Vec<String>,
 }
 
-/// Calls `malloc_trim(0)` inside the controller through gdb, then reads its memory again.
+/// Calls `mi_collect(true)` inside the controller through gdb, then reads its memory again.
 fn trim(controller: &ControllerProcess) -> Result<Memory> {
     let status = std::process::Command::new("gdb")
         .args(["-p", &controller.pid().to_string(), "-batch", "-ex"])
-        .arg("call (int) malloc_trim(0)")
+        .arg("call (void) mi_collect(1)")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
         .context("running gdb (--trim-probe needs it)")?;
-    anyhow::ensure!(status.success(), "gdb could not call malloc_trim: {status}");
+    anyhow::ensure!(status.success(), "gdb could not call mi_collect: {status}");
     controller.memory()
 }
 

@@ -24,16 +24,7 @@ const TEMPLATE_NAME: &str = "cpbtemplate";
 /// Returns the seeding's garbage (renamed copies, parse buffers) to the system, so that this
 /// process's footprint is the fake's objects, not the way they were made.
 fn give_back_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        unsafe extern "C" {
-            fn malloc_trim(pad: usize) -> std::ffi::c_int;
-        }
-        // SAFETY: glibc's malloc_trim only releases free heap memory; it takes no pointers.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
+    cubepod_host::allocator::trim();
 }
 
 /// A future that completes on its first poll (the in-memory cluster's calls do), run there.
