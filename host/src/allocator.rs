@@ -29,6 +29,7 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 #[unsafe(link_section = ".init_array")]
 static CONFIGURE: extern "C" fn() = configure;
 
+#[cfg(target_os = "linux")]
 extern "C" fn configure() {
     // SAFETY: mi_option_set only stores a tunable; constructors run on the one thread there is.
     unsafe {
@@ -51,6 +52,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_options_are_mimallocs_and_set_before_main() {
         // The constants are positions in `mi_option_e`: held against the neighbours the crate
         // does export, so that a mimalloc that renumbers them fails here.
