@@ -12,8 +12,8 @@ static GLOBAL: MiMalloc = MiMalloc;
 
 /// `mi_option_arena_eager_commit` in `mimalloc.h` (the fifth of `mi_option_e`; the crate
 /// exports no constant for it). On by default on Linux, where it commits each arena as it is
-/// reserved: the seeded controller's RSS at 10,000 sandboxes was 145 MiB with it, 88–90 MiB
-/// with it off (as with glibc), with [`PURGE_DELAY`] at 0 too.
+/// reserved: the seeded controller's RSS at 10,000 sandboxes was 131–145 MiB with it, 86–87
+/// MiB with it off and [`PURGE_DELAY`] at 0 (glibc's: 82–86 MiB).
 const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
 /// `mi_option_purge_delay` (the sixteenth of `mi_option_e`): how long freed pages stay before

@@ -21,12 +21,6 @@ use super::NS;
 
 const TEMPLATE_NAME: &str = "cpbtemplate";
 
-/// Returns the seeding's garbage (renamed copies, parse buffers) to the system, so that this
-/// process's footprint is the fake's objects, not the way they were made.
-fn give_back_memory() {
-    cubepod_host::allocator::trim();
-}
-
 /// A future that completes on its first poll (the in-memory cluster's calls do), run there.
 trait Now: Future + Sized {
     fn now(self) -> Result<Self::Output> {
@@ -251,7 +245,9 @@ impl Template {
             }
         }
         cluster.clear_writes();
-        give_back_memory();
+        // The seeding's garbage (renamed copies, parse buffers) back to the system, so that this
+        // process's footprint is the fake's objects, not the way they were made.
+        cubepod_host::allocator::trim();
         Ok(())
     }
 }
