@@ -72,8 +72,9 @@ struct Inner {
     /// The version of each object the controller's own reconcile of its sandbox last wrote
     /// (finalizer, status, the policy's children). That reconcile went on from the write's
     /// answer, so the watch's echo of the same version changes nothing and reconciles nothing;
-    /// an entry goes with its echo or with any newer version.
-    own_writes: HashMap<(Resource, ObjectRef), String>,
+    /// an entry goes with its echo or with any newer version. With it, the keys its echo
+    /// still wakes: a sandbox's pool and claimer, which did not see the write.
+    own_writes: HashMap<(Resource, ObjectRef), (String, Vec<WorkKey>)>,
 }
 
 /// How long a deletion is remembered: well past the client's request timeout, after which no
@@ -122,6 +123,46 @@ fn is_newer(incoming: &str, deleted_at: &str) -> bool {
 }
 
 impl Inner {
+    /// When an event of `version` (not a deletion) is the echo of an own write: forgets the
+    /// write and returns the keys the echo wakes. Any other event of the object forgets an
+    /// older write: its echo, if it comes, is no longer what the cache holds.
+    fn take_echo(
+        &mut self,
+        object: &(Resource, ObjectRef),
+        version: &str,
+        deleted: bool,
+    ) -> Option<Vec<WorkKey>> {
+        let (written, _) = self.own_writes.get(object)?;
+        if !deleted && written == version {
+            return self.own_writes.remove(object).map(|(_, keys)| keys);
+        }
+        if deleted || !is_older(version, written) {
+            self.own_writes.remove(object);
+        }
+        None
+    }
+
+    /// The version the cache holds of an object, if any.
+    fn version_held(&self, resource: Resource, meta: &MetaView<'_>) -> Option<&str> {
+        let key = || ObjectRef::new(meta.namespace, meta.name);
+        match resource {
+            Resource::Sandbox => self
+                .sandboxes
+                .get(&key())
+                .map(|s| s.resource_version.as_str()),
+            Resource::PodWarmPool => self.pools.get(&key()).map(|p| p.resource_version.as_str()),
+            Resource::Event | Resource::Lease => None,
+            _ => {
+                let owner = meta.label(children::SANDBOX_LABEL)?;
+                let entry = self.children.get(&ObjectRef::new(meta.namespace, owner))?;
+                entry
+                    .versions
+                    .get(&format!("{resource}/{}", meta.name))
+                    .map(String::as_str)
+            }
+        }
+    }
+
     fn apply_kind(
         &mut self,
         resource: Resource,
@@ -295,17 +336,11 @@ impl Cache {
         let key = ObjectRef::new(meta.namespace, meta.name);
         let mut inner = self.write();
         let tombstone = (resource, key.clone());
-        let echo = match inner.own_writes.get(&tombstone) {
-            Some(written) if !deleted && *written == meta.resource_version => {
-                inner.own_writes.remove(&tombstone);
-                true
-            }
-            Some(written) if deleted || !is_older(meta.resource_version, written) => {
-                inner.own_writes.remove(&tombstone);
-                false
-            }
-            _ => false,
-        };
+        // The echo of a write this object's own reconcile made and went on from: the record
+        // already holds it.
+        if let Some(keys) = inner.take_echo(&tombstone, meta.resource_version, deleted) {
+            return keys;
+        }
         if deleted {
             inner.tombstones.insert(
                 tombstone,
@@ -317,16 +352,18 @@ impl Cache {
             }
             inner.tombstones.remove(&tombstone);
         }
-        let mut keys = inner.apply_kind(resource, key.clone(), &meta, deleted, object);
-        if echo {
-            // The echo of a write this object's own reconcile made and went on from: the
-            // record already holds it. Its pool and claimer (a member's status) still hear.
-            match resource {
-                Resource::Sandbox => keys.retain(|k| *k != WorkKey::Sandbox(key.clone())),
-                _ => keys.clear(),
-            }
-        }
-        keys
+        inner.apply_kind(resource, key, &meta, deleted, object)
+    }
+
+    /// [`Self::apply`]'s check for an echo, on an event not yet decoded (see
+    /// [`crate::kube::EchoFilter`]): when it is the echo of an own write, the keys it wakes.
+    pub fn take_echo(
+        &self,
+        resource: Resource,
+        key: ObjectRef,
+        version: &str,
+    ) -> Option<Vec<WorkKey>> {
+        self.write().take_echo(&(resource, key), version, false)
     }
 
     /// Applies what the reconcile of `object`'s sandbox (or pool) itself wrote, and remembers
@@ -334,15 +371,25 @@ impl Cache {
     /// already went on from this answer. (A new sandbox's finalizer, children and status
     /// echoed back had cost it two more reconciles that found nothing to do.)
     pub fn apply_own(&self, resource: Resource, object: &Value) {
-        self.apply(resource, WatchEventType::Modified, object);
         let meta = MetaView::of(object);
-        if meta.resource_version.is_empty() {
+        // The watch may have shown this version first: then there is no echo to wait for,
+        // and an entry would stay until the object next changed (for most children, never).
+        let shown = !meta.resource_version.is_empty()
+            && self.read().version_held(resource, &meta) == Some(meta.resource_version);
+        let mut wakes = self.apply(resource, WatchEventType::Modified, object);
+        if meta.resource_version.is_empty() || shown {
             return;
         }
         let key = ObjectRef::new(meta.namespace, meta.name);
+        // Its pool and claimer (a member's status) hear of it with the echo; the reconcile
+        // that wrote it, and a child's sandbox, already have it.
+        match resource {
+            Resource::Sandbox => wakes.retain(|k| *k != WorkKey::Sandbox(key.clone())),
+            _ => wakes.clear(),
+        }
         self.write()
             .own_writes
-            .insert((resource, key), meta.resource_version.to_string());
+            .insert((resource, key), (meta.resource_version.to_string(), wakes));
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
@@ -754,6 +801,44 @@ mod tests {
         let mut again = cache.apply(Resource::Sandbox, WatchEventType::Modified, &member);
         again.sort();
         assert_eq!(again.len(), 2);
+    }
+
+    #[test]
+    fn an_echo_taken_before_it_is_read_wakes_what_it_would_have_woken() {
+        let cache = Cache::default();
+        let key = |name: &str| ObjectRef::new("ns", name);
+        cache.apply_own(Resource::Pod, &pod("4", false));
+        // Another version is no echo; the echo is taken once.
+        assert_eq!(cache.take_echo(Resource::Pod, key("a"), "3"), None);
+        assert_eq!(cache.take_echo(Resource::Pod, key("a"), "4"), Some(vec![]));
+        assert_eq!(cache.take_echo(Resource::Pod, key("a"), "4"), None);
+        let member = json!({"metadata": {"name": "m", "namespace": "ns", "resourceVersion": "7",
+                                         "labels": {sandbox::POOL_LABEL: "p"}},
+                            "spec": {"image": "i"}});
+        cache.apply_own(Resource::Sandbox, &member);
+        assert_eq!(
+            cache.take_echo(Resource::Sandbox, key("m"), "7"),
+            Some(vec![WorkKey::Pool(key("p"))])
+        );
+    }
+
+    #[test]
+    fn an_own_write_the_watch_showed_first_waits_for_no_echo() {
+        let cache = Cache::default();
+        let owner = WorkKey::Sandbox(ObjectRef::new("ns", "a"));
+        // The watch was faster than the create's answer.
+        assert_eq!(
+            cache.apply(Resource::Pod, WatchEventType::Added, &pod("4", false)),
+            [owner]
+        );
+        cache.apply_own(Resource::Pod, &pod("4", false));
+        // Nothing is left waiting for an echo that has come: a watch that resumes and
+        // shows this version again is heard.
+        assert_eq!(
+            cache.take_echo(Resource::Pod, ObjectRef::new("ns", "a"), "4"),
+            None
+        );
+        assert!(cache.read().own_writes.is_empty());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The cache answers the boundary's delete rule: is the object a delete names held as the
-//! call's Sandbox's managed child, another's, or not at all. No API read.
+//! call's Sandbox's managed child, another's, or not at all. No API read. And it takes each
+//! of a policy's writes as the API answers it.
 
 use super::cache::Cache;
 use crate::kube::Resource;
@@ -23,6 +24,10 @@ impl ChildLookup for Cache {
 
     fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool {
         self.holds_child(resource, namespace, name, sandbox)
+    }
+
+    fn written(&self, resource: Resource, object: &serde_json::Value) {
+        self.apply_own(resource, object);
     }
 }
 

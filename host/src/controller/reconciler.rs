@@ -28,7 +28,7 @@ use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use crate::runtime::bindings::{
     ClusterNetwork, Event, EventType, KubeError, ReapAction, ReapCandidate, ReapDecision,
 };
-use crate::runtime::{CallContext, Effect, GuestCall, KubeCall, PolicyModule, RuntimeError};
+use crate::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
 #[derive(Debug, thiserror::Error)]
@@ -238,7 +238,8 @@ impl Reconciler {
     }
 
     /// Runs one export with a fresh Store, on this task (the guest's requests are awaited
-    /// here too), records what it cost, and puts what the policy wrote into the cache.
+    /// here too), and records what it cost. What the policy wrote is in the cache already: the
+    /// host put each write's answer there as it came (`ChildLookup::written`).
     async fn call_guest<T>(
         &self,
         export: &'static str,
@@ -257,35 +258,13 @@ impl Reconciler {
             .with_label_values(&[export])
             .observe(started.elapsed().as_secs_f64());
         match result {
-            Ok(call) => {
-                self.apply_effects(&call.effects);
-                Ok(call)
-            }
+            Ok(call) => Ok(call),
             Err(error) => {
                 self.metrics
                     .guest_traps
                     .with_label_values(&[export, error.metric_label()])
                     .inc();
                 Err(error.into())
-            }
-        }
-    }
-
-    /// What the policy wrote goes into the cache at once, so that it is not written again
-    /// before the watch shows it.
-    fn apply_effects(&self, effects: &[Effect]) {
-        for effect in effects {
-            match effect {
-                Effect::Applied {
-                    resource, object, ..
-                } => {
-                    // Its echo then reconciles nothing: this reconcile went on from it.
-                    self.cache.apply_own(*resource, object);
-                }
-                Effect::Deleted { .. } => {
-                    // A delete is not a disappearance: the object may linger (finalizers,
-                    // graceful termination). The watch reports when it is gone.
-                }
             }
         }
     }

@@ -10,7 +10,10 @@ use tokio::sync::watch;
 
 use super::cache::Cache;
 use super::queue::{Backoff, WorkQueue};
-use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
+use crate::kube::{
+    ApiErrorKind, Cluster, EchoFilter, PageRequest, Resource, Scope, WatchEventType,
+};
+use crate::model::ObjectRef;
 use crate::model::meta::MetaView;
 
 /// What the controller watches in one namespace: our resources, and the children of every
@@ -141,7 +144,15 @@ impl Reflector {
         let resource = self.scope.resource;
         let namespace = self.scope.namespace.as_str();
         loop {
-            let mut events = match self.cluster.watch(&self.scope, &version).await {
+            let echoes = Arc::new(Echoes {
+                resource,
+                cache: self.cache.clone(),
+                queue: self.queue.clone(),
+            });
+            let watching = self
+                .cluster
+                .watch_skipping_echoes(&self.scope, &version, echoes);
+            let mut events = match watching.await {
                 Ok(events) => events,
                 Err(error) if error.is(ApiErrorKind::Gone) => return WatchEnd::Relist,
                 Err(error) => {
@@ -199,6 +210,27 @@ impl Reflector {
                 }
             }
         }
+    }
+}
+
+/// The cache's own writes, for a watch to drop their echoes unread: an echo still wakes the
+/// keys it would have woken applied.
+struct Echoes {
+    resource: Resource,
+    cache: Arc<Cache>,
+    queue: Arc<WorkQueue>,
+}
+
+impl EchoFilter for Echoes {
+    fn take_echo(&self, namespace: &str, name: &str, resource_version: &str) -> bool {
+        let key = ObjectRef::new(namespace, name);
+        let Some(wakes) = self.cache.take_echo(self.resource, key, resource_version) else {
+            return false;
+        };
+        for key in wakes {
+            self.queue.add(key);
+        }
+        true
     }
 }
 

@@ -6,7 +6,9 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource, Scope, WatchEvent};
+use super::{
+    ApiResult, BoxFuture, Cluster, EchoFilter, ObjectList, PageRequest, Resource, Scope, WatchEvent,
+};
 use crate::metrics::Metrics;
 
 pub struct InstrumentedCluster {
@@ -131,6 +133,19 @@ impl Cluster for InstrumentedCluster {
             "watch",
             scope.resource,
             self.inner.watch(scope, resource_version),
+        )
+    }
+    fn watch_skipping_echoes(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+        echoes: Arc<dyn EchoFilter>,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        self.observe(
+            "watch",
+            scope.resource,
+            self.inner
+                .watch_skipping_echoes(scope, resource_version, echoes),
         )
     }
 }

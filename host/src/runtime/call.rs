@@ -50,13 +50,18 @@ pub enum ChildHeld {
 
 /// Answers from the controller's cache, without an API read, whether a delete names the
 /// call's Sandbox's own child. A [`CallContext`] without one admits only deletes of what the
-/// call's input shows as observed (fail closed).
+/// call's input shows as observed (fail closed). The cache is also told each write's answer
+/// the moment it comes, before the call goes on: the watch's echo of it, on its way over the
+/// same connection, is then known as one (see `controller/cache.rs`).
 pub trait ChildLookup: Send + Sync {
     /// Own, another sandbox's, or not held. Telling "another's" from "not held" may scan
     /// every sandbox's children: for deletes and takeovers, never for a call's every write.
     fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
     /// Whether it is `sandbox`'s own child: one lookup.
     fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool;
+    /// What the API answered to a write of the call (a create or a patch), or read back of an
+    /// object a create found existing.
+    fn written(&self, resource: Resource, object: &serde_json::Value);
 }
 
 /// What a call may reach: the cluster through the boundary, and how to wait on it.

@@ -8,6 +8,7 @@
 
 mod auth;
 mod config;
+mod cork;
 mod error;
 mod list;
 mod projection;
@@ -34,8 +35,8 @@ pub use self::projection::Projection;
 
 use self::transport::{Call, Transport};
 use super::{
-    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
-    Scope, WatchEvent,
+    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, EchoFilter, ObjectList, PageRequest,
+    Resource, Scope, WatchEvent,
 };
 use crate::metrics::RestClientRequests;
 
@@ -207,6 +208,7 @@ impl RestCluster {
         &self,
         scope: &Scope,
         resource_version: &str,
+        echoes: Option<Arc<dyn EchoFilter>>,
     ) -> ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>> {
         let path = watch_path(
             scope,
@@ -222,6 +224,7 @@ impl RestCluster {
             idle_limit,
             what,
             self.projection(scope.resource),
+            echoes,
         ))
     }
 }
@@ -367,7 +370,21 @@ impl Cluster for RestCluster {
     ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
         let scope = scope.clone();
         let resource_version = resource_version.to_owned();
-        Box::pin(async move { self.watch_scope(&scope, &resource_version).await })
+        Box::pin(async move { self.watch_scope(&scope, &resource_version, None).await })
+    }
+
+    fn watch_skipping_echoes(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+        echoes: Arc<dyn EchoFilter>,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        let scope = scope.clone();
+        let resource_version = resource_version.to_owned();
+        Box::pin(async move {
+            self.watch_scope(&scope, &resource_version, Some(echoes))
+                .await
+        })
     }
 }
 

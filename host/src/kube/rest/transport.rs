@@ -21,6 +21,7 @@ use rustls::pki_types::ServerName;
 use super::RestOptions;
 use super::auth::Bearer;
 use super::config::ConnectionConfig;
+use super::cork::CorkConnector;
 use super::error::RestError;
 use super::retry::{self, Backoff};
 use super::{status, tls};
@@ -90,7 +91,7 @@ enum Failure {
 }
 
 pub struct Transport {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<CorkConnector<HttpsConnector<HttpConnector>>, Full<Bytes>>,
     server: String,
     bearer: Bearer,
     backoff: Backoff,
@@ -134,7 +135,7 @@ impl Transport {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .http2_keep_alive_interval(KEEPALIVE)
-            .build(connector);
+            .build(CorkConnector(connector));
         Ok(Self {
             client,
             server: conn.server.clone(),

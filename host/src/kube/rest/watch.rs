@@ -2,7 +2,9 @@
 //! (`{"type":"ADDED","object":{...}}`) read as they come and sent on a channel. The channel
 //! closes when the server ends the stream (its `timeoutSeconds`), when the connection fails
 //! (the caller resumes from the last resourceVersion it saw), or after an ERROR event, which
-//! is sent as `Err` (410 Gone: list again).
+//! is sent as `Err` (410 Gone: list again). The echo of a write the watcher already holds
+//! (see [`EchoFilter`]) is recognised from its metadata alone and sent as a bookmark of its
+//! version, the rest of it never decoded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +13,12 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::projection::{Projection, read_seeded};
 use super::status;
-use crate::kube::{ApiError, ApiErrorKind, ApiResult, WatchEvent, WatchEventType};
+use crate::kube::{ApiError, ApiErrorKind, ApiResult, EchoFilter, WatchEvent, WatchEventType};
 
 /// Events decoded ahead of the consumer; beyond it the stream waits (TCP pushes back).
 const CHANNEL_CAPACITY: usize = 256;
@@ -29,10 +31,18 @@ pub fn spawn(
     idle_limit: Duration,
     what: String,
     projection: Projection,
+    echoes: Option<Arc<dyn EchoFilter>>,
 ) -> mpsc::Receiver<ApiResult<WatchEvent>> {
     let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
-    tokio::spawn(pump(body, sender, idle_limit, what, projection));
+    let reading = Reading { projection, echoes };
+    tokio::spawn(pump(body, sender, idle_limit, what, reading));
     receiver
+}
+
+/// How a stream's lines are read.
+struct Reading {
+    projection: Projection,
+    echoes: Option<Arc<dyn EchoFilter>>,
 }
 
 async fn pump(
@@ -40,7 +50,7 @@ async fn pump(
     sender: mpsc::Sender<ApiResult<WatchEvent>>,
     idle_limit: Duration,
     what: String,
-    projection: Projection,
+    reading: Reading,
 ) {
     let mut lines = Lines::default();
     loop {
@@ -65,8 +75,14 @@ async fn pump(
             },
         };
         lines.push(&data);
+        if reading.echoes.is_some() {
+            // Over HTTP/2 a write's answer and the watch's echo of it come over one
+            // connection, read at once: a turn of the run queue lets the writer's task, woken
+            // with this one, tell the cache of its write before the echo is looked at.
+            tokio::task::yield_now().await;
+        }
         while let Some(line) = lines.next_line() {
-            if !forward(&sender, &line, projection).await {
+            if !forward(&sender, &line, &reading).await {
                 return;
             }
         }
@@ -81,16 +97,25 @@ async fn pump(
     }
     // The last event may lack its newline.
     let rest = lines.rest();
-    forward(&sender, &rest, projection).await;
+    forward(&sender, &rest, &reading).await;
 }
 
 /// Sends the event of one line; false when the stream must end (an error, or no consumer).
 async fn forward(
     sender: &mpsc::Sender<ApiResult<WatchEvent>>,
     line: &[u8],
-    projection: Projection,
+    reading: &Reading,
 ) -> bool {
-    match decode(line, projection) {
+    if let Some(echoes) = &reading.echoes
+        && let Some(version) = echo_version(line, echoes.as_ref())
+    {
+        let bookmark = WatchEvent {
+            kind: WatchEventType::Bookmark,
+            object: Arc::new(json!({ "metadata": { "resourceVersion": version } })),
+        };
+        return sender.send(Ok(bookmark)).await.is_ok();
+    }
+    match decode(line, reading.projection) {
         Ok(None) => true,
         Ok(Some(event)) => sender.send(Ok(event)).await.is_ok(),
         Err(error) => {
@@ -164,6 +189,152 @@ pub fn decode(line: &[u8], projection: Projection) -> ApiResult<Option<WatchEven
         kind,
         object: Arc::new(raw.object),
     }))
+}
+
+/// The version of the event on `line` when `echoes` takes it as an echo: an ADDED or
+/// MODIFIED event whose identity and version are read, in the API server's order (`type`
+/// before `object`, `metadata` first in the object), before anything else of it is.
+fn echo_version(line: &[u8], echoes: &dyn EchoFilter) -> Option<String> {
+    let mut peeked = Peeked::default();
+    // The peek stops reading at the end of the metadata, so the parse ends in an error
+    // whenever it found what it looked for: what it gathered is the answer, not the result.
+    let _ = read_seeded(line, EventPeek(&mut peeked));
+    let Peeked {
+        kind: Some(kind),
+        metadata: Some(meta),
+    } = peeked
+    else {
+        return None;
+    };
+    let (Some(name), Some(version)) = (meta.name, meta.resource_version) else {
+        return None;
+    };
+    if !matches!(kind, "ADDED" | "MODIFIED") || version.is_empty() {
+        return None;
+    }
+    echoes
+        .take_echo(meta.namespace, name, version)
+        .then(|| version.to_owned())
+}
+
+/// What a peek read of an event: its type and its object's identity.
+#[derive(Default)]
+struct Peeked<'de> {
+    kind: Option<&'de str>,
+    metadata: Option<PeekedMeta<'de>>,
+}
+
+#[derive(Default)]
+struct PeekedMeta<'de> {
+    name: Option<&'de str>,
+    namespace: &'de str,
+    resource_version: Option<&'de str>,
+}
+
+/// The error that ends a peek once the identity and version are read: the rest is not looked
+/// at (the API server writes `name`, `namespace`, `uid` and `resourceVersion` first in the
+/// metadata; labels, annotations and managed fields after them).
+const PEEK_DONE: &str = "peek done";
+
+struct EventPeek<'p, 'de>(&'p mut Peeked<'de>);
+
+impl<'de> DeserializeSeed<'de> for EventPeek<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventPeek<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a watch event")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Keys and the type are borrowed: one with an escape in it ends the peek (the event is
+        // then decoded whole).
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match key {
+                "type" => self.0.kind = Some(map.next_value()?),
+                // Only once the type is known: an object first is read whole, not peeked.
+                "object" if self.0.kind.is_some() => {
+                    return map.next_value_seed(ObjectPeek(&mut self.0.metadata));
+                }
+                _ => return Err(serde::de::Error::custom(PEEK_DONE)),
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ObjectPeek<'p, 'de>(&'p mut Option<PeekedMeta<'de>>);
+
+impl<'de> DeserializeSeed<'de> for ObjectPeek<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectPeek<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<&'de str>()? {
+            if key == "metadata" {
+                let meta = self.0.insert(PeekedMeta::default());
+                return map.next_value_seed(MetaPeek(meta));
+            }
+            // `kind` and `apiVersion` come before it.
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+struct MetaPeek<'p, 'de>(&'p mut PeekedMeta<'de>);
+
+impl<'de> DeserializeSeed<'de> for MetaPeek<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetaPeek<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object's metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match key {
+                "name" => self.0.name = Some(map.next_value()?),
+                "namespace" => self.0.namespace = map.next_value()?,
+                "resourceVersion" => self.0.resource_version = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            // A namespace comes before the version in the API server's order (and in sorted
+            // order); one that came after would only make the echo unknown, never wrong.
+            if self.0.name.is_some() && self.0.resource_version.is_some() {
+                break;
+            }
+        }
+        Err(serde::de::Error::custom(PEEK_DONE))
+    }
 }
 
 /// Splits a byte stream into lines, whatever the frames' boundaries.
@@ -243,6 +414,80 @@ mod tests {
         );
         assert!(decode_whole(br#"{"type":"SURPRISE","object":{}}"#).is_err());
         assert!(decode_whole(br#"{"object":{}}"#).is_err());
+    }
+
+    /// Takes as echoes the versions it holds, and records what it was asked.
+    #[derive(Default)]
+    struct Held {
+        versions: Vec<&'static str>,
+        asked: std::sync::Mutex<Vec<(String, String, String)>>,
+    }
+
+    impl EchoFilter for Held {
+        fn take_echo(&self, namespace: &str, name: &str, resource_version: &str) -> bool {
+            let mut asked = self.asked.lock().expect("lock");
+            asked.push((namespace.into(), name.into(), resource_version.into()));
+            self.versions.contains(&resource_version)
+        }
+    }
+
+    fn read(line: &[u8], held: &Arc<Held>) -> WatchEvent {
+        let reading = Reading {
+            projection: Projection::Whole,
+            echoes: Some(held.clone()),
+        };
+        let (sender, mut receiver) = mpsc::channel(1);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        assert!(runtime.block_on(forward(&sender, line, &reading)));
+        receiver
+            .try_recv()
+            .expect("an event")
+            .expect("not an error")
+    }
+
+    const POD: &[u8] = br#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns","resourceVersion":"7","labels":{"a":"b"}},"spec":{"containers":[]},"status":{"phase":"Running"}}}"#;
+
+    #[test]
+    fn the_echo_of_a_held_write_becomes_a_bookmark_of_its_version() {
+        let held = Arc::new(Held {
+            versions: vec!["7"],
+            ..Held::default()
+        });
+        let event = read(POD, &held);
+        assert_eq!(event.kind, WatchEventType::Bookmark);
+        assert_eq!(
+            *event.object,
+            serde_json::json!({"metadata": {"resourceVersion": "7"}})
+        );
+        assert_eq!(
+            *held.asked.lock().expect("lock"),
+            vec![("ns".into(), "p".into(), "7".into())]
+        );
+    }
+
+    #[test]
+    fn any_other_event_is_decoded_whole() {
+        let held = Arc::new(Held {
+            versions: vec!["6"],
+            ..Held::default()
+        });
+        // Another version of the object: asked, not taken.
+        let event = read(POD, &held);
+        assert_eq!(event.kind, WatchEventType::Modified);
+        assert_eq!(event.object["status"]["phase"], "Running");
+        assert_eq!(held.asked.lock().expect("lock").len(), 1);
+        // A deletion, an object before its type, a bookmark: never asked.
+        let deleted = br#"{"type":"DELETED","object":{"metadata":{"name":"p","namespace":"ns","resourceVersion":"6"}}}"#;
+        assert_eq!(read(deleted, &held).kind, WatchEventType::Deleted);
+        let reordered = br#"{"object":{"metadata":{"name":"p","namespace":"ns","resourceVersion":"6"}},"type":"ADDED"}"#;
+        let event = read(reordered, &held);
+        assert_eq!(event.kind, WatchEventType::Added);
+        assert_eq!(event.object["metadata"]["name"], "p");
+        let bookmark = br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"6"}}}"#;
+        assert_eq!(read(bookmark, &held).kind, WatchEventType::Bookmark);
+        assert_eq!(held.asked.lock().expect("lock").len(), 1);
     }
 
     #[test]

@@ -354,12 +354,20 @@ impl HostState {
     }
 
     fn applied(&mut self, resource: Resource, namespace: &str, name: &str, object: Value) {
+        self.tell_cache(resource, &object);
         self.effects.push(Effect::Applied {
             resource,
             namespace: namespace.to_string(),
             name: name.to_string(),
             object,
         });
+    }
+
+    /// The controller's cache takes a write's answer before the guest goes on.
+    fn tell_cache(&self, resource: Resource, object: &Value) {
+        if let Some(cache) = self.ctx.as_ref().and_then(|ctx| ctx.children.as_ref()) {
+            cache.written(resource, object);
+        }
     }
 
     /// An `apply-*`: create the object, or when it exists replace its labels, annotations
@@ -481,6 +489,7 @@ impl HostState {
             Ok(Ok(object)) => {
                 let found = ip(&object);
                 // The real object is a better cache entry than the manifest.
+                self.tell_cache(Resource::Pod, &object);
                 if let Some(Effect::Applied { object: last, .. }) = self.effects.last_mut() {
                     *last = object;
                 }
