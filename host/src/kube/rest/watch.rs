@@ -238,14 +238,6 @@ const PEEK_DONE: &str = "peek done";
 
 struct EventPeek<'p, 'de>(&'p mut Peeked<'de>);
 
-impl<'de> DeserializeSeed<'de> for EventPeek<'_, 'de> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
 impl<'de> Visitor<'de> for EventPeek<'_, 'de> {
     type Value = ();
 
@@ -272,14 +264,6 @@ impl<'de> Visitor<'de> for EventPeek<'_, 'de> {
 
 struct ObjectPeek<'p, 'de>(&'p mut Option<PeekedMeta<'de>>);
 
-impl<'de> DeserializeSeed<'de> for ObjectPeek<'_, 'de> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
 impl<'de> Visitor<'de> for ObjectPeek<'_, 'de> {
     type Value = ();
 
@@ -301,14 +285,6 @@ impl<'de> Visitor<'de> for ObjectPeek<'_, 'de> {
 }
 
 struct MetaPeek<'p, 'de>(&'p mut PeekedMeta<'de>);
-
-impl<'de> DeserializeSeed<'de> for MetaPeek<'_, 'de> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
 
 impl<'de> Visitor<'de> for MetaPeek<'_, 'de> {
     type Value = ();
@@ -336,6 +312,21 @@ impl<'de> Visitor<'de> for MetaPeek<'_, 'de> {
         Err(serde::de::Error::custom(PEEK_DONE))
     }
 }
+
+// Each peek reads a map: its seed only hands the deserializer to its visitor.
+macro_rules! map_seed {
+    ($($peek:ident),*) => {$(
+        impl<'de> DeserializeSeed<'de> for $peek<'_, 'de> {
+            type Value = ();
+
+            fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+                deserializer.deserialize_map(self)
+            }
+        }
+    )*};
+}
+
+map_seed!(EventPeek, ObjectPeek, MetaPeek);
 
 /// Splits a byte stream into lines, whatever the frames' boundaries.
 #[derive(Default)]
