@@ -72,9 +72,17 @@ struct Inner {
     /// The version of each object the controller's own reconcile of its sandbox last wrote
     /// (finalizer, status, the policy's children). That reconcile went on from the write's
     /// answer, so the watch's echo of the same version changes nothing and reconciles nothing;
-    /// an entry goes with its echo or with any newer version. With it, the keys its echo
-    /// still wakes: a sandbox's pool and claimer, which did not see the write.
-    own_writes: HashMap<(Resource, ObjectRef), (String, Vec<WorkKey>)>,
+    /// an entry goes with its echo or with any newer version.
+    own_writes: HashMap<(Resource, ObjectRef), OwnWrite>,
+}
+
+/// An own write awaiting its echo.
+struct OwnWrite {
+    version: String,
+    /// What its echo wakes: a sandbox's pool and claimer, which did not see the write.
+    wakes: Vec<WorkKey>,
+    /// A child's sandbox, where the cache keeps what it holds of the child.
+    owner: Option<ObjectRef>,
 }
 
 /// How long a deletion is remembered: well past the client's request timeout, after which no
@@ -132,34 +140,33 @@ impl Inner {
         version: &str,
         deleted: bool,
     ) -> Option<Vec<WorkKey>> {
-        let (written, _) = self.own_writes.get(object)?;
-        if !deleted && written == version {
-            return self.own_writes.remove(object).map(|(_, keys)| keys);
+        let written = self.own_writes.get(object)?;
+        if !deleted && written.version == version {
+            let written = self.own_writes.remove(object)?;
+            // Only while the cache still holds what the write answered: a relist whose list
+            // predates the write may have dropped it since, and then the echo brings it back.
+            let (resource, key) = object;
+            let held = self.held(*resource, key, written.owner.as_ref()) == Some(version);
+            return held.then_some(written.wakes);
         }
-        if deleted || !is_older(version, written) {
+        if deleted || !is_older(version, &written.version) {
             self.own_writes.remove(object);
         }
         None
     }
 
-    /// The version the cache holds of an object, if any.
-    fn version_held(&self, resource: Resource, meta: &MetaView<'_>) -> Option<&str> {
-        let key = || ObjectRef::new(meta.namespace, meta.name);
+    /// The version the cache holds of an object (a child's under its sandbox `owner`).
+    fn held(&self, resource: Resource, key: &ObjectRef, owner: Option<&ObjectRef>) -> Option<&str> {
         match resource {
-            Resource::Sandbox => self
-                .sandboxes
-                .get(&key())
-                .map(|s| s.resource_version.as_str()),
-            Resource::PodWarmPool => self.pools.get(&key()).map(|p| p.resource_version.as_str()),
+            Resource::Sandbox => self.sandboxes.get(key).map(|s| s.resource_version.as_str()),
+            Resource::PodWarmPool => self.pools.get(key).map(|p| p.resource_version.as_str()),
             Resource::Event | Resource::Lease => None,
-            _ => {
-                let owner = meta.label(children::SANDBOX_LABEL)?;
-                let entry = self.children.get(&ObjectRef::new(meta.namespace, owner))?;
-                entry
-                    .versions
-                    .get(&format!("{resource}/{}", meta.name))
-                    .map(String::as_str)
-            }
+            _ => self
+                .children
+                .get(owner?)?
+                .versions
+                .get(&format!("{resource}/{}", key.name))
+                .map(String::as_str),
         }
     }
 
@@ -372,24 +379,33 @@ impl Cache {
     /// echoed back had cost it two more reconciles that found nothing to do.)
     pub fn apply_own(&self, resource: Resource, object: &Value) {
         let meta = MetaView::of(object);
+        let key = ObjectRef::new(meta.namespace, meta.name);
+        let owner = match resource {
+            Resource::Sandbox | Resource::PodWarmPool => None,
+            _ => meta
+                .label(children::SANDBOX_LABEL)
+                .map(|owner| ObjectRef::new(meta.namespace, owner)),
+        };
         // The watch may have shown this version first: then there is no echo to wait for,
         // and an entry would stay until the object next changed (for most children, never).
         let shown = !meta.resource_version.is_empty()
-            && self.read().version_held(resource, &meta) == Some(meta.resource_version);
+            && self.read().held(resource, &key, owner.as_ref()) == Some(meta.resource_version);
         let mut wakes = self.apply(resource, WatchEventType::Modified, object);
         if meta.resource_version.is_empty() || shown {
             return;
         }
-        let key = ObjectRef::new(meta.namespace, meta.name);
         // Its pool and claimer (a member's status) hear of it with the echo; the reconcile
         // that wrote it, and a child's sandbox, already have it.
         match resource {
             Resource::Sandbox => wakes.retain(|k| *k != WorkKey::Sandbox(key.clone())),
             _ => wakes.clear(),
         }
-        self.write()
-            .own_writes
-            .insert((resource, key), (meta.resource_version.to_string(), wakes));
+        let written = OwnWrite {
+            version: meta.resource_version.to_string(),
+            wakes,
+            owner,
+        };
+        self.write().own_writes.insert((resource, key), written);
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
@@ -820,6 +836,27 @@ mod tests {
             cache.take_echo(Resource::Sandbox, key("m"), "7"),
             Some(vec![WorkKey::Pool(key("p"))])
         );
+    }
+
+    #[test]
+    fn an_echo_of_a_write_a_relist_dropped_brings_it_back() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        cache.apply_own(Resource::Pod, &pod("4", false));
+        // A relist whose list predates the create: the Pod is dropped.
+        let keys = cache.replace(Resource::Pod, "ns", &[]);
+        assert_eq!(keys, [WorkKey::Sandbox(owner.clone())]);
+        assert!(cache.observed(&owner).pod.is_none());
+        // The watch from the list's version then shows the create: not an echo any more.
+        assert_eq!(
+            cache.take_echo(Resource::Pod, ObjectRef::new("ns", "a"), "4"),
+            None
+        );
+        assert_eq!(
+            cache.apply(Resource::Pod, WatchEventType::Added, &pod("4", false)),
+            [WorkKey::Sandbox(owner.clone())]
+        );
+        assert!(cache.observed(&owner).pod.is_some());
     }
 
     #[test]
