@@ -130,6 +130,11 @@ fn is_newer(incoming: &str, deleted_at: &str) -> bool {
     }
 }
 
+/// Where a sandbox's entry keeps a child's version: `pods/a`.
+fn version_key(resource: Resource, name: &str) -> String {
+    format!("{resource}/{name}")
+}
+
 impl Inner {
     /// When an event of `version` (not a deletion) is the echo of an own write: forgets the
     /// write and returns the keys the echo wakes. Any other event of the object forgets an
@@ -165,7 +170,7 @@ impl Inner {
                 .children
                 .get(owner?)?
                 .versions
-                .get(&format!("{resource}/{}", key.name))
+                .get(&version_key(resource, &key.name))
                 .map(String::as_str),
         }
     }
@@ -282,7 +287,7 @@ impl Inner {
         };
         let owner = ObjectRef::new(meta.namespace, owner);
         let entry = self.children.entry(owner.clone()).or_default();
-        let child = format!("{resource}/{}", meta.name);
+        let child = version_key(resource, meta.name);
         if !deleted
             && entry.versions.get(&child).is_some_and(|seen| {
                 is_older(meta.resource_version, seen)
@@ -538,7 +543,7 @@ impl Cache {
                         }
                     }
                     for name in &gone {
-                        entry.versions.remove(&format!("{resource}/{name}"));
+                        entry.versions.remove(&version_key(resource, name));
                     }
                     if !gone.is_empty() {
                         keys.push(WorkKey::Sandbox(owner.clone()));
