@@ -175,6 +175,37 @@ impl Inner {
         }
     }
 
+    /// One watch event (or a write's answer) of the object `key`, whose metadata is `meta`:
+    /// see [`Cache::apply`].
+    fn apply(
+        &mut self,
+        resource: Resource,
+        deleted: bool,
+        key: ObjectRef,
+        meta: &MetaView<'_>,
+        object: &Value,
+    ) -> Vec<WorkKey> {
+        let tombstone = (resource, key);
+        // The echo of a write this object's own reconcile made and went on from: the record
+        // already holds it.
+        if let Some(keys) = self.take_echo(&tombstone, meta.resource_version, deleted) {
+            return keys;
+        }
+        if deleted {
+            self.tombstones.insert(
+                tombstone.clone(),
+                (meta.resource_version.to_string(), Instant::now()),
+            );
+        } else if let Some((gone_at, _)) = self.tombstones.get(&tombstone) {
+            if !is_newer(meta.resource_version, gone_at) {
+                return Vec::new();
+            }
+            self.tombstones.remove(&tombstone);
+        }
+        let (_, key) = tombstone;
+        self.apply_kind(resource, key, meta, deleted, object)
+    }
+
     fn apply_kind(
         &mut self,
         resource: Resource,
@@ -343,28 +374,15 @@ impl Cache {
     /// deletion is remembered (a tombstone), so that a late answer about the deleted object
     /// cannot bring it back.
     pub fn apply(&self, resource: Resource, kind: WatchEventType, object: &Value) -> Vec<WorkKey> {
-        let deleted = kind == WatchEventType::Deleted;
         let meta = MetaView::of(object);
         let key = ObjectRef::new(meta.namespace, meta.name);
-        let mut inner = self.write();
-        let tombstone = (resource, key.clone());
-        // The echo of a write this object's own reconcile made and went on from: the record
-        // already holds it.
-        if let Some(keys) = inner.take_echo(&tombstone, meta.resource_version, deleted) {
-            return keys;
-        }
-        if deleted {
-            inner.tombstones.insert(
-                tombstone,
-                (meta.resource_version.to_string(), Instant::now()),
-            );
-        } else if let Some((gone_at, _)) = inner.tombstones.get(&tombstone) {
-            if !is_newer(meta.resource_version, gone_at) {
-                return Vec::new();
-            }
-            inner.tombstones.remove(&tombstone);
-        }
-        inner.apply_kind(resource, key, &meta, deleted, object)
+        self.write().apply(
+            resource,
+            kind == WatchEventType::Deleted,
+            key,
+            &meta,
+            object,
+        )
     }
 
     /// [`Self::apply`]'s check for an echo, on an event not yet decoded (see
@@ -391,11 +409,14 @@ impl Cache {
                 .label(children::SANDBOX_LABEL)
                 .map(|owner| ObjectRef::new(meta.namespace, owner)),
         };
+        // One write lock for the check, the apply and the entry: the cache cannot change
+        // between them.
+        let mut inner = self.write();
         // The watch may have shown this version first: then there is no echo to wait for,
         // and an entry would stay until the object next changed (for most children, never).
         let shown = !meta.resource_version.is_empty()
-            && self.read().held(resource, &key, owner.as_ref()) == Some(meta.resource_version);
-        let mut wakes = self.apply(resource, WatchEventType::Modified, object);
+            && inner.held(resource, &key, owner.as_ref()) == Some(meta.resource_version);
+        let mut wakes = inner.apply(resource, false, key.clone(), &meta, object);
         if meta.resource_version.is_empty() || shown {
             return;
         }
@@ -410,7 +431,7 @@ impl Cache {
             wakes,
             owner,
         };
-        self.write().own_writes.insert((resource, key), written);
+        inner.own_writes.insert((resource, key), written);
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
