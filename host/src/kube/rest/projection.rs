@@ -5,6 +5,8 @@
 //! the controller's memory at all. Applied to write answers, `get`, list items and watch events
 //! alike.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -19,9 +21,10 @@ pub enum Projection {
     /// Every field, as the server sent it.
     #[default]
     Whole,
-    /// `apiVersion`, `kind`, `metadata` (less `managedFields`), of `status` only what the
-    /// controller reads (`phase`, `podIP`, and each condition's `type` and `status`), and any
-    /// other top-level field but `spec`, `data`, `stringData` and `binaryData`.
+    /// `apiVersion`, `kind`, of `metadata` the name, namespace, resourceVersion,
+    /// deletionTimestamp, labels and annotations, of `status` only what the controller reads
+    /// (`phase`, `podIP`, and each condition's `type` and `status`), and any other top-level
+    /// field but `spec`, `data`, `stringData` and `binaryData`.
     MetadataAndStatus,
 }
 
@@ -51,10 +54,17 @@ const CHILD: Shape = Shape::Except {
     skip: &["spec", "data", "stringData", "binaryData"],
     inner: &[("metadata", METADATA), ("status", STATUS)],
 };
-const METADATA: Shape = Shape::Except {
-    skip: &["managedFields"],
-    inner: &[],
-};
+/// What `model::children` and the cache read of a child's metadata. A real API server's
+/// `managedFields`, `ownerReferences`, `uid` and timestamps are read past: in a write's answer
+/// or a watch event they were most of the allocations of the metadata.
+const METADATA: Shape = Shape::Only(&[
+    ("name", Shape::All),
+    ("namespace", Shape::All),
+    ("resourceVersion", Shape::All),
+    ("deletionTimestamp", Shape::All),
+    ("labels", Shape::All),
+    ("annotations", Shape::All),
+]);
 const STATUS: Shape = Shape::Only(&[
     ("phase", Shape::All),
     ("podIP", Shape::All),
@@ -123,6 +133,37 @@ impl<'de> DeserializeSeed<'de> for Shape {
     }
 }
 
+/// An object's key, borrowed from the input unless it holds an escape.
+pub(super) struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
 impl Shape {
     /// The shape of `key`'s value in an object of this shape; `None`: the field is read past.
     fn field(self, key: &str) -> Option<Shape> {
@@ -155,11 +196,12 @@ impl<'de> Visitor<'de> for Shape {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        // A key is borrowed from the input where it can be: one read past costs no allocation.
+        while let Some(key) = map.next_key_seed(Key)? {
             match self.field(&key) {
                 Some(shape) => {
                     let value = map.next_value_seed(shape)?;
-                    object.insert(key, value);
+                    object.insert(key.into_owned(), value);
                 }
                 None => {
                     map.next_value::<IgnoredAny>()?;
@@ -225,9 +267,18 @@ mod tests {
             "kind": "Pod",
             "metadata": {
                 "name": "dev-alice",
-                "labels": {"cubepod.io/sandbox": "dev-alice"},
+                "namespace": "work",
+                "uid": "0b5c-uid",
+                "creationTimestamp": "2026-12-01T00:00:00Z",
+                "deletionTimestamp": "2026-12-01T00:10:00Z",
+                "labels": {"cubepod.io/sandbox": "dev-alice", "cubepod.io/rootfs-generation": "2"},
+                "annotations": {"cubepod.io/spec-hash": "h1"},
+                "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                    "name": "dev-alice", "uid": "u", "controller": true}],
+                "finalizers": ["example.com/keep"],
                 "managedFields": [{"manager": "kubectl"}],
                 "resourceVersion": "7",
+                "escaped\\u0041key": 1,
             },
             "spec": {"containers": [{"name": "sandbox", "image": "base:1"}]},
             "status": {
@@ -260,7 +311,10 @@ mod tests {
                 "kind": "Pod",
                 "metadata": {
                     "name": "dev-alice",
-                    "labels": {"cubepod.io/sandbox": "dev-alice"},
+                    "namespace": "work",
+                    "deletionTimestamp": "2026-12-01T00:10:00Z",
+                    "labels": {"cubepod.io/sandbox": "dev-alice", "cubepod.io/rootfs-generation": "2"},
+                    "annotations": {"cubepod.io/spec-hash": "h1"},
                     "resourceVersion": "7",
                 },
                 "status": {
@@ -273,10 +327,20 @@ mod tests {
                 },
             })
         );
-        // What the cache makes of it is what it makes of the whole Pod.
+        // What the cache makes of it is what it makes of the whole Pod (or NetworkPolicy).
         assert_eq!(
             crate::model::children::pod(&kept),
             crate::model::children::pod(&pod())
+        );
+        assert_eq!(
+            crate::model::children::object(&kept),
+            crate::model::children::object(&pod())
+        );
+        // Keys with escapes are read as any other.
+        let escaped = br#"{"metadata":{"n\u0061me":"a","labels":{"x\u002fy":"1"}}}"#;
+        assert_eq!(
+            Projection::MetadataAndStatus.from_slice(escaped).unwrap(),
+            json!({"metadata": {"name": "a", "labels": {"x/y": "1"}}})
         );
         let secret = br#"{"kind":"Secret","metadata":{"name":"s"},"data":{"token":"c2VjcmV0"},"stringData":{"a":"b"}}"#;
         assert_eq!(

@@ -16,7 +16,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::projection::{Projection, read_seeded};
+use super::projection::{Key, Projection, read_seeded};
 use super::status;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, EchoFilter, WatchEvent, WatchEventType};
 
@@ -151,8 +151,8 @@ impl<'de> Visitor<'de> for EventSeed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawEvent, A::Error> {
         let mut kind = None;
         let mut object = Value::Null;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        while let Some(key) = map.next_key_seed(Key)? {
+            match &*key {
                 "type" => kind = Some(map.next_value::<String>()?),
                 "object" => object = map.next_value_seed(self.0)?,
                 _ => {
