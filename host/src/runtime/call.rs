@@ -11,7 +11,7 @@ use super::bindings::{
 };
 use super::contract_0_1 as v0_1;
 use super::host::HostState;
-use super::module::ModulePre;
+use super::module::{ModulePre, PreV0_2};
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
 use crate::kube::boundary::{Boundary, ForkSource, Rule, SandboxScope};
 use crate::kube::{Cluster, Resource};
@@ -199,11 +199,14 @@ impl PolicyModule {
         match self.pre() {
             ModulePre::V0_2(pre) => {
                 self.call(EXPORT, Some(ctx), Some(scope), async |store| {
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .cubepod_controller_policy()
-                        .call_reconcile_sandbox(store, &input)
-                        .await
+                    let instance = pre
+                        .bindings
+                        .instance_pre()
+                        .instantiate_async(&mut *store)
+                        .await?;
+                    let export = pre.reconcile_sandbox.func(&mut *store, &instance)?;
+                    let (out,) = export.call_async(store, (input,)).await?;
+                    Ok(out)
                 })
                 .await
             }
@@ -235,7 +238,7 @@ impl PolicyModule {
         const EXPORT: &str = "cleanup-sandbox";
         let scope = sandbox_scope(&sandbox, &observed, None, &ctx.boundary);
         match self.pre() {
-            ModulePre::V0_2(pre) => {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
                 self.call(EXPORT, Some(ctx), Some(scope), async |store| {
                     pre.instantiate_async(&mut *store)
                         .await?
@@ -272,7 +275,7 @@ impl PolicyModule {
         const EXPORT: &str = "reconcile-pool";
         // No cluster access (no scope): a pool's members are the host's to create and delete.
         match self.pre() {
-            ModulePre::V0_2(pre) => {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
                 self.call(EXPORT, Some(ctx), None, async |store| {
                     pre.instantiate_async(&mut *store)
                         .await?
@@ -309,7 +312,7 @@ impl PolicyModule {
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
         const EXPORT: &str = "reap";
         match self.pre() {
-            ModulePre::V0_2(pre) => {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
                 self.call(EXPORT, Some(ctx), None, async |store| {
                     pre.instantiate_async(&mut *store)
                         .await?
@@ -404,7 +407,7 @@ pub(crate) fn describe(
     const EXPORT: &str = "describe";
     futures_executor::block_on(async {
         match pre {
-            ModulePre::V0_2(pre) => {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
                 call(engine, EXPORT, None, None, async |store| {
                     pre.instantiate_async(&mut *store)
                         .await?
