@@ -22,6 +22,12 @@ use crate::kube::{ApiError, ApiErrorKind, ApiResult, EchoFilter, WatchEvent, Wat
 
 /// Events decoded ahead of the consumer; beyond it the stream waits (TCP pushes back).
 const CHANNEL_CAPACITY: usize = 256;
+/// Turns of the run queue a watch lets pass before it looks at a frame it read. Over HTTP/2 a
+/// write's answer comes over the watch's own connection, read at once, and one turn lets the
+/// writer's task (woken with this one) run. Over HTTP/1.1 it comes over another connection,
+/// whose task must read it first and then wake the writer: two turns. With one, 0.15 to 0.3
+/// more reconciles per new sandbox were woken by echoes seen before their answers.
+const ANSWER_TURNS: usize = 2;
 /// No event is this large; a line without end is a broken stream.
 const MAX_LINE_BYTES: usize = 64 << 20;
 
@@ -76,10 +82,11 @@ async fn pump(
         };
         lines.push(&data);
         if reading.echoes.is_some() {
-            // Over HTTP/2 a write's answer and the watch's echo of it come over one
-            // connection, read at once: a turn of the run queue lets the writer's task, woken
-            // with this one, tell the cache of its write before the echo is looked at.
-            tokio::task::yield_now().await;
+            // A write's answer often comes with the watch's echo of it: turns of the run queue
+            // let the writer's task tell the cache of its write before the echo is looked at.
+            for _ in 0..ANSWER_TURNS {
+                tokio::task::yield_now().await;
+            }
         }
         while let Some(line) = lines.next_line() {
             if !forward(&sender, &line, &reading).await {
