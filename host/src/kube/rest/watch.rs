@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -22,8 +23,8 @@ use crate::kube::{ApiError, ApiErrorKind, ApiResult, EchoFilter, WatchEvent, Wat
 
 /// Events decoded ahead of the consumer; beyond it the stream waits (TCP pushes back).
 const CHANNEL_CAPACITY: usize = 256;
-/// Turns of the run queue a watch lets pass before it looks at a frame it read. Over HTTP/2 a
-/// write's answer comes over the watch's own connection, read at once, and one turn lets the
+/// Turns of the run queue a watch lets pass before it looks at the frames it read. Over HTTP/2
+/// a write's answer comes over the watch's own connection, read at once, and one turn lets the
 /// writer's task (woken with this one) run. Over HTTP/1.1 it comes over another connection,
 /// whose task must read it first and then wake the writer: two turns. With one, 0.15 to 0.3
 /// more reconciles per new sandbox were woken by echoes seen before their answers.
@@ -81,6 +82,21 @@ async fn pump(
             },
         };
         lines.push(&data);
+        // The frames already read behind this one go with it, under one wait below: a turn of
+        // the run queue can be long (a policy that spins runs a tick in each), and a watch
+        // that waited turns for every frame would fall behind the cluster.
+        let mut end = None;
+        while end.is_none() && lines.pending() <= MAX_LINE_BYTES {
+            match body.frame().now_or_never() {
+                None => break,
+                Some(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        lines.push(&data);
+                    }
+                }
+                Some(other) => end = Some(other),
+            }
+        }
         if reading.echoes.is_some() {
             // A write's answer often comes with the watch's echo of it: turns of the run queue
             // let the writer's task tell the cache of its write before the echo is looked at.
@@ -92,6 +108,16 @@ async fn pump(
             if !forward(&sender, &line, &reading).await {
                 return;
             }
+        }
+        match end {
+            None => {}
+            Some(None) => break,
+            Some(Some(Err(error))) => {
+                tracing::debug!(watch = %what, %error, "watch stream broke; ending it");
+                return;
+            }
+            // `end` holds only the end of the stream or an error.
+            Some(Some(Ok(_))) => {}
         }
         if lines.pending() > MAX_LINE_BYTES {
             let error = ApiError::new(
