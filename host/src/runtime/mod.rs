@@ -100,7 +100,12 @@ impl Contract {
 
     /// The exports of its `policy-module` world, as a component names them.
     pub fn world_exports(self) -> Vec<String> {
-        vec![format!("{CONTRACT_PACKAGE}/policy@{}", self.version())]
+        vec![self.policy_interface()]
+    }
+
+    /// The interface a policy exports: `cubepod:controller/policy@0.2.0`.
+    pub fn policy_interface(self) -> String {
+        format!("{CONTRACT_PACKAGE}/policy@{}", self.version())
     }
 }
 

@@ -2,10 +2,9 @@
 //! targets and check it against that one, pre-instantiate it with that contract's linker, and
 //! ask the policy to describe itself.
 
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
-
-use std::marker::PhantomData;
 
 use sha2::{Digest, Sha256};
 use wasmtime::AsContextMut;
@@ -70,7 +69,7 @@ where
     Return: ComponentNamedList + Lift,
 {
     fn new(pre: &InstancePre<HostState>, contract: Contract, name: &str) -> wasmtime::Result<Self> {
-        let interface = format!("{CONTRACT_PACKAGE}/policy@{}", contract.version());
+        let interface = contract.policy_interface();
         let component = pre.component();
         let (_, interface) = component
             .get_export(None, interface.as_str())
@@ -405,6 +404,57 @@ mod tests {
 
     fn names(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The frozen default policy of contract 0.1.0, pre-instantiated with that contract's
+    /// linker: a component whose `reconcile-sandbox` takes 0.1's input, not 0.2's.
+    fn pre_0_1() -> (PolicyEngine, InstancePre<HostState>) {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/contract-0.1.0/cubepod-default-0.1.0.wasm"
+        );
+        let bytes = std::fs::read(path).expect("the contract 0.1.0 fixture");
+        let engine = PolicyEngine::new(super::super::RuntimeConfig::default()).unwrap();
+        let component = Component::new(engine.engine(), &bytes).unwrap();
+        let pre = engine
+            .linker(Contract::V0_1)
+            .instantiate_pre(&component)
+            .unwrap();
+        (engine, pre)
+    }
+
+    #[test]
+    fn an_export_is_checked_against_the_types_it_is_called_with() {
+        let (_engine, pre) = pre_0_1();
+        // Its own contract's types pass.
+        use bindings::v0_1;
+        TypedExport::<
+            (v0_1::ReconcileInput,),
+            (Result<v0_1::ReconcileOutput, v0_1::KubeError>,),
+        >::new(&pre, Contract::V0_1, "reconcile-sandbox")
+        .expect("0.1's reconcile-sandbox has 0.1's types");
+        // The current contract's input (it has the sandbox's network) does not: the call is
+        // never made with a function of another type.
+        let err = TypedExport::<(ReconcileInput,), (Result<ReconcileOutput, KubeError>,)>::new(
+            &pre,
+            Contract::V0_1,
+            "reconcile-sandbox",
+        )
+        .err()
+        .expect("0.2's input is not 0.1's");
+        assert!(
+            format!("{err:#}").contains("type-checking export func `reconcile-sandbox`"),
+            "{err:#}"
+        );
+        // Nor is a function the interface does not have, or an interface it does not export.
+        let err = TypedExport::<(), ()>::new(&pre, Contract::V0_1, "reconcile-everything")
+            .err()
+            .expect("no such export");
+        assert!(format!("{err:#}").contains("no export `reconcile-everything`"));
+        let err = TypedExport::<(), ()>::new(&pre, Contract::V0_2, "reconcile-sandbox")
+            .err()
+            .expect("no 0.2 interface");
+        assert!(format!("{err:#}").contains("cubepod:controller/policy@0.2.0"));
     }
 
     #[test]
