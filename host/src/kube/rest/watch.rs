@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt as _;
 use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -66,35 +66,20 @@ async fn pump(
             // The consumer is gone: dropping the body closes the stream.
             () = sender.closed() => return,
         };
-        let data = match frame {
+        let mut end = match frame {
             Err(_) => {
                 tracing::debug!(watch = %what, ?idle_limit, "watch silent too long; ending it");
                 return;
             }
-            Ok(None) => break,
-            Ok(Some(Err(error))) => {
-                tracing::debug!(watch = %what, %error, "watch stream broke; ending it");
-                return;
-            }
-            Ok(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_trailers) => continue,
-            },
+            Ok(frame) => take(frame, &mut lines),
         };
-        lines.push(&data);
         // The frames already read behind this one go with it, under one wait below: a turn of
         // the run queue can be long (a policy that spins runs a tick in each), and a watch
         // that waited turns for every frame would fall behind the cluster.
-        let mut end = None;
         while end.is_none() && lines.pending() <= MAX_LINE_BYTES {
             match body.frame().now_or_never() {
                 None => break,
-                Some(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        lines.push(&data);
-                    }
-                }
-                Some(other) => end = Some(other),
+                Some(frame) => end = take(frame, &mut lines),
             }
         }
         if reading.echoes.is_some() {
@@ -111,13 +96,11 @@ async fn pump(
         }
         match end {
             None => {}
-            Some(None) => break,
-            Some(Some(Err(error))) => {
+            Some(End::Finished) => break,
+            Some(End::Broke(error)) => {
                 tracing::debug!(watch = %what, %error, "watch stream broke; ending it");
                 return;
             }
-            // `end` holds only the end of the stream or an error.
-            Some(Some(Ok(_))) => {}
         }
         if lines.pending() > MAX_LINE_BYTES {
             let error = ApiError::new(
@@ -131,6 +114,27 @@ async fn pump(
     // The last event may lack its newline.
     let rest = lines.rest();
     forward(&sender, &rest, &reading).await;
+}
+
+/// How a watch's stream ended.
+enum End {
+    /// The server closed it (its `timeoutSeconds`).
+    Finished,
+    Broke(hyper::Error),
+}
+
+/// Adds a frame's data to `lines` (trailers carry none); the stream's end, when it is that.
+fn take(frame: Option<Result<Frame<Bytes>, hyper::Error>>, lines: &mut Lines) -> Option<End> {
+    match frame {
+        None => Some(End::Finished),
+        Some(Err(error)) => Some(End::Broke(error)),
+        Some(Ok(frame)) => {
+            if let Ok(data) = frame.into_data() {
+                lines.push(&data);
+            }
+            None
+        }
+    }
 }
 
 /// Sends the event of one line; false when the stream must end (an error, or no consumer).
