@@ -130,6 +130,12 @@ fn is_newer(incoming: &str, deleted_at: &str) -> bool {
     }
 }
 
+/// The Sandbox a child belongs to, by its label: the entry the cache keeps it under.
+fn child_owner(meta: &MetaView<'_>) -> Option<ObjectRef> {
+    let owner = meta.label(children::SANDBOX_LABEL)?;
+    Some(ObjectRef::new(meta.namespace, owner))
+}
+
 /// Where a sandbox's entry keeps a child's version: `pods/a`.
 fn version_key(resource: Resource, name: &str) -> String {
     format!("{resource}/{name}")
@@ -313,10 +319,9 @@ impl Inner {
         deleted: bool,
         object: &Value,
     ) -> Vec<WorkKey> {
-        let Some(owner) = meta.label(children::SANDBOX_LABEL) else {
+        let Some(owner) = child_owner(meta) else {
             return Vec::new();
         };
-        let owner = ObjectRef::new(meta.namespace, owner);
         let entry = self.children.entry(owner.clone()).or_default();
         let child = version_key(resource, meta.name);
         if !deleted
@@ -405,9 +410,7 @@ impl Cache {
         let key = ObjectRef::new(meta.namespace, meta.name);
         let owner = match resource {
             Resource::Sandbox | Resource::PodWarmPool => None,
-            _ => meta
-                .label(children::SANDBOX_LABEL)
-                .map(|owner| ObjectRef::new(meta.namespace, owner)),
+            _ => child_owner(&meta),
         };
         // One write lock for the check, the apply and the entry: the cache cannot change
         // between them.
