@@ -1177,6 +1177,35 @@ fn the_0_1_module_fills_a_pool_and_its_status_reads_as_0_2() {
     assert!(call.calls.is_empty() && cluster.log().is_empty());
 }
 
+/// A component that names contract 0.2 in every import and export, whose exports all take and
+/// return nothing: what the bindings look up by name is there, only the types are wrong.
+const WRONGLY_TYPED_0_2: &str = r#"(component
+    (import "cubepod:controller/types@0.2.0" (instance))
+    (import "cubepod:controller/kube-client@0.2.0" (instance))
+    (core module $m (func (export "f")))
+    (core instance $i (instantiate $m))
+    (func $f (canon lift (core func $i "f")))
+    (instance $policy
+        (export "describe" (func $f))
+        (export "reconcile-sandbox" (func $f))
+        (export "cleanup-sandbox" (func $f))
+        (export "reconcile-pool" (func $f))
+        (export "reap" (func $f)))
+    (export "cubepod:controller/policy@0.2.0" (instance $policy))
+)"#;
+
+#[test]
+fn a_component_whose_reconcile_export_has_another_type_is_refused_at_load() {
+    let bytes = wat::parse_str(WRONGLY_TYPED_0_2).unwrap();
+    let err = engine().load(&bytes).unwrap_err();
+    assert_eq!(err.metric_label(), "contract", "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("type-checking export func `reconcile-sandbox`"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_0_1_component_whose_describe_names_0_2_is_refused() {
     // The fixture's one `0.1.0` that is not in a `...@0.1.0` name: the string `describe`
