@@ -12,6 +12,7 @@ mod cork;
 mod error;
 mod list;
 mod projection;
+mod read_ahead;
 mod retry;
 mod status;
 mod tls;

@@ -23,6 +23,7 @@ use super::auth::Bearer;
 use super::config::ConnectionConfig;
 use super::cork::CorkConnector;
 use super::error::RestError;
+use super::read_ahead::ReadAheadConnector;
 use super::retry::{self, Backoff};
 use super::{status, tls};
 use crate::kube::{ApiError, ApiErrorKind, ApiResult};
@@ -91,7 +92,7 @@ enum Failure {
 }
 
 pub struct Transport {
-    client: Client<CorkConnector<HttpsConnector<HttpConnector>>, Full<Bytes>>,
+    client: Client<CorkConnector<HttpsConnector<ReadAheadConnector<HttpConnector>>>, Full<Bytes>>,
     server: String,
     bearer: Bearer,
     backoff: Backoff,
@@ -129,7 +130,10 @@ impl Transport {
             }
             None => builder,
         };
-        let connector = builder.enable_http1().enable_http2().wrap_connector(http);
+        let connector = builder
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(ReadAheadConnector(http));
         let client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
