@@ -18,21 +18,34 @@ pub struct Bearer {
 
 enum Source {
     None,
-    Static(Token),
-    File { path: PathBuf, origin: String },
+    /// A fixed token's header, made once.
+    Static(Option<HeaderValue>),
+    File {
+        path: PathBuf,
+        origin: String,
+    },
 }
 
 #[derive(Default)]
 struct Cached {
     token: Option<Token>,
+    /// `token`'s header, made when it was read rather than at every request.
+    header: Option<HeaderValue>,
     read_at: Option<Instant>,
+}
+
+/// `Bearer <token>`, kept out of HTTP/2 header compression tables.
+fn header_of(token: &Token) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 impl Bearer {
     pub fn new(credentials: &Credentials, refresh: Duration) -> Self {
         let source = match credentials {
             Credentials::None => Source::None,
-            Credentials::Token(token) => Source::Static(token.clone()),
+            Credentials::Token(token) => Source::Static(header_of(token)),
             Credentials::TokenFile { path, origin } => Source::File {
                 path: path.clone(),
                 origin: origin.clone(),
@@ -47,22 +60,18 @@ impl Bearer {
 
     /// The `Authorization` header, if the credentials have a token.
     pub fn header(&self) -> Option<HeaderValue> {
-        let token = match &self.source {
-            Source::None => return None,
-            Source::Static(token) => token.clone(),
+        match &self.source {
+            Source::None => None,
+            Source::Static(header) => header.clone(),
             Source::File { .. } => {
                 let mut cached = self.lock();
                 let stale = cached.read_at.is_none_or(|at| at.elapsed() >= self.refresh);
                 if stale {
                     self.read_file(&mut cached);
                 }
-                cached.token.clone()?
+                cached.header.clone()
             }
-        };
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).ok()?;
-        // Keeps it out of HTTP/2 header compression tables.
-        value.set_sensitive(true);
-        Some(value)
+        }
     }
 
     /// After a 401: re-reads a token file now. True when that may help, i.e. the token comes
@@ -91,6 +100,7 @@ impl Bearer {
                 if cached.token.as_ref().is_some_and(|old| *old != token) {
                     tracing::debug!(path = %path.display(), "bearer token file changed; using the new token");
                 }
+                cached.header = header_of(&token);
                 cached.token = Some(token);
             }
             Err(error) => tracing::warn!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
-use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
 use hyper::{Method, Request, StatusCode};
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::Client;
@@ -31,8 +31,8 @@ use crate::metrics::RestClientRequests;
 
 /// In client-go's form, `<program>/v<version> (<os>/<arch>)` with Go's names of the platform,
 /// which API server audit logs and priority-and-fairness rules match on.
-fn user_agent() -> &'static str {
-    static VALUE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+fn user_agent() -> &'static HeaderValue {
+    static VALUE: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
     VALUE.get_or_init(|| {
         let arch = match std::env::consts::ARCH {
             "x86_64" => "amd64",
@@ -41,11 +41,13 @@ fn user_agent() -> &'static str {
             "powerpc64" => "ppc64le",
             other => other,
         };
-        format!(
+        let text = format!(
             "cubepod-controller/v{} ({}/{arch})",
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS
-        )
+        );
+        // Made of the crate's version and Rust's names of the platform: printable ASCII.
+        HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("cubepod-controller"))
     })
 }
 /// Idle pooled connections are closed after this; the API server's own limit is longer.
@@ -286,23 +288,10 @@ impl Transport {
         }
     }
 
+    /// The request of one attempt. Its headers are made once (the user agent, the bearer
+    /// token's when it is read) and set without a builder's per-call validation.
     fn request(&self, call: &Call) -> ApiResult<Request<Full<Bytes>>> {
-        let mut builder = Request::builder()
-            .method(call.method.clone())
-            .uri(format!("{}{}", self.server, call.path))
-            .header(ACCEPT, "application/json")
-            .header(USER_AGENT, user_agent());
-        if let Some(token) = self.bearer.header() {
-            builder = builder.header(AUTHORIZATION, token);
-        }
-        let body = match &call.body {
-            Some((bytes, content_type)) => {
-                builder = builder.header(CONTENT_TYPE, *content_type);
-                Full::new(bytes.clone())
-            }
-            None => Full::new(Bytes::new()),
-        };
-        builder.body(body).map_err(|e| {
+        let uri = hyper::Uri::try_from(format!("{}{}", self.server, call.path)).map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Other,
                 format!(
@@ -310,7 +299,24 @@ impl Transport {
                     call.method, call.path
                 ),
             )
-        })
+        })?;
+        let body = match &call.body {
+            Some((bytes, _)) => Full::new(bytes.clone()),
+            None => Full::new(Bytes::new()),
+        };
+        let mut request = Request::new(body);
+        *request.method_mut() = call.method.clone();
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        headers.insert(USER_AGENT, user_agent().clone());
+        if let Some(token) = self.bearer.header() {
+            headers.insert(AUTHORIZATION, token);
+        }
+        if let Some((_, content_type)) = &call.body {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        }
+        Ok(request)
     }
 
     /// A failure below HTTP: TLS refusals are final (trying again cannot help), the rest
