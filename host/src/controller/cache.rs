@@ -136,9 +136,10 @@ fn child_owner(meta: &MetaView<'_>) -> Option<ObjectRef> {
     Some(ObjectRef::new(meta.namespace, owner))
 }
 
-/// Where a sandbox's entry keeps a child's version: `pods/a`.
-fn version_key(resource: Resource, name: &str) -> String {
-    format!("{resource}/{name}")
+/// Where a sandbox's entry keeps a child's version: `pods/a`, in parts, so that a lookup
+/// does not allocate it (the map joins them when it inserts a new key).
+fn version_key_parts(resource: Resource, name: &str) -> [&str; 3] {
+    [resource.plural(), "/", name]
 }
 
 impl Inner {
@@ -176,7 +177,7 @@ impl Inner {
                 .children
                 .get(owner?)?
                 .versions
-                .get(&version_key(resource, &key.name))
+                .get_joined(&version_key_parts(resource, &key.name))
                 .map(String::as_str),
         }
     }
@@ -323,9 +324,9 @@ impl Inner {
             return Vec::new();
         };
         let entry = self.children.entry(owner.clone()).or_default();
-        let child = version_key(resource, meta.name);
+        let child = version_key_parts(resource, meta.name);
         if !deleted
-            && entry.versions.get(&child).is_some_and(|seen| {
+            && entry.versions.get_joined(&child).is_some_and(|seen| {
                 is_older(meta.resource_version, seen)
                     // A child without a version (the manifest of a create that met
                     // AlreadyExists) only says that it exists: it must not replace what the
@@ -336,11 +337,11 @@ impl Inner {
             return Vec::new();
         }
         if deleted {
-            entry.versions.remove(&child);
+            entry.versions.remove_joined(&child);
         } else {
             entry
                 .versions
-                .insert(child, meta.resource_version.to_string());
+                .insert_joined(&child, meta.resource_version.to_string());
         }
         match resource {
             Resource::Pod if deleted => entry.pod = None,
@@ -567,7 +568,9 @@ impl Cache {
                         }
                     }
                     for name in &gone {
-                        entry.versions.remove(&version_key(resource, name));
+                        entry
+                            .versions
+                            .remove_joined(&version_key_parts(resource, name));
                     }
                     if !gone.is_empty() {
                         keys.push(WorkKey::Sandbox(owner.clone()));
@@ -729,23 +732,23 @@ impl Cache {
         name: &str,
         sandbox: &str,
     ) -> bool {
-        let child = format!("{resource}/{name}");
+        let child = version_key_parts(resource, name);
         self.read()
             .children
             .get(&ObjectRef::new(namespace, sandbox))
-            .is_some_and(|entry| entry.versions.get(&child).is_some())
+            .is_some_and(|entry| entry.versions.get_joined(&child).is_some())
     }
 
     /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
     /// (one, unless someone relabelled it), for the boundary's delete and takeover rules. A
     /// scan of every sandbox's children: only for a name the calling sandbox does not hold.
     pub fn child_owners(&self, resource: Resource, namespace: &str, name: &str) -> Vec<String> {
-        let child = format!("{resource}/{name}");
+        let child = version_key_parts(resource, name);
         self.read()
             .children
             .iter()
             .filter(|(owner, entry)| {
-                owner.namespace == namespace && entry.versions.get(&child).is_some()
+                owner.namespace == namespace && entry.versions.get_joined(&child).is_some()
             })
             .map(|(owner, _)| owner.name.clone())
             .collect()

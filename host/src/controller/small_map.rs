@@ -16,8 +16,27 @@ impl<V> SmallMap<V> {
         self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
     }
 
-    pub fn get(&self, key: &str) -> Option<&V> {
-        self.find(key).ok().map(|i| &self.0[i].1)
+    /// The value of the key that is `parts` joined, looked up without joining them: a lookup
+    /// per watch event and write answer need not allocate its key.
+    pub fn get_joined(&self, parts: &[&str]) -> Option<&V> {
+        self.find_joined(parts).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Sets the value of the key that is `parts` joined; the key is joined only when new.
+    pub fn insert_joined(&mut self, parts: &[&str], value: V) {
+        match self.find_joined(parts) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => self.0.insert(i, (parts.concat(), value)),
+        }
+    }
+
+    pub fn remove_joined(&mut self, parts: &[&str]) -> Option<V> {
+        self.find_joined(parts).ok().map(|i| self.0.remove(i).1)
+    }
+
+    fn find_joined(&self, parts: &[&str]) -> Result<usize, usize> {
+        self.0
+            .binary_search_by(|(k, _)| cmp_joined(k.as_bytes(), parts))
     }
 
     pub fn insert(&mut self, key: String, value: V) {
@@ -44,9 +63,28 @@ impl<V> SmallMap<V> {
     }
 }
 
+/// `key` against `parts` joined, in the order of `str`'s `cmp` (bytewise).
+fn cmp_joined(mut key: &[u8], parts: &[&str]) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    for part in parts {
+        let part = part.as_bytes();
+        let n = key.len().min(part.len());
+        match key[..n].cmp(&part[..n]) {
+            Ordering::Equal if key.len() < part.len() => return Ordering::Less,
+            Ordering::Equal => key = &key[n..],
+            other => return other,
+        }
+    }
+    if key.is_empty() {
+        Ordering::Equal
+    } else {
+        Ordering::Greater
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::SmallMap;
+    use super::{SmallMap, cmp_joined};
 
     #[test]
     fn behaves_as_a_sorted_map() {
@@ -55,10 +93,45 @@ mod tests {
         map.insert("a".to_string(), 1);
         map.insert("b".to_string(), 3);
         assert_eq!(map.iter().collect::<Vec<_>>(), [("a", &1), ("b", &3)]);
-        assert_eq!(map.get("b"), Some(&3));
+        assert_eq!(map.get_joined(&["b"]), Some(&3));
         assert_eq!(map.remove("a"), Some(1));
         assert_eq!(map.remove("a"), None);
         map.retain(|_, v| *v != 3);
         assert!(map.is_empty());
+    }
+
+    #[test]
+    fn a_key_in_parts_is_found_as_the_joined_key_is() {
+        let mut map = SmallMap::default();
+        for key in ["pods/a", "pods/ab", "pods/b", "secrets/a", "pods"] {
+            map.insert(key.to_string(), key.len());
+        }
+        assert_eq!(map.get_joined(&["pods", "/", "ab"]), Some(&7));
+        assert_eq!(map.get_joined(&["secrets/", "a"]), Some(&9));
+        assert_eq!(map.get_joined(&["pods", "", ""]), Some(&4));
+        assert_eq!(map.get_joined(&["pods", "/", "c"]), None);
+        assert_eq!(map.get_joined(&["pod", "/", "a"]), None);
+        assert_eq!(map.remove_joined(&["pods", "/", "a"]), Some(6));
+        assert_eq!(map.get_joined(&["pods/a"]), None);
+        map.insert_joined(&["pods", "/", "b"], 1);
+        map.insert_joined(&["pods", "/", "c"], 2);
+        assert_eq!(map.get_joined(&["pods/b"]), Some(&1));
+        assert_eq!(map.get_joined(&["pods/c"]), Some(&2));
+        let keys: Vec<&str> = map.iter().map(|(k, _)| k).collect();
+        assert!(keys.is_sorted(), "{keys:?}");
+        // Every order between keys is the joined string's.
+        let words = ["", "a", "ab", "b", "/", "a/b", "ab/"];
+        for key in words {
+            for x in words {
+                for y in words {
+                    let joined = format!("{x}{y}");
+                    assert_eq!(
+                        cmp_joined(key.as_bytes(), &[x, y]),
+                        key.cmp(joined.as_str()),
+                        "{key:?} against {x:?} + {y:?}"
+                    );
+                }
+            }
+        }
     }
 }
