@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use bytes::Bytes;
-use cubepod_host::kube::rest::{ConnectionConfig, Credentials, RestCluster, RestOptions, Token};
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
+use cubepod_host::kube::rest::{
+    ConnectionConfig, Credentials, Projection, RestCluster, RestOptions, Token,
+};
+use cubepod_host::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
 use http_body_util::Full;
 use hyper::{Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -23,7 +25,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use wiremock::matchers::{body_json, body_string, header, method, path, query_param};
+use wiremock::matchers::{body_json, body_string, header, headers, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const TOKEN: &str = "s3cr3t-token";
@@ -457,6 +459,85 @@ async fn a_watch_streams_events_then_closes() {
     let second = events.recv().await.expect("event").expect("ok");
     assert_eq!(second.kind, WatchEventType::Bookmark);
     assert_eq!(second.object["metadata"]["resourceVersion"], "12");
+    assert!(events.recv().await.is_none(), "closed with the stream");
+}
+
+#[tokio::test]
+async fn the_children_read_by_their_metadata_alone_are_listed_and_watched_as_metadata() {
+    let server = MockServer::start().await;
+    const SECRETS: &str = "/api/v1/namespaces/ns/secrets";
+    Mock::given(method("GET"))
+        .and(path(SECRETS))
+        .and(query_param("limit", "500"))
+        // wiremock reads a header's comma-separated values as a list.
+        .and(headers(
+            "accept",
+            vec![
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                "application/json",
+            ],
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": "42"},
+            "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                       "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "41"}}],
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(SECRETS))
+        .and(query_param("watch", "true"))
+        // wiremock reads a header's comma-separated values as a list.
+        .and(headers(
+            "accept",
+            vec![
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+                "application/json",
+            ],
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_string(concat!(
+            r#"{"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"t","resourceVersion":"43"}}}"#,
+            "\n"
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // A Pod's status is read: its watch asks for the whole object.
+    Mock::given(method("GET"))
+        .and(path("/api/v1/namespaces/ns/pods"))
+        .and(query_param("watch", "true"))
+        .and(header("accept", "application/json"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(""))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let options = RestOptions {
+        children: Projection::MetadataAndStatus,
+        ..fast()
+    };
+    let cluster = client(&server, options);
+    let secrets = Scope {
+        resource: Resource::Secret,
+        namespace: "ns".into(),
+        label_selector: None,
+    };
+    let page = PageRequest {
+        limit: 500,
+        continue_token: None,
+    };
+    let list = cluster.list_page(&secrets, &page).await.expect("list");
+    assert_eq!(list.resource_version, "42");
+    assert_eq!(list.items[0]["metadata"]["name"], "s");
+    let mut events = cluster.watch(&secrets, "42").await.expect("watch");
+    let added = events.recv().await.expect("event").expect("ok");
+    assert_eq!(added.object["metadata"]["name"], "t");
+    let pods = Scope {
+        label_selector: None,
+        ..pod_scope()
+    };
+    let mut events = cluster.watch(&pods, "42").await.expect("watch");
     assert!(events.recv().await.is_none(), "closed with the stream");
 }
 

@@ -368,6 +368,56 @@ async fn watch_without_a_version_starts_with_the_objects_and_ends_with_a_bookmar
 }
 
 #[tokio::test]
+async fn the_metadata_alone_is_served_as_client_gos_metadata_client_asks_for_it() {
+    const SECRETS: &str = "/api/v1/namespaces/ns/secrets";
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s", "namespace": "ns", "labels": {"app": "x"}},
+        "data": {"token": "c2VjcmV0"}});
+    let (code, _) = client.call(Method::POST, SECRETS, Some(secret)).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let partial = |body: &Value| {
+        assert_eq!(body["kind"], "PartialObjectMetadata", "{body}");
+        assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+        assert_eq!(body["metadata"]["labels"]["app"], "x");
+        assert!(body.get("data").is_none(), "no data: {body}");
+    };
+
+    let list = Client::http1(&server).with_accept(
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+    );
+    let (code, body) = list.call(Method::GET, SECRETS, None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["kind"], "PartialObjectMetadataList", "{body}");
+    assert!(body["metadata"]["resourceVersion"].is_string());
+    partial(&body["items"][0]);
+    // The list's media type for one object (and the other way round) is not served: the
+    // header's plain JSON is.
+    let (_, whole) = list.call(Method::GET, &format!("{SECRETS}/s"), None).await;
+    assert_eq!(whole["kind"], "Secret");
+
+    let one = Client::http1(&server).with_accept(
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+    );
+    let (_, body) = one.call(Method::GET, &format!("{SECRETS}/s"), None).await;
+    partial(&body);
+    let response = one
+        .send(
+            Method::GET,
+            &format!("{SECRETS}?watch=true&resourceVersion=0&timeoutSeconds=5"),
+            "application/json",
+            None,
+        )
+        .await
+        .expect("watch answered");
+    let mut events = Events::new(response);
+    let added = events.next().await.expect("the existing Secret");
+    assert_eq!(added["type"], "ADDED");
+    partial(&added["object"]);
+}
+
+#[tokio::test]
 async fn watch_from_a_compacted_version_gets_a_410_error_event() {
     let server = start(FakeOptions::default());
     let client = Client::http1(&server);

@@ -174,7 +174,8 @@ impl RestCluster {
             path.push('?');
             path.push_str(&query.join("&"));
         }
-        let call = Call::new(Method::GET, path);
+        let call =
+            Call::new(Method::GET, path).with_accept(self.projection(scope.resource).accept(true));
         let body = self.transport.send(&call).await?;
         // Straight into the items, not the whole list as one Value and then a copy of it: a
         // list is the largest answer the controller reads.
@@ -188,6 +189,7 @@ impl RestCluster {
         drop(body);
         let mut items = list.items;
         // A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them.
+        // (A metadata list's items say `PartialObjectMetadata`; nothing reads a child's kind.)
         for item in &mut items {
             if let Some(fields) = item.as_object_mut() {
                 fields
@@ -216,17 +218,13 @@ impl RestCluster {
             resource_version,
             self.options.watch_timeout.as_secs().max(1),
         );
-        let body = self.transport.open(&Call::new(Method::GET, path)).await?;
+        let projection = self.projection(scope.resource);
+        let call = Call::new(Method::GET, path).with_accept(projection.accept(false));
+        let body = self.transport.open(&call).await?;
         // Past the server's own timeout by a request's worth, the stream is taken for dead.
         let idle_limit = self.options.watch_timeout + self.options.request_timeout;
         let what = format!("watch {} in {:?}", scope.resource, scope.namespace);
-        Ok(watch::spawn(
-            body,
-            idle_limit,
-            what,
-            self.projection(scope.resource),
-            echoes,
-        ))
+        Ok(watch::spawn(body, idle_limit, what, projection, echoes))
     }
 }
 

@@ -26,6 +26,11 @@ pub enum Projection {
     /// (`phase`, `podIP`, and each condition's `type` and `status`), and any other top-level
     /// field but `spec`, `data`, `stringData` and `binaryData`.
     MetadataAndStatus,
+    /// Read as [`Self::MetadataAndStatus`], of a child whose status the controller does not
+    /// read (a PVC, Secret, NetworkPolicy or Service): its lists and watches ask the server
+    /// for the metadata alone ([`Self::accept`]), so that neither its spec nor a Secret's data
+    /// is sent at all.
+    Metadata,
 }
 
 /// What of a JSON value is kept. A value that is not what its shape reads (a string where an
@@ -76,12 +81,17 @@ impl Projection {
     /// The projection for objects of `resource`.
     pub fn of(self, resource: Resource) -> Projection {
         match resource {
-            // The controller reads a NetworkPolicy's or Service's annotations, never its spec.
-            Resource::Pod
-            | Resource::PersistentVolumeClaim
+            // A Pod's readiness and IP are in its status.
+            Resource::Pod => self,
+            // Of a PVC or Secret the controller reads the name, labels and deletion; of a
+            // NetworkPolicy or Service also the annotation with its spec's digest.
+            Resource::PersistentVolumeClaim
             | Resource::Secret
             | Resource::NetworkPolicy
-            | Resource::Service => self,
+            | Resource::Service => match self {
+                Projection::Whole => Projection::Whole,
+                Projection::MetadataAndStatus | Projection::Metadata => Projection::Metadata,
+            },
             // A Lease's holder is in its spec; Events and our own resources are read whole.
             Resource::Sandbox | Resource::PodWarmPool | Resource::Lease | Resource::Event => {
                 Projection::Whole
@@ -94,10 +104,26 @@ impl Projection {
         read_seeded(bytes, self)
     }
 
+    /// The `Accept` header of a list (`list`) or a watch of objects read with this
+    /// projection: for [`Self::Metadata`] client-go's metadata client's, the metadata alone
+    /// (`PartialObjectMetadata`, `...List` for a list), with plain JSON after it for a server
+    /// that does not serve it (the projection reads either the same way).
+    pub fn accept(self, list: bool) -> &'static str {
+        match self {
+            Projection::Metadata if list => {
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+            }
+            Projection::Metadata => {
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+            }
+            Projection::Whole | Projection::MetadataAndStatus => "application/json",
+        }
+    }
+
     fn shape(self) -> Shape {
         match self {
             Projection::Whole => Shape::All,
-            Projection::MetadataAndStatus => CHILD,
+            Projection::MetadataAndStatus | Projection::Metadata => CHILD,
         }
     }
 }
@@ -355,7 +381,23 @@ mod tests {
         assert_eq!(children.of(Resource::Sandbox), Projection::Whole);
         assert_eq!(children.of(Resource::PodWarmPool), Projection::Whole);
         assert_eq!(children.of(Resource::Lease), Projection::Whole);
-        assert_eq!(children.of(Resource::Secret), children);
+        assert_eq!(children.of(Resource::Pod), children);
+        for metadata_only in [
+            Resource::PersistentVolumeClaim,
+            Resource::Secret,
+            Resource::NetworkPolicy,
+            Resource::Service,
+        ] {
+            assert_eq!(children.of(metadata_only), Projection::Metadata);
+            assert_eq!(Projection::Whole.of(metadata_only), Projection::Whole);
+        }
+        assert_eq!(children.of(Resource::Pod).accept(false), "application/json");
+        assert!(
+            children
+                .of(Resource::Secret)
+                .accept(true)
+                .starts_with("application/json;as=PartialObjectMetadataList;")
+        );
     }
 
     #[test]

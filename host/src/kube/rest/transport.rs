@@ -62,6 +62,8 @@ pub struct Call {
     pub path: String,
     /// JSON body and its content type.
     pub body: Option<(Bytes, &'static str)>,
+    /// The `Accept` header: `application/json` unless a list or watch asks for less.
+    pub accept: &'static str,
 }
 
 impl Call {
@@ -70,7 +72,13 @@ impl Call {
             method,
             path,
             body: None,
+            accept: "application/json",
         }
+    }
+
+    pub fn with_accept(mut self, accept: &'static str) -> Self {
+        self.accept = accept;
+        self
     }
 
     pub fn with_body(mut self, body: Vec<u8>, content_type: &'static str) -> Self {
@@ -308,7 +316,7 @@ impl Transport {
         *request.method_mut() = call.method.clone();
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static(call.accept));
         headers.insert(USER_AGENT, user_agent().clone());
         if let Some(token) = self.bearer.header() {
             headers.insert(AUTHORIZATION, token);

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::body::{self, Body};
 use super::fields::FieldSelector;
+use super::partial;
 use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
@@ -52,7 +53,16 @@ struct Ask {
     method: Method,
     /// A Table instead of the objects (`Accept: ...;as=Table;g=meta.k8s.io;v=v1`).
     table: bool,
+    accept: String,
     content_type: String,
+}
+
+impl Ask {
+    /// The objects' metadata alone (`PartialObjectMetadata`), of a list or not; a Table
+    /// comes first.
+    fn metadata(&self, list: bool) -> bool {
+        !self.table && partial::wanted(&self.accept, list)
+    }
 }
 
 pub async fn handle(
@@ -145,9 +155,11 @@ async fn serve(
     end_watch_after: Option<u32>,
 ) -> Result<Response<Body>, Failure> {
     let route = route.ok_or_else(Failure::no_route)?;
+    let accept = header(&parts.headers, ACCEPT);
     let ask = Ask {
         method: parts.method.clone(),
-        table: table::wanted(&header(&parts.headers, ACCEPT)),
+        table: table::wanted(&accept),
+        accept,
         content_type: header(&parts.headers, CONTENT_TYPE),
     };
     let method = &ask.method;
@@ -210,6 +222,7 @@ async fn serve(
                         bookmark_interval: shared.bookmark_interval,
                         end_after: end_watch_after,
                         table: include,
+                        metadata: ask.metadata(false),
                         fields,
                     };
                     watch(cluster, &scope, query.resource_version.as_deref(), plan).await
@@ -219,7 +232,11 @@ async fn serve(
                         limit,
                         continue_token: query.continue_token.clone(),
                     });
-                    list(cluster, &scope, page.as_ref(), &fields, include).await
+                    let render = Render {
+                        table: include,
+                        metadata: ask.metadata(true),
+                    };
+                    list(cluster, &scope, page.as_ref(), &fields, render).await
                 }
                 Method::POST if !scope.namespace.is_empty() => {
                     let mut object = read_object(body).await?;
@@ -243,7 +260,11 @@ async fn serve(
                         .get(resource, &namespace, &name)
                         .await
                         .map_err(api)?;
-                    Ok(answer(resource, object, include))
+                    let render = Render {
+                        table: include,
+                        metadata: ask.metadata(false),
+                    };
+                    Ok(answer(resource, object, render))
                 }
                 Method::PATCH => {
                     check_merge_patch(&ask.content_type)?;
@@ -302,9 +323,17 @@ async fn serve(
     }
 }
 
-/// One object, or its one-row Table.
-fn answer(resource: Resource, object: Value, table: Option<IncludeObject>) -> Response<Body> {
-    match table {
+/// How the objects of a GET are sent: as Table rows (with what each row carries), as their
+/// metadata alone, or whole.
+#[derive(Clone, Copy)]
+struct Render {
+    table: Option<IncludeObject>,
+    metadata: bool,
+}
+
+/// One object, its one-row Table, or its metadata.
+fn answer(resource: Resource, object: Value, render: Render) -> Response<Body> {
+    match render.table {
         Some(include) => {
             let version = object["metadata"]["resourceVersion"]
                 .as_str()
@@ -312,6 +341,7 @@ fn answer(resource: Resource, object: Value, table: Option<IncludeObject>) -> Re
             let table = table::render(resource, &[&object], version, include);
             body::json(StatusCode::OK, &table)
         }
+        None if render.metadata => body::json(StatusCode::OK, &partial::object(&object)),
         None => body::json(StatusCode::OK, &object),
     }
 }
@@ -360,7 +390,7 @@ async fn list(
     scope: &Scope,
     page: Option<&PageRequest>,
     fields: &FieldSelector,
-    table: Option<IncludeObject>,
+    render: Render,
 ) -> Result<Response<Body>, Failure> {
     let resource = scope.resource;
     let mut list = match page {
@@ -372,7 +402,7 @@ async fn list(
     if !fields.is_everything() {
         list.items.retain(|item| fields.matches(item));
     }
-    if let Some(include) = table {
+    if let Some(include) = render.table {
         let rows: Vec<&Value> = list.items.iter().collect();
         let mut document = table::render(resource, &rows, &list.resource_version, include);
         if let Some(token) = &list.continue_token {
@@ -384,12 +414,16 @@ async fn list(
     if let Some(token) = &list.continue_token {
         metadata["continue"] = json!(token);
     }
-    let document = json!({
-        "kind": format!("{}List", resource.kind()),
-        "apiVersion": resource.api_version(),
-        "metadata": metadata,
-        "items": list.items,
-    });
+    let document = if render.metadata {
+        partial::list(&list.items, metadata)
+    } else {
+        json!({
+            "kind": format!("{}List", resource.kind()),
+            "apiVersion": resource.api_version(),
+            "metadata": metadata,
+            "items": list.items,
+        })
+    };
     Ok(body::json(StatusCode::OK, &document))
 }
 

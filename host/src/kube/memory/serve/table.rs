@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::crds::{self, PrinterColumn};
+use super::partial;
 use crate::kube::Resource;
 
 /// What each row carries besides its cells (`includeObject`).
@@ -30,12 +31,7 @@ impl IncludeObject {
 
 /// Whether an `Accept` header asks for a Table (any of its media ranges).
 pub fn wanted(accept: &str) -> bool {
-    accept.split(',').any(|range| {
-        let params: Vec<&str> = range.split(';').skip(1).map(str::trim).collect();
-        params.contains(&"as=Table")
-            && params.contains(&"g=meta.k8s.io")
-            && (params.contains(&"v=v1") || params.contains(&"v=v1beta1"))
-    })
+    partial::meta_media(accept, "Table", &["v1", "v1beta1"])
 }
 
 /// How a cell's value is found.
@@ -200,13 +196,7 @@ pub fn render(
             let mut row = json!({ "cells": cells });
             match include {
                 IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row["object"] = json!({
-                        "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": object["metadata"],
-                    });
-                }
+                IncludeObject::Metadata => row["object"] = partial::object(object),
                 IncludeObject::Object => row["object"] = (*object).clone(),
             }
             row

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
 
 use super::fields::FieldSelector;
+use super::partial;
 use super::status::Failure;
 use super::table::{self, IncludeObject};
 
@@ -33,6 +34,8 @@ pub struct WatchPlan {
     pub end_after: Option<u32>,
     /// Objects as one-row Tables, with what each row carries.
     pub table: Option<IncludeObject>,
+    /// Objects as their metadata alone (`PartialObjectMetadata`), when not as Tables.
+    pub metadata: bool,
     pub fields: FieldSelector,
 }
 
@@ -97,6 +100,7 @@ impl WatchBody {
                 let table = table::render(self.plan.resource, &[object], version, include);
                 Frame::data(line(kind, &table))
             }
+            None if self.plan.metadata => Frame::data(line(kind, &partial::object(object))),
             None => Frame::data(line(kind, object)),
         }
     }
