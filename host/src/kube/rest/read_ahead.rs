@@ -76,6 +76,11 @@ impl<T: Read + Unpin> Read for ReadAhead<T> {
         if this.block.is_empty() {
             return Pin::new(&mut this.io).poll_read(cx, buf);
         }
+        if buf.remaining() == 0 {
+            // Nothing can be handed on: reading ahead now would make the empty answer look
+            // like the end of the stream.
+            return Poll::Ready(Ok(()));
+        }
         if this.start == this.end {
             let mut block = ReadBuf::new(&mut this.block);
             ready!(Pin::new(&mut this.io).poll_read(cx, block.unfilled()))?;
@@ -187,6 +192,9 @@ mod tests {
         }
         assert_eq!(handed, arrived);
         assert_eq!(io.io.reads, 1, "one socket read for 10,000 bytes");
+        // A read with no room reads nothing from the socket.
+        assert!(read(&mut io, 0).is_empty());
+        assert_eq!(io.io.reads, 1);
         assert_eq!(read(&mut io, 4096), b"later");
         assert_eq!(io.io.reads, 2);
         // The end of the stream is a read of nothing.
