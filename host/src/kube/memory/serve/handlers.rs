@@ -1,6 +1,7 @@
 //! One request, end to end: the layer (if any), auth, routing, the verb against the
-//! MemoryCluster, the response (JSON or a Table) and its record.
+//! MemoryCluster, the response (JSON, a Table or the metadata alone) and its record.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -58,10 +59,13 @@ struct Ask {
 }
 
 impl Ask {
-    /// The objects' metadata alone (`PartialObjectMetadata`), of a list or not; a Table
-    /// comes first.
-    fn metadata(&self, list: bool) -> bool {
-        !self.table && partial::wanted(&self.accept, list)
+    /// How the objects of a GET (one, a list's or a watch's) are sent: a Table first, else
+    /// their metadata alone (`PartialObjectMetadata`, `...List` for a `list`), else whole.
+    fn render(&self, include: IncludeObject, list: bool) -> Render {
+        Render {
+            table: self.table.then_some(include),
+            metadata: !self.table && partial::wanted(&self.accept, list),
+        }
     }
 }
 
@@ -198,7 +202,6 @@ async fn serve(
     }
     let fields = FieldSelector::parse(query.field_selector.as_deref().unwrap_or_default())
         .map_err(|error| Failure::bad_request(error.to_string()))?;
-    let include = ask.table.then_some(query.include_object);
     let cluster = &shared.cluster;
     match route {
         Route::Collection {
@@ -221,8 +224,7 @@ async fn serve(
                         bookmarks: query.allow_watch_bookmarks,
                         bookmark_interval: shared.bookmark_interval,
                         end_after: end_watch_after,
-                        table: include,
-                        metadata: ask.metadata(false),
+                        render: ask.render(query.include_object, false),
                         fields,
                     };
                     watch(cluster, &scope, query.resource_version.as_deref(), plan).await
@@ -232,10 +234,7 @@ async fn serve(
                         limit,
                         continue_token: query.continue_token.clone(),
                     });
-                    let render = Render {
-                        table: include,
-                        metadata: ask.metadata(true),
-                    };
+                    let render = ask.render(query.include_object, true);
                     list(cluster, &scope, page.as_ref(), &fields, render).await
                 }
                 Method::POST if !scope.namespace.is_empty() => {
@@ -260,11 +259,11 @@ async fn serve(
                         .get(resource, &namespace, &name)
                         .await
                         .map_err(api)?;
-                    let render = Render {
-                        table: include,
-                        metadata: ask.metadata(false),
-                    };
-                    Ok(answer(resource, object, render))
+                    let render = ask.render(query.include_object, false);
+                    Ok(body::json(
+                        StatusCode::OK,
+                        &render.object(resource, &object),
+                    ))
                 }
                 Method::PATCH => {
                     check_merge_patch(&ask.content_type)?;
@@ -326,23 +325,24 @@ async fn serve(
 /// How the objects of a GET are sent: as Table rows (with what each row carries), as their
 /// metadata alone, or whole.
 #[derive(Clone, Copy)]
-struct Render {
+pub(super) struct Render {
     table: Option<IncludeObject>,
     metadata: bool,
 }
 
-/// One object, its one-row Table, or its metadata.
-fn answer(resource: Resource, object: Value, render: Render) -> Response<Body> {
-    match render.table {
-        Some(include) => {
-            let version = object["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default();
-            let table = table::render(resource, &[&object], version, include);
-            body::json(StatusCode::OK, &table)
+impl Render {
+    /// One object (a GET's, a watch event's) as sent: its one-row Table, its metadata, or it.
+    pub(super) fn object<'a>(self, resource: Resource, object: &'a Value) -> Cow<'a, Value> {
+        match self.table {
+            Some(include) => {
+                let version = object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default();
+                Cow::Owned(table::render(resource, &[object], version, include))
+            }
+            None if self.metadata => Cow::Owned(partial::object(object)),
+            None => Cow::Borrowed(object),
         }
-        None if render.metadata => body::json(StatusCode::OK, &partial::object(&object)),
-        None => body::json(StatusCode::OK, &object),
     }
 }
 

@@ -19,9 +19,8 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
 
 use super::fields::FieldSelector;
-use super::partial;
+use super::handlers::Render;
 use super::status::Failure;
-use super::table::{self, IncludeObject};
 
 /// How a watch stream is shaped.
 pub struct WatchPlan {
@@ -32,10 +31,8 @@ pub struct WatchPlan {
     pub bookmark_interval: Option<Duration>,
     /// End after this many object events (a layer's fault).
     pub end_after: Option<u32>,
-    /// Objects as one-row Tables, with what each row carries.
-    pub table: Option<IncludeObject>,
-    /// Objects as their metadata alone (`PartialObjectMetadata`), when not as Tables.
-    pub metadata: bool,
+    /// Objects as one-row Tables, as their metadata alone, or whole.
+    pub render: Render,
     pub fields: FieldSelector,
 }
 
@@ -92,17 +89,10 @@ impl WatchBody {
         if self.plan.end_after.is_some_and(|limit| self.sent >= limit) {
             self.finished = true;
         }
-        match self.plan.table {
-            Some(include) => {
-                let version = object["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default();
-                let table = table::render(self.plan.resource, &[object], version, include);
-                Frame::data(line(kind, &table))
-            }
-            None if self.plan.metadata => Frame::data(line(kind, &partial::object(object))),
-            None => Frame::data(line(kind, object)),
-        }
+        Frame::data(line(
+            kind,
+            &self.plan.render.object(self.plan.resource, object),
+        ))
     }
 
     /// Takes the cluster's resourceVersion now: every change up to it is already queued in
