@@ -201,6 +201,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         // The workers, the reap and pool ticks, and a hot swap's self-test.
         max_concurrent_calls: args.concurrency.saturating_add(8),
         containment: Arc::new(args.containment.containment()),
+        address_space: args.guest_address_space,
         ..RuntimeConfig::default()
     })
     .map_err(|source| StartError::Policy {

@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::kube::boundary::{self, Containment, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS};
 use crate::model::network;
-use crate::runtime::DEFAULT_MEMORY_MIB;
 use crate::runtime::bindings::ClusterNetwork;
+use crate::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -86,6 +86,14 @@ pub struct RunArgs {
     /// Memory bound of one call into the policy, in MiB.
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
+
+    /// How a policy call's linear memory sits in the address space: `guarded` reserves 4 GiB
+    /// and a guard region per memory slot, so the compiled code checks no bounds (about 4 GiB
+    /// of address space per slot, two slots per concurrent call); `compact` reserves only the
+    /// memory bound, and the code checks each access (slower policy code, the same answers):
+    /// for a host that caps the address space (`ulimit -v`), or a tool such as valgrind.
+    #[arg(long, env = "CUBEPOD_GUEST_ADDRESS_SPACE", value_enum, default_value_t = AddressSpace::Guarded)]
+    pub guest_address_space: AddressSpace,
 
     /// Time bound of one Kubernetes request made for the policy.
     #[arg(long, env = "CUBEPOD_HOST_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]

@@ -23,8 +23,8 @@ use cubepod_host::runtime::bindings::{
     WarmPoolSpec, WarmPoolStatus,
 };
 use cubepod_host::runtime::{
-    CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord, PolicyEngine,
-    PolicyModule, RuntimeConfig, RuntimeError,
+    AddressSpace, CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord,
+    PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError, wasmtime_config,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -652,6 +652,69 @@ fn unbounded_allocation_hits_the_memory_limit() {
     );
     assert_eq!(err.metric_label(), "memory");
     assert_reconciles(module, "dev-alice");
+}
+
+/// Both layouts of a policy's memory stop an access past its end: the guarded one by the
+/// guard's fault, the compact one (no guard) by the bounds check its code makes instead.
+#[test]
+fn an_access_past_the_memory_traps_in_either_address_space() {
+    let wat = r#"(module
+        (memory 1)
+        (func (export "load") (param i32) (result i32) (i32.load (local.get 0))))"#;
+    for address_space in [AddressSpace::Guarded, AddressSpace::Compact] {
+        let config = RuntimeConfig {
+            address_space,
+            ..test_config()
+        };
+        let engine = wasmtime::Engine::new(&wasmtime_config(&config)).unwrap();
+        let module = wasmtime::Module::new(&engine, wat::parse_str(wat).unwrap()).unwrap();
+        for (address, in_bounds) in [(65_532, true), (65_533, false), (0x7fff_fff0, false)] {
+            // A fresh store per call: a trap poisons its store.
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_epoch_deadline(1_000);
+            let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+            let load = instance
+                .get_typed_func::<i32, i32>(&mut store, "load")
+                .unwrap();
+            let result = load.call(&mut store, address as i32);
+            match (in_bounds, result) {
+                (true, Ok(value)) => assert_eq!(value, 0),
+                (false, Err(e)) => assert_eq!(
+                    e.downcast_ref::<wasmtime::Trap>(),
+                    Some(&wasmtime::Trap::MemoryOutOfBounds),
+                    "{address_space:?} at {address}: {e:?}"
+                ),
+                (_, other) => panic!("{address_space:?} at {address}: {other:?}"),
+            }
+        }
+    }
+}
+
+/// The compact layout runs a policy to the same answers under the same memory bound.
+#[test]
+fn a_compact_address_space_decides_the_same_under_the_same_memory_limit() {
+    let engine = PolicyEngine::new(RuntimeConfig {
+        address_space: AddressSpace::Compact,
+        ..test_config()
+    })
+    .unwrap();
+    assert_reconciles(&engine.load(DEFAULT_POLICY).unwrap(), "dev-alice");
+    let faulty = engine.load(faulty_bytes()).unwrap();
+    let cluster = Arc::new(StubCluster::default());
+    let err = faulty
+        .reconcile_sandbox(&context(&cluster), new_sandbox_input("oom-x"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RuntimeError::MemoryExhausted {
+                export: "reconcile-sandbox",
+                limit: MEMORY_LIMIT
+            }
+        ),
+        "{err:?}"
+    );
+    assert_reconciles(&faulty, "dev-alice");
 }
 
 #[test]

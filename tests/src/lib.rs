@@ -194,7 +194,7 @@ impl Controller {
     /// Starts `cubepod-controller run --embedded` on a free loopback port with fast ticks,
     /// plus `extra` flags.
     pub fn start(extra: &[&str]) -> Controller {
-        let controller = Controller::spawn(&["--embedded"], extra, None);
+        let controller = Controller::spawn(&["--embedded"], extra, None, None);
         controller.wait_for("/healthz", Duration::from_secs(60), |status, _| {
             status == 200
         });
@@ -205,10 +205,22 @@ impl Controller {
     /// (through `KUBECONFIG`), plus `extra` flags. Does not wait: the process may exit at
     /// start (see [`Controller::wait_exit`]).
     pub fn start_with_kubeconfig(kubeconfig: &Path, extra: &[&str]) -> Controller {
-        Controller::spawn(&[], extra, Some(kubeconfig))
+        Controller::spawn(&[], extra, Some(kubeconfig), None)
     }
 
-    fn spawn(mode: &[&str], extra: &[&str], kubeconfig: Option<&Path>) -> Controller {
+    /// Starts `cubepod-controller run --embedded` as [`Controller::start`] does, in a process
+    /// whose address space is capped at `bytes` (`RLIMIT_AS`, as `ulimit -v` sets it). Does not
+    /// wait: the process may exit at start.
+    pub fn start_capped(bytes: u64, extra: &[&str]) -> Controller {
+        Controller::spawn(&["--embedded"], extra, None, Some(bytes))
+    }
+
+    fn spawn(
+        mode: &[&str],
+        extra: &[&str],
+        kubeconfig: Option<&Path>,
+        address_space: Option<u64>,
+    ) -> Controller {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
         let dir = tempfile::tempdir().expect("temp dir");
@@ -239,6 +251,24 @@ impl Controller {
             .stderr(Stdio::from(errors));
         if let Some(kubeconfig) = kubeconfig {
             command.env("KUBECONFIG", kubeconfig);
+        }
+        if let Some(bytes) = address_space {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            // SAFETY: runs in the child between fork and exec, and calls only setrlimit, which
+            // is async-signal-safe; `limit` is a plain value copied into the closure.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let child = command.spawn().expect("start cubepod-controller");
         Controller { child, addr, dir }

@@ -63,3 +63,34 @@ fn sigterm_exits_zero_promptly() {
         .expect("exited after SIGTERM");
     assert!(status.success(), "exit status {status:?}");
 }
+
+/// A host that caps the address space (`ulimit -v`) below what the guarded instance pool
+/// reserves (about 4 GiB per memory slot): the default refuses to start and names the flag that
+/// fits; with it, the controller runs its policy as before.
+#[test]
+fn under_a_capped_address_space_compact_guest_memory_runs_and_guarded_names_it() {
+    const CAP: u64 = 16 << 30;
+    let mut guarded = Controller::start_capped(CAP, &[]);
+    let status = guarded
+        .wait_exit(Duration::from_secs(30))
+        .expect("the guarded pool does not fit under the cap: the controller exits");
+    assert!(!status.success(), "exit status {status:?}");
+    let said = guarded.stderr();
+    assert!(
+        said.contains("cannot set up the wasm engine")
+            && said.contains("--guest-address-space=compact"),
+        "{said}"
+    );
+
+    let mut compact = Controller::start_capped(CAP, &["--guest-address-space=compact"]);
+    let metrics = compact.wait_for("/metrics", SETTLE, |status, body| {
+        status == 200
+            && metric(body, "cubepod_active_sandboxes", &[]) == Some(5.0)
+            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(2.0)
+    });
+    assert_eq!(metric(&metrics, "cubepod_guest_traps_total", &[]), None);
+    let status = compact
+        .terminate(Duration::from_secs(15))
+        .expect("exited after SIGTERM");
+    assert!(status.success(), "exit status {status:?}");
+}

@@ -37,6 +37,25 @@ pub struct RuntimeConfig {
     /// What a call may write and its per-call budgets: with the engine, so that the
     /// controller, its hot-swap self-test and `policy test` apply the same rules.
     pub containment: Arc<Containment>,
+    /// How a call's linear memory is laid out in the address space.
+    pub address_space: AddressSpace,
+}
+
+/// How each slot of the instance pool lays out a linear memory (`--guest-address-space`). The
+/// two run the same policy to the same answers, under the same memory bound; they differ in
+/// how an out-of-bounds access is caught, and so in the address space they reserve.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AddressSpace {
+    /// 4 GiB reserved per memory, and a guard region after it: a 32-bit address cannot leave
+    /// the reservation, so the compiled code checks no bounds. About 4 GiB of address space
+    /// per memory slot, two slots per concurrent call (72 GiB at `--concurrency 1`).
+    #[default]
+    Guarded,
+    /// Only the memory bound (`--guest-memory-mib`) reserved per memory, no guard region: the
+    /// compiled code checks each access's bounds (slower guest code, the same answers). For a
+    /// host that caps the address space (`ulimit -v`, `RLIMIT_AS`), and for tools that cannot
+    /// map a large reservation (valgrind, which the benchmark counts instructions with).
+    Compact,
 }
 
 /// The default memory bound of one call, in MiB (`--guest-memory-mib`). What one call may add
@@ -55,6 +74,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             max_concurrent_calls: 32,
             containment: Arc::new(Containment::default()),
+            address_space: AddressSpace::default(),
         }
     }
 }
@@ -80,11 +100,18 @@ impl PolicyEngine {
     pub fn new(mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
         // A zero tick would spin the ticker thread.
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
-        let engine = Engine::new(&wasmtime_config(&config)).map_err(|e| RuntimeError::Compile {
-            why: format!("cannot set up the wasm engine: {e:#}"),
+        let engine = Engine::new(&wasmtime_config(&config)).map_err(|e| RuntimeError::Engine {
+            why: match config.address_space {
+                AddressSpace::Guarded => format!(
+                    "{e:#} (the instance pool reserves about 4 GiB of address space per memory \
+                     slot; where the address space is capped, --guest-address-space=compact \
+                     reserves only the memory bound)"
+                ),
+                AddressSpace::Compact => format!("{e:#}"),
+            },
         })?;
         let link = |contract| {
-            host::linker(&engine, contract).map_err(|e| RuntimeError::Compile {
+            host::linker(&engine, contract).map_err(|e| RuntimeError::Engine {
                 why: format!("cannot link the host's imports of {contract}: {e:#}"),
             })
         };
@@ -133,6 +160,16 @@ pub fn wasmtime_config(config: &RuntimeConfig) -> Config {
     let mut wasm = Config::new();
     wasm.epoch_interruption(true).wasm_component_model(true);
     wasm.allocation_strategy(pooling(config));
+    if config.address_space == AddressSpace::Compact {
+        // The reservation is the slot's memory bound, rounded up to whole wasm pages, with
+        // nothing to grow into beyond it and no guard: Cranelift then emits a bounds check
+        // per access instead of relying on the guard's fault.
+        let bound = (config.memory_limit_bytes.max(64 << 10) as u64).next_multiple_of(64 << 10);
+        wasm.memory_reservation(bound)
+            .memory_guard_size(0)
+            .memory_reservation_for_growth(0)
+            .guard_before_linear_memory(false);
+    }
     // A policy arrives already optimised by its own compiler (LLVM for Rust): Cranelift's
     // optimisations bought no measurable speed in the decision benchmark, and skipping
     // them makes a compile (and so a hot swap) about a quarter faster.
@@ -187,7 +224,7 @@ impl Ticker {
                     engine.increment_epoch();
                 }
             })
-            .map_err(|e| RuntimeError::Compile {
+            .map_err(|e| RuntimeError::Engine {
                 why: format!("cannot start the epoch ticker thread: {e}"),
             })?;
         Ok(Self {

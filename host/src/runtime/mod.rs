@@ -36,7 +36,7 @@ pub use call::{
     KubeCall,
 };
 pub use default_policy::DEFAULT_POLICY;
-pub use engine::{DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
+pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
 pub use module::{PolicyModule, targeted_version};
 
 use std::path::PathBuf;
@@ -140,9 +140,12 @@ pub enum RuntimeError {
     /// carried out. The message names the budget and its bound.
     #[error("policy went past its budget: {0}")]
     Budget(String),
-    /// The bytes are not a component wasmtime can compile (or the engine could not be set up).
+    /// The bytes are not a component wasmtime can compile.
     #[error("policy does not compile: {why}")]
     Compile { why: String },
+    /// The wasm engine (its instance pool, its epoch ticker) could not be set up.
+    #[error("cannot set up the wasm engine: {why}")]
+    Engine { why: String },
     /// The component does not implement the `policy-module` world of a contract this host
     /// runs. `contract` is the one it was checked against (`cubepod:controller@0.1.0`), or the
     /// unsupported one it targets.
@@ -165,6 +168,7 @@ impl RuntimeError {
             RuntimeError::MemoryExhausted { .. } => "memory",
             RuntimeError::Budget(_) => "budget",
             RuntimeError::Compile { .. } => "compile",
+            RuntimeError::Engine { .. } => "engine",
             RuntimeError::Contract { .. } => "contract",
             RuntimeError::Io { .. } => "io",
         }

@@ -90,8 +90,11 @@ pub struct CreateRun {
     /// Watch requests the controller made while creating (1 per resource when none ends).
     pub watches: usize,
     pub controller_cpu: Duration,
-    /// Instructions the controller retired over the same span (`perf stat`), if counted.
+    /// Instructions the controller retired over the same span (`perf stat`, user and kernel;
+    /// or callgrind's, user space, in a run under it), if counted.
     pub instructions: Option<u64>,
+    /// The run was under callgrind: its instructions are callgrind's, its times valgrind's.
+    pub under_callgrind: bool,
     /// This process's CPU over the same span: the fake API server and the load generator.
     pub bench_cpu: Duration,
     pub created_memory: Memory,
@@ -278,6 +281,90 @@ impl Instructions {
     }
 }
 
+/// Instructions counted by callgrind, in a controller run under valgrind
+/// ([`callgrind_wrapper`]): the counts are zeroed when counting starts and dumped when it
+/// stops. Repeatable, where CPU time moves with the machine; user space only.
+struct Callgrind {
+    pid: u32,
+    dir: PathBuf,
+}
+
+/// valgrind running the controller under callgrind, its dumps in `dir`.
+fn callgrind_wrapper(dir: &Path) -> Vec<String> {
+    vec![
+        "valgrind".to_string(),
+        "--tool=callgrind".to_string(),
+        // wasmtime writes the policy's machine code at run time.
+        "--smc-check=all-non-file".to_string(),
+        format!("--callgrind-out-file={}/callgrind.out.%p", dir.display()),
+    ]
+}
+
+impl Callgrind {
+    fn start(pid: u32, dir: &Path) -> Result<Self> {
+        callgrind_control("-z", pid)?;
+        Ok(Self {
+            pid,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Dumps the counts; the instructions (`Ir`) since the start.
+    fn stop(self) -> Result<u64> {
+        callgrind_control("-d", self.pid)?;
+        // Dumps are `callgrind.out.<pid>.<n>`, numbered from 1: the newest is this one.
+        let prefix = format!("callgrind.out.{}.", self.pid);
+        let newest = std::fs::read_dir(&self.dir)
+            .with_context(|| format!("reading {}", self.dir.display()))?
+            .filter_map(|entry| {
+                let path = entry.ok()?.path();
+                let name = path.file_name()?.to_str()?;
+                let number: u32 = name.strip_prefix(&prefix)?.parse().ok()?;
+                Some((number, path))
+            })
+            .max()
+            .map(|(_, path)| path)
+            .with_context(|| format!("callgrind wrote no dump in {}", self.dir.display()))?;
+        let text = std::fs::read_to_string(&newest)
+            .with_context(|| format!("reading {}", newest.display()))?;
+        text.lines()
+            .find_map(|line| line.strip_prefix("summary:"))
+            .and_then(|counts| counts.split_whitespace().next()?.parse().ok())
+            .with_context(|| format!("no `summary:` line in {}", newest.display()))
+    }
+}
+
+/// `callgrind_control <flag> <pid>`, which waits for callgrind to carry the command out.
+fn callgrind_control(flag: &str, pid: u32) -> Result<()> {
+    let out = Command::new("callgrind_control")
+        .args([flag, &pid.to_string()])
+        .output()
+        .context("running callgrind_control (valgrind's)")?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !said.contains("OK") {
+        bail!(
+            "callgrind_control {flag} {pid} failed: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// What counts the controller's instructions over the measured span.
+enum Counting {
+    Perf(Instructions),
+    Callgrind(Callgrind),
+}
+
+impl Counting {
+    fn stop(self) -> Result<Option<u64>> {
+        match self {
+            Counting::Perf(perf) => Ok(perf.stop()),
+            Counting::Callgrind(callgrind) => callgrind.stop().map(Some),
+        }
+    }
+}
+
 pub struct Setup<'a> {
     pub runtime: &'a Runtime,
     pub binary: &'a Path,
@@ -290,6 +377,11 @@ pub struct Setup<'a> {
     pub controller_args: Vec<String>,
     /// How the controller reaches the fake; over HTTP/1.1 no resync is run.
     pub protocol: Protocol,
+    /// Run the controller under callgrind, its dumps in this folder, and count its
+    /// instructions with it (no resync, no `perf`: the CPU figures of such a run are
+    /// valgrind's). The policy's memory is then compact (`--guest-address-space=compact`):
+    /// valgrind cannot map the guarded slots' reservation.
+    pub callgrind: Option<PathBuf>,
 }
 
 pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
@@ -302,9 +394,20 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
             &crate::apiserver::KubeconfigAuth::Token(TOKEN.to_string()),
         )
         .context("writing a kubeconfig")?;
+    let (wrapper, mut controller_args, ready_within) = match &setup.callgrind {
+        // Under valgrind the controller runs some 50 times slower, its compile of the policy
+        // included.
+        Some(dir) => (
+            callgrind_wrapper(dir),
+            vec!["--guest-address-space=compact".to_string()],
+            Duration::from_secs(600),
+        ),
+        None => (Vec::new(), Vec::new(), Duration::from_secs(120)),
+    };
+    controller_args.extend(setup.controller_args.iter().cloned());
     let mut controller =
-        ControllerProcess::start(setup.binary, &kubeconfig, &setup.controller_args)?;
-    controller.wait_ready(Duration::from_secs(120))?;
+        ControllerProcess::start_under(&wrapper, setup.binary, &kubeconfig, &controller_args)?;
+    controller.wait_ready(ready_within)?;
     let cluster = fake.cluster();
     cluster.clear_writes();
     fake.clear_requests();
@@ -328,7 +431,10 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         o["status"]["phase"] == "Running"
     }));
     let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
-    let counting = Instructions::start(controller.pid());
+    let counting = match &setup.callgrind {
+        Some(dir) => Counting::Callgrind(Callgrind::start(controller.pid(), dir)?),
+        None => Counting::Perf(Instructions::start(controller.pid())),
+    };
     let cpu_before = (controller.cpu()?, cpu_of("/proc/self/stat")?);
     let started = Instant::now();
     let post = runtime.spawn(post_all(client, Arc::new(items), IN_FLIGHT));
@@ -373,7 +479,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     let (post, pods_at, running_at) = waited?;
     let controller_cpu = controller.cpu()?.saturating_sub(cpu_before.0);
     let bench_cpu = cpu_of("/proc/self/stat")?.saturating_sub(cpu_before.1);
-    let instructions = counting.stop();
+    let instructions = counting.stop()?;
     perf.stop();
 
     let scrape = controller.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
@@ -409,7 +515,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     // taken over HTTP/2 only).
     let (mut resync_took, mut resync_memory, mut resync_writes) =
         (Duration::ZERO, Memory::default(), BTreeMap::new());
-    if setup.protocol == Protocol::H2 {
+    if setup.protocol == Protocol::H2 && setup.callgrind.is_none() {
         cluster.clear_writes();
         let resync_started = Instant::now();
         let mut second =
@@ -440,6 +546,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         watches,
         controller_cpu,
         instructions,
+        under_callgrind: setup.callgrind.is_some(),
         bench_cpu,
         created_memory,
         breakdown: Breakdown::of(&scrape),

@@ -24,7 +24,7 @@ pub mod ticks;
 pub mod twin;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,13 +102,23 @@ pub struct Options {
     pub trim_probe: bool,
     /// More flags for the controller in the sandboxes/s runs (`--controller-arg=--concurrency=32`).
     pub controller_args: Vec<String>,
-    /// Only these scenarios (`capacity`, `create`, `rss`, `ticks`, `decision`, `swap`); all
-    /// when empty.
+    /// Only these scenarios (`capacity`, `create`, `instructions`, `rss`, `ticks`,
+    /// `decision`, `swap`); all when empty.
     pub only: Vec<String>,
+    /// N of the instruction counts (the controller under callgrind, one run per protocol).
+    pub instruction_sizes: Vec<usize>,
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 6] = ["capacity", "decision", "swap", "create", "ticks", "rss"];
+pub const SCENARIOS: [&str; 7] = [
+    "capacity",
+    "decision",
+    "swap",
+    "create",
+    "instructions",
+    "ticks",
+    "rss",
+];
 
 impl Options {
     fn wants(&self, scenario: &str) -> bool {
@@ -133,6 +143,7 @@ impl Default for Options {
             pod_start_delay: DEFAULT_POD_START_DELAY,
             trim_probe: false,
             only: Vec::new(),
+            instruction_sizes: vec![1_000],
             controller_args: Vec::new(),
         }
     }
@@ -144,10 +155,12 @@ cubepod-bench: the controller against the fake API server on loopback, with a lo
 usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
                      [--rss-sizes 10000,30000,100000] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
-                     [--trim-probe] [--only capacity,create,rss,ticks,decision,swap]
+                     [--instruction-sizes 1000] [--trim-probe]
+                     [--only capacity,create,instructions,rss,ticks,decision,swap]
                      [--controller-arg ARG]...
 
-  --quick          small and fast: N = 1,000 only, one run, fewer samples (for development)
+  --quick          small and fast: N = 1,000 only, one run, fewer samples, instructions
+                   counted at N = 200 (for development)
   --sizes          N of the sandboxes/s runs (default 1000,10000)
   --protocols      how the controller reaches the API in the sandboxes/s runs: h2 (HTTPS,
                    HTTP/2), http1 (plain HTTP/1.1, as behind kubectl proxy) (default both)
@@ -157,8 +170,10 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
   --write-docs     write docs/performance.md and docs/performance.svg
   --controller     the controller binary (default: target/release/cubepod-controller)
   --perf           perf record the creating controller at the largest N into DIR
+  --instruction-sizes  N of the instruction counts: the controller run under valgrind's
+                   callgrind, once per protocol (default 1000; needs valgrind)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
-  --only           only these scenarios: capacity,create,rss,ticks,decision,swap
+  --only           only these scenarios: capacity,create,instructions,rss,ticks,decision,swap
   --controller-arg one more flag for the controller in the sandboxes/s runs (repeatable),
                    e.g. --controller-arg=--concurrency=32
 ";
@@ -201,6 +216,7 @@ impl Options {
                     options.decision_runs = 500;
                     options.ticks = 10;
                     options.swaps = 3;
+                    options.instruction_sizes = vec![200];
                 }
                 "--sizes" => options.sizes = sizes(&value()?)?,
                 "--protocols" => {
@@ -218,6 +234,7 @@ impl Options {
                         .collect::<Result<_>>()?;
                 }
                 "--rss-sizes" => options.rss_sizes = sizes(&value()?)?,
+                "--instruction-sizes" => options.instruction_sizes = sizes(&value()?)?,
                 "--runs" => options.runs = value()?.parse().context("--runs")?,
                 "--write-docs" => options.write_docs = true,
                 "--trim-probe" => options.trim_probe = true,
@@ -349,6 +366,8 @@ pub struct Results {
     pub creates: BTreeMap<usize, Vec<create::CreateRun>>,
     /// The same runs over plain HTTP/1.1 (no resync).
     pub creates_http1: BTreeMap<usize, Vec<create::CreateRun>>,
+    /// The runs under callgrind, each protocol at each N of `instruction_sizes`.
+    pub counted: Vec<create::CreateRun>,
     pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
     /// RSS runs the machine could not hold, with the projection that said so.
     pub skipped: Vec<rss::Skipped>,
@@ -409,6 +428,57 @@ fn project(measured: &BTreeMap<usize, f64>, n: usize) -> f64 {
     }
 }
 
+/// The controller under callgrind creating N sandboxes, once per protocol at each N: its
+/// instructions per new sandbox, which the machine's speed does not move (one run each).
+fn count_instructions(
+    options: &Options,
+    runtime: &tokio::runtime::Runtime,
+    binary: &Path,
+) -> Result<Vec<create::CreateRun>> {
+    let found = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        bail!(
+            "the instructions scenario runs the controller under valgrind, which is not \
+             installed (apt-get install valgrind), or leave it out with --only"
+        );
+    }
+    let mut counted = Vec::new();
+    for &n in &options.instruction_sizes {
+        for &protocol in &options.protocols {
+            let dir = tempfile::tempdir().context("temp dir")?;
+            let setup = create::Setup {
+                runtime,
+                binary,
+                perf: None,
+                pod_start_delay: options.pod_start_delay,
+                trim_probe: false,
+                controller_args: options.controller_args.clone(),
+                protocol,
+                callgrind: Some(dir.path().to_path_buf()),
+            };
+            let result = create::run(&setup, n).with_context(|| {
+                format!(
+                    "counting the instructions of {n} new sandboxes over {}",
+                    protocol.label()
+                )
+            })?;
+            say(format_args!(
+                "N={n} {} under callgrind: {} instructions per sandbox, {:.2} reconciles each",
+                protocol.flag(),
+                result
+                    .instructions_per_sandbox_millions()
+                    .map_or("uncounted".to_string(), |m| format!("{m:.3} M")),
+                result.breakdown.reconciles / n as f64
+            ));
+            counted.push(result);
+        }
+    }
+    Ok(counted)
+}
+
 /// Runs every scenario the options name and returns what they measured.
 pub fn run(options: &Options) -> Result<Results> {
     let started = Instant::now();
@@ -421,7 +491,8 @@ pub fn run(options: &Options) -> Result<Results> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    let binary = if options.wants("create") || options.wants("rss") {
+    let binary = if options.wants("create") || options.wants("rss") || options.wants("instructions")
+    {
         process::controller_binary(options.controller.as_deref())?
     } else {
         PathBuf::new()
@@ -484,6 +555,7 @@ pub fn run(options: &Options) -> Result<Results> {
                     trim_probe: false,
                     controller_args: options.controller_args.clone(),
                     protocol,
+                    callgrind: None,
                 };
                 let result = create::run(&setup, n).with_context(|| {
                     format!(
@@ -518,6 +590,10 @@ pub fn run(options: &Options) -> Result<Results> {
                 .push(result);
             }
         }
+    }
+
+    if options.wants("instructions") && !options.instruction_sizes.is_empty() {
+        results.counted = count_instructions(options, &runtime, &binary)?;
     }
 
     let template = if options.wants("rss") || options.wants("ticks") {
@@ -560,6 +636,7 @@ pub fn run(options: &Options) -> Result<Results> {
                 trim_probe: options.trim_probe,
                 controller_args: Vec::new(),
                 protocol: Protocol::H2,
+                callgrind: None,
             };
             let projected_kib = project(&measured, n);
             let result = match rss::run(&setup, template, n, projected_kib)

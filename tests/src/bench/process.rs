@@ -93,6 +93,18 @@ impl ControllerProcess {
     /// Starts `binary run` with `KUBECONFIG=kubeconfig`, listening on a free loopback port,
     /// plus `extra` flags; logs (JSON, at the default level) go to a file.
     pub fn start(binary: &Path, kubeconfig: &Path, extra: &[String]) -> Result<Self> {
+        Self::start_under(&[], binary, kubeconfig, extra)
+    }
+
+    /// [`Self::start`] with the controller run by `wrapper` (a command and its flags, the
+    /// controller's command line after them), one that becomes the controller's process
+    /// (`exec`s it, or runs it in its own process as valgrind does): its PID is the controller's.
+    pub fn start_under(
+        wrapper: &[String],
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[String],
+    ) -> Result<Self> {
         let port = crate::free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().context("address")?;
         let dir = tempfile::tempdir().context("temp dir")?;
@@ -105,7 +117,14 @@ impl ControllerProcess {
             "--log-format=json".to_string(),
         ];
         args.extend(extra.iter().cloned());
-        let mut command = Command::new(binary);
+        let mut command = match wrapper.split_first() {
+            Some((program, flags)) => {
+                let mut command = Command::new(program);
+                command.args(flags).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         // The controller's allocator as deployed, whatever this process runs with.
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("MIMALLOC_") {
@@ -123,7 +142,10 @@ impl ControllerProcess {
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(errors))
             .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
+            .with_context(|| match wrapper.first() {
+                Some(program) => format!("starting {} under {program}", binary.display()),
+                None => format!("starting {}", binary.display()),
+            })?;
         // If the machine runs out of memory, this controller goes first, not a neighbour's
         // process.
         let _ = std::fs::write(format!("/proc/{}/oom_score_adj", child.id()), "1000");

@@ -165,53 +165,77 @@ fn cpu_rows(protocol: Protocol, n: usize, runs: &[CreateRun]) -> Vec<Row> {
     } else {
         ("—".to_string(), String::new())
     };
-    vec![
-        Row {
-            metric: format!(
-                "Controller CPU per new sandbox, {}, N = {}",
-                protocol.label(),
-                thousands(n)
-            ),
-            value: format!(
-                "{cpu:.0} µs (fake API server + load generator in the same runs: {fake:.0} µs), {}",
-                runs_note(runs.len())
-            ),
-            target,
-            verdict,
-        },
-        Row {
+    let mut rows = vec![Row {
+        metric: format!(
+            "Controller CPU per new sandbox, {}, N = {}",
+            protocol.label(),
+            thousands(n)
+        ),
+        value: format!(
+            "{cpu:.0} µs (fake API server + load generator in the same runs: {fake:.0} µs), {}",
+            runs_note(runs.len())
+        ),
+        target,
+        verdict,
+    }];
+    // Where the machine has a counter for `perf stat` (the callgrind rows count anywhere).
+    if let Some(m) = median_of(runs, |r| {
+        r.instructions_per_sandbox_millions().unwrap_or(f64::NAN)
+    })
+    .filter(|m| m.is_finite())
+    {
+        rows.push(Row {
             metric: format!(
                 "Controller instructions per new sandbox, {}, N = {}",
                 protocol.label(),
                 thousands(n)
             ),
-            value: median_of(runs, |r| {
-                r.instructions_per_sandbox_millions().unwrap_or(f64::NAN)
+            value: format!(
+                "{m:.2} million (user + kernel, `perf stat`), {}",
+                runs_note(runs.len())
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
+        });
+    }
+    rows.push(Row {
+        metric: format!(
+            "Controller CPU per API request, {}, N = {}",
+            protocol.label(),
+            thousands(n)
+        ),
+        value: format!("{per_request:.0} µs ({requests:.2} requests per sandbox)"),
+        target: "—".to_string(),
+        verdict: String::new(),
+    });
+    rows
+}
+
+/// The controller's instructions per new sandbox and per API request, counted by callgrind.
+fn counted_rows(counted: &[CreateRun]) -> Vec<Row> {
+    counted
+        .iter()
+        .filter_map(|run| {
+            let m = run.instructions_per_sandbox_millions()?;
+            let requests = run.requests.max(1) as f64;
+            let per_request = run.instructions? as f64 / requests / 1e3;
+            Some(Row {
+                metric: format!(
+                    "Controller instructions per new sandbox (callgrind), {}, N = {}",
+                    run.protocol.label(),
+                    thousands(run.n)
+                ),
+                value: format!(
+                    "{m:.3} million, user space ({per_request:.0} thousand per API request; \
+                     {:.2} reconciles and {:.2} requests per sandbox under valgrind), one run",
+                    run.breakdown.reconciles / run.n as f64,
+                    requests / run.n as f64
+                ),
+                target: "—".to_string(),
+                verdict: String::new(),
             })
-            .filter(|m| m.is_finite())
-            .map_or(
-                "not counted (perf stat has no instruction counter on this machine)".to_string(),
-                |m| {
-                    format!(
-                        "{m:.2} million (user + kernel, `perf stat`), {}",
-                        runs_note(runs.len())
-                    )
-                },
-            ),
-            target: "—".to_string(),
-            verdict: String::new(),
-        },
-        Row {
-            metric: format!(
-                "Controller CPU per API request, {}, N = {}",
-                protocol.label(),
-                thousands(n)
-            ),
-            value: format!("{per_request:.0} µs ({requests:.2} requests per sandbox)"),
-            target: "—".to_string(),
-            verdict: String::new(),
-        },
-    ]
+        })
+        .collect()
 }
 
 /// Sandboxes/s over HTTP/1.1, and at N = 1,000 against the same over HTTP/2.
@@ -336,6 +360,7 @@ pub fn rows(results: &Results) -> Vec<Row> {
             }
         }
     }
+    rows.extend(counted_rows(&results.counted));
     for (n, runs) in &results.seeded {
         if results.creates.contains_key(n) {
             continue;
@@ -945,9 +970,10 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
         "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--protocols h2,http1` (how \
          the controller reaches the API in them), `--rss-sizes 10000,30000,100000` \
          (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
-         record` of the creating controller), `--trim-probe` (RSS after `mi_collect`, through \
-         gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
-         create,rss` (some scenarios), `--controller PATH`.\n"
+         record` of the creating controller), `--instruction-sizes 1000` (the controller's \
+         instructions under callgrind; needs valgrind), `--trim-probe` (RSS after `mi_collect`, \
+         through gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
+         create,instructions` (some scenarios), `--controller PATH`.\n"
     );
     let _ = writeln!(out, "## The machine\n");
     let _ = writeln!(
@@ -1021,9 +1047,16 @@ the load generator still speaks HTTP/2, in the clear).
 - **Controller CPU per new sandbox / per API request**: user + system time of the controller \
 process (`/proc/<pid>/stat`) from the first POST to the N-th Running, / N, and / the HTTP \
 requests it made (the fake's request log from the first POST until quiet); \"fake API server + load \
-generator\" is this process's CPU over the same span, / N. Instructions: `perf stat -e \
-instructions:u,instructions:k` of the controller over the same span, / N: less moved by other \
-load on the machine than CPU time.
+generator\" is this process's CPU over the same span, / N. Instructions, where the machine has \
+a counter: `perf stat -e instructions:u,instructions:k` of the controller over the same span, / N.
+- **Instructions (callgrind)**: the same run with the controller under valgrind's callgrind \
+(`--guest-address-space=compact`, since valgrind cannot map the guarded slots' 4 GiB \
+reservations, so the policy's code checks its bounds); its counts are zeroed at the first POST and \
+dumped at the N-th Running, user space only, / N. The machine's speed does not move them (runs of \
+one binary agree within 0.2% over HTTP/2, within 2% over HTTP/1.1, whose reconciles per sandbox \
+vary), so a change of a few percent shows where CPU time cannot; but \
+valgrind runs the controller some 50 times slower, which changes how its tasks interleave with the \
+fake's (over HTTP/1.1 more echoes arrive before their write's answer, so more reconciles).
 - **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
 quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
 - **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \
