@@ -93,8 +93,6 @@ pub struct CreateRun {
     /// Instructions the controller retired over the same span (`perf stat`, user and kernel;
     /// or callgrind's, user space, in a run under it), if counted.
     pub instructions: Option<u64>,
-    /// The run was under callgrind: its instructions are callgrind's, its times valgrind's.
-    pub under_callgrind: bool,
     /// This process's CPU over the same span: the fake API server and the load generator.
     pub bench_cpu: Duration,
     pub created_memory: Memory,
@@ -546,7 +544,6 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         watches,
         controller_cpu,
         instructions,
-        under_callgrind: setup.callgrind.is_some(),
         bench_cpu,
         created_memory,
         breakdown: Breakdown::of(&scrape),
