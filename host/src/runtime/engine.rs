@@ -164,7 +164,7 @@ pub fn wasmtime_config(config: &RuntimeConfig) -> Config {
         // The reservation is the slot's memory bound, rounded up to whole wasm pages, with
         // nothing to grow into beyond it and no guard: Cranelift then emits a bounds check
         // per access instead of relying on the guard's fault.
-        let bound = (config.memory_limit_bytes.max(64 << 10) as u64).next_multiple_of(64 << 10);
+        let bound = (memory_slot_bytes(config) as u64).next_multiple_of(64 << 10);
         wasm.memory_reservation(bound)
             .memory_guard_size(0)
             .memory_reservation_for_growth(0)
@@ -189,7 +189,7 @@ fn pooling(config: &RuntimeConfig) -> wasmtime::PoolingAllocationConfig {
         .total_tables(slots.saturating_mul(16))
         // The limiter refuses growth past `memory_limit_bytes` first, and counts it; this
         // only sizes the slots.
-        .max_memory_size(config.memory_limit_bytes.max(64 << 10))
+        .max_memory_size(memory_slot_bytes(config))
         // A fiber stack per call in flight.
         .total_stacks(slots)
         // A call's pages stay mapped for the next call in the slot: with the PAGEMAP_SCAN ioctl
@@ -200,6 +200,11 @@ fn pooling(config: &RuntimeConfig) -> wasmtime::PoolingAllocationConfig {
         .table_keep_resident(KEEP_RESIDENT)
         .pagemap_scan(wasmtime::Enabled::Auto);
     pool
+}
+
+/// The most one linear memory of a slot may hold: the memory bound, at least one wasm page.
+fn memory_slot_bytes(config: &RuntimeConfig) -> usize {
+    config.memory_limit_bytes.max(64 << 10)
 }
 
 /// How much of a slot's linear memory (and table) may stay resident between calls. A policy
