@@ -706,6 +706,33 @@ fn a_compact_address_space_decides_the_same_under_the_same_memory_limit() {
     assert_hits_memory_limit(&engine.load(faulty_bytes()).unwrap());
 }
 
+/// A real component that reads far past its memory is stopped by a trap in both layouts (the
+/// compact one by its code's bounds check), the read's value never reaching the host, and the
+/// module goes on.
+#[test]
+fn a_policy_that_reads_past_its_memory_traps_in_either_address_space() {
+    let compact = PolicyEngine::new(RuntimeConfig {
+        address_space: AddressSpace::Compact,
+        ..test_config()
+    })
+    .unwrap();
+    let compact_faulty = compact.load(faulty_bytes()).unwrap();
+    for module in [faulty_module(), &compact_faulty] {
+        let cluster = Arc::new(StubCluster::default());
+        let err = module
+            .reconcile_sandbox(&context(&cluster), new_sandbox_input("wild-x"))
+            .unwrap_err();
+        let RuntimeError::Trap { export, message } = &err else {
+            panic!("expected a trap, got {err:?}");
+        };
+        assert_eq!(*export, "reconcile-sandbox");
+        assert!(message.contains("out of bounds"), "{message}");
+        assert!(!message.contains("was not stopped"), "{message}");
+        assert!(cluster.log().is_empty(), "{:?}", cluster.log());
+        assert_reconciles(module, "dev-alice");
+    }
+}
+
 #[test]
 fn a_write_outside_the_namespaces_is_refused_with_the_reason() {
     let module = faulty_module();

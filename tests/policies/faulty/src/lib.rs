@@ -37,6 +37,8 @@ pub enum Fault {
     Oom,
     Escape,
     Noisy,
+    /// Reads far past its linear memory.
+    Wild,
     /// Does nothing and reports nothing changed: no children for a new sandbox.
     Idle,
 }
@@ -58,6 +60,7 @@ impl Fault {
             ("oom-", Fault::Oom),
             ("escape-", Fault::Escape),
             ("noisy-", Fault::Noisy),
+            ("wild-", Fault::Wild),
         ]
         .into_iter()
         .find(|(prefix, _)| sandbox_name.starts_with(prefix))
@@ -82,6 +85,7 @@ pub fn reconcile(
             claim: None,
             events: Vec::new(),
         }),
+        Some(Fault::Wild) => read_past_memory(),
         Some(Fault::Noisy) => {
             for line in 0..256 {
                 eprintln!("faulty policy: noisy line {line:04} {}", "x".repeat(40));
@@ -97,6 +101,15 @@ fn spin_forever() -> ! {
         // black_box keeps the optimizer from proving the loop has no effect.
         n = std::hint::black_box(n.wrapping_add(1));
     }
+}
+
+/// A load at an address far past the memory the policy has: the host must trap it, whether a
+/// guard region or a bounds check in the compiled code catches it.
+fn read_past_memory() -> ! {
+    let address = std::hint::black_box(0xffff_fff0usize) as *const u32;
+    // SAFETY: none: this is the fault. In wasm the load traps before it returns.
+    let value = unsafe { std::ptr::read_volatile(address) };
+    panic!("faulty policy: read {value} past its memory and was not stopped");
 }
 
 fn hog_memory() -> ! {
@@ -153,6 +166,7 @@ mod tests {
         assert_eq!(Fault::of("oom-x"), Some(Fault::Oom));
         assert_eq!(Fault::of("escape-x"), Some(Fault::Escape));
         assert_eq!(Fault::of("noisy-x"), Some(Fault::Noisy));
+        assert_eq!(Fault::of("wild-x"), Some(Fault::Wild));
         assert_eq!(Fault::of("dev-alice"), None);
     }
 }
