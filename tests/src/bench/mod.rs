@@ -107,6 +107,9 @@ pub struct Options {
     pub only: Vec<String>,
     /// N of the instruction counts (the controller under callgrind, one run per protocol).
     pub instruction_sizes: Vec<usize>,
+    /// Keep the callgrind dumps in this folder (one subfolder per protocol and N), for
+    /// `callgrind_annotate`; in a temp folder that is removed otherwise.
+    pub callgrind_keep: Option<PathBuf>,
 }
 
 /// The scenarios, in the order they run.
@@ -144,6 +147,7 @@ impl Default for Options {
             trim_probe: false,
             only: Vec::new(),
             instruction_sizes: vec![1_000],
+            callgrind_keep: None,
             controller_args: Vec::new(),
         }
     }
@@ -155,7 +159,7 @@ cubepod-bench: the controller against the fake API server on loopback, with a lo
 usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
                      [--rss-sizes 10000,30000,100000] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
-                     [--instruction-sizes 1000] [--trim-probe]
+                     [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
                      [--only capacity,create,instructions,rss,ticks,decision,swap]
                      [--controller-arg ARG]...
 
@@ -172,6 +176,7 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
   --perf           perf record the creating controller at the largest N into DIR
   --instruction-sizes  N of the instruction counts: the controller run under valgrind's
                    callgrind, once per protocol (default 1000; needs valgrind)
+  --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
   --only           only these scenarios: capacity,create,instructions,rss,ticks,decision,swap
   --controller-arg one more flag for the controller in the sandboxes/s runs (repeatable),
@@ -251,6 +256,7 @@ impl Options {
                 }
                 "--controller" => options.controller = Some(PathBuf::from(value()?)),
                 "--perf" => options.perf = Some(PathBuf::from(value()?)),
+                "--callgrind-keep" => options.callgrind_keep = Some(PathBuf::from(value()?)),
                 "--pod-start-delay" => {
                     let text = value()?;
                     options.pod_start_delay = match text.strip_suffix("ms") {
@@ -448,7 +454,20 @@ fn count_instructions(
     let mut counted = Vec::new();
     for &n in &options.instruction_sizes {
         for &protocol in &options.protocols {
-            let dir = tempfile::tempdir().context("temp dir")?;
+            // A kept folder outlives the run; a temp one goes with `_temp` at the loop's end.
+            let (_temp, dir) = match &options.callgrind_keep {
+                Some(keep) => {
+                    let dir = keep.join(format!("{}-{n}", protocol.flag()));
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                    (None, dir)
+                }
+                None => {
+                    let temp = tempfile::tempdir().context("temp dir")?;
+                    let dir = temp.path().to_path_buf();
+                    (Some(temp), dir)
+                }
+            };
             let setup = create::Setup {
                 runtime,
                 binary,
@@ -457,7 +476,7 @@ fn count_instructions(
                 trim_probe: false,
                 controller_args: options.controller_args.clone(),
                 protocol,
-                callgrind: Some(dir.path().to_path_buf()),
+                callgrind: Some(dir.clone()),
             };
             let result = create::run(&setup, n).with_context(|| {
                 format!(
@@ -473,6 +492,12 @@ fn count_instructions(
                     .map_or("uncounted".to_string(), |m| format!("{m:.3} M")),
                 result.breakdown.reconciles / n as f64
             ));
+            if options.callgrind_keep.is_some() {
+                say(format_args!(
+                    "  dumps kept in {} (callgrind_annotate <dump>)",
+                    dir.display()
+                ));
+            }
             counted.push(result);
         }
     }
