@@ -10,6 +10,9 @@ pub struct Cidr {
     /// The first address (host bits cleared).
     pub network: u128,
     pub prefix: u8,
+    /// The last address (host bits set), kept so that [`Cidr::contains`], which an `except`
+    /// list asks of every pair of cuts, is three comparisons.
+    last: u128,
 }
 
 impl Cidr {
@@ -28,37 +31,23 @@ impl Cidr {
         if prefix > bits {
             return None;
         }
-        let cidr = Cidr {
-            v6,
-            network: 0,
-            prefix,
-        };
-        Some(Cidr {
-            network: value & !cidr.host_mask(),
-            ..cidr
-        })
-    }
-
-    fn bits(self) -> u8 {
-        if self.v6 { 128 } else { 32 }
-    }
-
-    fn host_mask(self) -> u128 {
-        let host = u32::from(self.bits() - self.prefix);
-        if host == 128 {
+        let host = u32::from(bits - prefix);
+        let host_mask = if host == 128 {
             u128::MAX
         } else {
             (1u128 << host) - 1
-        }
-    }
-
-    fn last(self) -> u128 {
-        self.network | self.host_mask()
+        };
+        Some(Cidr {
+            v6,
+            network: value & !host_mask,
+            prefix,
+            last: value | host_mask,
+        })
     }
 
     /// Every address of `other` is in `self`.
     pub fn contains(self, other: Cidr) -> bool {
-        self.v6 == other.v6 && self.network <= other.network && other.last() <= self.last()
+        self.v6 == other.v6 && self.network <= other.network && other.last <= self.last
     }
 }
 
@@ -99,6 +88,14 @@ mod tests {
         assert!(!c("10.1.2.0/24").contains(c("10.0.0.0/8")));
         assert!(!c("0.0.0.0/0").contains(c("::/0")));
         assert_eq!(c("10.1.2.3/8"), c("10.0.0.0/8"));
+        // The ends of a range are in it; the addresses either side are not.
+        assert!(c("10.0.0.0/8").contains(c("10.255.255.255/32")));
+        assert!(!c("10.0.0.0/8").contains(c("11.0.0.0/32")));
+        assert!(!c("10.0.0.0/8").contains(c("9.255.255.255/32")));
+        assert!(c("0.0.0.0/0").contains(c("255.255.255.255/32")));
+        assert!(c("::/0").contains(c("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")));
+        assert!(c("fc00::/7").contains(c("fdff::/16")));
+        assert!(!c("fc00::/7").contains(c("fe00::/16")));
         for bad in [
             "10.0.0.0",
             "10.0.0.0/33",

@@ -441,20 +441,19 @@ fn network(
             .filter(|o| !o.deleting)
             .and_then(|o| o.spec_hash.clone())
     };
-    // The digest alone first: a converged sandbox renders no manifest.
-    let cluster = &input.cluster_network;
-    let hash = manifest::network_policy_hash(owner, &sandbox.spec, cluster);
-    if observed_hash(&input.observed.network_policy).as_deref() != Some(hash.as_str()) {
+    // The digest first: a converged sandbox renders no manifest.
+    let policy = manifest::plan_network_policy(owner, &sandbox.spec, &input.cluster_network);
+    if observed_hash(&input.observed.network_policy).as_deref() != Some(policy.spec_hash()) {
         let name = names::network_policy(&sandbox.name);
-        let policy = manifest::network_policy(namespace, owner, &sandbox.spec, cluster);
+        let policy = policy.render(namespace);
         client.apply_network_policy(namespace, &name, &policy.manifest)?;
     }
     let name = names::service(&sandbox.name);
     match &sandbox.spec.service {
         Some(spec) => {
-            let hash = manifest::service_hash(owner, spec);
-            if observed_hash(&input.observed.service).as_deref() != Some(hash.as_str()) {
-                let service = manifest::service(namespace, owner, spec);
+            let service = manifest::plan_service(owner, spec);
+            if observed_hash(&input.observed.service).as_deref() != Some(service.spec_hash()) {
+                let service = service.render(namespace);
                 client.apply_service(namespace, &name, &service.manifest)?;
             }
             out.status.service_fqdn = Some(manifest::fqdn(

@@ -304,10 +304,13 @@ fn the_digest_a_converged_reconcile_compares_is_the_one_the_manifest_carries() {
     for egress in [EgressMode::Internet, EgressMode::Cluster, EgressMode::None] {
         let mut spec = spec.clone();
         spec.network.egress = egress;
-        let policy = manifest::network_policy(NAMESPACE, owner, &spec, cluster);
+        let planned = manifest::plan_network_policy(owner, &spec, cluster);
+        let hash = planned.spec_hash().to_string();
+        let policy = planned.render(NAMESPACE);
+        assert_eq!(hash, policy.spec_hash);
         assert_eq!(
-            manifest::network_policy_hash(owner, &spec, cluster),
-            policy.spec_hash
+            manifest::network_policy(NAMESPACE, owner, &spec, cluster),
+            policy
         );
         let written: Value = serde_json::from_str(&policy.manifest).unwrap();
         assert_eq!(
@@ -323,7 +326,10 @@ fn the_digest_a_converged_reconcile_compares_is_the_one_the_manifest_carries() {
         );
     }
     let service = manifest::service(NAMESPACE, owner, &http());
-    assert_eq!(manifest::service_hash(owner, &http()), service.spec_hash);
+    assert_eq!(
+        manifest::plan_service(owner, &http()).spec_hash(),
+        service.spec_hash
+    );
     let written: Value = serde_json::from_str(&service.manifest).unwrap();
     assert_eq!(manifest::spec_hash(&written["spec"]), service.spec_hash);
 }

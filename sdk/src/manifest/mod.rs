@@ -3,6 +3,7 @@
 
 mod meta;
 mod network_policy;
+mod planned;
 mod pod;
 mod pvc;
 mod sandbox;
@@ -10,14 +11,13 @@ mod secret;
 mod service;
 
 pub use meta::Owner;
-pub use network_policy::{
-    BLOCKED_FOR_INTERNET, Rendered, network_policy, network_policy_hash, spec_hash,
-};
+pub use network_policy::{BLOCKED_FOR_INTERNET, network_policy, plan_network_policy};
+pub use planned::{Planned, Rendered, spec_hash};
 pub use pod::pod;
 pub use pvc::{VolumeRole, pvc};
 pub use sandbox::{pool_member, template_hash};
 pub use secret::secret;
-pub use service::{fqdn, service, service_hash};
+pub use service::{fqdn, plan_service, service};
 
 /// 64-bit FNV-1a of `json`, as 16 hex digits (a label value): the digests by which a policy
 /// tells from the cache alone whether an object it wrote is still what it would write now. A

@@ -1,69 +1,33 @@
 //! A sandbox's NetworkPolicy `<s>-network`: default-deny for its Pod in both directions, then
 //! exactly what `spec.network` and `spec.service` ask for, as agent-sandbox does. Its spec's
 //! digest rides along as the `cubepod.io/spec-hash` annotation, so that a reconcile knows
-//! whether to apply it again from the cache alone.
+//! whether to apply it again from the cache alone (see [`Planned`]).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::meta::{ObjectMeta, Owner};
+use super::meta::Owner;
+use super::planned::{Planned, Rendered};
 use crate::bindings::{ClusterNetwork, EgressMode, SandboxSpec, ServiceProtocol};
 use crate::cidr::{self, Cidr};
 use crate::names;
 
 pub use crate::names::{BLOCKED_FOR_INTERNET, NAMESPACE_NAME_LABEL};
 
-/// A manifest and the digest of its spec.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rendered {
-    pub manifest: String,
-    pub spec_hash: String,
-}
-
-/// The [`digest`](super::digest) of the spec's JSON: the JSON of a `serde_json::Value` is
-/// canonical for us (keys in one order, no whitespace), so the same spec gives the same digest.
-pub fn spec_hash(spec: &Value) -> String {
-    canonical_hash(spec)
-}
-
-/// [`spec_hash`] of any spec that serializes to the same canonical JSON: a `Value`, or the
-/// structs below (their fields are declared in key order, their maps are sorted). Streamed
-/// into the digest, with no text built.
-pub(super) fn canonical_hash<T: Serialize + ?Sized>(spec: &T) -> String {
-    let mut hasher = super::Digest::default();
-    // Writing into the hasher cannot fail, and these specs (string keys only) always serialize.
-    let _ = serde_json::to_writer(&mut hasher, spec);
-    hasher.finish()
-}
-
-/// The object, with its spec and the spec's digest as an annotation.
-pub(super) fn render<S: Serialize>(
-    kind: &'static str,
-    api_version: &'static str,
-    metadata: ObjectMeta<'_>,
-    spec: S,
-) -> Rendered {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Object<'a, S> {
-        api_version: &'static str,
-        kind: &'static str,
-        metadata: ObjectMeta<'a>,
-        spec: S,
-    }
-    let spec_hash = canonical_hash(&spec);
-    let metadata = metadata.annotation(names::SPEC_HASH_ANNOTATION, spec_hash.clone());
-    Rendered {
-        manifest: super::to_json(&Object {
-            api_version,
-            kind,
-            metadata,
-            spec,
-        }),
-        spec_hash,
-    }
+/// The NetworkPolicy's spec and digest, built once per reconcile.
+pub fn plan_network_policy<'a>(
+    owner: Owner<'a>,
+    spec: &SandboxSpec,
+    cluster: &ClusterNetwork,
+) -> Planned<'a> {
+    Planned::new(
+        "NetworkPolicy",
+        "networking.k8s.io/v1",
+        names::network_policy(owner.name),
+        owner,
+        &policy_spec(owner, spec, cluster),
+    )
 }
 
 pub fn network_policy(
@@ -72,26 +36,11 @@ pub fn network_policy(
     spec: &SandboxSpec,
     cluster: &ClusterNetwork,
 ) -> Rendered {
-    let name = names::network_policy(owner.name);
-    render(
-        "NetworkPolicy",
-        "networking.k8s.io/v1",
-        ObjectMeta::child_of(&name, namespace, owner),
-        policy_spec(owner, spec, cluster),
-    )
+    plan_network_policy(owner, spec, cluster).render(namespace)
 }
 
-/// The `cubepod.io/spec-hash` of [`network_policy`]'s manifest, without rendering the rest of
-/// it: what a converged reconcile compares with the cache's.
-pub fn network_policy_hash(
-    owner: Owner<'_>,
-    spec: &SandboxSpec,
-    cluster: &ClusterNetwork,
-) -> String {
-    canonical_hash(&policy_spec(owner, spec, cluster))
-}
-
-// The spec's parts. Fields are declared in the order of their JSON keys (see `canonical_hash`).
+// The spec's parts. Fields are declared in the order of their JSON keys, maps sorted: the digest
+// of their JSON is then the one `spec_hash` gives of the spec read back as a `Value`.
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

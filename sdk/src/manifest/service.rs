@@ -5,27 +5,28 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::meta::{ObjectMeta, Owner};
-use super::network_policy::{Rendered, canonical_hash, protocol, render};
+use super::meta::Owner;
+use super::network_policy::protocol;
+use super::planned::{Planned, Rendered};
 use crate::bindings::ServiceSpec;
 use crate::names;
 
-pub fn service(namespace: &str, owner: Owner<'_>, service: &ServiceSpec) -> Rendered {
-    let name = names::service(owner.name);
-    render(
+/// The Service's spec and digest, built once per reconcile.
+pub fn plan_service<'a>(owner: Owner<'a>, service: &ServiceSpec) -> Planned<'a> {
+    Planned::new(
         "Service",
         "v1",
-        ObjectMeta::child_of(&name, namespace, owner),
-        service_spec(owner, service),
+        names::service(owner.name),
+        owner,
+        &service_spec(owner, service),
     )
 }
 
-/// The `cubepod.io/spec-hash` of [`service`]'s manifest, without rendering the rest of it.
-pub fn service_hash(owner: Owner<'_>, service: &ServiceSpec) -> String {
-    canonical_hash(&service_spec(owner, service))
+pub fn service(namespace: &str, owner: Owner<'_>, service: &ServiceSpec) -> Rendered {
+    plan_service(owner, service).render(namespace)
 }
 
-/// Fields in the order of their JSON keys (see `canonical_hash`).
+/// Fields in the order of their JSON keys (see `spec_hash`).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Spec<'a> {
