@@ -2,10 +2,10 @@
 //! records, not whole objects), plus what the controller itself just wrote, so that it does not
 //! write twice before the watch catches up.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+use foldhash::{HashMap, HashSet, HashSetExt};
 use serde_json::Value;
 
 use super::queue::WorkKey;

@@ -1,9 +1,10 @@
 //! Status coalescing: a sandbox whose Pod was just started is reported Pending only if it is
 //! still starting after a window; most become Running first, and one status write says so.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::model::ObjectRef;
 use crate::runtime::bindings::{SandboxPhase, SandboxStatus};

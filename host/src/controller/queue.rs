@@ -3,10 +3,11 @@
 //! exponentially, with jitter, up to a cap. It keeps client-go's workqueue metrics (`workqueue_*`)
 //! as client-go's queue does, per controller (the key's kind): one queue serves both.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use foldhash::{HashMap, HashSet};
 use rand::Rng;
 use tokio::sync::Notify;
 

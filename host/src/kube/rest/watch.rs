@@ -379,7 +379,7 @@ impl Lines {
     }
 
     fn next_line(&mut self) -> Option<Bytes> {
-        match self.buffer[self.scanned..].iter().position(|&b| b == b'\n') {
+        match memchr::memchr(b'\n', &self.buffer[self.scanned..]) {
             Some(at) => {
                 let line = self.buffer.split_to(self.scanned + at + 1);
                 self.scanned = 0;
