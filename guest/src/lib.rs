@@ -5,6 +5,13 @@
 use cubepod_policy_sdk::bindings::PolicyInfo;
 use cubepod_policy_sdk::policy::Policy;
 
+pub mod arena;
+
+/// In the component only: native tests keep the system allocator.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: arena::Arena<{ arena::ARENA_BYTES }> = arena::Arena::new();
+
 pub const POLICY_NAME: &str = "cubepod-default";
 
 pub struct DefaultPolicy;
