@@ -235,7 +235,8 @@ fn echo_version(line: &[u8], echoes: &dyn EchoFilter) -> Option<String> {
     let mut peeked = Peeked::default();
     // The peek stops reading at the end of the metadata, so the parse ends in an error
     // whenever it found what it looked for: what it gathered is the answer, not the result.
-    let _ = read_seeded(line, EventPeek(&mut peeked));
+    // Read from the bytes, not checked whole first: only the strings it keeps are checked.
+    let _ = EventPeek(&mut peeked).deserialize(&mut serde_json::Deserializer::from_slice(line));
     let Peeked {
         kind: Some(kind),
         metadata: Some(meta),
