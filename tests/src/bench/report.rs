@@ -971,7 +971,8 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
          the controller reaches the API in them), `--rss-sizes 10000,30000,100000` \
          (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
          record` of the creating controller), `--instruction-sizes 1000` (the controller's \
-         instructions under callgrind; needs valgrind), `--trim-probe` (RSS after `mi_collect`, \
+         instructions under callgrind; needs valgrind), `--callgrind-keep DIR` (keep its dumps), \
+         `--trim-probe` (RSS after `mi_collect`, \
          through gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
          create,instructions` (some scenarios), `--controller PATH`.\n"
     );
