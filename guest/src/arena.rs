@@ -15,19 +15,7 @@ pub const ARENA_BYTES: usize = 1 << 20;
 
 /// The arena's bytes, zero in a fresh instance (they are the module's `.bss`).
 #[repr(align(16))]
-pub struct Memory<const N: usize>(UnsafeCell<[u8; N]>);
-
-impl<const N: usize> Memory<N> {
-    pub const fn new() -> Self {
-        Self(UnsafeCell::new([0; N]))
-    }
-}
-
-impl<const N: usize> Default for Memory<N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+struct Memory<const N: usize>(UnsafeCell<[u8; N]>);
 
 /// A bump allocator over `memory`, falling back to [`System`].
 pub struct Arena<const N: usize> {
@@ -46,7 +34,7 @@ unsafe impl<const N: usize> Sync for Arena<N> {}
 impl<const N: usize> Arena<N> {
     pub const fn new() -> Self {
         Self {
-            memory: Memory::new(),
+            memory: Memory(UnsafeCell::new([0; N])),
             next: Cell::new(0),
             newest: Cell::new(0),
         }

@@ -23,41 +23,10 @@ pub use service::{fqdn, plan_service, service};
 /// tells from the cache alone whether an object it wrote is still what it would write now. A
 /// digest to tell specs apart, not a security boundary.
 pub fn digest(json: &str) -> String {
-    let mut digest = Digest::default();
-    digest.update(json.as_bytes());
-    digest.finish()
-}
-
-/// [`digest`] fed as bytes come (a `Write`, for `serde_json::to_writer`).
-struct Digest(u64);
-
-impl Default for Digest {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Digest {
-    fn update(&mut self, bytes: &[u8]) {
-        self.0 = bytes.iter().fold(self.0, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    }
-
-    fn finish(&self) -> String {
-        format!("{:016x}", self.0)
-    }
-}
-
-impl std::io::Write for Digest {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    let hash = json.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {

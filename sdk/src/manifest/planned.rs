@@ -19,12 +19,9 @@ pub struct Rendered {
 /// canonical for us (keys in one order, no whitespace), so the same spec gives the same digest.
 /// The specs the policy builds serialize to the same canonical JSON (their fields are declared
 /// in key order, their maps are sorted), so a spec read back from the API gets the digest its
-/// manifest carries. Streamed into the digest, with no text built.
+/// manifest carries: both are digested as the same text.
 pub fn spec_hash(spec: &Value) -> String {
-    let mut hasher = super::Digest::default();
-    // Writing into the hasher cannot fail, and a `Value` (string keys only) always serializes.
-    let _ = serde_json::to_writer(&mut hasher, spec);
-    hasher.finish()
+    super::digest(&super::to_json(spec))
 }
 
 /// A child's spec, serialized once, with its digest: a reconcile compares the digest with the
@@ -81,9 +78,10 @@ impl<'a> Planned<'a> {
             kind: self.kind,
             metadata,
         });
+        const SPEC_KEY: &str = ",\"spec\":";
         manifest.pop();
-        manifest.reserve(self.spec_json.len() + 9);
-        manifest.push_str(",\"spec\":");
+        manifest.reserve(SPEC_KEY.len() + self.spec_json.len() + 1);
+        manifest.push_str(SPEC_KEY);
         manifest.push_str(&self.spec_json);
         manifest.push('}');
         Rendered {
