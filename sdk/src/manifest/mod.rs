@@ -9,6 +9,7 @@ mod pvc;
 mod sandbox;
 mod secret;
 mod service;
+mod writer;
 
 pub use meta::Owner;
 pub use network_policy::{BLOCKED_FOR_INTERNET, network_policy, plan_network_policy};
@@ -31,5 +32,5 @@ pub fn digest(json: &str) -> String {
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     // Serializing these plain structs (strings, integers, maps with string keys) cannot fail.
-    serde_json::to_string(value).unwrap_or_default()
+    writer::to_string(value).unwrap_or_default()
 }
