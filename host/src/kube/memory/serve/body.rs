@@ -15,7 +15,7 @@ pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 /// `value` as an `application/json` response with `code`.
 pub fn json(code: StatusCode, value: &Value) -> Response<Body> {
     // Serializing a `Value` cannot fail: its map keys are strings.
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let bytes = serde_json::to_vec(&super::order::InApiOrder(value)).unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *response.status_mut() = code;
     response

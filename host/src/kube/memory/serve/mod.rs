@@ -12,6 +12,7 @@ mod fields;
 mod handlers;
 mod kubeconfig;
 mod openapi;
+mod order;
 mod partial;
 mod pki;
 mod routes;

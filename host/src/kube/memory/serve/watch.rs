@@ -182,7 +182,7 @@ fn event_type(kind: WatchEventType) -> &'static str {
 fn line(kind: &str, object: &Value) -> Bytes {
     let mut bytes = format!("{{\"type\":\"{kind}\",\"object\":").into_bytes();
     // Writing a `Value` to a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut bytes, object);
+    let _ = serde_json::to_writer(&mut bytes, &super::order::InApiOrder(object));
     bytes.extend_from_slice(b"}\n");
     Bytes::from(bytes)
 }
