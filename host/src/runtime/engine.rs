@@ -193,9 +193,10 @@ fn pooling(config: &RuntimeConfig) -> wasmtime::PoolingAllocationConfig {
         // A fiber stack per call in flight.
         .total_stacks(slots)
         // A call's pages stay mapped for the next call in the slot: with the PAGEMAP_SCAN ioctl
-        // (Linux 6.7 and later; elsewhere wasmtime falls back to madvise) only the pages the call
-        // dirtied are put back to the initial image, by memset, so the next instance does not
-        // take a page fault for every page of stack and heap it touches again.
+        // (Linux 6.7 and later; elsewhere wasmtime falls back to madvise) the slot's resident
+        // pages, up to KEEP_RESIDENT of them, are put back to the initial image by memset and
+        // the rest are decommitted, so the next instance does not take a page fault for every
+        // page of stack and heap it touches again.
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(KEEP_RESIDENT)
         .pagemap_scan(wasmtime::Enabled::Auto);
@@ -207,9 +208,13 @@ fn memory_slot_bytes(config: &RuntimeConfig) -> usize {
     config.memory_limit_bytes.max(64 << 10)
 }
 
-/// How much of a slot's linear memory (and table) may stay resident between calls. A policy
-/// built by rustc keeps a 1 MiB stack below its data, so its first pages in use sit just past
-/// 1 MiB; a call of the default policy dirties a few dozen pages in all.
+/// How much of a slot's linear memory (and table) may stay resident between calls. The scan
+/// finds pages resident, not pages written, so once any call touched a page it stays resident
+/// and is reset after every later call in the slot: after a reap tick over a thousand sandboxes,
+/// a slot resets several times the pages a reconcile touches. A page's reset costs about 0.2 µs
+/// here, against about 1.6 µs for the page fault (with its zeroing) that a smaller bound would
+/// put on each page past it in every call of a policy whose calls touch more: the bound stays
+/// generous.
 const KEEP_RESIDENT: usize = 2 << 20;
 
 /// A thread that advances the engine's epoch every tick until it is dropped.
