@@ -153,6 +153,7 @@ impl Compound<'_> {
 }
 
 impl<'w> Compound<'w> {
+    /// `bracket` opened, inside `{"variant":` when the value is an enum's variant.
     fn open(writer: &'w mut Writer, bracket: char, variant: Option<&str>) -> Self {
         if let Some(variant) = variant {
             writer.out.push('{');
@@ -425,8 +426,8 @@ impl ser::SerializeStructVariant for Compound<'_> {
     }
 }
 
-/// A map key: JSON's keys are strings, so a string or char is written as one and an integer or
-/// bool in quotes, as serde_json does; anything else is an error.
+/// A map key: JSON's keys are strings, so a string or char is written as one and an integer,
+/// bool or finite float in quotes, as serde_json does; anything else is an error.
 struct MapKey<'w>(&'w mut Writer);
 
 fn key_must_be_a_string() -> Error {
@@ -443,6 +444,14 @@ impl MapKey<'_> {
 
     fn integer<I: itoa::Integer>(self, value: I) -> Result<(), Error> {
         self.quoted(itoa::Buffer::new().format(value))
+    }
+
+    fn float<F: Serialize>(self, value: F, finite: bool) -> Result<(), Error> {
+        if !finite {
+            return Err(Error("a float key must be finite".to_string()));
+        }
+        let text = serde_json::to_string(&value).map_err(|e| Error(e.to_string()))?;
+        self.quoted(&text)
     }
 }
 
@@ -514,11 +523,11 @@ impl ser::Serializer for MapKey<'_> {
         value.serialize(self)
     }
 
-    fn serialize_f32(self, _v: f32) -> Result<(), Error> {
-        Err(key_must_be_a_string())
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        self.float(v, v.is_finite())
     }
-    fn serialize_f64(self, _v: f64) -> Result<(), Error> {
-        Err(key_must_be_a_string())
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        self.float(v, v.is_finite())
     }
     fn serialize_bytes(self, _v: &[u8]) -> Result<(), Error> {
         Err(key_must_be_a_string())
@@ -724,6 +733,7 @@ mod tests {
         same(&BTreeMap::from([(1u32, "one"), (20, "twenty")]));
         same(&BTreeMap::from([(true, 1), (false, 0)]));
         same(&BTreeMap::from([('k', 1)]));
+        same(&BTreeMap::from([(OrderedKey::new(2.5), 1)]));
         same(&serde_bytes_like());
         same(&json!({
             "apiVersion": "networking.k8s.io/v1",
@@ -747,11 +757,30 @@ mod tests {
         Bytes
     }
 
+    /// A float map key, held as its bits so that a map can order it.
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    struct OrderedKey(u64);
+
+    impl OrderedKey {
+        fn new(v: f64) -> Self {
+            Self(v.to_bits())
+        }
+    }
+
+    impl Serialize for OrderedKey {
+        fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_f64(f64::from_bits(self.0))
+        }
+    }
+
     #[test]
     fn a_key_that_cannot_be_a_string_is_an_error() {
         let mut map = BTreeMap::new();
         map.insert(vec![1], 1);
         assert!(to_string(&map).is_err());
         assert!(serde_json::to_string(&map).is_err());
+        let nan = BTreeMap::from([(OrderedKey::new(f64::NAN), 1)]);
+        assert!(to_string(&nan).is_err());
+        assert!(serde_json::to_string(&nan).is_err());
     }
 }
