@@ -78,8 +78,8 @@ impl<const N: usize> Default for Arena<N> {
 }
 
 // Not inlined: with LTO each of the component's hundreds of allocation sites would otherwise
-// get its own copy of these, which made the code section 30% larger (and every compile, so
-// every hot swap, longer) for no measurable gain.
+// get its own copy of these, which made the code section 29% larger (and every compile, so
+// every hot swap, longer) for 0.3% fewer instructions per new sandbox.
 unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
