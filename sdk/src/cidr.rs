@@ -16,6 +16,32 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// An IPv4 range, for ranges known when the policy is compiled. `prefix` is at most 32.
+    pub const fn v4(address: [u8; 4], prefix: u8) -> Cidr {
+        Cidr::of(false, u32::from_be_bytes(address) as u128, 32, prefix)
+    }
+
+    /// An IPv6 range, for ranges known when the policy is compiled. `prefix` is at most 128.
+    pub const fn v6(address: u128, prefix: u8) -> Cidr {
+        Cidr::of(true, address, 128, prefix)
+    }
+
+    /// Host bits cleared into `network` and set into `last`.
+    const fn of(v6: bool, value: u128, bits: u8, prefix: u8) -> Cidr {
+        let host = (bits - prefix) as u32;
+        let host_mask = if host == 128 {
+            u128::MAX
+        } else {
+            (1u128 << host) - 1
+        };
+        Cidr {
+            v6,
+            network: value & !host_mask,
+            prefix,
+            last: value | host_mask,
+        }
+    }
+
     /// `10.0.0.0/8`, `fc00::/7`; `None` for anything else. Host bits are cleared, as the API
     /// server's parser does.
     pub fn parse(text: &str) -> Option<Cidr> {
@@ -31,18 +57,7 @@ impl Cidr {
         if prefix > bits {
             return None;
         }
-        let host = u32::from(bits - prefix);
-        let host_mask = if host == 128 {
-            u128::MAX
-        } else {
-            (1u128 << host) - 1
-        };
-        Some(Cidr {
-            v6,
-            network: value & !host_mask,
-            prefix,
-            last: value | host_mask,
-        })
+        Some(Cidr::of(v6, value, bits, prefix))
     }
 
     /// Every address of `other` is in `self`.
@@ -52,23 +67,26 @@ impl Cidr {
 }
 
 /// `cuts` that lie inside `cidr` and are smaller than it, each once and none inside another:
-/// a valid `except` list. `None` when one cut covers the whole CIDR (nothing of it is left).
-pub fn excepts(cidr: Cidr, cuts: &[(Cidr, &str)]) -> Option<Vec<String>> {
+/// a valid `except` list, borrowing the cuts' texts. `None` when one cut covers the whole
+/// CIDR (nothing of it is left).
+pub fn excepts<'t>(cidr: Cidr, cuts: &[(Cidr, &'t str)]) -> Option<Vec<&'t str>> {
     if cuts.iter().any(|(cut, _)| cut.contains(cidr)) {
         return None;
     }
-    let inside: Vec<&(Cidr, &str)> = cuts.iter().filter(|(cut, _)| cidr.contains(*cut)).collect();
-    let mut kept: Vec<String> = Vec::new();
-    let mut kept_cidrs: Vec<Cidr> = Vec::new();
-    for (i, (cut, text)) in inside.iter().enumerate() {
-        // Covered by another cut (the first of equal ones is kept).
-        let covered = inside
+    let mut kept = Vec::new();
+    for (i, (cut, text)) in cuts.iter().enumerate() {
+        if !cidr.contains(*cut) {
+            continue;
+        }
+        // Covered by another cut (the first of equal ones is kept). A cut that holds this one
+        // lies inside `cidr` too: it cannot hold `cidr` (refused above), and two CIDRs that
+        // overlap are nested.
+        let covered = cuts
             .iter()
             .enumerate()
             .any(|(j, (other, _))| j != i && other.contains(*cut) && (*other != *cut || j < i));
-        if !covered && !kept_cidrs.contains(cut) {
-            kept.push((*text).to_string());
-            kept_cidrs.push(*cut);
+        if !covered {
+            kept.push(*text);
         }
     }
     Some(kept)
@@ -117,8 +135,33 @@ mod tests {
             (c("fc00::/7"), "fc00::/7"),
             (c("10.0.0.0/8"), "10.0.0.0/8"),
         ];
-        assert_eq!(excepts(all, &cuts), Some(vec!["10.0.0.0/8".to_string()]));
+        assert_eq!(excepts(all, &cuts), Some(vec!["10.0.0.0/8"]));
         assert_eq!(excepts(c("10.244.0.0/16"), &cuts), None);
         assert_eq!(excepts(c("8.8.8.0/24"), &cuts), Some(Vec::new()));
+        // A cut that holds another lies inside the CIDR itself, or the CIDR had nothing left.
+        let nested = [
+            (c("10.244.1.0/24"), "10.244.1.0/24"),
+            (c("10.244.0.0/16"), "10.244.0.0/16"),
+            (c("10.244.0.0/16"), "10.244.0.7/16"),
+        ];
+        assert_eq!(
+            excepts(c("10.0.0.0/8"), &nested),
+            Some(vec!["10.244.0.0/16"])
+        );
+        assert_eq!(excepts(c("10.244.1.0/24"), &nested), None);
+    }
+
+    /// A range made by the constant constructors is the one its text parses to.
+    #[test]
+    fn constant_ranges_are_their_text() {
+        assert_eq!(Cidr::v4([10, 1, 2, 3], 8), c("10.0.0.0/8"));
+        assert_eq!(Cidr::v4([0, 0, 0, 0], 0), c("0.0.0.0/0"));
+        assert_eq!(Cidr::v4([1, 2, 3, 4], 32), c("1.2.3.4/32"));
+        assert_eq!(Cidr::v6(0, 0), c("::/0"));
+        assert_eq!(Cidr::v6(0xfe80 << 112, 10), c("fe80::/10"));
+        assert_eq!(
+            Cidr::v6(u128::MAX, 128),
+            c("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")
+        );
     }
 }
