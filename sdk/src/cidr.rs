@@ -16,13 +16,14 @@ pub struct Cidr {
 }
 
 impl Cidr {
-    /// An IPv4 range, for ranges known when the policy is compiled. `prefix` is at most 32.
-    pub const fn v4(address: [u8; 4], prefix: u8) -> Cidr {
+    /// An IPv4 range known when the policy is compiled. `prefix` is at most 32 (a larger one
+    /// does not compile as a constant).
+    pub(crate) const fn v4(address: [u8; 4], prefix: u8) -> Cidr {
         Cidr::of(false, u32::from_be_bytes(address) as u128, 32, prefix)
     }
 
-    /// An IPv6 range, for ranges known when the policy is compiled. `prefix` is at most 128.
-    pub const fn v6(address: u128, prefix: u8) -> Cidr {
+    /// An IPv6 range known when the policy is compiled. `prefix` is at most 128.
+    pub(crate) const fn v6(address: u128, prefix: u8) -> Cidr {
         Cidr::of(true, address, 128, prefix)
     }
 
