@@ -617,6 +617,57 @@ fn an_endless_loop_leaves_the_runtime_to_its_other_tasks() {
 }
 
 #[test]
+fn calls_sharing_a_thread_are_each_charged_only_their_own_time() {
+    // One thread, four spinning calls at once, as a busy controller runs several reconciles
+    // on a worker: each yields at every tick and the others run meanwhile. Each must still get
+    // its whole deadline of its own time, so together they hold the thread for at least four
+    // deadlines. Charged the others' time as well, every one would stop after about one.
+    const CALLS: u32 = 4;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster: Arc<dyn Cluster> = Arc::new(StubCluster::default());
+    let ctx = CallContext::new(
+        cluster,
+        Arc::new(Boundary::new([NS])),
+        runtime.handle().clone(),
+    );
+    let module = faulty_module();
+    let started = Instant::now();
+    let errors = runtime.block_on(async {
+        let calls: Vec<_> = (0..CALLS)
+            .map(|n| {
+                let ctx = ctx.clone();
+                tokio::spawn(async move {
+                    module
+                        .reconcile_sandbox_async(&ctx, new_sandbox_input(&format!("loop-{n}")))
+                        .await
+                        .err()
+                })
+            })
+            .collect();
+        let mut errors = Vec::new();
+        for call in calls {
+            errors.push(call.await.unwrap());
+        }
+        errors
+    });
+    let elapsed = started.elapsed();
+    for error in errors {
+        assert!(
+            matches!(error, Some(RuntimeError::DeadlineExceeded { .. })),
+            "{error:?}"
+        );
+    }
+    // A lower bound only: a loaded machine can make the calls slower, never faster.
+    assert!(
+        elapsed >= DEADLINE * CALLS,
+        "{CALLS} calls of a {DEADLINE:?} deadline each ended after {elapsed:?} in all"
+    );
+}
+
+#[test]
 fn a_panic_is_a_trap_with_its_message() {
     let module = faulty_module();
     let cluster = Arc::new(StubCluster::default());

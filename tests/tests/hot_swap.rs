@@ -64,7 +64,8 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
         &format!("--policy={}", policy.display()),
         &format!("--seed={}", seed.display()),
         "--policy-poll-interval=200ms",
-        "--guest-deadline=200ms",
+        // The default deadline (1s): the looping module's self-test waits it out once, and the
+        // default policy, serving all along, keeps a wide margin on a slow, loaded CI machine.
         "--guest-memory-mib=16",
     ]);
     controller.wait_for("/metrics", PATIENCE, |_, body| {
@@ -107,10 +108,18 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
         );
     }
     let body = controller.get("/metrics").unwrap().1;
-    assert_eq!(
-        metric(&body, "cubepod_guest_traps_total", &[]),
-        None,
-        "a refused module never served"
+    let traps: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("cubepod_guest_traps_total"))
+        .collect();
+    let stderr = controller.stderr();
+    let failures: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("reconcile failed"))
+        .collect();
+    assert!(
+        traps.is_empty(),
+        "a refused module never served, yet calls failed: {traps:?}; {failures:#?}"
     );
 
     // A good module: applied between reconciles, and every object is reconciled under it, so

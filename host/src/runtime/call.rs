@@ -514,12 +514,13 @@ async fn call<R>(
     // its whole deadline.
     store.set_epoch_deadline(1);
     // Trap only once the guest's own time is spent: the deadline bounds the policy, not the
-    // API server (host calls have their own timeout).
+    // API server (host calls have their own timeout) nor the other calls on its thread.
     store.epoch_deadline_callback(move |store| {
-        if store.data().guest_time() >= deadline {
+        let state = store.data();
+        if state.guest_time() >= deadline {
             Ok(UpdateDeadline::Interrupt)
         } else {
-            Ok(UpdateDeadline::Yield(1))
+            Ok(UpdateDeadline::YieldCustom(1, state.yield_to_others()))
         }
     });
 

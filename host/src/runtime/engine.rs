@@ -20,7 +20,8 @@ pub struct RuntimeConfig {
     /// How often the epoch advances: the granularity of [`Self::call_deadline`], and how
     /// often a guest that runs on yields to the runtime's other tasks.
     pub epoch_tick: Duration,
-    /// The longest a guest may run in one call, time spent in host calls not counted.
+    /// The longest a guest may run in one call: time spent in host calls, and yielded to the
+    /// runtime's other tasks, not counted.
     pub call_deadline: Duration,
     /// The most one linear memory of a guest may grow to.
     pub memory_limit_bytes: usize,
