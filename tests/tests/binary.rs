@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use cubepod_host::runtime::DEFAULT_POLICY;
+use cubepod_tests::bench::report::TARGET_COMPONENT_KIB;
 use cubepod_tests::{Controller, metric};
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -93,4 +95,19 @@ fn under_a_capped_address_space_compact_guest_memory_runs_and_guarded_names_it()
         .terminate(Duration::from_secs(15))
         .expect("exited after SIGTERM");
     assert!(status.success(), "exit status {status:?}");
+}
+
+/// The component the binary embeds, and ships in the policy ConfigMap, is compiled at every
+/// load and hot swap: it stays under its size target. Checked here, on the very bytes embedded,
+/// so that growth shows in the test run of the change that causes it (an LTO-inlined allocator
+/// once took it from 263 to 321 KiB unnoticed).
+#[test]
+fn the_embedded_policy_component_is_under_its_size_target() {
+    let kib = DEFAULT_POLICY.len() as f64 / 1024.0;
+    assert!(
+        kib < TARGET_COMPONENT_KIB,
+        "the embedded policy component is {kib:.1} KiB ({} bytes), past the {TARGET_COMPONENT_KIB} \
+         KiB target",
+        DEFAULT_POLICY.len()
+    );
 }
