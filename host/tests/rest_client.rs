@@ -542,6 +542,64 @@ async fn the_children_read_by_their_metadata_alone_are_listed_and_watched_as_met
 }
 
 #[tokio::test]
+async fn a_write_of_a_child_read_by_its_metadata_asks_for_its_metadata_back() {
+    // The API server renders a write's answer as Accept asks: the Secret comes back without
+    // its data, as its watch brings it. A Pod, whose status is read, comes back whole.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/namespaces/ns/secrets"))
+        .and(headers(
+            "accept",
+            vec![
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+                "application/json",
+            ],
+        ))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "44"},
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/namespaces/ns/pods"))
+        .and(header("accept", "application/json"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "45"},
+            "status": {"podIP": "10.0.0.9"},
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let options = RestOptions {
+        children: Projection::MetadataAndStatus,
+        ..fast()
+    };
+    let cluster = client(&server, options);
+    let secret = cluster
+        .create_text(
+            Resource::Secret,
+            "ns",
+            r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"t":"eA=="}}"#
+                .to_string(),
+        )
+        .await
+        .expect("created");
+    assert_eq!(secret["metadata"]["resourceVersion"], "44");
+    let pod = cluster
+        .create_text(
+            Resource::Pod,
+            "ns",
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}"#.to_string(),
+        )
+        .await
+        .expect("created");
+    assert_eq!(pod["status"]["podIP"], "10.0.0.9");
+}
+
+#[tokio::test]
 async fn an_expired_watch_event_is_gone() {
     let server = MockServer::start().await;
     let body = concat!(

@@ -415,6 +415,45 @@ async fn the_metadata_alone_is_served_as_client_gos_metadata_client_asks_for_it(
     let added = events.next().await.expect("the existing Secret");
     assert_eq!(added["type"], "ADDED");
     partial(&added["object"]);
+
+    // A write's answer is rendered as its Accept asks, as the API server renders every
+    // answer: a create's, a patch's, and a delete's while the object stays (its finalizer).
+    let other = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "t", "namespace": "ns", "labels": {"app": "x"},
+                     "finalizers": ["example.com/hold"]},
+        "data": {"token": "c2VjcmV0"}});
+    let (code, created) = one.call(Method::POST, SECRETS, Some(other)).await;
+    assert_eq!(code, StatusCode::CREATED);
+    partial(&created);
+    let annotate = json!({"metadata": {"annotations": {"a": "b"}}});
+    let (code, patched) = one
+        .call(
+            Method::PATCH,
+            &format!("{SECRETS}/t"),
+            Some(annotate.clone()),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    partial(&patched);
+    assert_eq!(patched["metadata"]["annotations"]["a"], "b");
+    let (code, held) = one
+        .call(Method::DELETE, &format!("{SECRETS}/t"), None)
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    partial(&held);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    // Asked for whole, the same write answers whole.
+    let (_, whole) = client
+        .call(Method::PATCH, &format!("{SECRETS}/s"), Some(annotate))
+        .await;
+    assert_eq!(whole["kind"], "Secret", "{whole}");
+    assert_eq!(whole["data"]["token"], "c2VjcmV0");
+    // A delete's Success Status is sent as it is, whatever the Accept.
+    let (code, status) = one
+        .call(Method::DELETE, &format!("{SECRETS}/s"), None)
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(status["kind"], "Status", "{status}");
 }
 
 #[tokio::test]

@@ -119,9 +119,15 @@ impl RestCluster {
         &self.server
     }
 
+    /// One object's request (a get or a write), its answer read through the resource's
+    /// projection. A child read as its metadata alone is asked for as that, as its watch is: a
+    /// write's answer then holds what the watch would bring (no spec, no Secret's data), since
+    /// the API server renders every answer as `Accept` asks.
     async fn call_json(&self, call: Call, resource: Resource) -> ApiResult<Value> {
+        let projection = self.projection(resource);
+        let call = call.with_accept(projection.accept(false));
         let body = self.transport.send(&call).await?;
-        self.projection(resource).from_slice(&body).map_err(|e| {
+        projection.from_slice(&body).map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Other,
                 format!(

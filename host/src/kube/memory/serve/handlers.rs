@@ -59,8 +59,9 @@ struct Ask {
 }
 
 impl Ask {
-    /// How the objects of a GET (one, a list's or a watch's) are sent: a Table first, else
-    /// their metadata alone (`PartialObjectMetadata`, `...List` for a `list`), else whole.
+    /// How the objects of a GET (one, a list's or a watch's) and a write's answer are sent: a
+    /// Table first, else their metadata alone (`PartialObjectMetadata`, `...List` for a
+    /// `list`), else whole.
     fn render(&self, include: IncludeObject, list: bool) -> Render {
         Render {
             table: self.table.then_some(include),
@@ -240,7 +241,9 @@ async fn serve(
                 Method::POST if !scope.namespace.is_empty() => {
                     let mut object = read_object(body).await?;
                     let warnings = validate(resource, &mut object, query.field_validation)?;
-                    let response = create(cluster, resource, &scope.namespace, object).await?;
+                    let render = ask.render(query.include_object, false);
+                    let response =
+                        create(cluster, resource, &scope.namespace, object, render).await?;
                     Ok(with_warnings(response, &warnings))
                 }
                 _ => Err(Failure::method_not_allowed(method)),
@@ -276,12 +279,25 @@ async fn serve(
                     } else {
                         cluster.patch(resource, &namespace, &name, patch).await
                     };
-                    let response = body::json(StatusCode::OK, &patched.map_err(api)?);
+                    let render = ask.render(query.include_object, false);
+                    let response = body::json(
+                        StatusCode::OK,
+                        &render.object(resource, &patched.map_err(api)?),
+                    );
                     Ok(with_warnings(response, &warnings))
                 }
                 Method::DELETE if !status => {
                     let options = read_json(body).await?;
-                    delete(cluster, resource, &namespace, &name, options.as_ref()).await
+                    let render = ask.render(query.include_object, false);
+                    delete(
+                        cluster,
+                        resource,
+                        &namespace,
+                        &name,
+                        options.as_ref(),
+                        render,
+                    )
+                    .await
                 }
                 _ => Err(Failure::method_not_allowed(method)),
             }
@@ -322,8 +338,8 @@ async fn serve(
     }
 }
 
-/// How the objects of a GET are sent: as Table rows (with what each row carries), as their
-/// metadata alone, or whole.
+/// How the objects of a GET, and a write's answer, are sent: as Table rows (with what each row
+/// carries), as their metadata alone, or whole.
 #[derive(Clone, Copy)]
 pub(super) struct Render {
     table: Option<IncludeObject>,
@@ -457,11 +473,14 @@ async fn watch(
     Ok(response)
 }
 
+/// Creates, and answers with the object as the request's `Accept` asks (whole, its metadata or
+/// its Table row), as the API server renders every write's answer.
 async fn create(
     cluster: &MemoryCluster,
     resource: Resource,
     namespace: &str,
     mut object: Value,
+    render: Render,
 ) -> Result<Response<Body>, Failure> {
     generate_name(&mut object);
     let name = object
@@ -472,7 +491,10 @@ async fn create(
         .create(resource, namespace, object)
         .await
         .map_err(|error| Failure::from_api(&error, resource, name.as_deref()))?;
-    Ok(body::json(StatusCode::CREATED, &created))
+    Ok(body::json(
+        StatusCode::CREATED,
+        &render.object(resource, &created),
+    ))
 }
 
 /// `metadata.generateName` without a name: the prefix and five random characters.
@@ -497,13 +519,15 @@ fn generate_name(object: &mut Value) {
 }
 
 /// Deletes, honouring DeleteOptions' `preconditions`. Answers with the object while it is
-/// still there (finalizers, a pod's grace period), else with a Success Status.
+/// still there (finalizers, a pod's grace period), rendered as `Accept` asks, else with a
+/// Success Status (never rendered, as the API server leaves a Status as it is).
 async fn delete(
     cluster: &MemoryCluster,
     resource: Resource,
     namespace: &str,
     name: &str,
     options: Option<&Value>,
+    render: Render,
 ) -> Result<Response<Body>, Failure> {
     let api = |error| Failure::from_api(&error, resource, Some(name));
     let current = cluster.get(resource, namespace, name).await.map_err(api)?;
@@ -529,7 +553,10 @@ async fn delete(
         .await
         .map_err(api)?;
     match cluster.get(resource, namespace, name).await {
-        Ok(remaining) => Ok(body::json(StatusCode::OK, &remaining)),
+        Ok(remaining) => Ok(body::json(
+            StatusCode::OK,
+            &render.object(resource, &remaining),
+        )),
         Err(error) if error.is(ApiErrorKind::NotFound) => {
             let uid = current.pointer("/metadata/uid").and_then(Value::as_str);
             let success = status::success(resource, name, uid);
