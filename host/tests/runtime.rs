@@ -668,6 +668,30 @@ fn calls_sharing_a_thread_are_each_charged_only_their_own_time() {
 }
 
 #[test]
+fn a_module_that_names_itself_with_a_forged_line_is_refused_at_load() {
+    // The default policy, its name's `-` made a newline in the data its `describe` copies: a
+    // name that would write a line of its own into `/readyz` and the text log.
+    let (from, to) = (b"cubepod-default", b"cubepod\ndefault");
+    let at = DEFAULT_POLICY
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the default policy holds its name");
+    let mut bytes = DEFAULT_POLICY.to_vec();
+    bytes[at..at + to.len()].copy_from_slice(to);
+    let err = engine().load(&bytes).unwrap_err();
+    assert!(matches!(err, RuntimeError::Contract { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains(r#"describe gives the name "cubepod\ndefault""#),
+        "{message}"
+    );
+    assert!(
+        !message.contains('\n'),
+        "the refusal is one line: {message}"
+    );
+}
+
+#[test]
 fn a_panic_is_a_trap_with_its_message() {
     let module = faulty_module();
     let cluster = Arc::new(StubCluster::default());

@@ -204,6 +204,10 @@ impl PolicyEngine {
             );
         }
         let info = described.value;
+        check_info(&info).map_err(|why| RuntimeError::Contract {
+            contract: contract.to_string(),
+            why,
+        })?;
         if info.contract_version != contract.version() {
             return Err(RuntimeError::Contract {
                 contract: contract.to_string(),
@@ -295,6 +299,42 @@ impl PolicyEngine {
         // engine, from the bytes being loaded.
         unsafe { Component::deserialize(self.engine(), &compiled) }.map_err(compile_error)
     }
+}
+
+/// The longest name or version a module may give itself.
+const MAX_INFO_LEN: usize = 63;
+
+/// What `describe` returns goes into logs, metric labels, `/readyz` and reports as it is, so it
+/// is held to the syntax of a Kubernetes label value (at most 63 characters, alphanumerics at
+/// both ends, `-`, `_` and `.` between), and a version also may hold SemVer's `+`. Nothing
+/// else: no newline that would forge a log or `/readyz` line, no escape sequence for a
+/// terminal, no megabytes in every scrape. The refusal quotes a bounded, escaped prefix.
+fn check_info(info: &PolicyInfo) -> Result<(), String> {
+    let check = |what: &str, value: &str, extra: &[u8]| {
+        let bytes = value.as_bytes();
+        let inner = |b: &u8| b.is_ascii_alphanumeric() || b"-_.".contains(b) || extra.contains(b);
+        let ok = (1..=MAX_INFO_LEN).contains(&bytes.len())
+            && bytes.iter().all(inner)
+            && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+            && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
+        if ok {
+            return Ok(());
+        }
+        let shown: String = value.chars().take(MAX_INFO_LEN).collect();
+        let more = if shown.len() < value.len() {
+            format!(" (and {} more bytes)", value.len() - shown.len())
+        } else {
+            String::new()
+        };
+        Err(format!(
+            "describe gives the {what} {shown:?}{more}: a {what} is 1 to {MAX_INFO_LEN} \
+             characters, letters, digits, '-', '_', '.'{}, beginning and ending with a letter \
+             or digit",
+            if extra.is_empty() { "" } else { " or '+'" }
+        ))
+    };
+    check("name", &info.name, b"")?;
+    check("version", &info.version, b"+")
 }
 
 fn compile_error(e: wasmtime::Error) -> RuntimeError {
@@ -401,6 +441,55 @@ fn is_allowed_wasi(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(name: &str, version: &str) -> PolicyInfo {
+        PolicyInfo {
+            name: name.to_string(),
+            version: version.to_string(),
+            contract_version: "0.2.0".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_module_names_itself_as_a_label_value_and_nothing_else() {
+        for (name, version) in [
+            ("cubepod-default", "0.1.0"),
+            ("My_Policy.v2", "1.0.0-rc.1+build.5"),
+            ("p", "1"),
+            (&"a".repeat(63), &"1".repeat(63)),
+        ] {
+            assert_eq!(check_info(&info(name, version)), Ok(()), "{name} {version}");
+        }
+        let huge = "x".repeat(1 << 20);
+        for (name, version, shown) in [
+            ("", "1", "the name \"\""),
+            (
+                "cubepod\ncache: synced",
+                "1",
+                "the name \"cubepod\\ncache: synced\"",
+            ),
+            ("\u{1b}[31mred", "1", "the name \"\\u{1b}[31mred\""),
+            ("name with spaces", "1", "the name"),
+            ("-leading", "1", "the name"),
+            ("trailing.", "1", "the name"),
+            ("naïve", "1", "the name"),
+            ("a\"b", "1", "the name"),
+            (&"a".repeat(64), "1", "the name"),
+            (&huge, "1", "(and 1048513 more bytes)"),
+            ("p", "", "the version \"\""),
+            ("p", "1.0\n", "the version"),
+            ("p", "1 0", "the version"),
+        ] {
+            let why = check_info(&info(name, version)).expect_err(name);
+            assert!(why.contains(shown), "{why}");
+            assert!(
+                why.len() < 400,
+                "the refusal is bounded: {} bytes",
+                why.len()
+            );
+            assert!(!why.contains('\n') && !why.contains('\u{1b}'), "{why}");
+        }
+    }
 
     fn names(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
