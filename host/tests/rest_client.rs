@@ -25,7 +25,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use wiremock::matchers::{body_json, body_string, header, headers, method, path, query_param};
+use wiremock::matchers::{
+    HeaderExactMatcher, body_json, body_string, header, headers, method, path, query_param,
+};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const TOKEN: &str = "s3cr3t-token";
@@ -39,6 +41,14 @@ fn fast() -> RestOptions {
         retry_max: Duration::from_millis(20),
         ..RestOptions::default()
     }
+}
+
+/// The `Accept` of a request for `kind` (`PartialObjectMetadata` or `...List`) of
+/// `meta.k8s.io/v1`, with plain JSON after it, as client-go's metadata client sends it.
+fn asks_for_metadata(kind: &str) -> HeaderExactMatcher {
+    let metadata = format!("application/json;as={kind};g=meta.k8s.io;v=v1");
+    // wiremock reads a header's comma-separated values as a list.
+    headers("accept", vec![metadata.as_str(), "application/json"])
 }
 
 fn client(server: &MockServer, options: RestOptions) -> Arc<RestCluster> {
@@ -469,14 +479,7 @@ async fn the_children_read_by_their_metadata_alone_are_listed_and_watched_as_met
     Mock::given(method("GET"))
         .and(path(SECRETS))
         .and(query_param("limit", "500"))
-        // wiremock reads a header's comma-separated values as a list.
-        .and(headers(
-            "accept",
-            vec![
-                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-                "application/json",
-            ],
-        ))
+        .and(asks_for_metadata("PartialObjectMetadataList"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
             "metadata": {"resourceVersion": "42"},
@@ -489,14 +492,7 @@ async fn the_children_read_by_their_metadata_alone_are_listed_and_watched_as_met
     Mock::given(method("GET"))
         .and(path(SECRETS))
         .and(query_param("watch", "true"))
-        // wiremock reads a header's comma-separated values as a list.
-        .and(headers(
-            "accept",
-            vec![
-                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
-                "application/json",
-            ],
-        ))
+        .and(asks_for_metadata("PartialObjectMetadata"))
         .respond_with(ResponseTemplate::new(200).set_body_string(concat!(
             r#"{"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"t","resourceVersion":"43"}}}"#,
             "\n"
@@ -548,13 +544,7 @@ async fn a_write_of_a_child_read_by_its_metadata_asks_for_its_metadata_back() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/v1/namespaces/ns/secrets"))
-        .and(headers(
-            "accept",
-            vec![
-                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
-                "application/json",
-            ],
-        ))
+        .and(asks_for_metadata("PartialObjectMetadata"))
         .respond_with(ResponseTemplate::new(201).set_body_json(json!({
             "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
             "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "44"},

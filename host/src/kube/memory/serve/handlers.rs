@@ -256,13 +256,14 @@ async fn serve(
             status,
         } => {
             let api = |error| Failure::from_api(&error, resource, Some(&name));
+            // A get's object and a write's answer alike, as the API server renders them.
+            let render = ask.render(query.include_object, false);
             match *method {
                 Method::GET => {
                     let object = cluster
                         .get(resource, &namespace, &name)
                         .await
                         .map_err(api)?;
-                    let render = ask.render(query.include_object, false);
                     Ok(body::json(
                         StatusCode::OK,
                         &render.object(resource, &object),
@@ -279,7 +280,6 @@ async fn serve(
                     } else {
                         cluster.patch(resource, &namespace, &name, patch).await
                     };
-                    let render = ask.render(query.include_object, false);
                     let response = body::json(
                         StatusCode::OK,
                         &render.object(resource, &patched.map_err(api)?),
@@ -288,7 +288,6 @@ async fn serve(
                 }
                 Method::DELETE if !status => {
                     let options = read_json(body).await?;
-                    let render = ask.render(query.include_object, false);
                     delete(
                         cluster,
                         resource,
