@@ -32,6 +32,9 @@ pub struct Metrics {
     pub guest_call_duration: HistogramVec,
     pub boundary_refusals: IntCounterVec,
     pub policy_swaps: IntCounterVec,
+    /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
+    /// folder, `poll`: the poll interval).
+    pub policy_file_checks: IntCounterVec,
     pub policy_info: IntGaugeVec,
     pub queue_depth: IntGauge,
     pub controller: ControllerMetrics,
@@ -262,6 +265,12 @@ impl Metrics {
                 "cubepod_policy_swaps_total",
                 "New policy modules, by result: applied, or the reason of the refusal.",
                 &["result"]
+            )),
+            policy_file_checks: register!(counter(
+                "cubepod_policy_file_checks_total",
+                "Reads of the policy file for a new module, by trigger: a file event in its \
+                 folder, or the poll interval.",
+                &["trigger"]
             )),
             policy_info: register!(
                 IntGaugeVec::new(

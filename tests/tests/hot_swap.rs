@@ -165,6 +165,59 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
     assert_eq!(status, 200);
 }
 
+/// The file is read again when it changes, not when it is read: by others (a backup, an
+/// operator's `sha256sum`), nor by the controller's own checks, each of which opens it.
+#[test]
+fn the_policy_file_is_checked_when_it_changes_not_when_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.wasm");
+    std::fs::write(&policy, DEFAULT_POLICY).unwrap();
+    let controller = Controller::start(&[
+        &format!("--policy={}", policy.display()),
+        // The first tick only: every later check is a file event's.
+        "--policy-poll-interval=1h",
+    ]);
+    controller.wait_for("/readyz", PATIENCE, |s, _| s == 200);
+    let modules = [
+        std::fs::read(faulty_policy()).unwrap(),
+        DEFAULT_POLICY.to_vec(),
+    ];
+    for (n, module) in modules.iter().enumerate() {
+        for _ in 0..20 {
+            std::fs::read(&policy).unwrap();
+        }
+        replace_file(&policy, module);
+        controller.wait_for("/metrics", PATIENCE, |_, body| {
+            swaps(body, "applied") == (n + 1) as f64
+        });
+    }
+    // Idle, and read by others: nothing to check.
+    for _ in 0..20 {
+        std::fs::read(&policy).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let body = controller.get("/metrics").unwrap().1;
+    let checks = |trigger| {
+        metric(
+            &body,
+            "cubepod_policy_file_checks_total",
+            &[("trigger", trigger)],
+        )
+        .unwrap_or(-1.0)
+    };
+    assert_eq!(checks("poll"), 1.0);
+    // A replace is a few events (the staged file's create, write and close, the rename), some
+    // coalesced into one check; a read is none. When a check's own open woke the next check,
+    // an idle controller read its policy some hundred times a second and spent a core on it.
+    let most = 6.0 * modules.len() as f64;
+    assert!(
+        (modules.len() as f64..=most).contains(&checks("event")),
+        "{} checks on file events for {} replaces, {most} at most",
+        checks("event"),
+        modules.len()
+    );
+}
+
 #[test]
 fn with_a_key_only_a_module_whose_signature_verifies_takes_over() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
 use super::health::ActivePolicy;
@@ -76,8 +77,10 @@ impl PolicyWatcher {
             .filter(|p| !p.as_os_str().is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."));
-        let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-            let _ = events.try_send(());
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if may_change_the_module(&event) {
+                let _ = events.try_send(());
+            }
         })
         .and_then(|mut w| w.watch(&folder, RecursiveMode::NonRecursive).map(|()| w));
         let _watcher = match watcher {
@@ -94,10 +97,15 @@ impl PolicyWatcher {
         };
         let mut poll = tokio::time::interval(self.poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let checks = &self.manager.metrics.policy_file_checks;
+        let (by_event, by_poll) = (
+            checks.with_label_values(&["event"]),
+            checks.with_label_values(&["poll"]),
+        );
         loop {
             tokio::select! {
-                _ = changed.recv() => {}
-                _ = poll.tick() => {}
+                _ = changed.recv() => by_event.inc(),
+                _ = poll.tick() => by_poll.inc(),
                 _ = shutdown.changed() => return,
             }
             self.check().await;
@@ -189,5 +197,60 @@ impl PolicyWatcher {
         for key in cache.pool_keys() {
             self.manager.queue.add(WorkKey::Pool(key));
         }
+    }
+}
+
+/// Whether a file event in the policy's folder can mean a new module or signature. Opening and
+/// reading a file are events too (inotify's `IN_OPEN`, which notify always asks for), and each
+/// check opens the file: waking on those, every check would wake the next, and an idle
+/// controller would spend a core reading its own policy. A write that ends (`IN_CLOSE_WRITE`)
+/// does count: it is when a file written in place is whole. An error or a rescan may have lost
+/// events, so it wakes a check.
+fn may_change_the_module(event: &notify::Result<notify::Event>) -> bool {
+    match event {
+        Ok(event) => match event.kind {
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+            EventKind::Access(_) => false,
+            _ => true,
+        },
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
+
+    use super::*;
+
+    fn event(kind: EventKind) -> notify::Result<notify::Event> {
+        Ok(notify::Event::new(kind).add_path(PathBuf::from("/etc/cubepod/policy.wasm")))
+    }
+
+    #[test]
+    fn reading_the_file_does_not_wake_a_check_and_changing_it_does() {
+        let reads = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ];
+        for kind in reads {
+            assert!(!may_change_the_module(&event(kind)), "{kind:?}");
+        }
+        let changes = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Modify(ModifyKind::Metadata(notify::event::MetadataKind::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Any,
+            EventKind::Other,
+        ];
+        for kind in changes {
+            assert!(may_change_the_module(&event(kind)), "{kind:?}");
+        }
+        let lost = Err(notify::Error::generic("queue overflow"));
+        assert!(may_change_the_module(&lost));
     }
 }
