@@ -264,10 +264,13 @@ fn check_status(
     if status["workspacePVC"] != format!("{name}-workspace").as_str() {
         wrong.push(format!("workspacePVC {}", status["workspacePVC"]));
     }
-    let condition = |kind: &str| {
+    let find = |kind: &str| {
         status["conditions"]
             .as_array()
             .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+    };
+    let condition = |kind: &str| {
+        find(kind)
             .map(|c| c["status"].as_str().unwrap_or("?").to_string())
             .unwrap_or_else(|| "absent".to_string())
     };
@@ -290,7 +293,12 @@ fn check_status(
         ("SpecValid", true),
     ] {
         if condition(kind) != want(truth) {
-            wrong.push(format!("condition {kind} {}", condition(kind)));
+            // Its reason too: what the controller said is wrong is the first lead.
+            let reason = find(kind)
+                .and_then(|c| c["reason"].as_str())
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            wrong.push(format!("condition {kind} {}{reason}", condition(kind)));
         }
     }
     let finalized = object["metadata"]["finalizers"]

@@ -163,6 +163,8 @@ impl Fleet {
             let Some(controller) = controller else {
                 continue;
             };
+            // How many of each message too: the last lines alone may all be one kind.
+            let mut by_message = std::collections::BTreeMap::<String, usize>::new();
             let notable: Vec<String> = controller
                 .logs()
                 .into_iter()
@@ -173,12 +175,13 @@ impl Fleet {
                         .as_object_mut()
                         .and_then(|f| f.remove("message"))
                         .unwrap_or_default();
+                    *by_message.entry(message.to_string()).or_default() += 1;
                     format!("{} {} {message} {fields}", l["timestamp"], l["level"])
                 })
                 .collect();
             let skip = notable.len().saturating_sub(lines);
             text.push_str(&format!(
-                "--- replica {index}: {} warnings/errors, the last {}:\n",
+                "--- replica {index}: {} warnings/errors ({by_message:?}), the last {}:\n",
                 notable.len(),
                 notable.len() - skip
             ));

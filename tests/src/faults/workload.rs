@@ -242,6 +242,8 @@ impl Driver {
                 .await;
         }
         let fork = format!("{name}-fork");
+        // Whether the source may go: not before its fork has cloned it.
+        let mut source_free = true;
         if plan.fork {
             let role = Role::Fork {
                 source: name.to_string(),
@@ -251,7 +253,9 @@ impl Driver {
             // The source is deleted only once the fork has cloned its volumes: a fork whose
             // source is gone before that fails by design (ForkSourceNotFound).
             let must_wait = plan.delete || wait(&mut step);
-            self.settle_fork(&fork, must_wait).await;
+            // A stalled wait is in the report; deleting the source after it would make the
+            // fork fail by design and the ledger untrue.
+            source_free = self.settle_fork(&fork, must_wait).await;
         }
         if plan.end_paused {
             self.set(name, json!({"desiredState": "Paused"}), |e| {
@@ -262,7 +266,7 @@ impl Driver {
             self.settle(name, "Paused", 2, wait(&mut step), "pause again")
                 .await;
         }
-        if plan.delete {
+        if plan.delete && source_free {
             self.delete(name).await;
             self.gone(name, wait(&mut step)).await;
         }
@@ -354,16 +358,16 @@ impl Driver {
         .await;
     }
 
-    /// Waits (when `wait`) until a fork has its volumes.
-    async fn settle_fork(&self, name: &str, wait: bool) {
+    /// Waits (when `wait`) until a fork has its volumes; false if the wait stalled.
+    async fn settle_fork(&self, name: &str, wait: bool) -> bool {
         if !wait {
             self.record(|l| l.steps.raced += 1);
-            return;
+            return true;
         }
         self.until(name, "fork", |object| {
             object.is_some_and(|o| o["status"]["workspacePVC"].is_string())
         })
-        .await;
+        .await
     }
 
     async fn gone(&self, name: &str, wait: bool) {
@@ -374,7 +378,8 @@ impl Driver {
         self.until(name, "delete", |object| object.is_none()).await;
     }
 
-    async fn until(&self, name: &str, step: &str, done: impl Fn(Option<&Value>) -> bool) {
+    /// Polls until `done`; false, and a stall in the ledger, after the step's patience.
+    async fn until(&self, name: &str, step: &str, done: impl Fn(Option<&Value>) -> bool) -> bool {
         let started = Instant::now();
         loop {
             let object = match self.cluster.get(Resource::Sandbox, NS, name).await {
@@ -383,7 +388,7 @@ impl Driver {
                 Err(error) => panic!("the workload could not read sandbox {name}: {error}"),
             };
             if done(object.as_ref()) {
-                return;
+                return true;
             }
             if started.elapsed() > self.config.step_patience {
                 let waited = started.elapsed().as_secs();
@@ -391,7 +396,7 @@ impl Driver {
                     l.stalls
                         .push(format!("{name}: {step} not shown after {waited}s"))
                 });
-                return;
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
