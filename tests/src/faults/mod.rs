@@ -217,8 +217,9 @@ impl Scenario {
             flags.push("--guest-deadline=200ms".to_string());
             flags.push("--guest-memory-mib=16".to_string());
         } else {
-            // The deadline counts wall-clock time less host calls: on this 2-core machine under
-            // a parallel build the default policy was once seen past 1 s, a starved thread.
+            // The deadline counts the time a call holds its thread, and a thread the OS does
+            // not run still counts: on this 2-core machine under a parallel build the default
+            // policy was once seen past 1 s.
             flags.push("--guest-deadline=10s".to_string());
         }
         flags.extend(self.flags.iter().cloned());
