@@ -269,11 +269,6 @@ fn check_status(
             .as_array()
             .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
     };
-    let condition = |kind: &str| {
-        find(kind)
-            .map(|c| c["status"].as_str().unwrap_or("?").to_string())
-            .unwrap_or_else(|| "absent".to_string())
-    };
     let running = desired == "Running";
     let pod_ip = snapshot
         .children
@@ -292,13 +287,15 @@ fn check_status(
         ("Paused", !running),
         ("SpecValid", true),
     ] {
-        if condition(kind) != want(truth) {
+        let found = find(kind);
+        let state = found.map_or("absent", |c| c["status"].as_str().unwrap_or("?"));
+        if state != want(truth) {
             // Its reason too: what the controller said is wrong is the first lead.
-            let reason = find(kind)
+            let reason = found
                 .and_then(|c| c["reason"].as_str())
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default();
-            wrong.push(format!("condition {kind} {}{reason}", condition(kind)));
+            wrong.push(format!("condition {kind} {state}{reason}"));
         }
     }
     let finalized = object["metadata"]["finalizers"]

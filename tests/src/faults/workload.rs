@@ -242,7 +242,6 @@ impl Driver {
                 .await;
         }
         let fork = format!("{name}-fork");
-        // Whether the source may go: not before its fork has cloned it.
         let mut source_free = true;
         if plan.fork {
             let role = Role::Fork {
