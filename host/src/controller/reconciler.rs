@@ -171,8 +171,13 @@ pub struct Settings {
 pub struct Carried {
     /// The policy's `kube-client` calls, in order, refused ones included.
     pub calls: Vec<KubeCall>,
-    /// The returned status as the controller writes it (the `status` of the patch).
+    /// The returned status as the controller writes it (the `status` of the patch), when
+    /// [`Self::record_status`] asks for it.
     pub status: Option<Value>,
+    /// Whether to keep `status`: `policy test` reports it, the control loop reads nothing of
+    /// it and so skips the copy (a status is some thirty allocations, copied and dropped at
+    /// every reconcile).
+    pub record_status: bool,
     /// Reasons of the Events the policy asked for.
     pub events: Vec<String>,
     /// The policy's own `requeue-after-seconds`.
@@ -194,6 +199,13 @@ pub struct Carried {
 impl Carried {
     fn skipped(&mut self, why: impl Into<String>) {
         self.skipped = Some(why.into());
+    }
+
+    /// Keeps the `status` of `patch`, if asked to.
+    fn status_of(&mut self, patch: &Value) {
+        if self.record_status {
+            self.status = Some(patch["status"].clone());
+        }
     }
 }
 
@@ -334,7 +346,7 @@ impl Reconciler {
                     now,
                 )
                 .await?;
-            report.status = Some(patch["status"].clone());
+            report.status_of(&patch);
             if out.done {
                 tracing::info!(%target, "children deleted; removing the finalizer");
                 writer
@@ -417,7 +429,7 @@ impl Reconciler {
                 now,
             )
             .await?;
-        report.status = Some(patch["status"].clone());
+        report.status_of(&patch);
         // What the API will hold once written: a status that the API renders differently (an
         // empty reason, a time out of range) would otherwise differ on every pass.
         let status = sandbox::read_back(&patch, &out.status);
@@ -563,7 +575,7 @@ impl Reconciler {
                 now,
             )
             .await?;
-        report.status = Some(patch["status"].clone());
+        report.status_of(&patch);
         let writer = self.writer();
         for object in creates {
             writer
@@ -923,7 +935,7 @@ impl Reconciler {
         let writer = self.writer();
         let now = self.settings.clock.now();
         let patch = bad.status_patch(resource == Resource::Sandbox, now);
-        report.status = Some(patch["status"].clone());
+        report.status_of(&patch);
         report.events = vec!["InvalidSpec".to_string()];
         writer
             .write_status(resource, target, Some(&bad.resource_version), patch)

@@ -220,7 +220,11 @@ impl Scratch {
         now: Option<i64>,
         max_pool_replicas: u32,
     ) -> StepOutcome {
-        let mut result = StepResult::default();
+        // A scenario's expectations may name the status written.
+        let mut result = StepResult {
+            record_status: true,
+            ..StepResult::default()
+        };
         self.reconciler.settings.clock.set(now.unwrap_or(0));
         self.reconciler.settings.max_pool_replicas = max_pool_replicas;
         let done = self.refresh().and_then(|()| match action {

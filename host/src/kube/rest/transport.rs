@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
+use hyper::http::uri::{Authority, PathAndQuery, Scheme};
 use hyper::{Method, Request, StatusCode};
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::Client;
@@ -104,6 +105,9 @@ enum Failure {
 pub struct Transport {
     client: Client<CorkConnector<HttpsConnector<ReadAheadConnector<HttpConnector>>>, Full<Bytes>>,
     server: String,
+    /// `server` split once, so that a request's URI is joined from its parts rather than
+    /// formatted and parsed whole at every request.
+    origin: Origin,
     bearer: Bearer,
     backoff: Backoff,
     max_retries: u32,
@@ -150,9 +154,16 @@ impl Transport {
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .http2_keep_alive_interval(KEEPALIVE)
             .build(CorkConnector(connector));
+        let origin = Origin::parse(&conn.server).ok_or_else(|| {
+            RestError::invalid(
+                &conn.source,
+                format!("{:?} is not a URL with a scheme and a host", conn.server),
+            )
+        })?;
         Ok(Self {
             client,
             server: conn.server.clone(),
+            origin,
             bearer: Bearer::new(&conn.credentials, options.token_refresh),
             backoff: Backoff {
                 base: options.retry_base,
@@ -299,7 +310,7 @@ impl Transport {
     /// The request of one attempt. Its headers are made once (the user agent, the bearer
     /// token's when it is read) and set without a builder's per-call validation.
     fn request(&self, call: &Call) -> ApiResult<Request<Full<Bytes>>> {
-        let uri = hyper::Uri::try_from(format!("{}{}", self.server, call.path)).map_err(|e| {
+        let uri = self.origin.uri(&call.path).map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Other,
                 format!(
@@ -342,6 +353,41 @@ impl Transport {
         } else {
             Failure::Transient(ApiError::new(ApiErrorKind::Unavailable, message))
         }
+    }
+}
+
+/// The server URL's scheme and authority, shared by every request's URI, and its path (an API
+/// server behind a proxy may be served under one), which each request's path follows.
+struct Origin {
+    scheme: Scheme,
+    authority: Authority,
+    prefix: String,
+}
+
+impl Origin {
+    fn parse(server: &str) -> Option<Self> {
+        let parts = hyper::Uri::try_from(server).ok()?.into_parts();
+        Some(Self {
+            scheme: parts.scheme?,
+            authority: parts.authority?,
+            prefix: parts
+                .path_and_query
+                .map(|p| p.path().trim_end_matches('/').to_owned())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The URI of `path` (with its query) on this server: only the path is parsed.
+    fn uri(&self, path: &str) -> Result<hyper::Uri, hyper::http::Error> {
+        let mut full = String::with_capacity(self.prefix.len() + path.len());
+        full.push_str(&self.prefix);
+        full.push_str(path);
+        let path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(full))?;
+        let mut parts = hyper::http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(path_and_query);
+        Ok(hyper::Uri::from_parts(parts)?)
     }
 }
 
