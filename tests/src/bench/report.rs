@@ -1027,9 +1027,21 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
     let _ = writeln!(out);
     let _ = writeln!(out, "## Where the time went (this run)\n");
     out.push_str(&breakdown(results));
+    append_kept(&mut out, kept);
+    out
+}
+
+/// What follows the generated part of an existing page, without the line break that ends the
+/// marker itself (which `append_kept` writes again).
+fn kept_part(page: &str) -> &str {
+    page.split_once(GENERATED_END)
+        .map_or("", |(_, rest)| rest.strip_prefix('\n').unwrap_or(rest))
+}
+
+/// The marker, then the hand-written part as it was: a rewrite adds nothing to it.
+fn append_kept(out: &mut String, kept: &str) {
     let _ = writeln!(out, "{GENERATED_END}");
     out.push_str(kept);
-    out
 }
 
 const METHOD: &str = "\
@@ -1092,12 +1104,29 @@ pub fn write_docs(root: &Path, results: &Results, rows: &[Row]) -> Result<()> {
     std::fs::create_dir_all(&docs).context("creating docs/")?;
     let page = docs.join("performance.md");
     let existing = std::fs::read_to_string(&page).unwrap_or_default();
-    let kept = existing
-        .split_once(GENERATED_END)
-        .map(|(_, rest)| rest.to_string())
-        .unwrap_or_default();
-    std::fs::write(&page, markdown(results, rows, &kept)).context("writing performance.md")?;
+    let kept = kept_part(&existing);
+    std::fs::write(&page, markdown(results, rows, kept)).context("writing performance.md")?;
     std::fs::write(docs.join("performance.svg"), svg(results))
         .context("writing performance.svg")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_keep_the_hand_written_part_as_it_was() {
+        let hand = "\n## What's in the way\n\nA note.\n";
+        let mut page = String::from("# Performance\n\n(generated)\n");
+        append_kept(&mut page, hand);
+        for _ in 0..3 {
+            let mut again = String::from("# Performance\n\n(generated again)\n");
+            append_kept(&mut again, kept_part(&page));
+            page = again;
+        }
+        assert_eq!(kept_part(&page), hand);
+        assert!(page.ends_with(&format!("{GENERATED_END}\n{hand}")));
+        assert_eq!(kept_part("a page without the marker"), "");
+    }
 }

@@ -425,3 +425,52 @@ fn has_tls_error(error: &(dyn StdError + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Origin;
+
+    fn uri(server: &str, path: &str) -> String {
+        let origin = Origin::parse(server).expect("a server URL");
+        origin.uri(path).expect("a request URI").to_string()
+    }
+
+    #[test]
+    fn a_request_uri_is_the_server_then_the_path() {
+        assert_eq!(
+            uri("https://10.0.0.1:6443", "/api/v1/namespaces/a/pods?watch=1"),
+            "https://10.0.0.1:6443/api/v1/namespaces/a/pods?watch=1"
+        );
+        assert_eq!(
+            uri("http://127.0.0.1:8001/", "/api/v1/pods"),
+            "http://127.0.0.1:8001/api/v1/pods"
+        );
+    }
+
+    #[test]
+    fn a_server_under_a_path_keeps_it_once() {
+        for server in [
+            "https://rancher.example/k8s/clusters/c-1",
+            "https://rancher.example/k8s/clusters/c-1/",
+        ] {
+            assert_eq!(
+                uri(server, "/apis/cubepod.dev/v1alpha1/sandboxes"),
+                "https://rancher.example/k8s/clusters/c-1/apis/cubepod.dev/v1alpha1/sandboxes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_server_without_a_scheme_or_host_is_refused() {
+        for server in ["10.0.0.1:6443", "/api", "", "https://"] {
+            assert!(Origin::parse(server).is_none(), "{server:?} was taken");
+        }
+    }
+
+    #[test]
+    fn a_path_that_is_no_path_is_an_error_not_a_panic() {
+        let origin = Origin::parse("https://10.0.0.1:6443").expect("a server URL");
+        assert!(origin.uri("/api/v1/pods\n").is_err());
+        assert!(origin.uri("/api/v1/pods with space").is_err());
+    }
+}
