@@ -606,6 +606,11 @@ pub fn run(options: &Options) -> Result<Results> {
                     result.resync_writes.values().sum::<usize>(),
                     result.resync_memory.rss_kib as f64 / 1024.0
                 ));
+                // A run whose writes are not a whole number per sandbox wrote something twice
+                // or left something out: name what, since the table keeps only the median.
+                if result.writes.values().sum::<usize>() % n != 0 {
+                    say(format_args!("  writes by kind: {:?}", result.writes));
+                }
                 match protocol {
                     Protocol::H2 => &mut results.creates,
                     Protocol::Http1 => &mut results.creates_http1,
