@@ -540,7 +540,9 @@ async fn the_children_read_by_their_metadata_alone_are_listed_and_watched_as_met
 #[tokio::test]
 async fn a_write_of_a_child_read_by_its_metadata_asks_for_its_metadata_back() {
     // The API server renders a write's answer as Accept asks: the Secret comes back without
-    // its data, as its watch brings it. A Pod, whose status is read, comes back whole.
+    // its data, as its watch brings it. A created Pod too, since the API server gives a new Pod
+    // its own empty status, whatever was sent; a Pod read (a get), whose status is read, comes
+    // back whole.
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/v1/namespaces/ns/secrets"))
@@ -554,11 +556,22 @@ async fn a_write_of_a_child_read_by_its_metadata_asks_for_its_metadata_back() {
         .await;
     Mock::given(method("POST"))
         .and(path("/api/v1/namespaces/ns/pods"))
-        .and(header("accept", "application/json"))
+        .and(asks_for_metadata("PartialObjectMetadata"))
         .respond_with(ResponseTemplate::new(201).set_body_json(json!({
-            "kind": "Pod", "apiVersion": "v1",
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
             "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "45"},
-            "status": {"podIP": "10.0.0.9"},
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/v1/namespaces/ns/pods/p"))
+        .and(header("accept", "application/json"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "46"},
+            "spec": {"containers": []},
+            "status": {"phase": "Running", "podIP": "10.0.0.9"},
         })))
         .expect(1)
         .mount(&server)
@@ -586,7 +599,56 @@ async fn a_write_of_a_child_read_by_its_metadata_asks_for_its_metadata_back() {
         )
         .await
         .expect("created");
+    assert_eq!(pod["metadata"]["resourceVersion"], "45");
+    let pod = cluster.get(Resource::Pod, "ns", "p").await.expect("read");
     assert_eq!(pod["status"]["podIP"], "10.0.0.9");
+    assert!(pod.get("spec").is_none(), "{pod}");
+}
+
+#[tokio::test]
+async fn a_write_answered_by_its_metadata_asks_for_it_and_keeps_what_the_record_needs() {
+    // A Sandbox's own finalizer and status writes: the answer is asked for as the object's
+    // metadata, read without its managedFields, and the rest of it is not read.
+    let server = MockServer::start().await;
+    let answer = json!({
+        "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u", "generation": 3,
+                     "resourceVersion": "46", "finalizers": ["cubepod.io/cleanup"],
+                     "labels": {"team": "ml"},
+                     "managedFields": [{"manager": "kubectl", "operation": "Update"}]},
+        "spec": {"image": "not asked for"},
+    });
+    for subresource in ["", "/status"] {
+        Mock::given(method("PATCH"))
+            .and(path(format!(
+                "/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes/a{subresource}"
+            )))
+            .and(asks_for_metadata("PartialObjectMetadata"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(answer.clone()))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let cluster = client(&server, fast());
+    for status in [false, true] {
+        let read = cluster
+            .patch_for_metadata(
+                Resource::Sandbox,
+                "ns",
+                "a",
+                json!({"metadata": {"resourceVersion": "45"}}),
+                status,
+            )
+            .await
+            .expect("patched");
+        assert_eq!(
+            read,
+            json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u", "generation": 3,
+                                "resourceVersion": "46", "finalizers": ["cubepod.io/cleanup"],
+                                "labels": {"team": "ml"}}}),
+            "status: {status}"
+        );
+    }
 }
 
 #[tokio::test]

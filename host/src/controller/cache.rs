@@ -191,6 +191,7 @@ impl Inner {
         key: ObjectRef,
         meta: &MetaView<'_>,
         object: &Value,
+        known: Option<SandboxObject>,
     ) -> Vec<WorkKey> {
         let tombstone = (resource, key);
         // The echo of a write this object's own reconcile made and went on from: the record
@@ -210,7 +211,7 @@ impl Inner {
             self.tombstones.remove(&tombstone);
         }
         let (_, key) = tombstone;
-        self.apply_kind(resource, key, meta, deleted, object)
+        self.apply_kind(resource, key, meta, deleted, object, known)
     }
 
     fn apply_kind(
@@ -220,9 +221,10 @@ impl Inner {
         meta: &MetaView<'_>,
         deleted: bool,
         object: &Value,
+        known: Option<SandboxObject>,
     ) -> Vec<WorkKey> {
         match resource {
-            Resource::Sandbox => self.apply_sandbox(key, meta, deleted, object),
+            Resource::Sandbox => self.apply_sandbox(key, meta, deleted, object, known),
             Resource::PodWarmPool => self.apply_pool(key, meta, deleted, object),
             Resource::Pod
             | Resource::PersistentVolumeClaim
@@ -234,13 +236,15 @@ impl Inner {
     }
 
     /// A Sandbox: its record (or why it cannot be read), and the keys it touches: itself, its
-    /// pool, the sandbox that claimed it.
+    /// pool, the sandbox that claimed it. `known`: the record, already made (an own write's,
+    /// whose answer is its metadata alone), so `object` is not read for it.
     fn apply_sandbox(
         &mut self,
         key: ObjectRef,
         meta: &MetaView<'_>,
         deleted: bool,
         object: &Value,
+        known: Option<SandboxObject>,
     ) -> Vec<WorkKey> {
         let mut keys = vec![WorkKey::Sandbox(key.clone())];
         if let Some(pool) = meta.label(sandbox::POOL_LABEL) {
@@ -261,7 +265,7 @@ impl Inner {
         {
             return Vec::new();
         }
-        match sandbox::from_json(object) {
+        match known.map_or_else(|| sandbox::from_json(object), Ok) {
             Ok(read) => {
                 self.unreadable.remove(&key);
                 self.sandboxes.insert(key, Box::new(read));
@@ -388,6 +392,7 @@ impl Cache {
             key,
             &meta,
             object,
+            None,
         )
     }
 
@@ -407,6 +412,16 @@ impl Cache {
     /// already went on from this answer. (A new sandbox's finalizer, children and status
     /// echoed back had cost it two more reconciles that found nothing to do.)
     pub fn apply_own(&self, resource: Resource, object: &Value) {
+        self.apply_own_read(resource, object, None);
+    }
+
+    /// [`Self::apply_own`] of a Sandbox whose write was answered with its metadata alone:
+    /// `read` is the record the write left (`sandbox::after_own_write`).
+    pub fn apply_own_sandbox(&self, answer: &Value, read: SandboxObject) {
+        self.apply_own_read(Resource::Sandbox, answer, Some(read));
+    }
+
+    fn apply_own_read(&self, resource: Resource, object: &Value, known: Option<SandboxObject>) {
         let meta = MetaView::of(object);
         let key = ObjectRef::new(meta.namespace, meta.name);
         let owner = match resource {
@@ -420,7 +435,7 @@ impl Cache {
         // and an entry would stay until the object next changed (for most children, never).
         let shown = !meta.resource_version.is_empty()
             && inner.held(resource, &key, owner.as_ref()) == Some(meta.resource_version);
-        let mut wakes = inner.apply(resource, false, key.clone(), &meta, object);
+        let mut wakes = inner.apply(resource, false, key.clone(), &meta, object, known);
         if meta.resource_version.is_empty() || shown {
             return;
         }

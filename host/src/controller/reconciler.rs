@@ -353,8 +353,12 @@ impl Reconciler {
                     .remove_finalizer(&object)
                     .await
                     .map_err(api("removing the finalizer"))?;
-            } else if sandbox::read_back(&patch, &out.status) != object.sandbox.status {
-                self.write_sandbox_status(&object, patch).await?;
+            } else {
+                let status = sandbox::read_back(&patch, &out.status);
+                if status != object.sandbox.status {
+                    self.write_sandbox_status(&object, patch, &status, None)
+                        .await?;
+                }
             }
             return Ok(());
         }
@@ -460,10 +464,14 @@ impl Reconciler {
         if status != object.sandbox.status {
             let mut patch = patch;
             let first_ready = super::startup::first_ready(&object, &status);
-            if first_ready.is_some() {
-                patch["status"][sandbox::FIRST_READY_AT] = Value::from(time::format(now));
-            }
-            self.write_sandbox_status(&object, patch).await?;
+            let marked = first_ready.map(|_| {
+                let mark = time::format(now);
+                let at = time::parse(&mark).ok();
+                patch["status"][sandbox::FIRST_READY_AT] = Value::from(mark);
+                at
+            });
+            self.write_sandbox_status(&object, patch, &status, marked.flatten())
+                .await?;
             if let Some((launch, seconds)) =
                 first_ready.zip(super::startup::since(object.created_at, now))
             {
@@ -515,15 +523,11 @@ impl Reconciler {
         &self,
         object: &sandbox::SandboxObject,
         patch: Value,
+        status: &crate::runtime::bindings::SandboxStatus,
+        first_ready_at: Option<i64>,
     ) -> Result<(), ReconcileError> {
-        let target = ObjectRef::new(&object.sandbox.namespace, &object.sandbox.name);
         self.writer()
-            .write_status(
-                Resource::Sandbox,
-                &target,
-                Some(&object.resource_version),
-                patch,
-            )
+            .write_sandbox_status(object, patch, status, first_ready_at)
             .await
             .map_err(api("writing the status"))
     }

@@ -8,8 +8,8 @@ use super::cache::Cache;
 use super::events::event_object;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
-use crate::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, SandboxObject};
-use crate::runtime::bindings::{Event, EventType, Sandbox};
+use crate::model::sandbox::{self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject};
+use crate::runtime::bindings::{Event, EventType, Sandbox, SandboxStatus};
 
 /// What a finalizer write found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,13 @@ impl Writer<'_> {
         }});
         match self
             .cluster
-            .patch(Resource::Sandbox, &sandbox.namespace, &sandbox.name, patch)
+            .patch_for_metadata(
+                Resource::Sandbox,
+                &sandbox.namespace,
+                &sandbox.name,
+                patch,
+                false,
+            )
             .await
         {
             Ok(updated) => {
@@ -79,7 +85,7 @@ impl Writer<'_> {
                         .apply(Resource::Sandbox, WatchEventType::Deleted, &updated);
                     return Ok(Finalizing::Gone);
                 }
-                self.remember_own(Resource::Sandbox, &updated);
+                self.remember_own_sandbox(&updated, object, None).await?;
                 Ok(Finalizing::Present)
             }
             // Removed while we looked: nothing left to finalize, and nothing to create.
@@ -101,6 +107,73 @@ impl Writer<'_> {
     ) -> ApiResult<()> {
         self.patch_status(resource, target, resource_version, patch, true)
             .await
+    }
+
+    /// A Sandbox's status, written by its own reconcile over the version `object` holds (see
+    /// [`Self::write_status`]). `status` is what the API holds once it is written (the patch
+    /// read back) and `first_ready_at` the `status.firstReadyAt` the patch sets, if it sets
+    /// it: the answer is then asked for as the object's metadata alone.
+    pub async fn write_sandbox_status(
+        &self,
+        object: &SandboxObject,
+        mut patch: Value,
+        status: &SandboxStatus,
+        first_ready_at: Option<i64>,
+    ) -> ApiResult<()> {
+        let sandbox = &object.sandbox;
+        if let Some(fields) = patch.as_object_mut() {
+            fields.insert(
+                "metadata".to_string(),
+                json!({"resourceVersion": object.resource_version}),
+            );
+        }
+        match self
+            .cluster
+            .patch_for_metadata(
+                Resource::Sandbox,
+                &sandbox.namespace,
+                &sandbox.name,
+                patch,
+                true,
+            )
+            .await
+        {
+            Ok(updated) => {
+                self.remember_own_sandbox(&updated, object, Some((status, first_ready_at)))
+                    .await
+            }
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// An own write's answer, the metadata of `base` once written, into the cache, as the
+    /// record the write left. Where that record cannot be made from it (the server changed the
+    /// spec on the way, a webhook's doing), the object is read whole instead.
+    async fn remember_own_sandbox(
+        &self,
+        answer: &Value,
+        base: &SandboxObject,
+        written: Option<(&SandboxStatus, Option<i64>)>,
+    ) -> ApiResult<()> {
+        if let Some(read) = sandbox::after_own_write(answer, base, written) {
+            self.cache.apply_own_sandbox(answer, read);
+            return Ok(());
+        }
+        let (namespace, name) = (&base.sandbox.namespace, &base.sandbox.name);
+        tracing::debug!(
+            namespace,
+            name,
+            "a write's answer is not the object written over: read whole"
+        );
+        match self.cluster.get(Resource::Sandbox, namespace, name).await {
+            Ok(whole) => {
+                self.remember_own(Resource::Sandbox, &whole);
+                Ok(())
+            }
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     /// A status written for another reconcile to act on (the reaper's mark): its echo
@@ -289,5 +362,124 @@ impl Writer<'_> {
                 tracing::debug!(%error, "could not record an Event");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
+    use crate::model::sandbox::{FIRST_READY_AT, read_back, status_patch};
+    use crate::runtime::bindings::{Condition, ConditionStatus, SandboxPhase};
+
+    /// The record an own write leaves in the cache, made from the answer's metadata and what
+    /// was written, is the record of the object read whole: otherwise the echo, which is
+    /// skipped as the write's own, would leave the cache holding something the API does not.
+    #[tokio::test]
+    async fn an_own_writes_record_is_the_object_read_whole() {
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let cache = Cache::default();
+        let created = cluster
+            .create(
+                Resource::Sandbox,
+                "ns",
+                json!({
+                    "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                    "metadata": {"name": "a", "namespace": "ns",
+                                 "labels": {"team": "ml"},
+                                 "annotations": {"cubepod.io/last-activity": "2026-01-01T00:00:00Z"}},
+                    "spec": {"image": "img", "idleTimeoutSeconds": 60},
+                }),
+            )
+            .await
+            .unwrap();
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &created);
+        let key = ObjectRef::new("ns", "a");
+        let writer = Writer {
+            cluster: &*cluster,
+            cache: &cache,
+        };
+        let whole = async || {
+            let object = cluster.get(Resource::Sandbox, "ns", "a").await.unwrap();
+            sandbox::from_json(&object).unwrap()
+        };
+
+        let fresh = cache.sandbox(&key).unwrap();
+        assert_eq!(
+            writer.add_finalizer(&fresh).await.unwrap(),
+            Finalizing::Present
+        );
+        let finalized = cache.sandbox(&key).unwrap();
+        assert_ne!(finalized.resource_version, fresh.resource_version);
+        assert!(finalized.has_finalizer());
+        assert_eq!(finalized, whole().await);
+
+        let mut status = finalized.sandbox.status.clone();
+        status.phase = SandboxPhase::Running;
+        status.pod_ip = Some("10.0.0.7".into());
+        status.started_at = Some(1_767_225_660);
+        status.conditions.push(Condition {
+            kind: "Ready".into(),
+            status: ConditionStatus::True,
+            reason: String::new(),
+            message: "up".into(),
+            last_transition_time: 1_767_225_661,
+        });
+        let mut patch = status_patch(&status, finalized.sandbox.generation);
+        let written = read_back(&patch, &status);
+        patch["status"][FIRST_READY_AT] = json!("2026-01-01T00:01:02Z");
+        writer
+            .write_sandbox_status(&finalized, patch, &written, Some(1_767_225_662))
+            .await
+            .unwrap();
+        let running = cache.sandbox(&key).unwrap();
+        assert_eq!(running.sandbox.status, written);
+        assert_eq!(running.first_ready_at, Some(1_767_225_662));
+        assert_eq!(running, whole().await);
+
+        // A later status leaves the first-ready mark where it was, as the merge patch does.
+        status.phase = SandboxPhase::Paused;
+        let patch = status_patch(&status, running.sandbox.generation);
+        let written = read_back(&patch, &status);
+        writer
+            .write_sandbox_status(&running, patch, &written, None)
+            .await
+            .unwrap();
+        let paused = cache.sandbox(&key).unwrap();
+        assert_eq!(paused.first_ready_at, Some(1_767_225_662));
+        assert_eq!(paused, whole().await);
+
+        // Written over a version the API has moved on from: a Conflict, and the cache keeps
+        // what it held.
+        let stale = writer
+            .write_sandbox_status(&running, status_patch(&status, 1), &written, None)
+            .await
+            .unwrap_err();
+        assert!(stale.is(ApiErrorKind::Conflict), "{stale}");
+        assert_eq!(cache.sandbox(&key).unwrap(), paused);
+    }
+
+    /// An answer whose generation is not the one written over (the server changed the spec on
+    /// the way) makes no record: the writer reads the object whole instead.
+    #[test]
+    fn an_answer_of_another_generation_makes_no_record() {
+        let object = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "generation": 1,
+                         "resourceVersion": "5"},
+            "spec": {"image": "img"},
+        });
+        let base = sandbox::from_json(&object).unwrap();
+        let answer = |generation: i64, version: &str| {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                   "metadata": {"name": "a", "namespace": "ns", "uid": "u",
+                                "generation": generation, "resourceVersion": version,
+                                "finalizers": [FINALIZER]}})
+        };
+        let read = sandbox::after_own_write(&answer(1, "6"), &base, None).unwrap();
+        assert_eq!(read.resource_version, "6");
+        assert!(read.has_finalizer());
+        assert_eq!(read.sandbox.spec, base.sandbox.spec);
+        assert_eq!(sandbox::after_own_write(&answer(2, "6"), &base, None), None);
     }
 }

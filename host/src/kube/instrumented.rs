@@ -118,6 +118,21 @@ impl Cluster for InstrumentedCluster {
             self.inner.patch_status(resource, namespace, name, patch),
         )
     }
+    fn patch_for_metadata(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+        status: bool,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        self.observe(
+            if status { "patch_status" } else { "patch" },
+            resource,
+            self.inner
+                .patch_for_metadata(resource, namespace, name, patch, status),
+        )
+    }
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
         self.observe("list", scope.resource, self.inner.list(scope))
     }

@@ -295,6 +295,24 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         patch: Value,
     ) -> BoxFuture<'_, ApiResult<Value>>;
+    /// [`Self::patch_status`] (`status`) or [`Self::patch`], for a caller that reads nothing of
+    /// the answer but its `metadata`, since it knows the rest (its write was conditional on the
+    /// version it holds): a client may ask the server for the metadata alone. By default the
+    /// answer is the whole object, whose metadata is the same.
+    fn patch_for_metadata(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+        status: bool,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        if status {
+            self.patch_status(resource, namespace, name, patch)
+        } else {
+            self.patch(resource, namespace, name, patch)
+        }
+    }
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
     /// One page of a list. Every page is of the first page's snapshot, whose resourceVersion
     /// is the one to watch from; an expired `continue_token` is Gone (list again from the

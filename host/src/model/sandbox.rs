@@ -132,60 +132,105 @@ struct StatusJson {
 /// Reads a Sandbox object; the error names the field the controller cannot act on.
 pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
     let meta = Meta::read(object);
-    let fail = |field: &str, problem: String| ModelError {
-        kind: "Sandbox",
-        namespace: meta.namespace.clone(),
-        name: meta.name.clone(),
-        field: field.to_string(),
-        problem,
-    };
     if meta.name.is_empty() {
-        return Err(fail("metadata.name", "missing".to_string()));
+        return Err(failure(&meta, "metadata.name", "missing".to_string()));
     }
     let spec: SpecJson = match object.get("spec") {
-        Some(spec) => SpecJson::deserialize(spec).map_err(|e| fail("spec", e.to_string()))?,
-        None => return Err(fail("spec", "missing".to_string())),
+        Some(spec) => {
+            SpecJson::deserialize(spec).map_err(|e| failure(&meta, "spec", e.to_string()))?
+        }
+        None => return Err(failure(&meta, "spec", "missing".to_string())),
     };
     let status: StatusJson = object
         .get("status")
         .and_then(|s| StatusJson::deserialize(s).ok())
         .unwrap_or_default();
-    let spec = spec_from_json(spec, &|field, problem| fail(field, problem))?;
-    let last_activity = match meta.annotations.get(LAST_ACTIVITY) {
-        Some(text) => Some(
-            time::parse(text)
-                .map_err(|e| fail(&format!("metadata.annotations[{LAST_ACTIVITY}]"), e))?,
-        ),
-        None => None,
+    let spec = spec_from_json(spec, &|field, problem| failure(&meta, field, problem))?;
+    let first_ready_at = status
+        .first_ready_at
+        .as_deref()
+        .and_then(|t| time::parse(t).ok());
+    assemble(meta, spec, status_from_json(&status), first_ready_at)
+}
+
+/// What a write of the controller's own to the Sandbox `base` (a finalizer, a status) left,
+/// read from the write's answer's metadata alone: `base`'s spec, the status as `written`
+/// (what the API holds once it is written, and its `firstReadyAt`) or as `base` had it, and
+/// the answer's metadata (its version, finalizers, labels and annotations). The write was
+/// made over `base`'s version, so nothing else of the object changed, unless the server
+/// rewrote the spec on the way (a mutating webhook): a generation other than `base`'s says
+/// so, and then there is no answer here; the object must be read whole.
+pub fn after_own_write(
+    answer: &Value,
+    base: &SandboxObject,
+    written: Option<(&SandboxStatus, Option<i64>)>,
+) -> Option<SandboxObject> {
+    let meta = Meta::read(answer);
+    let same = meta.name == base.sandbox.name
+        && meta.namespace == base.sandbox.namespace
+        && meta.uid == base.sandbox.uid
+        && meta.generation == base.sandbox.generation;
+    if !same {
+        return None;
+    }
+    let (status, first_ready_at) = match written {
+        Some((status, first_ready_at)) => (status.clone(), first_ready_at.or(base.first_ready_at)),
+        None => (base.sandbox.status.clone(), base.first_ready_at),
     };
+    assemble(meta, base.sandbox.spec.clone(), status, first_ready_at).ok()
+}
+
+/// A field of the Sandbox `meta` names that the controller cannot act on.
+fn failure(meta: &Meta, field: &str, problem: String) -> ModelError {
+    ModelError {
+        kind: "Sandbox",
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        field: field.to_string(),
+        problem,
+    }
+}
+
+/// The record of a Sandbox whose metadata is `meta`, of this spec and status.
+fn assemble(
+    meta: Meta,
+    spec: SandboxSpec,
+    status: SandboxStatus,
+    first_ready_at: Option<i64>,
+) -> Result<SandboxObject, ModelError> {
+    let last_activity =
+        match meta.annotations.get(LAST_ACTIVITY) {
+            Some(text) => Some(time::parse(text).map_err(|e| {
+                failure(&meta, &format!("metadata.annotations[{LAST_ACTIVITY}]"), e)
+            })?),
+            None => None,
+        };
     let (labels, labels_cut) = bounded(&meta.labels, |_| true);
     let (annotations, annotations_cut) = bounded(&meta.annotations, |key| key != LAST_APPLIED);
+    let created_at = meta
+        .creation_timestamp
+        .as_deref()
+        .and_then(|t| time::parse(t).ok());
     Ok(SandboxObject {
         sandbox: Sandbox {
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone(),
-            uid: meta.uid.clone(),
+            pool: meta.labels.get(POOL_LABEL).cloned(),
+            claimed_by: meta.labels.get(CLAIMED_BY_LABEL).cloned(),
+            namespace: meta.namespace,
+            name: meta.name,
+            uid: meta.uid,
             generation: meta.generation,
             deleting: meta.deletion_timestamp.is_some(),
             last_activity,
-            pool: meta.labels.get(POOL_LABEL).cloned(),
-            claimed_by: meta.labels.get(CLAIMED_BY_LABEL).cloned(),
             labels,
             annotations,
             meta_truncated: labels_cut || annotations_cut,
             spec,
-            status: status_from_json(&status),
+            status,
         },
-        resource_version: meta.resource_version.clone(),
-        finalizers: meta.finalizers.clone(),
-        created_at: meta
-            .creation_timestamp
-            .as_deref()
-            .and_then(|t| time::parse(t).ok()),
-        first_ready_at: status
-            .first_ready_at
-            .as_deref()
-            .and_then(|t| time::parse(t).ok()),
+        resource_version: meta.resource_version,
+        finalizers: meta.finalizers,
+        created_at,
+        first_ready_at,
     })
 }
 

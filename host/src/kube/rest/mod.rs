@@ -124,7 +124,11 @@ impl RestCluster {
     /// write's answer then holds what the watch would bring (no spec, no Secret's data), since
     /// the API server renders every answer as `Accept` asks.
     async fn call_json(&self, call: Call, resource: Resource) -> ApiResult<Value> {
-        let projection = self.projection(resource);
+        self.call_projected(call, self.projection(resource)).await
+    }
+
+    /// [`Self::call_json`], the answer read through `projection`.
+    async fn call_projected(&self, call: Call, projection: Projection) -> ApiResult<Value> {
         let call = call.with_accept(projection.accept(false));
         let body = self.transport.send(&call).await?;
         projection.from_slice(&body).map_err(|e| {
@@ -150,15 +154,27 @@ impl RestCluster {
         body: &Value,
         content_type: &'static str,
     ) -> ApiResult<Value> {
+        self.write_projected(self.projection(resource), method, path, body, content_type)
+            .await
+    }
+
+    async fn write_projected(
+        &self,
+        projection: Projection,
+        method: Method,
+        path: String,
+        body: &Value,
+        content_type: &'static str,
+    ) -> ApiResult<Value> {
         let bytes = serde_json::to_vec(body).map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Invalid,
                 format!("cannot serialize the request: {e}"),
             )
         })?;
-        self.call_json(
+        self.call_projected(
             Call::new(method, path).with_body(bytes, content_type),
-            resource,
+            projection,
         )
         .await
     }
@@ -278,8 +294,9 @@ impl Cluster for RestCluster {
         object: Value,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let path = resource.collection_path(namespace);
+        let projection = self.options.children.of_created(resource);
         Box::pin(async move {
-            self.write(resource, Method::POST, path, &object, JSON)
+            self.write_projected(projection, Method::POST, path, &object, JSON)
                 .await
         })
     }
@@ -291,10 +308,11 @@ impl Cluster for RestCluster {
         manifest: String,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let path = resource.collection_path(namespace);
+        let projection = self.options.children.of_created(resource);
         Box::pin(async move {
-            self.call_json(
+            self.call_projected(
                 Call::new(Method::POST, path).with_body(manifest.into_bytes(), JSON),
-                resource,
+                projection,
             )
             .await
         })
@@ -355,6 +373,30 @@ impl Cluster for RestCluster {
         Box::pin(async move {
             self.write(resource, Method::PATCH, path, &patch, MERGE_PATCH)
                 .await
+        })
+    }
+
+    fn patch_for_metadata(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+        status: bool,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let mut path = resource.object_path(namespace, name);
+        if status {
+            path.push_str("/status");
+        }
+        Box::pin(async move {
+            self.write_projected(
+                Projection::ObjectMetadata,
+                Method::PATCH,
+                path,
+                &patch,
+                MERGE_PATCH,
+            )
+            .await
         })
     }
 

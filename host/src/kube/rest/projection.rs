@@ -31,6 +31,11 @@ pub enum Projection {
     /// for the metadata alone ([`Self::accept`]), so that neither its spec nor a Secret's data
     /// is sent at all.
     Metadata,
+    /// Of any object its `metadata` alone, less `managedFields`, asked for as
+    /// `PartialObjectMetadata`: how a write's answer is read when the writer knows the rest of
+    /// the object (a Sandbox's own finalizer and status writes, made over the version it holds).
+    /// Never a configuration: [`Self::of`] leaves it as it is.
+    ObjectMetadata,
 }
 
 /// What of a JSON value is kept. A value that is not what its shape reads (a string where an
@@ -75,6 +80,14 @@ const STATUS: Shape = Shape::Only(&[
     ("podIP", Shape::All),
     ("conditions", Shape::Each(&CONDITION)),
 ]);
+/// An object's metadata but what the server keeps for itself: [`Projection::ObjectMetadata`].
+const OBJECT_METADATA: Shape = Shape::Only(&[(
+    "metadata",
+    Shape::Except {
+        skip: &["managedFields"],
+        inner: &[],
+    },
+)]);
 const CONDITION: Shape = Shape::Only(&[("type", Shape::All), ("status", Shape::All)]);
 
 impl Projection {
@@ -91,11 +104,27 @@ impl Projection {
             | Resource::Service => match self {
                 Projection::Whole => Projection::Whole,
                 Projection::MetadataAndStatus | Projection::Metadata => Projection::Metadata,
+                Projection::ObjectMetadata => Projection::ObjectMetadata,
             },
             // A Lease's holder is in its spec; Events and our own resources are read whole.
             Resource::Sandbox | Resource::PodWarmPool | Resource::Lease | Resource::Event => {
-                Projection::Whole
+                match self {
+                    Projection::ObjectMetadata => Projection::ObjectMetadata,
+                    _ => Projection::Whole,
+                }
             }
+        }
+    }
+
+    /// The projection of a create's answer of `resource`: as [`Self::of`], but of a Pod read by
+    /// its metadata and status, the metadata alone. A created Pod's status is the API server's
+    /// own (Pending, no IP, no conditions: its create strategy drops any status the writer
+    /// sent), so such an answer holds nothing of it to read, and its spec, most of the object,
+    /// need not come back.
+    pub fn of_created(self, resource: Resource) -> Projection {
+        match (resource, self) {
+            (Resource::Pod, Projection::MetadataAndStatus) => Projection::Metadata,
+            _ => self.of(resource),
         }
     }
 
@@ -113,7 +142,7 @@ impl Projection {
             Projection::Metadata if list => {
                 "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
             }
-            Projection::Metadata => {
+            Projection::Metadata | Projection::ObjectMetadata => {
                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
             }
             Projection::Whole | Projection::MetadataAndStatus => "application/json",
@@ -124,6 +153,7 @@ impl Projection {
         match self {
             Projection::Whole => Shape::All,
             Projection::MetadataAndStatus | Projection::Metadata => CHILD,
+            Projection::ObjectMetadata => OBJECT_METADATA,
         }
     }
 }
