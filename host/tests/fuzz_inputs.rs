@@ -504,9 +504,9 @@ fn round_trip(
     status: &SandboxStatus,
     generation: i64,
 ) -> Result<SandboxStatus, TestCaseError> {
-    let patch = sandbox::status_patch(status, generation);
+    let patch = sandbox::StatusPatch::new(status, generation);
     let mut again = object.clone();
-    again["status"] = patch["status"].clone();
+    again["status"] = patch.status_value();
     sandbox::from_json(&again)
         .map(|read| read.sandbox.status)
         .map_err(|e| TestCaseError::fail(format!("the host's own status does not read: {e}")))
@@ -915,15 +915,25 @@ fn guest_statuses_are_written_as_valid_status_patches() {
         "spec": {"image": "img"},
     });
     check(
-        "guest sandbox statuses -> model::sandbox::status_patch",
+        "guest sandbox statuses -> model::sandbox::StatusPatch",
         cases(4096),
         (guest_status(), any::<i64>()),
         |(status, generation)| {
-            let patch = sandbox::status_patch(&status, generation);
-            prop_assert!(patch["status"]["phase"].is_string());
+            let patch = sandbox::StatusPatch::new(&status, generation);
+            let value = serde_json::to_value(&patch).expect("a status serializes");
+            prop_assert!(value["status"]["phase"].is_string());
+            // Its text is the value's, over the version, and the first-ready mark is absent
+            // until set (a merge patch's null would remove the one the API holds).
+            let text: Value = serde_json::from_str(&patch.text_over("7").expect("serializes"))
+                .expect("the text is JSON");
+            prop_assert_eq!(&text["status"], &value["status"]);
+            prop_assert_eq!(&text["metadata"], &json!({"resourceVersion": "7"}));
+            prop_assert!(value["status"].get("firstReadyAt").is_none());
             // Read back: the same status whenever it is representable; and in every case a
-            // second write is the same as the first.
+            // second write is the same as the first, and what the object holds once written
+            // is what the patch says it reads back as.
             let once = round_trip(&object, &status, generation)?;
+            prop_assert_eq!(&patch.read_back(), &once);
             if representable(&status) {
                 prop_assert_eq!(&once, &status);
             }

@@ -608,7 +608,9 @@ async fn a_write_of_a_child_read_by_its_metadata_asks_for_its_metadata_back() {
 #[tokio::test]
 async fn a_write_answered_by_its_metadata_asks_for_it_and_keeps_what_the_record_needs() {
     // A Sandbox's own finalizer and status writes: the answer is asked for as the object's
-    // metadata, read without its managedFields, and the rest of it is not read.
+    // metadata, read without its managedFields, and the rest of it is not read. The patch's
+    // text is sent as it is.
+    const PATCH: &str = r#"{"metadata":{"resourceVersion":"45"},"status":{"phase":"Running"}}"#;
     let server = MockServer::start().await;
     let answer = json!({
         "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
@@ -624,6 +626,7 @@ async fn a_write_answered_by_its_metadata_asks_for_it_and_keeps_what_the_record_
                 "/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes/a{subresource}"
             )))
             .and(asks_for_metadata("PartialObjectMetadata"))
+            .and(body_string(PATCH))
             .respond_with(ResponseTemplate::new(200).set_body_json(answer.clone()))
             .expect(1)
             .mount(&server)
@@ -632,13 +635,7 @@ async fn a_write_answered_by_its_metadata_asks_for_it_and_keeps_what_the_record_
     let cluster = client(&server, fast());
     for status in [false, true] {
         let read = cluster
-            .patch_for_metadata(
-                Resource::Sandbox,
-                "ns",
-                "a",
-                json!({"metadata": {"resourceVersion": "45"}}),
-                status,
-            )
+            .patch_for_metadata(Resource::Sandbox, "ns", "a", PATCH.to_string(), status)
             .await
             .expect("patched");
         assert_eq!(

@@ -10,6 +10,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::kube::boundary::clip;
@@ -18,7 +19,7 @@ use crate::model::ObjectRef;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::names::TEMPLATE_HASH_LABEL;
 use crate::model::pool;
-use crate::model::sandbox::{self, POOL_LABEL};
+use crate::model::sandbox::{self, POOL_LABEL, StatusPatch};
 use crate::runtime::bindings::{
     Condition, Event, ReapAction, ReapCandidate, ReapDecision, SandboxStatus, ShutdownPolicy,
     WarmPool, WarmPoolStatus,
@@ -37,7 +38,7 @@ pub const MIN_REQUEUE_SECONDS: u32 = 1;
 
 impl OutputBudget {
     /// A Sandbox's returned status as the controller would write it (its
-    /// [`sandbox::status_patch`]), once its conditions are as `metav1.Condition` allows and the
+    /// [`StatusPatch`]), once its conditions are as `metav1.Condition` allows and the
     /// whole is within the byte budget. The conditions are checked before the patch is made: a
     /// status past them may be megabytes, and every copy is resident at once.
     pub fn sandbox_status_patch(
@@ -45,9 +46,9 @@ impl OutputBudget {
         what: &str,
         status: &SandboxStatus,
         generation: i64,
-    ) -> Result<Value, Refusal> {
+    ) -> Result<StatusPatch, Refusal> {
         self.conditions_within(what, &status.conditions)?;
-        let patch = sandbox::status_patch(status, generation);
+        let patch = StatusPatch::new(status, generation);
         self.status_size(what, &patch)?;
         Ok(patch)
     }
@@ -113,7 +114,7 @@ impl OutputBudget {
         Ok(())
     }
 
-    fn status_size(&self, what: &str, written: &Value) -> Result<(), Refusal> {
+    fn status_size(&self, what: &str, written: &impl Serialize) -> Result<(), Refusal> {
         let bytes = serialized_len(written);
         if bytes > self.status_bytes {
             return Err(Refusal::new(
@@ -177,7 +178,7 @@ pub fn shown(text: &str) -> String {
 }
 
 /// The bytes of `value` as JSON, counted without building the text.
-fn serialized_len(value: &Value) -> usize {
+fn serialized_len(value: &impl Serialize) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

@@ -201,10 +201,10 @@ impl Carried {
         self.skipped = Some(why.into());
     }
 
-    /// Keeps the `status` of `patch`, if asked to.
-    fn status_of(&mut self, patch: &Value) {
+    /// Keeps the `status` written, if asked to: `status` makes it, only then.
+    fn status_of(&mut self, status: impl FnOnce() -> Value) {
         if self.record_status {
-            self.status = Some(patch["status"].clone());
+            self.status = Some(status());
         }
     }
 }
@@ -346,7 +346,7 @@ impl Reconciler {
                     now,
                 )
                 .await?;
-            report.status_of(&patch);
+            report.status_of(|| patch.status_value());
             if out.done {
                 tracing::info!(%target, "children deleted; removing the finalizer");
                 writer
@@ -354,9 +354,9 @@ impl Reconciler {
                     .await
                     .map_err(api("removing the finalizer"))?;
             } else {
-                let status = sandbox::read_back(&patch, &out.status);
+                let status = patch.read_back();
                 if status != object.sandbox.status {
-                    self.write_sandbox_status(&object, patch, &status, None)
+                    self.write_sandbox_status(&object, &patch, &status, None)
                         .await?;
                 }
             }
@@ -433,10 +433,10 @@ impl Reconciler {
                 now,
             )
             .await?;
-        report.status_of(&patch);
+        report.status_of(|| patch.status_value());
         // What the API will hold once written: a status that the API renders differently (an
         // empty reason, a time out of range) would otherwise differ on every pass.
-        let status = sandbox::read_back(&patch, &out.status);
+        let status = patch.read_back();
         if let Some(member) = &out.claim {
             let member_ref = ObjectRef::new(&target.namespace, member);
             let Some(member_object) = self.cache.sandbox(&member_ref) else {
@@ -464,13 +464,8 @@ impl Reconciler {
         if status != object.sandbox.status {
             let mut patch = patch;
             let first_ready = super::startup::first_ready(&object, &status);
-            let marked = first_ready.map(|_| {
-                let mark = time::format(now);
-                let at = time::parse(&mark).ok();
-                patch["status"][sandbox::FIRST_READY_AT] = Value::from(mark);
-                at
-            });
-            self.write_sandbox_status(&object, patch, &status, marked.flatten())
+            let marked = first_ready.and_then(|_| patch.mark_first_ready(now));
+            self.write_sandbox_status(&object, &patch, &status, marked)
                 .await?;
             if let Some((launch, seconds)) =
                 first_ready.zip(super::startup::since(object.created_at, now))
@@ -522,7 +517,7 @@ impl Reconciler {
     async fn write_sandbox_status(
         &self,
         object: &sandbox::SandboxObject,
-        patch: Value,
+        patch: &sandbox::StatusPatch,
         status: &crate::runtime::bindings::SandboxStatus,
         first_ready_at: Option<i64>,
     ) -> Result<(), ReconcileError> {
@@ -579,7 +574,7 @@ impl Reconciler {
                 now,
             )
             .await?;
-        report.status_of(&patch);
+        report.status_of(|| patch["status"].clone());
         let writer = self.writer();
         for object in creates {
             writer
@@ -939,7 +934,7 @@ impl Reconciler {
         let writer = self.writer();
         let now = self.settings.clock.now();
         let patch = bad.status_patch(resource == Resource::Sandbox, now);
-        report.status_of(&patch);
+        report.status_of(|| patch["status"].clone());
         report.events = vec!["InvalidSpec".to_string()];
         writer
             .write_status(resource, target, Some(&bad.resource_version), patch)

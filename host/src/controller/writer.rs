@@ -8,7 +8,7 @@ use super::cache::Cache;
 use super::events::event_object;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
-use crate::model::sandbox::{self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject};
+use crate::model::sandbox::{self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject, StatusPatch};
 use crate::runtime::bindings::{Event, EventType, Sandbox, SandboxStatus};
 
 /// What a finalizer write found.
@@ -63,7 +63,8 @@ impl Writer<'_> {
         let patch = json!({"metadata": {
             "resourceVersion": object.resource_version,
             "finalizers": finalizers,
-        }});
+        }})
+        .to_string();
         match self
             .cluster
             .patch_for_metadata(
@@ -116,17 +117,17 @@ impl Writer<'_> {
     pub async fn write_sandbox_status(
         &self,
         object: &SandboxObject,
-        mut patch: Value,
+        patch: &StatusPatch,
         status: &SandboxStatus,
         first_ready_at: Option<i64>,
     ) -> ApiResult<()> {
         let sandbox = &object.sandbox;
-        if let Some(fields) = patch.as_object_mut() {
-            fields.insert(
-                "metadata".to_string(),
-                json!({"resourceVersion": object.resource_version}),
-            );
-        }
+        let patch = patch.text_over(&object.resource_version).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Invalid,
+                format!("cannot serialize the status: {e}"),
+            )
+        })?;
         match self
             .cluster
             .patch_for_metadata(
@@ -369,7 +370,7 @@ impl Writer<'_> {
 mod tests {
     use super::*;
     use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
-    use crate::model::sandbox::{FIRST_READY_AT, read_back, status_patch};
+    use crate::model::sandbox::StatusPatch;
     use crate::runtime::bindings::{Condition, ConditionStatus, SandboxPhase};
 
     /// The record an own write leaves in the cache, made from the answer's metadata and what
@@ -425,11 +426,12 @@ mod tests {
             message: "up".into(),
             last_transition_time: 1_767_225_661,
         });
-        let mut patch = status_patch(&status, finalized.sandbox.generation);
-        let written = read_back(&patch, &status);
-        patch["status"][FIRST_READY_AT] = json!("2026-01-01T00:01:02Z");
+        let mut patch = StatusPatch::new(&status, finalized.sandbox.generation);
+        let written = patch.read_back();
+        let mark = patch.mark_first_ready(1_767_225_662);
+        assert_eq!(mark, Some(1_767_225_662));
         writer
-            .write_sandbox_status(&finalized, patch, &written, Some(1_767_225_662))
+            .write_sandbox_status(&finalized, &patch, &written, mark)
             .await
             .unwrap();
         let running = cache.sandbox(&key).unwrap();
@@ -439,10 +441,10 @@ mod tests {
 
         // A later status leaves the first-ready mark where it was, as the merge patch does.
         status.phase = SandboxPhase::Paused;
-        let patch = status_patch(&status, running.sandbox.generation);
-        let written = read_back(&patch, &status);
+        let patch = StatusPatch::new(&status, running.sandbox.generation);
+        let written = patch.read_back();
         writer
-            .write_sandbox_status(&running, patch, &written, None)
+            .write_sandbox_status(&running, &patch, &written, None)
             .await
             .unwrap();
         let paused = cache.sandbox(&key).unwrap();
@@ -452,7 +454,7 @@ mod tests {
         // Written over a version the API has moved on from: a Conflict, and the cache keeps
         // what it held.
         let stale = writer
-            .write_sandbox_status(&running, status_patch(&status, 1), &written, None)
+            .write_sandbox_status(&running, &StatusPatch::new(&status, 1), &written, None)
             .await
             .unwrap_err();
         assert!(stale.is(ApiErrorKind::Conflict), "{stale}");

@@ -123,7 +123,7 @@ impl Cluster for InstrumentedCluster {
         resource: Resource,
         namespace: &str,
         name: &str,
-        patch: Value,
+        patch: String,
         status: bool,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         self.observe(

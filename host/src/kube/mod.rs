@@ -295,23 +295,30 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         patch: Value,
     ) -> BoxFuture<'_, ApiResult<Value>>;
-    /// [`Self::patch_status`] (`status`) or [`Self::patch`], for a caller that reads nothing of
-    /// the answer but its `metadata`, since it knows the rest (its write was conditional on the
-    /// version it holds): a client may ask the server for the metadata alone. By default the
-    /// answer is the whole object, whose metadata is the same.
+    /// [`Self::patch_status`] (`status`) or [`Self::patch`] of the merge patch whose JSON text
+    /// is `patch`, for a caller that reads nothing of the answer but its `metadata`, since it
+    /// knows the rest (its write was conditional on the version it holds): a client that sends
+    /// bytes sends these as they are, and may ask the server for the metadata alone. By default
+    /// the text is parsed and the answer is the whole object, whose metadata is the same.
     fn patch_for_metadata(
         &self,
         resource: Resource,
         namespace: &str,
         name: &str,
-        patch: Value,
+        patch: String,
         status: bool,
     ) -> BoxFuture<'_, ApiResult<Value>> {
-        if status {
-            self.patch_status(resource, namespace, name, patch)
-        } else {
-            self.patch(resource, namespace, name, patch)
-        }
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        Box::pin(async move {
+            let patch = serde_json::from_str(&patch).map_err(|e| {
+                ApiError::new(ApiErrorKind::Invalid, format!("the patch is not JSON: {e}"))
+            })?;
+            if status {
+                self.patch_status(resource, &namespace, &name, patch).await
+            } else {
+                self.patch(resource, &namespace, &name, patch).await
+            }
+        })
     }
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
     /// One page of a list. Every page is of the first page's snapshot, whose resourceVersion

@@ -1,7 +1,7 @@
 //! `Sandbox` objects (cubepod.io/v1alpha1) as the contract's `sandbox` record.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::meta::Meta;
 use super::status::{ConditionJson, condition_from_json, condition_to_json};
@@ -126,6 +126,9 @@ struct StatusJson {
     #[serde(rename = "serviceFQDN")]
     service_fqdn: Option<String>,
     shutdown_in: Option<String>,
+    /// Written once, by the status that first reports the sandbox ready: a status written
+    /// without it leaves it as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     first_ready_at: Option<String>,
 }
 
@@ -454,29 +457,82 @@ fn status_from_json(status: &StatusJson) -> SandboxStatus {
     }
 }
 
-/// The whole `status` as a merge patch: absent fields are sent as null so that they are
-/// removed, and the conditions list is replaced as a whole.
-pub fn status_patch(status: &SandboxStatus, generation: i64) -> Value {
-    let conditions: Vec<ConditionJson> = status
-        .conditions
-        .iter()
-        .map(|c| condition_to_json(c, generation))
-        .collect();
-    json!({
-        "status": {
-            "phase": phase_name(status.phase),
-            "podIP": status.pod_ip,
-            "rootfsPVC": status.rootfs_pvc,
-            "workspacePVC": status.workspace_pvc,
-            "observedGeneration": status.observed_generation,
-            "conditions": conditions,
-            "startedAt": status.started_at.map(time::format),
-            "idlePausedAt": status.idle_paused_at.map(time::format),
-            "claimedMember": status.claimed_member,
-            "serviceFQDN": status.service_fqdn,
-            "shutdownIn": status.shutdown_in,
+/// A Sandbox's whole `status` as the controller writes it, a JSON merge patch's `status`:
+/// absent fields are sent as null so that they are removed, and the conditions list is
+/// replaced as a whole. Typed, so that its size, how it reads back and its text are had
+/// without building a JSON tree; it serializes as the patch, `{"status": ...}`.
+#[derive(Debug)]
+pub struct StatusPatch(StatusJson);
+
+impl StatusPatch {
+    pub fn new(status: &SandboxStatus, generation: i64) -> Self {
+        StatusPatch(StatusJson {
+            phase: Some(phase_name(status.phase).to_string()),
+            pod_ip: status.pod_ip.clone(),
+            rootfs_pvc: status.rootfs_pvc.clone(),
+            workspace_pvc: status.workspace_pvc.clone(),
+            observed_generation: Some(status.observed_generation),
+            conditions: status
+                .conditions
+                .iter()
+                .map(|c| condition_to_json(c, generation))
+                .collect(),
+            started_at: status.started_at.map(time::format),
+            idle_paused_at: status.idle_paused_at.map(time::format),
+            claimed_member: status.claimed_member.clone(),
+            service_fqdn: status.service_fqdn.clone(),
+            shutdown_in: status.shutdown_in.clone(),
+            first_ready_at: None,
+        })
+    }
+
+    /// The status as it reads back once written: what the API will hold, which a status the
+    /// API renders differently (an empty reason, a time out of range) is compared as.
+    pub fn read_back(&self) -> SandboxStatus {
+        status_from_json(&self.0)
+    }
+
+    /// Marks this status as the one that first reported the sandbox Ready, at `at`
+    /// (`status.firstReadyAt`); the mark as it reads back.
+    pub fn mark_first_ready(&mut self, at: i64) -> Option<i64> {
+        let mark = time::format(at);
+        let read = time::parse(&mark).ok();
+        self.0.first_ready_at = Some(mark);
+        read
+    }
+
+    /// The `status` as a JSON value (what `policy test` reports of it).
+    pub fn status_value(&self) -> Value {
+        serde_json::to_value(&self.0).unwrap_or_default()
+    }
+
+    /// The merge patch's text, conditional on `resource_version` (409 Conflict once the object
+    /// moved on).
+    pub fn text_over(&self, resource_version: &str) -> serde_json::Result<String> {
+        #[derive(Serialize)]
+        struct Version<'a> {
+            #[serde(rename = "resourceVersion")]
+            resource_version: &'a str,
         }
-    })
+        #[derive(Serialize)]
+        struct Conditional<'a> {
+            metadata: Version<'a>,
+            status: &'a StatusJson,
+        }
+        serde_json::to_string(&Conditional {
+            metadata: Version { resource_version },
+            status: &self.0,
+        })
+    }
+}
+
+impl Serialize for StatusPatch {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("status", &self.0)?;
+        map.end()
+    }
 }
 
 /// What the reaper is handed of `sandbox`, if anything: a sandbox not being deleted that is
@@ -506,24 +562,16 @@ pub fn reap_candidate(sandbox: &Sandbox) -> Option<ReapCandidate> {
     })
 }
 
-/// `status` as it reads back once `status_patch` wrote it: what to compare the cached status
-/// with, so that a status the API holds differently is not written again on every pass.
+/// `status` as it reads back once written: what to compare the cached status with, so that
+/// a status the API holds differently is not written again on every pass.
 pub fn as_written(status: &SandboxStatus, generation: i64) -> SandboxStatus {
-    read_back(&status_patch(status, generation), status)
-}
-
-/// What `patch` (the [`status_patch`] of `status`) reads back as once written.
-pub fn read_back(patch: &Value, status: &SandboxStatus) -> SandboxStatus {
-    patch
-        .get("status")
-        .and_then(|s| StatusJson::deserialize(s).ok())
-        .map(|s| status_from_json(&s))
-        .unwrap_or_else(|| status.clone())
+    StatusPatch::new(status, generation).read_back()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn object(spec: Value) -> Value {
         json!({
@@ -563,7 +611,7 @@ mod tests {
         let mut read = from_json(&object(json!({"image": "img"}))).unwrap();
         read.sandbox.status.phase = SandboxPhase::Paused;
         read.sandbox.status.idle_paused_at = Some(1_800_000_000);
-        let patch = status_patch(&read.sandbox.status, 2);
+        let patch = serde_json::to_value(StatusPatch::new(&read.sandbox.status, 2)).unwrap();
         let mut again = object(json!({"image": "img"}));
         again["status"] = patch["status"].clone();
         assert_eq!(
@@ -658,7 +706,7 @@ mod tests {
         let written = as_written(&status, 1);
         assert_ne!(written, status);
         let mut again = object(json!({"image": "img"}));
-        again["status"] = status_patch(&status, 1)["status"].clone();
+        again["status"] = StatusPatch::new(&status, 1).status_value();
         assert_eq!(from_json(&again).unwrap().sandbox.status, written);
         assert_eq!(as_written(&written, 1), written);
     }

@@ -381,7 +381,7 @@ impl Cluster for RestCluster {
         resource: Resource,
         namespace: &str,
         name: &str,
-        patch: Value,
+        patch: String,
         status: bool,
     ) -> BoxFuture<'_, ApiResult<Value>> {
         let mut path = resource.object_path(namespace, name);
@@ -389,12 +389,9 @@ impl Cluster for RestCluster {
             path.push_str("/status");
         }
         Box::pin(async move {
-            self.write_projected(
+            self.call_projected(
+                Call::new(Method::PATCH, path).with_body(patch.into_bytes(), MERGE_PATCH),
                 Projection::ObjectMetadata,
-                Method::PATCH,
-                path,
-                &patch,
-                MERGE_PATCH,
             )
             .await
         })
