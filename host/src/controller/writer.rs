@@ -150,7 +150,8 @@ impl Writer<'_> {
 
     /// An own write's answer, the metadata of `base` once written, into the cache, as the
     /// record the write left. Where that record cannot be made from it (the server changed the
-    /// spec on the way, a webhook's doing), the object is read whole instead.
+    /// spec on the way, a webhook's doing), the object is read whole instead, and taken as any
+    /// change is: its echo then reconciles the sandbox again, on the spec it now has.
     async fn remember_own_sandbox(
         &self,
         answer: &Value,
@@ -169,7 +170,7 @@ impl Writer<'_> {
         );
         match self.cluster.get(Resource::Sandbox, namespace, name).await {
             Ok(whole) => {
-                self.remember_own(Resource::Sandbox, &whole);
+                self.remember(Resource::Sandbox, &whole);
                 Ok(())
             }
             Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
@@ -370,6 +371,7 @@ impl Writer<'_> {
 mod tests {
     use super::*;
     use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
+    use crate::kube::{BoxFuture, ObjectList, Scope, WatchEvent};
     use crate::model::sandbox::StatusPatch;
     use crate::runtime::bindings::{Condition, ConditionStatus, SandboxPhase};
 
@@ -459,6 +461,100 @@ mod tests {
             .unwrap_err();
         assert!(stale.is(ApiErrorKind::Conflict), "{stale}");
         assert_eq!(cache.sandbox(&key).unwrap(), paused);
+    }
+
+    /// The API as seen through a mutating webhook that rewrites a Sandbox's spec on every
+    /// write of it: the answer to a write is of another generation than the one written over.
+    struct Rewriting(std::sync::Arc<MemoryCluster>);
+
+    impl Cluster for Rewriting {
+        fn create(&self, r: Resource, ns: &str, o: Value) -> BoxFuture<'_, ApiResult<Value>> {
+            self.0.create(r, ns, o)
+        }
+        fn get(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<Value>> {
+            self.0.get(r, ns, n)
+        }
+        fn delete(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<()>> {
+            self.0.delete(r, ns, n)
+        }
+        fn patch(
+            &self,
+            r: Resource,
+            ns: &str,
+            n: &str,
+            p: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.0.patch(r, ns, n, p)
+        }
+        fn patch_status(
+            &self,
+            r: Resource,
+            ns: &str,
+            n: &str,
+            p: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.0.patch_status(r, ns, n, p)
+        }
+        fn patch_for_metadata(
+            &self,
+            r: Resource,
+            ns: &str,
+            n: &str,
+            p: String,
+            status: bool,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            let (ns, n) = (ns.to_string(), n.to_string());
+            Box::pin(async move {
+                self.0.patch_for_metadata(r, &ns, &n, p, status).await?;
+                let rewrite = json!({"spec": {"image": "rewritten"}});
+                self.0.patch(r, &ns, &n, rewrite).await
+            })
+        }
+        fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+            self.0.list(scope)
+        }
+        fn watch(
+            &self,
+            scope: &Scope,
+            version: &str,
+        ) -> BoxFuture<'_, ApiResult<tokio::sync::mpsc::Receiver<ApiResult<WatchEvent>>>> {
+            self.0.watch(scope, version)
+        }
+    }
+
+    /// A write whose answer says the spec was rewritten on the way: the object is read whole,
+    /// and the cache holds what the API holds, the rewritten spec with it.
+    #[tokio::test]
+    async fn a_write_whose_spec_was_rewritten_on_the_way_is_read_whole() {
+        let memory = MemoryCluster::new(MemoryClusterConfig::instant());
+        let cache = Cache::default();
+        let created = memory
+            .create(
+                Resource::Sandbox,
+                "ns",
+                json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                       "metadata": {"name": "a", "namespace": "ns"},
+                       "spec": {"image": "img"}}),
+            )
+            .await
+            .unwrap();
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &created);
+        let key = ObjectRef::new("ns", "a");
+        let cluster = Rewriting(memory.clone());
+        let writer = Writer {
+            cluster: &cluster,
+            cache: &cache,
+        };
+        let fresh = cache.sandbox(&key).unwrap();
+        assert_eq!(
+            writer.add_finalizer(&fresh).await.unwrap(),
+            Finalizing::Present
+        );
+        let read = cache.sandbox(&key).unwrap();
+        assert_eq!(read.sandbox.spec.image, "rewritten");
+        assert!(read.has_finalizer());
+        let whole = memory.get(Resource::Sandbox, "ns", "a").await.unwrap();
+        assert_eq!(read, sandbox::from_json(&whole).unwrap());
     }
 
     /// An answer whose generation is not the one written over (the server changed the spec on
