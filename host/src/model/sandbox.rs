@@ -38,9 +38,6 @@ pub struct SandboxObject {
     pub first_ready_at: Option<i64>,
 }
 
-/// The host's own field of a Sandbox's status, beside the policy's.
-pub const FIRST_READY_AT: &str = "firstReadyAt";
-
 impl SandboxObject {
     pub fn has_finalizer(&self) -> bool {
         self.finalizers.iter().any(|f| f == FINALIZER)
