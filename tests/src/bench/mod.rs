@@ -591,13 +591,14 @@ pub fn run(options: &Options) -> Result<Results> {
                 })?;
                 say(format_args!(
                     "N={n} {} run {}: {:.0} sandboxes/s to Pods, {:.0} to Running, {:.2} writes \
-                     each, controller CPU {:.0} µs per sandbox ({:.0} µs per request, {} \
-                     instructions), resync {} writes, RSS {:.1} MiB",
+                     and {:.2} reconciles each, controller CPU {:.0} µs per sandbox ({:.0} µs per \
+                     request, {} instructions), resync {} writes, RSS {:.1} MiB",
                     protocol.flag(),
                     run + 1,
                     result.pods_per_second(),
                     result.running_per_second(),
                     result.writes_per_sandbox(),
+                    result.breakdown.reconciles / n as f64,
                     result.cpu_per_sandbox_micros(),
                     result.cpu_per_request_micros(),
                     result
