@@ -20,7 +20,7 @@ use tokio::runtime::Runtime;
 use super::client::{ApiClient, Burst, post_all};
 use super::process::{ControllerProcess, Memory, Scrape, cpu_of};
 use super::seed::{sandbox_manifest, sandbox_name};
-use super::{NS, Protocol, TOKEN, fake_server};
+use super::{NS, Protocol, fake_server};
 
 /// Streams the load generator keeps in flight, over this many connections.
 const IN_FLIGHT: usize = 32;
@@ -380,16 +380,18 @@ pub struct Setup<'a> {
     /// valgrind's). The policy's memory is then compact (`--guest-address-space=compact`):
     /// valgrind cannot map the guarded slots' reservation.
     pub callgrind: Option<PathBuf>,
+    /// The bearer token the fake accepts and the controller's kubeconfig holds.
+    pub token: &'a str,
 }
 
 pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     let runtime = setup.runtime;
-    let fake = fake_server(setup.pod_start_delay, setup.protocol.tls())?;
+    let fake = fake_server(setup.pod_start_delay, setup.protocol.tls(), setup.token)?;
     let dir = tempfile::tempdir().context("temp dir")?;
     let kubeconfig = fake
         .write_kubeconfig(
             dir.path(),
-            &crate::apiserver::KubeconfigAuth::Token(TOKEN.to_string()),
+            &crate::apiserver::KubeconfigAuth::Token(setup.token.to_string()),
         )
         .context("writing a kubeconfig")?;
     let (wrapper, mut controller_args, ready_within) = match &setup.callgrind {
@@ -416,7 +418,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
             (Resource::Sandbox.collection_path(NS), Bytes::from(body))
         })
         .collect();
-    let client = Arc::new(runtime.block_on(ApiClient::connect(&fake, TOKEN, CONNECTIONS))?);
+    let client = Arc::new(runtime.block_on(ApiClient::connect(&fake, setup.token, CONNECTIONS))?);
     let from = cluster.resource_version();
     let pods = runtime.spawn(reach(
         cluster.clone(),

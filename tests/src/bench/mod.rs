@@ -38,6 +38,29 @@ use crate::apiserver::{FakeApiServer, FakeOptions};
 pub const NS: &str = "cubepod-workloads";
 pub const TOKEN: &str = "bench-token-0123456789abcdef";
 
+/// A bearer token of `bytes` bytes shaped like a JWT (three base64url parts, dot-separated),
+/// the same every run: a projected ServiceAccount token, what a controller in a cluster sends,
+/// is about a kilobyte where [`TOKEN`] is 28 bytes, and over HTTP/2 every request's header
+/// block carries it whole (h2 never indexes `authorization`, so it is Huffman-coded each time).
+pub fn token_of_len(bytes: usize) -> String {
+    const BASE64URL: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    // A fixed xorshift sequence: the characters' spread (and so the Huffman code's length)
+    // is a real token's, with no randomness in the run.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..bytes)
+        .map(|i| {
+            if bytes >= 16 && (i == bytes / 8 || i == bytes * 2 / 3) {
+                return '.';
+            }
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(BASE64URL[(state % 64) as usize])
+        })
+        .collect()
+}
+
 /// The fake kubelet's Pod start time in the sandboxes/s runs: none, so that the figures are the
 /// controller's and the API's, not a kubelet's. A Pod is then Running before the response to
 /// its create reaches the controller (what commit b1e5a47 made the cache handle).
@@ -110,6 +133,9 @@ pub struct Options {
     /// Keep the callgrind dumps in this folder (one subfolder per protocol and N), for
     /// `callgrind_annotate`; in a temp folder that is removed otherwise.
     pub callgrind_keep: Option<PathBuf>,
+    /// The controller's bearer token in the sandboxes/s and instruction runs: [`TOKEN`], or
+    /// one of this many bytes ([`token_of_len`]).
+    pub token_bytes: Option<usize>,
 }
 
 /// The scenarios, in the order they run.
@@ -126,6 +152,12 @@ pub const SCENARIOS: [&str; 7] = [
 impl Options {
     fn wants(&self, scenario: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|s| s == scenario)
+    }
+
+    /// The controller's bearer token in the sandboxes/s and instruction runs.
+    pub fn token(&self) -> String {
+        self.token_bytes
+            .map_or_else(|| TOKEN.to_string(), token_of_len)
     }
 }
 
@@ -149,6 +181,7 @@ impl Default for Options {
             instruction_sizes: vec![1_000],
             callgrind_keep: None,
             controller_args: Vec::new(),
+            token_bytes: None,
         }
     }
 }
@@ -161,7 +194,7 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
                      [--only capacity,create,instructions,rss,ticks,decision,swap]
-                     [--controller-arg ARG]...
+                     [--token-bytes 1024] [--controller-arg ARG]...
 
   --quick          small and fast: N = 1,000 only, one run, fewer samples, instructions
                    counted at N = 200 (for development)
@@ -179,6 +212,9 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
   --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
   --only           only these scenarios: capacity,create,instructions,rss,ticks,decision,swap
+  --token-bytes    the controller's bearer token in the sandboxes/s and instruction runs: this
+                   many bytes, JWT-shaped (a projected ServiceAccount token is about 1024),
+                   instead of the default 28
   --controller-arg one more flag for the controller in the sandboxes/s runs (repeatable),
                    e.g. --controller-arg=--concurrency=32
 ";
@@ -257,6 +293,13 @@ impl Options {
                 "--controller" => options.controller = Some(PathBuf::from(value()?)),
                 "--perf" => options.perf = Some(PathBuf::from(value()?)),
                 "--callgrind-keep" => options.callgrind_keep = Some(PathBuf::from(value()?)),
+                "--token-bytes" => {
+                    let bytes: usize = value()?.parse().context("--token-bytes")?;
+                    if bytes == 0 {
+                        bail!("--token-bytes: a token has at least one byte");
+                    }
+                    options.token_bytes = Some(bytes);
+                }
                 "--pod-start-delay" => {
                     let text = value()?;
                     options.pod_start_delay = match text.strip_suffix("ms") {
@@ -279,10 +322,10 @@ impl Options {
 /// The fake API server every scenario uses: HTTPS (plain HTTP without `tls`) with a bearer
 /// token, a kubelet that starts Pods after `pod_start_delay` and stops them at once, the
 /// default watch history and buffers.
-pub fn fake_server(pod_start_delay: Duration, tls: bool) -> Result<FakeApiServer> {
+pub fn fake_server(pod_start_delay: Duration, tls: bool, token: &str) -> Result<FakeApiServer> {
     FakeApiServer::start(FakeOptions {
         tls,
-        token: Some(TOKEN.to_string()),
+        token: Some(token.to_string()),
         cluster_config: MemoryClusterConfig {
             pod_start_delay,
             ..MemoryClusterConfig::instant()
@@ -391,7 +434,7 @@ pub struct Results {
 /// The fake API server's raw capacity: Secrets POSTed over HTTP/2 with TLS, 64 streams in
 /// flight over 4 connections, against a fresh server with no controller attached.
 async fn capacity(writes: usize) -> Result<f64> {
-    let fake = fake_server(Duration::ZERO, true)?;
+    let fake = fake_server(Duration::ZERO, true, TOKEN)?;
     let client = Arc::new(client::ApiClient::connect(&fake, TOKEN, 4).await?);
     let path = cubepod_host::kube::Resource::Secret.collection_path(NS);
     let items: Vec<(String, Bytes)> = (0..writes)
@@ -452,6 +495,7 @@ fn count_instructions(
         );
     }
     let mut counted = Vec::new();
+    let token = options.token();
     for &n in &options.instruction_sizes {
         for &protocol in &options.protocols {
             // A kept folder outlives the run; a temp one goes with `_temp` at the loop's end.
@@ -477,6 +521,7 @@ fn count_instructions(
                 controller_args: options.controller_args.clone(),
                 protocol,
                 callgrind: Some(dir.clone()),
+                token: &token,
             };
             let result = create::run(&setup, n).with_context(|| {
                 format!(
@@ -562,6 +607,7 @@ pub fn run(options: &Options) -> Result<Results> {
     }
 
     let largest = options.sizes.iter().copied().max();
+    let token = options.token();
     for &n in options.sizes.iter().filter(|_| options.wants("create")) {
         for run in 0..options.runs {
             // The protocols alternate within a run, so that both see the same minutes of the
@@ -581,6 +627,7 @@ pub fn run(options: &Options) -> Result<Results> {
                     controller_args: options.controller_args.clone(),
                     protocol,
                     callgrind: None,
+                    token: &token,
                 };
                 let result = create::run(&setup, n).with_context(|| {
                     format!(
@@ -668,6 +715,7 @@ pub fn run(options: &Options) -> Result<Results> {
                 controller_args: Vec::new(),
                 protocol: Protocol::H2,
                 callgrind: None,
+                token: TOKEN,
             };
             let projected_kib = project(&measured, n);
             let result = match rss::run(&setup, template, n, projected_kib)
@@ -719,4 +767,54 @@ pub fn run(options: &Options) -> Result<Results> {
         results.machine.others_share.unwrap_or(0.0) * 100.0
     ));
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>> {
+        Options::parse(args.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn a_long_token_is_jwt_shaped_the_same_every_run_and_a_valid_header() {
+        let token = token_of_len(1024);
+        assert_eq!(token.len(), 1024);
+        assert_eq!(token, token_of_len(1024));
+        let parts: Vec<&str> = token.split('.').collect();
+        assert_eq!(parts.len(), 3, "{token}");
+        assert!(parts.iter().all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        }));
+        // Spread over the alphabet as a real token's characters are, not one repeated letter.
+        let distinct: std::collections::BTreeSet<u8> = token.bytes().collect();
+        assert!(
+            distinct.len() > 50,
+            "{} distinct characters",
+            distinct.len()
+        );
+        assert!(hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).is_ok());
+        // A short token is one part, so that no part is empty.
+        assert!(!token_of_len(8).contains('.'));
+    }
+
+    #[test]
+    fn token_bytes_picks_the_runs_token_and_zero_is_refused() {
+        let default = parse(&[]).expect("parses").expect("not help");
+        assert_eq!(default.token(), TOKEN);
+        let long = parse(&["--token-bytes", "1024"])
+            .expect("parses")
+            .expect("not help");
+        assert_eq!(long.token(), token_of_len(1024));
+        let inline = parse(&["--token-bytes=64"])
+            .expect("parses")
+            .expect("not help");
+        assert_eq!(inline.token().len(), 64);
+        assert!(parse(&["--token-bytes", "0"]).is_err());
+        assert!(parse(&["--token-bytes", "many"]).is_err());
+    }
 }

@@ -1012,10 +1012,15 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
             options.controller_args.join(" ")
         )
     };
+    let token = match options.token_bytes {
+        Some(bytes) => format!("a {bytes}-byte JWT-shaped token (`--token-bytes`)"),
+        None => format!("a {}-byte token", super::TOKEN.len()),
+    };
     let _ = writeln!(
         out,
         "The controller runs with {flags}. In the sandboxes/s runs the fake's kubelet starts a \
-         Pod {} ms after its create (`--pod-start-delay`).\n",
+         Pod {} ms after its create (`--pod-start-delay`), and the controller authenticates \
+         with {token}.\n",
         options.pod_start_delay.as_millis()
     );
     let _ = writeln!(out, "## Results\n");

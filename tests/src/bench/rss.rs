@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::create::{QUIET, Setup, group};
+use super::fake_server;
 use super::process::{ControllerProcess, Memory};
 use super::seed::Template;
-use super::{TOKEN, fake_server};
 
 #[derive(Clone, Debug)]
 pub struct SeededRun {
@@ -64,7 +64,7 @@ pub fn run(
     projected_kib: f64,
 ) -> Result<Result<SeededRun, Skipped>> {
     // Pods start at once: a seeded Pod keeps the status copied into it.
-    let fake = fake_server(std::time::Duration::ZERO, true)?;
+    let fake = fake_server(std::time::Duration::ZERO, true, setup.token)?;
     let cluster = fake.cluster();
     template.seed(&cluster, 0, n)?;
     let seeded = super::process::memory_of(std::process::id())?;
@@ -82,7 +82,7 @@ pub fn run(
     let kubeconfig = fake
         .write_kubeconfig(
             dir.path(),
-            &crate::apiserver::KubeconfigAuth::Token(TOKEN.to_string()),
+            &crate::apiserver::KubeconfigAuth::Token(setup.token.to_string()),
         )
         .context("writing a kubeconfig")?;
     let started = Instant::now();
