@@ -3,12 +3,19 @@
 //! sixth of the policy's own instructions) is work nobody needs. Allocations are bumped out
 //! of one arena instead; a free gives back only the newest allocation (a temporary's), and a
 //! realloc of the newest grows it in place (a `String` or `Vec` being built). What does not fit
-//! in the arena goes to std's allocator, which frees as before: a call that allocates more than
+//! in the arena goes to dlmalloc (the system's allocator natively), which frees as before: a call that allocates more than
 //! the arena holds, or an instance that a host were to reuse, costs memory only up to the
 //! arena's size, never more than it would with dlmalloc alone plus that.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::{Cell, UnsafeCell};
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::{Cell, UnsafeCell};
+
+// What does not fit goes to a general allocator: dlmalloc in the component (which has no
+// libc: the policy is `no_std`), the system's natively (the tests).
+#[cfg(target_arch = "wasm32")]
+use dlmalloc::GlobalDlmalloc as Fallback;
+#[cfg(not(target_arch = "wasm32"))]
+use std::alloc::System as Fallback;
 
 /// Bytes of the arena: a reconcile's inputs, manifests and temporaries take tens of KiB.
 pub const ARENA_BYTES: usize = 1 << 20;
@@ -17,7 +24,7 @@ pub const ARENA_BYTES: usize = 1 << 20;
 #[repr(align(16))]
 struct Memory<const N: usize>(UnsafeCell<[u8; N]>);
 
-/// A bump allocator over `memory`, falling back to [`System`].
+/// A bump allocator over `memory`, falling back to a general allocator.
 pub struct Arena<const N: usize> {
     memory: Memory<N>,
     /// Offset of the first free byte.
@@ -86,7 +93,7 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
         match self.bump(layout) {
             Some(at) => (self.base() + at) as *mut u8,
             // SAFETY: the caller's layout, handed on as it came.
-            None => unsafe { System.alloc(layout) },
+            None => unsafe { Fallback.alloc(layout) },
         }
     }
 
@@ -100,16 +107,16 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
                     self.newest.set(0);
                 }
             }
-            // SAFETY: not the arena's, so `System` allocated it, with this layout.
-            None => unsafe { System.dealloc(ptr, layout) },
+            // SAFETY: not the arena's, so the fallback allocated it, with this layout.
+            None => unsafe { Fallback.dealloc(ptr, layout) },
         }
     }
 
     #[inline(never)]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let Some(at) = self.offset(ptr) else {
-            // SAFETY: not the arena's, so `System` allocated it, with this layout.
-            return unsafe { System.realloc(ptr, layout, new_size) };
+            // SAFETY: not the arena's, so the fallback allocated it, with this layout.
+            return unsafe { Fallback.realloc(ptr, layout, new_size) };
         };
         // The newest allocation grows or shrinks in place while the arena has room.
         if self.is_newest(at) && at.checked_add(new_size).is_some_and(|end| end <= N) {
@@ -126,7 +133,7 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
         let moved = unsafe { self.alloc(grown) };
         if !moved.is_null() {
             // SAFETY: both blocks are live and distinct, the old one `layout.size()` long.
-            unsafe { std::ptr::copy_nonoverlapping(ptr, moved, layout.size()) };
+            unsafe { core::ptr::copy_nonoverlapping(ptr, moved, layout.size()) };
         }
         moved
     }

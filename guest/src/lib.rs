@@ -2,10 +2,21 @@
 //! host embeds this component (`host/build.rs`); its decisions are tested in the SDK
 //! (`sdk/tests/`) and by the scenarios of `tests/scenarios/`.
 
+// `no_std` in the component: Rust's std on `wasm32-wasip2` would make it import thirteen WASI
+// interfaces (for a panic's message, the environment, exit), which every call's fresh instance
+// lowers; without std it imports the contract and stderr (`bare.rs`). Natively (the tests) std
+// is there as usual.
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
+
+use alloc::string::ToString;
+
 use cubepod_policy_sdk::bindings::PolicyInfo;
 use cubepod_policy_sdk::policy::Policy;
 
 pub mod arena;
+mod bare;
 
 /// In the component only: native tests keep the system allocator.
 #[cfg(target_arch = "wasm32")]

@@ -9,6 +9,9 @@
 //! coalescing, Event objects, metrics instrumentation of the cluster, scenario diffs and JUnit)
 //! are the crate's own.
 
+// `model::names` is the SDK's own file, which names `alloc` (the SDK is `no_std`).
+extern crate alloc;
+
 pub mod admission;
 pub mod allocator;
 pub mod app;

@@ -994,6 +994,34 @@ fn the_components_implement_exactly_the_world_plus_allowed_wasi() {
     }
 }
 
+/// The default policy is `no_std`: its component imports the contract and, for a panic's
+/// message, stderr and the stream types it needs, so no call's instance lowers the other ten
+/// interfaces Rust's std brings (environment, exit, stdin, stdout, terminals, poll), which a std
+/// policy (the faulty one) still imports and gets.
+#[test]
+fn the_default_component_imports_only_stderr_of_wasi() {
+    let wasi_of = |module: &PolicyModule| -> Vec<String> {
+        let mut wasi: Vec<String> = module
+            .imports()
+            .iter()
+            .filter(|n| n.starts_with("wasi:"))
+            .map(|n| n.split('@').next().unwrap_or(n).to_string())
+            .collect();
+        wasi.sort();
+        wasi
+    };
+    assert_eq!(
+        wasi_of(default_module()),
+        ["wasi:cli/stderr", "wasi:io/error", "wasi:io/streams"]
+    );
+    let std_policy = wasi_of(faulty_module());
+    assert!(
+        std_policy.contains(&"wasi:cli/environment".to_string())
+            && std_policy.contains(&"wasi:cli/stderr".to_string()),
+        "{std_policy:?}"
+    );
+}
+
 /// A full page of reap candidates, as the controller hands them, fits the default memory
 /// bound and deadline: the bound an operator keeps need not grow with the cluster.
 #[test]

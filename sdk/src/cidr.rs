@@ -2,7 +2,9 @@
 //! IPv6, and to know which range lies within which when a NetworkPolicy's `except` lists are
 //! built (the API server refuses an except outside its CIDR, or one that is the whole CIDR).
 
-use std::net::IpAddr;
+use crate::prelude::*;
+
+use core::net::IpAddr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {

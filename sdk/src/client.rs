@@ -1,6 +1,8 @@
 //! The policy's only way out: a small trait over the `kube-client` import, so that the same
 //! logic runs against the host in the component and against a recorder in native tests.
 
+use crate::prelude::*;
+
 use crate::bindings::KubeError;
 
 pub type KubeResult<T> = Result<T, KubeError>;

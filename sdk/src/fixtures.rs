@@ -1,6 +1,8 @@
 //! Builders for test objects (`fixtures::sandbox("a").paused().forked_from("b")`) and a way to
 //! read back what a [`RecordingClient`] holds as the host's cache would show it. Native only.
 
+use crate::prelude::*;
+
 use crate::bindings::{
     ClusterNetwork, DesiredState, EgressMode, NetworkSpec, ObservedChildren, ObservedObject,
     ObservedPod, ObservedPvc, PoolInput, PoolMember, ReapCandidate, ReconcileInput, Sandbox,

@@ -5,6 +5,33 @@
 //! make), so a policy changes one decision by writing one method. The logic builds for
 //! `wasm32-wasip2` and natively, where it runs against [`recording::RecordingClient`] and
 //! inputs from [`fixtures`].
+//!
+//! The SDK is `no_std` (it needs only `alloc`): a policy crate that is `no_std` as well, as the
+//! default policy is, makes a component that imports the contract and only the WASI it names
+//! itself. Rust's std on `wasm32-wasip2` imports thirteen WASI interfaces (for its panic
+//! message, environment and exit), and every call's fresh instance lowers each of them.
+
+#![no_std]
+
+extern crate alloc;
+// Natively (the test doubles, the tests): std as usual.
+#[cfg(not(target_arch = "wasm32"))]
+extern crate std;
+
+/// What std's prelude holds and `core`'s does not, for the SDK's modules.
+mod prelude {
+    pub(crate) use alloc::string::{String, ToString};
+    pub(crate) use alloc::vec::Vec;
+    pub(crate) use alloc::{format, vec};
+}
+
+/// The `alloc` types [`export_policy!`]'s expansion names, so that it builds in a `no_std`
+/// policy crate that has not named `alloc` itself.
+#[doc(hidden)]
+pub mod __private {
+    pub use alloc::string::String;
+    pub use alloc::vec::Vec;
+}
 
 pub mod bindings;
 pub mod cidr;

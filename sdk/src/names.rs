@@ -1,5 +1,9 @@
 //! The names and labels that docs/architecture.md fixes: other tools and tests rely on them.
 
+// Named from `alloc`, not the SDK's prelude: the host compiles this file into itself too.
+use alloc::format;
+use alloc::string::{String, ToString};
+
 pub const API_VERSION: &str = "cubepod.io/v1alpha1";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "cubepod-controller";

@@ -5,6 +5,8 @@
 //! library: a policy that changes one decision writes that one method, and the default policy
 //! (`guest/`) is `impl Policy for DefaultPolicy` with only `describe`.
 
+use crate::prelude::*;
+
 use crate::bindings::{
     CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,
     ReapDecision, ReconcileInput, ReconcileOutput, Sandbox, Timestamp,
@@ -82,9 +84,9 @@ macro_rules! export_policy {
                 }
                 fn reap(
                     now: Timestamp,
-                    namespace: String,
-                    sandboxes: Vec<ReapCandidate>,
-                ) -> Vec<ReapDecision> {
+                    namespace: $crate::__private::String,
+                    sandboxes: $crate::__private::Vec<ReapCandidate>,
+                ) -> $crate::__private::Vec<ReapDecision> {
                     <$policy as Policy>::reap(now, namespace, sandboxes)
                 }
             }

@@ -8,6 +8,8 @@
 //! `updateStrategy: Recreate` deletes it at once and makes a fresh one in its place;
 //! `OnReplenish` keeps it until it is claimed, and only new members come from the new template.
 
+use crate::prelude::*;
+
 use crate::bindings::{
     ConditionStatus, MemberCreate, PoolInput, PoolMember, PoolOutput, UpdateStrategy,
     WarmPoolStatus,
@@ -122,7 +124,7 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
         surplus.sort_by_key(|m| {
             (
                 m.ready,
-                std::cmp::Reverse(member_index(&pool.name, &m.name)),
+                core::cmp::Reverse(member_index(&pool.name, &m.name)),
             )
         });
         out.delete.extend(

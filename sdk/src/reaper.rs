@@ -4,6 +4,8 @@
 //! each decision and carries it out (an idle mark the reconcile acts on, `desiredState: Paused`,
 //! or the Sandbox's deletion).
 
+use crate::prelude::*;
+
 use crate::bindings::{ReapAction, ReapCandidate, ReapDecision, ShutdownPolicy, Timestamp};
 
 pub fn reap(now: Timestamp, namespace: &str, sandboxes: &[ReapCandidate]) -> Vec<ReapDecision> {

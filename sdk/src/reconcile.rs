@@ -2,6 +2,8 @@
 //! level-triggered. The same input makes the same calls, a converged sandbox makes none, and a
 //! call that fails leaves only steps that the next reconcile finishes.
 
+use crate::prelude::*;
+
 use crate::bindings::{
     ConditionStatus, DesiredState, ObservedChildren, ObservedObject, ObservedPod, ReconcileInput,
     ReconcileOutput, Sandbox, SandboxPhase,

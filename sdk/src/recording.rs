@@ -1,7 +1,9 @@
 //! A [`KubeClient`] that records each call and answers like a small cluster: what tests use
 //! to check the exact calls and manifests a decision makes. Native builds only.
 
-use std::collections::BTreeMap;
+use crate::prelude::*;
+
+use alloc::collections::BTreeMap;
 
 use crate::bindings::KubeError;
 use crate::client::{KubeClient, KubeResult};

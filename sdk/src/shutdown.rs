@@ -5,6 +5,8 @@
 //! it about a dozen times in its life. The reconcile is requeued at the next boundary, so the
 //! column moves without a watch event.
 
+use crate::prelude::*;
+
 use crate::bindings::{ReconcileOutput, Sandbox, Timestamp};
 
 const MINUTE: i64 = 60;

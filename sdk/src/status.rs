@@ -1,5 +1,7 @@
 //! Conditions and their transition times, kept true in every transition.
 
+use crate::prelude::*;
+
 use crate::bindings::{Condition, ConditionStatus, Event, EventType, Timestamp};
 
 pub const READY: &str = "Ready";

@@ -1,6 +1,8 @@
 //! What the CRD schema cannot check, or an API server without the schema lets through. A spec
 //! that fails here gets a condition that says what to change, and no child is touched.
 
+use crate::prelude::*;
+
 use crate::bindings::{ObservedChildren, Sandbox, SandboxSpec};
 use crate::cidr::Cidr;
 use crate::names;

@@ -1,6 +1,8 @@
 //! Kubernetes JSON for every object the policy writes. Lean structs for exactly the fields we
 //! emit keep the component small; the strict schema check in CI keeps them honest.
 
+use crate::prelude::*;
+
 mod meta;
 mod network_policy;
 mod planned;

@@ -3,7 +3,9 @@
 //! digest rides along as the `cubepod.io/spec-hash` annotation, so that a reconcile knows
 //! whether to apply it again from the cache alone (see [`Planned`]).
 
-use std::collections::BTreeMap;
+use crate::prelude::*;
+
+use alloc::collections::BTreeMap;
 
 use serde::Serialize;
 

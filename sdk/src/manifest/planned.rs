@@ -2,6 +2,8 @@
 //! compares with the `cubepod.io/spec-hash` the cache shows, then the manifest, only when they
 //! differ. The spec is built and serialized once either way.
 
+use crate::prelude::*;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -94,7 +96,7 @@ impl<'a> Planned<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use alloc::collections::BTreeMap;
 
     /// Fields in key order, as the policy's specs are.
     #[derive(Serialize)]

@@ -1,4 +1,5 @@
-use std::collections::BTreeMap;
+use crate::prelude::*;
+use alloc::collections::BTreeMap;
 
 use serde::Serialize;
 

@@ -1,3 +1,4 @@
+use crate::prelude::*;
 use serde::Serialize;
 
 use super::meta::{ObjectMeta, Owner};

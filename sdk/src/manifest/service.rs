@@ -1,7 +1,9 @@
 //! A sandbox's headless Service `<s>` (`spec.service`): a stable DNS name,
 //! `<s>.<ns>.svc.<cluster-domain>`, for the sandbox's own Pod and the listed ports only.
 
-use std::collections::BTreeMap;
+use crate::prelude::*;
+
+use alloc::collections::BTreeMap;
 
 use serde::Serialize;
 

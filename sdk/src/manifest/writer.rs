@@ -4,7 +4,9 @@
 //! table, which in the policy's wasm cost about 40 instructions per byte and was the single
 //! largest entry of the controller's profile (9% of its instructions per new sandbox).
 
-use std::fmt;
+use crate::prelude::*;
+
+use core::fmt;
 
 use serde::ser::{self, Serialize};
 
@@ -19,7 +21,7 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl core::error::Error for Error {}
 
 impl ser::Error for Error {
     fn custom<T: fmt::Display>(msg: T) -> Self {
@@ -92,7 +94,7 @@ fn escape(b: u8) -> Option<&'static str> {
         0x0c => "\\f",
         0x0d => "\\r",
         // The table holds ASCII only, so every entry is valid UTF-8.
-        0x00..=0x1f => std::str::from_utf8(&CONTROL[usize::from(b)]).unwrap_or_default(),
+        0x00..=0x1f => core::str::from_utf8(&CONTROL[usize::from(b)]).unwrap_or_default(),
         _ => return None,
     })
 }
@@ -599,9 +601,9 @@ impl ser::Serializer for MapKey<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::collections::BTreeMap;
     use serde::Serialize;
     use serde_json::{Value, json};
-    use std::collections::BTreeMap;
 
     fn same<T: Serialize + ?Sized>(value: &T) {
         let ours = to_string(value).expect("ours writes it");

@@ -57,7 +57,9 @@ pub(crate) fn linker(engine: &Engine, contract: Contract) -> wasmtime::Result<Li
 
 /// The data of one store, that is of one call.
 pub(crate) struct HostState {
-    wasi: WasiCtx,
+    /// Made at the guest's first WASI call: most policies (the default one among them) import
+    /// no WASI, and building a context (its random generators seeded) is work for every call.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     stderr: StderrTail,
     pub(crate) limits: Limits,
@@ -85,12 +87,10 @@ impl HostState {
         scope: Option<SandboxScope>,
         config: &RuntimeConfig,
     ) -> Self {
-        let stderr = StderrTail::default();
-        let wasi = wasi::context(&stderr);
         Self {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
-            stderr,
+            stderr: StderrTail::default(),
             limits: Limits::new(config.memory_limit_bytes),
             ctx,
             scope,

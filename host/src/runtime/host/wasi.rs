@@ -77,8 +77,9 @@ impl HasData for IoTable {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stderr = &self.stderr;
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| context(stderr)),
             table: &mut self.table,
         }
     }
