@@ -3,9 +3,10 @@
 //! sixth of the policy's own instructions) is work nobody needs. Allocations are bumped out
 //! of one arena instead; a free gives back only the newest allocation (a temporary's), and a
 //! realloc of the newest grows it in place (a `String` or `Vec` being built). What does not fit
-//! in the arena goes to dlmalloc (the system's allocator natively), which frees as before: a call that allocates more than
-//! the arena holds, or an instance that a host were to reuse, costs memory only up to the
-//! arena's size, never more than it would with dlmalloc alone plus that.
+//! in the arena goes to dlmalloc (the system's allocator natively), which frees as before: a
+//! call that allocates more than the arena holds, or an instance that a host were to reuse,
+//! costs memory only up to the arena's size, never more than it would with dlmalloc alone plus
+//! that.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::{Cell, UnsafeCell};

@@ -57,8 +57,9 @@ pub(crate) fn linker(engine: &Engine, contract: Contract) -> wasmtime::Result<Li
 
 /// The data of one store, that is of one call.
 pub(crate) struct HostState {
-    /// Made at the guest's first WASI call: most policies (the default one among them) import
-    /// no WASI, and building a context (its random generators seeded) is work for every call.
+    /// Made at the guest's first WASI call: most calls make none (the default policy writes to
+    /// stderr only when it panics), and building a context (its random generators seeded) is
+    /// work for every call.
     wasi: Option<WasiCtx>,
     table: ResourceTable,
     stderr: StderrTail,
