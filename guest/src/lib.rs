@@ -4,8 +4,9 @@
 
 // `no_std` in the component: Rust's std on `wasm32-wasip2` would make it import thirteen WASI
 // interfaces (for a panic's message, the environment, exit), which every call's fresh instance
-// lowers; without std it imports the contract and stderr (`bare.rs`). Natively (the tests) std
-// is there as usual.
+// lowers; without std it imports the contract and stderr, and the SDK's `no_std_runtime!` gives
+// what std did (the arena allocator, the panic's message). Natively (the tests) std is there as
+// usual, with the system allocator.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 extern crate alloc;
@@ -15,13 +16,7 @@ use alloc::string::ToString;
 use cubepod_policy_sdk::bindings::PolicyInfo;
 use cubepod_policy_sdk::policy::Policy;
 
-pub mod arena;
-mod bare;
-
-/// In the component only: native tests keep the system allocator.
-#[cfg(target_arch = "wasm32")]
-#[global_allocator]
-static ALLOCATOR: arena::Arena<{ arena::ARENA_BYTES }> = arena::Arena::new();
+cubepod_policy_sdk::no_std_runtime!();
 
 pub const POLICY_NAME: &str = "cubepod-default";
 

@@ -1,7 +1,8 @@
 //! The wasm runtime against real components: the embedded default policy, the frozen default
-//! policy of contract 0.1.0 (`tests/fixtures/contract-0.1.0/`), and `tests/policies/faulty`,
-//! built here with a nested cargo, which traps, loops, hogs memory, writes outside the boundary
-//! or floods stderr on request. The cluster is a small in-test stub.
+//! policy of contract 0.1.0 (`tests/fixtures/contract-0.1.0/`), `tests/policies/faulty`, built
+//! here with a nested cargo, which traps, loops, hogs memory, writes outside the boundary or
+//! floods stderr on request, and `tests/policies/nostd`, which panics or hogs memory without
+//! std, as the default policy is built. The cluster is a small in-test stub.
 //!
 //! Run: `cargo test -p cubepod-host --test runtime`
 
@@ -94,6 +95,20 @@ fn faulty_bytes() -> &'static [u8] {
 fn faulty_module() -> &'static PolicyModule {
     static MODULE: OnceLock<PolicyModule> = OnceLock::new();
     MODULE.get_or_init(|| engine().load(faulty_bytes()).unwrap())
+}
+
+/// `tests/policies/nostd` as a component, built and compiled once per test run.
+fn nostd_module() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let wasm = wasm_build::build_policy_component(
+            workspace(),
+            "cubepod-nostd-policy",
+            "cubepod_nostd_policy",
+        )
+        .unwrap_or_else(|why| panic!("{why}"));
+        engine().load(&std::fs::read(wasm).unwrap()).unwrap()
+    })
 }
 
 /// The default policy as built against contract 0.1.0, frozen.
@@ -713,6 +728,61 @@ fn unbounded_allocation_hits_the_memory_limit() {
     assert_hits_memory_limit(faulty_module());
 }
 
+/// Without std the panic handler is the SDK's (`no_std_runtime!`): its message still reaches
+/// the trap's, and the module goes on.
+#[test]
+fn a_no_std_policy_s_panic_is_a_trap_with_its_message() {
+    let module = nostd_module();
+    let cluster = Arc::new(StubCluster::default());
+    let err = module
+        .reconcile_sandbox(&context(&cluster), new_sandbox_input("panic-x"))
+        .unwrap_err();
+    let RuntimeError::Trap { export, message } = &err else {
+        panic!("expected a trap, got {err:?}");
+    };
+    assert_eq!(*export, "reconcile-sandbox");
+    assert!(
+        message.contains("panicked at ")
+            && message.contains("nostd policy: panic requested by panic-x"),
+        "{message}"
+    );
+    assert_eq!(err.metric_label(), "trap");
+    assert_reconciles(module, "dev-alice");
+}
+
+/// A panic's message longer than the runtime's stack buffer is cut there, not lost: the trap
+/// carries its start.
+#[test]
+fn a_no_std_policy_s_long_panic_message_is_cut_not_lost() {
+    let module = nostd_module();
+    let cluster = Arc::new(StubCluster::default());
+    let err = module
+        .reconcile_sandbox(&context(&cluster), new_sandbox_input("long-panic-x"))
+        .unwrap_err();
+    let RuntimeError::Trap { message, .. } = &err else {
+        panic!("expected a trap, got {err:?}");
+    };
+    assert!(
+        message.contains("nostd policy: long panic requested by long-panic-x: yyy"),
+        "{message}"
+    );
+    // The message's 4,096 `y`s, as many as fit in the buffer after its start.
+    let longest_run = message.split(|c| c != 'y').map(str::len).max().unwrap_or(0);
+    let buffer = cubepod_policy_sdk::bare::PANIC_MESSAGE_BYTES;
+    assert!(
+        longest_run > buffer - 200 && longest_run < buffer,
+        "{longest_run} of the message's 4096 bytes of filler"
+    );
+    assert_reconciles(module, "dev-alice");
+}
+
+/// Without std an allocation that fails panics in the allocator (`handle_alloc_error`); the
+/// handler writes without allocating, and the call ends at the memory limit as with std.
+#[test]
+fn a_no_std_policy_s_unbounded_allocation_hits_the_memory_limit() {
+    assert_hits_memory_limit(nostd_module());
+}
+
 /// The faulty policy's `oom-x` is refused at the memory limit, and the module goes on.
 fn assert_hits_memory_limit(module: &PolicyModule) {
     let cluster = Arc::new(StubCluster::default());
@@ -1014,6 +1084,7 @@ fn the_default_component_imports_only_stderr_of_wasi() {
         wasi_of(default_module()),
         ["wasi:cli/stderr", "wasi:io/error", "wasi:io/streams"]
     );
+    assert_eq!(wasi_of(nostd_module()), wasi_of(default_module()));
     let std_policy = wasi_of(faulty_module());
     assert!(
         std_policy.contains(&"wasi:cli/environment".to_string())

@@ -8,8 +8,9 @@
 //!
 //! The SDK is `no_std` (it needs only `alloc`): a policy crate that is `no_std` as well, as the
 //! default policy is, makes a component that imports the contract and only the WASI it names
-//! itself. Rust's std on `wasm32-wasip2` imports thirteen WASI interfaces (for its panic
-//! message, environment and exit), and every call's fresh instance lowers each of them.
+//! itself; [`no_std_runtime!`] gives it what std would (an allocator, a panic handler). Rust's
+//! std on `wasm32-wasip2` imports thirteen WASI interfaces (for its panic message, environment
+//! and exit), and every call's fresh instance lowers each of them.
 
 #![no_std]
 
@@ -33,6 +34,7 @@ pub mod __private {
     pub use alloc::vec::Vec;
 }
 
+pub mod bare;
 pub mod bindings;
 pub mod cidr;
 pub mod cleanup;

@@ -1,16 +1,76 @@
-//! What std and wasi-libc gave the component, for a policy built without them: a panic's
-//! message on stderr and its trap, `cabi_realloc` (through which the host passes the call's
-//! inputs in) and `memcmp`.
+//! What std and wasi-libc give a policy's component, for a policy crate built without them
+//! (`#![no_std]`): an allocator, a panic's message on stderr and its trap, `cabi_realloc`
+//! (through which the host passes the call's inputs in) and `memcmp`. The code is here, once;
+//! [`no_std_runtime!`](crate::no_std_runtime) puts it in place in the policy crate that asks
+//! for it, so that a policy built with std (which has its own panic handler) never gets a
+//! second one.
+
+pub mod arena;
 
 #[cfg(target_arch = "wasm32")]
 use core::fmt::Write;
+
+/// Supplies, in a `no_std` policy crate's component, what std and wasi-libc would: the
+/// allocator ([`arena::Arena`], dlmalloc past it), a panic handler that writes the panic's
+/// message to stderr (which the host adds to the trap's message) and then traps, the canonical
+/// ABI's `cabi_realloc` over that allocator, and libc's `memcmp`. Natively (the policy's own
+/// tests) it expands to nothing: std is there.
+///
+/// ```ignore
+/// #![cfg_attr(target_arch = "wasm32", no_std)]
+/// extern crate alloc;
+///
+/// cubepod_policy_sdk::no_std_runtime!();
+/// cubepod_policy_sdk::export_policy!(MyPolicy);
+/// ```
+///
+/// Only for a `no_std` component: with std the panic handler would be defined twice.
+#[macro_export]
+macro_rules! no_std_runtime {
+    () => {
+        #[cfg(target_arch = "wasm32")]
+        #[global_allocator]
+        static __CUBEPOD_ALLOCATOR: $crate::bare::arena::Arena<
+            { $crate::bare::arena::ARENA_BYTES },
+        > = $crate::bare::arena::Arena::new();
+
+        #[cfg(target_arch = "wasm32")]
+        #[panic_handler]
+        fn __cubepod_panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+            $crate::bare::panic(info)
+        }
+
+        /// The canonical ABI's allocator export.
+        ///
+        /// # Safety
+        /// Called by the host only, with the canonical ABI's arguments.
+        #[cfg(target_arch = "wasm32")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn cabi_realloc(
+            old_ptr: *mut u8,
+            old_len: usize,
+            align: usize,
+            new_len: usize,
+        ) -> *mut u8 {
+            // SAFETY: this function's own contract, handed on.
+            unsafe { $crate::bare::cabi_realloc(old_ptr, old_len, align, new_len) }
+        }
+
+        // Without libc nothing defines `memcmp`, which the compiled code calls (the compiler's
+        // builtins give the other memory functions): wasi-libc's archive gives that one member,
+        // and with it no WASI import.
+        #[cfg(target_arch = "wasm32")]
+        #[link(name = "c")]
+        unsafe extern "C" {}
+    };
+}
 
 /// A panic writes its message to stderr, which the host adds to the trap's message, and ends
 /// the call with a trap, as std did (`panic = "abort"`). The message is formatted on the stack:
 /// the panic may be the allocator's.
 #[cfg(target_arch = "wasm32")]
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+#[doc(hidden)]
+pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     let mut message = Truncated::default();
     // A message longer than the buffer is cut; the host keeps a tail of 2 KiB anyway.
     let _ = writeln!(message, "{info}");
@@ -19,10 +79,13 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
+/// Bytes of a panic's message that reach stderr; the rest is cut.
+pub const PANIC_MESSAGE_BYTES: usize = 1024;
+
 /// Text written into a fixed buffer, cut at its end.
 #[cfg(any(target_arch = "wasm32", test))]
 struct Truncated {
-    buffer: [u8; 1024],
+    buffer: [u8; PANIC_MESSAGE_BYTES],
     len: usize,
 }
 
@@ -30,7 +93,7 @@ struct Truncated {
 impl Default for Truncated {
     fn default() -> Self {
         Self {
-            buffer: [0; 1024],
+            buffer: [0; PANIC_MESSAGE_BYTES],
             len: 0,
         }
     }
@@ -54,16 +117,16 @@ impl core::fmt::Write for Truncated {
     }
 }
 
-/// The canonical ABI's allocator export: the host allocates here the strings and lists it
-/// passes in. wasi-libc exported one over its own `malloc`; this one allocates from the
-/// component's global allocator (the arena), as wit-bindgen's does for targets without libc.
+/// The canonical ABI's allocator: the host allocates here the strings and lists it passes in.
+/// wasi-libc exported one over its own `malloc`; this one allocates from the component's
+/// global allocator, as wit-bindgen's does for targets without libc.
 ///
 /// # Safety
 /// Called by the host only, with the canonical ABI's arguments: a block this function
 /// returned (or null with `old_len` 0), its length and alignment, and the length wanted.
 #[cfg(target_arch = "wasm32")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cabi_realloc(
+#[doc(hidden)]
+pub unsafe fn cabi_realloc(
     old_ptr: *mut u8,
     old_len: usize,
     align: usize,
@@ -97,13 +160,6 @@ pub unsafe extern "C" fn cabi_realloc(
     ptr
 }
 
-// Without libc nothing defines `memcmp`, which the compiled code calls (the compiler's builtins
-// give the other memory functions): wasi-libc's archive gives that one member, and with it no
-// WASI import.
-#[cfg(target_arch = "wasm32")]
-#[link(name = "c")]
-unsafe extern "C" {}
-
 #[cfg(test)]
 mod tests {
     use super::Truncated;
@@ -123,7 +179,7 @@ mod tests {
         let line = "x".repeat(700);
         writeln!(long, "{line}").unwrap();
         writeln!(long, "{line}").unwrap();
-        assert_eq!(long.bytes().len(), 1024);
+        assert_eq!(long.bytes().len(), super::PANIC_MESSAGE_BYTES);
         assert!(long.bytes().iter().take(700).all(|&b| b == b'x'));
     }
 }

@@ -1,12 +1,12 @@
-//! The component's allocator. The host runs every call in a fresh instance and then drops its
-//! memory whole, so freeing a call's allocations one by one (dlmalloc's bookkeeping, about a
-//! sixth of the policy's own instructions) is work nobody needs. Allocations are bumped out
-//! of one arena instead; a free gives back only the newest allocation (a temporary's), and a
-//! realloc of the newest grows it in place (a `String` or `Vec` being built). What does not fit
-//! in the arena goes to dlmalloc (the system's allocator natively), which frees as before: a
-//! call that allocates more than the arena holds, or an instance that a host were to reuse,
-//! costs memory only up to the arena's size, never more than it would with dlmalloc alone plus
-//! that.
+//! The allocator `no_std_runtime!` gives a policy's component. The host runs every call in a
+//! fresh instance and then drops its memory whole, so freeing a call's allocations one by one
+//! (dlmalloc's bookkeeping, about a sixth of the policy's own instructions) is work nobody
+//! needs. Allocations are bumped out of one arena instead; a free gives back only the newest
+//! allocation (a temporary's), and a realloc of the newest grows it in place (a `String` or
+//! `Vec` being built). What does not fit in the arena goes to dlmalloc (the system's allocator
+//! natively), which frees as before: a call that allocates more than the arena holds, or an
+//! instance that a host were to reuse, costs memory only up to the arena's size, never more
+//! than it would with dlmalloc alone plus that.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::{Cell, UnsafeCell};
