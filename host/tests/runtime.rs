@@ -776,8 +776,9 @@ fn a_no_std_policy_s_long_panic_message_is_cut_not_lost() {
     assert_reconciles(module, "dev-alice");
 }
 
-/// Without std an allocation that fails panics in the allocator (`handle_alloc_error`); the
-/// handler writes without allocating, and the call ends at the memory limit as with std.
+/// Without std an allocation that fails panics (`handle_alloc_error`) into the SDK's handler,
+/// not std's abort: the call still ends at the memory limit as with std, and the module goes
+/// on.
 #[test]
 fn a_no_std_policy_s_unbounded_allocation_hits_the_memory_limit() {
     assert_hits_memory_limit(nostd_module());

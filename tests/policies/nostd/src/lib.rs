@@ -6,7 +6,7 @@
 //! - `panic-`: panics with a message that names the sandbox;
 //! - `long-panic-`: panics with a message of 4 KiB, more than the runtime writes to stderr;
 //! - `oom-`: allocates without bound, so that an allocation fails under the host's memory
-//!   limit and the allocator's own panic must be reported without allocating.
+//!   limit and panics in the allocator, into the runtime's handler.
 //!
 //! Built by `host/tests/runtime.rs` through `cubepod_tests::nostd_policy`.
 
