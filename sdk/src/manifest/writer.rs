@@ -52,25 +52,36 @@ fn first_escape(bytes: &[u8]) -> Option<usize> {
     let mut chunks = bytes.chunks_exact(8);
     let mut offset = 0;
     for chunk in &mut chunks {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        let control = word.wrapping_sub(ONES * 0x20) & !word;
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let quote = quote.wrapping_sub(ONES) & !quote;
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        let backslash = backslash.wrapping_sub(ONES) & !backslash;
-        let found = (control | quote | backslash) & HIGH_BITS;
-        if found != 0 {
-            return Some(offset + found.trailing_zeros() as usize / 8);
+        if let Some(at) = word_escape(chunk) {
+            return Some(offset + at);
         }
         offset += 8;
     }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| escape(b).is_some())
-        .map(|i| offset + i)
+    let rest = chunks.remainder();
+    if rest.is_empty() {
+        return None;
+    }
+    // The last eight bytes as one more word, overlapping bytes already found clean, so its
+    // first match is the remainder's: one word test instead of a test per byte.
+    if let Some(last) = bytes.last_chunk::<8>() {
+        let back = 8 - rest.len();
+        return word_escape(last).map(|at| offset - back + at);
+    }
+    rest.iter().position(|&b| escape(b).is_some())
+}
+
+/// The index of the first byte of the eight in `chunk` that JSON escapes.
+fn word_escape(chunk: &[u8]) -> Option<usize> {
+    let mut word = [0; 8];
+    word.copy_from_slice(chunk);
+    let word = u64::from_le_bytes(word);
+    let control = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    let found = (control | quote | backslash) & HIGH_BITS;
+    (found != 0).then(|| found.trailing_zeros() as usize / 8)
 }
 
 /// How JSON writes byte `b` inside a string, when it must be escaped; serde_json's table.
