@@ -67,6 +67,7 @@ fn first_escape(bytes: &[u8]) -> Option<usize> {
         let back = 8 - rest.len();
         return word_escape(last).map(|at| offset - back + at);
     }
+    // Shorter than a word: no chunk was read, so the remainder starts at 0.
     rest.iter().position(|&b| escape(b).is_some())
 }
 
