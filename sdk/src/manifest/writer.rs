@@ -49,33 +49,27 @@ const HIGH_BITS: u64 = ONES << 7;
 /// Eight bytes at a time: a byte below 0x20, or equal to `"` or `\`, sets its high bit in the
 /// mask; a borrow can only set bits above the first such byte, so the lowest set bit is exact.
 fn first_escape(bytes: &[u8]) -> Option<usize> {
-    let mut chunks = bytes.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        if let Some(at) = word_escape(chunk) {
-            return Some(offset + at);
+    let (words, rest) = bytes.as_chunks::<8>();
+    for (i, word) in words.iter().enumerate() {
+        if let Some(at) = word_escape(word) {
+            return Some(i * 8 + at);
         }
-        offset += 8;
     }
-    let rest = chunks.remainder();
     if rest.is_empty() {
         return None;
     }
     // The last eight bytes as one more word, overlapping bytes already found clean, so its
     // first match is the remainder's: one word test instead of a test per byte.
     if let Some(last) = bytes.last_chunk::<8>() {
-        let back = 8 - rest.len();
-        return word_escape(last).map(|at| offset - back + at);
+        return word_escape(last).map(|at| bytes.len() - 8 + at);
     }
-    // Shorter than a word: no chunk was read, so the remainder starts at 0.
+    // Shorter than a word: the remainder is the whole string.
     rest.iter().position(|&b| escape(b).is_some())
 }
 
-/// The index of the first byte of the eight in `chunk` that JSON escapes.
-fn word_escape(chunk: &[u8]) -> Option<usize> {
-    let mut word = [0; 8];
-    word.copy_from_slice(chunk);
-    let word = u64::from_le_bytes(word);
+/// The index of the first of these eight bytes that JSON escapes.
+fn word_escape(word: &[u8; 8]) -> Option<usize> {
+    let word = u64::from_le_bytes(*word);
     let control = word.wrapping_sub(ONES * 0x20) & !word;
     let quote = word ^ (ONES * u64::from(b'"'));
     let quote = quote.wrapping_sub(ONES) & !quote;
