@@ -55,14 +55,17 @@ fn reconcile_children(
     mark_spec_valid(&mut out, now);
 
     if let Some(member) = sandbox.status.claimed_member.clone() {
-        mirror_claimed_member(
-            &mut out,
-            sandbox,
-            &member,
-            input.claimed_member.as_ref(),
-            now,
-        );
-        return Ok(out);
+        let held = input
+            .claimed_member
+            .as_ref()
+            .filter(|m| m.claimed_by.as_deref() == Some(sandbox.name.as_str()));
+        match held {
+            Some(held) => {
+                mirror_claimed_member(&mut out, &member, held, now);
+                return Ok(out);
+            }
+            None => lost_member(&mut out, sandbox, &member),
+        }
     }
     if claim_from_pool(&mut out, input) {
         return Ok(out);
@@ -192,48 +195,43 @@ fn refuse(out: &mut ReconcileOutput, problem: &validate::Invalid, now: i64) {
 }
 
 /// A claim that adopted a pool member reports the member's state.
-fn mirror_claimed_member(
-    out: &mut ReconcileOutput,
-    sandbox: &Sandbox,
-    member_name: &str,
-    member: Option<&Sandbox>,
-    now: i64,
-) {
+fn mirror_claimed_member(out: &mut ReconcileOutput, member_name: &str, member: &Sandbox, now: i64) {
     let status = &mut out.status;
-    match member.filter(|m| m.claimed_by.as_deref() == Some(sandbox.name.as_str())) {
-        Some(member) => {
-            status.phase = member.status.phase;
-            status.pod_ip = member.status.pod_ip.clone();
-            status.rootfs_pvc = member.status.rootfs_pvc.clone();
-            status.workspace_pvc = member.status.workspace_pvc.clone();
-            let (ready, reason) = status::condition(&member.status.conditions, READY)
-                .map(|c| (c.status, c.reason.clone()))
-                .unwrap_or((ConditionStatus::Unknown, "MemberStarting".to_string()));
-            set_condition(
-                &mut status.conditions,
-                READY,
-                ready,
-                &reason,
-                format!("adopted pool member {member_name:?}"),
-                now,
-            );
-        }
-        None => {
-            status.phase = SandboxPhase::Failed;
-            status.pod_ip = None;
-            set_condition(
-                &mut status.conditions,
-                READY,
-                ConditionStatus::False,
-                "ClaimedMemberGone",
-                format!(
-                    "the adopted pool member {member_name:?} no longer exists: delete this \
-                     sandbox and create it again to claim another"
-                ),
-                now,
-            );
-        }
-    }
+    status.phase = member.status.phase;
+    status.pod_ip = member.status.pod_ip.clone();
+    status.rootfs_pvc = member.status.rootfs_pvc.clone();
+    status.workspace_pvc = member.status.workspace_pvc.clone();
+    let (ready, reason) = status::condition(&member.status.conditions, READY)
+        .map(|c| (c.status, c.reason.clone()))
+        .unwrap_or((ConditionStatus::Unknown, "MemberStarting".to_string()));
+    set_condition(
+        &mut status.conditions,
+        READY,
+        ready,
+        &reason,
+        format!("adopted pool member {member_name:?}"),
+        now,
+    );
+}
+
+/// The member a claim adopted is gone, being deleted, failed or held by another claim: the
+/// claim forgets it (and the member's volumes it reported) and is served again, by another
+/// ready member or cold. The user did nothing wrong: the claim is not failed for it.
+fn lost_member(out: &mut ReconcileOutput, sandbox: &Sandbox, member: &str) {
+    let pool = sandbox.spec.warm_pool.as_deref().unwrap_or_default();
+    out.events.push(status::warning(
+        "ClaimedMemberLost",
+        format!(
+            "the adopted pool member {member:?} is gone, failed or held by another sandbox: \
+             claiming another ready member of warm pool {pool:?}, or starting cold"
+        ),
+    ));
+    let status = &mut out.status;
+    status.claimed_member = None;
+    status.pod_ip = None;
+    status.rootfs_pvc = None;
+    status.workspace_pvc = None;
+    status.phase = SandboxPhase::Pending;
 }
 
 /// A new sandbox with `spec.warmPool` adopts a ready member when there is one. Returns true
@@ -243,7 +241,8 @@ fn claim_from_pool(out: &mut ReconcileOutput, input: &ReconcileInput) -> bool {
     let Some(pool) = &sandbox.spec.warm_pool else {
         return false;
     };
-    let untouched = sandbox.status.rootfs_pvc.is_none()
+    // `out`'s status, not the input's: a claim that lost its member forgot its volumes.
+    let untouched = out.status.rootfs_pvc.is_none()
         && input.observed.pvcs.is_empty()
         && input.observed.pod.is_none();
     if !untouched {
@@ -271,7 +270,7 @@ fn claim_from_pool(out: &mut ReconcileOutput, input: &ReconcileInput) -> bool {
         None => {
             out.events.push(status::warning(
                 "NoReadyMember",
-                format!("warm pool {pool:?} has no ready member: starting cold"),
+                format!("warm pool {pool:?} has no ready member for this sandbox: starting cold"),
             ));
             false
         }

@@ -497,6 +497,48 @@ fn claim_adopts_the_first_ready_member_without_creating_children() {
 }
 
 #[test]
+fn a_claim_that_lost_its_member_claims_another_and_else_starts_cold() {
+    let mut client = client();
+    let mut input = sandbox("claim").claiming_from("pool").input();
+    let mut member = sandbox("pool-0")
+        .with_status(|s| {
+            s.phase = SandboxPhase::Running;
+            s.pod_ip = Some("10.0.0.9".to_string());
+            s.rootfs_pvc = Some("pool-0-rootfs-g1".to_string());
+        })
+        .build();
+    member.claimed_by = Some("claim".to_string());
+    input.sandbox.status.claimed_member = Some("pool-0".to_string());
+    input.claimed_member = Some(member);
+    let mirrored = step(&mut client, &mut input, false);
+    assert_eq!(mirrored.status.phase, SandboxPhase::Running);
+
+    // The member is gone (deleted, or held by another claim): another is offered.
+    input.claimed_member = None;
+    input.pool_candidates = vec!["pool-1".to_string()];
+    let reclaimed = step(&mut client, &mut input, false);
+    assert!(client.calls.is_empty());
+    assert_eq!(reclaimed.claim.as_deref(), Some("pool-1"));
+    assert_eq!(reclaimed.status.claimed_member.as_deref(), Some("pool-1"));
+    assert_ne!(reclaimed.status.phase, SandboxPhase::Failed);
+    let reasons: Vec<&str> = reclaimed.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["ClaimedMemberLost", "Claimed"]);
+
+    // Lost again with no ready member left: it starts cold, under its own names.
+    input.pool_candidates = Vec::new();
+    let cold = step(&mut client, &mut input, false);
+    assert_eq!(cold.claim, None);
+    assert_eq!(cold.status.claimed_member, None);
+    assert_ne!(cold.status.phase, SandboxPhase::Failed);
+    assert_eq!(cold.status.rootfs_pvc.as_deref(), Some("claim-rootfs-g1"));
+    assert!(
+        client
+            .take_summaries()
+            .contains(&"ensure-pvc claim-rootfs-g1".to_string())
+    );
+}
+
+#[test]
 fn claim_with_no_ready_member_starts_cold() {
     let mut client = client();
     let mut input = sandbox("claim").claiming_from("pool").input();

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::claims::Claims;
 use cubepod_host::controller::inputs;
 use cubepod_host::kube::boundary::Boundary;
 use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
 use cubepod_host::kube::{Resource, WatchEventType};
-use cubepod_host::model::sandbox;
+use cubepod_host::model::{ObjectRef, sandbox};
 use cubepod_host::runtime::bindings::{ReconcileOutput, SandboxPhase};
 use cubepod_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 use serde_json::{Value, json};
@@ -116,9 +117,13 @@ async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> Reconcil
         tokio::runtime::Handle::current(),
     );
     let object = sandbox::from_json(&target).unwrap();
+    let observed = cache.observed(&ObjectRef::new(NS, &object.sandbox.name));
+    let claim = Claims::default().view(&cache, &object, &observed);
     let input = inputs::reconcile_input(
         &cache,
         &object.sandbox,
+        observed,
+        &claim,
         NOW,
         "token".to_string(),
         &cubepod_host::model::network::default_cluster_network(),

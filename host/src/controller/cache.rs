@@ -412,16 +412,31 @@ impl Cache {
     /// already went on from this answer. (A new sandbox's finalizer, children and status
     /// echoed back had cost it two more reconciles that found nothing to do.)
     pub fn apply_own(&self, resource: Resource, object: &Value) {
-        self.apply_own_read(resource, object, None);
+        self.apply_own_read(resource, object, None, None);
+    }
+
+    /// Applies the answer of a claim's adoption of a pool member: the claim goes on from it
+    /// (it is reconciled again at once), so the echo wakes only the member's pool, which
+    /// refills.
+    pub fn apply_adoption(&self, answer: &Value, claim: &ObjectRef) {
+        let claim = WorkKey::Sandbox(claim.clone());
+        self.apply_own_read(Resource::Sandbox, answer, None, Some(&claim));
     }
 
     /// [`Self::apply_own`] of a Sandbox whose write was answered with its metadata alone:
     /// `read` is the record the write left (`sandbox::after_own_write`).
     pub fn apply_own_sandbox(&self, answer: &Value, read: SandboxObject) {
-        self.apply_own_read(Resource::Sandbox, answer, Some(read));
+        self.apply_own_read(Resource::Sandbox, answer, Some(read), None);
     }
 
-    fn apply_own_read(&self, resource: Resource, object: &Value, known: Option<SandboxObject>) {
+    /// `went_on`: a key besides the object's own that already has what was written.
+    fn apply_own_read(
+        &self,
+        resource: Resource,
+        object: &Value,
+        known: Option<SandboxObject>,
+        went_on: Option<&WorkKey>,
+    ) {
         let meta = MetaView::of(object);
         let key = ObjectRef::new(meta.namespace, meta.name);
         let owner = match resource {
@@ -442,7 +457,9 @@ impl Cache {
         // Its pool and claimer (a member's status) hear of it with the echo; the reconcile
         // that wrote it, and a child's sandbox, already have it.
         match resource {
-            Resource::Sandbox => wakes.retain(|k| *k != WorkKey::Sandbox(key.clone())),
+            Resource::Sandbox => {
+                wakes.retain(|k| *k != WorkKey::Sandbox(key.clone()) && Some(k) != went_on);
+            }
             _ => wakes.clear(),
         }
         let written = OwnWrite {
@@ -710,13 +727,31 @@ impl Cache {
         members
     }
 
-    /// Ready, unclaimed members of a pool, by name: what a claim may adopt.
-    pub fn pool_candidates(&self, pool: &ObjectRef) -> Vec<String> {
-        self.pool_members(pool)
-            .into_iter()
-            .filter(|m| m.ready && !m.claimed && !m.deleting)
-            .map(|m| m.name)
-            .collect()
+    /// Visits the Sandboxes labelled members of `pool` under one read lock, in no order, so
+    /// that a claim's offer copies only the member it picks.
+    pub fn visit_pool_members<R>(
+        &self,
+        pool: &ObjectRef,
+        visit: impl FnOnce(&mut dyn Iterator<Item = &SandboxObject>) -> R,
+    ) -> R {
+        let inner = self.read();
+        let mut members = inner.sandboxes.values().map(|s| &**s).filter(|s| {
+            s.sandbox.namespace == pool.namespace
+                && s.sandbox.pool.as_deref() == Some(pool.name.as_str())
+        });
+        visit(&mut members)
+    }
+
+    /// Whether `key` is a claim not yet served: it names a pool, and neither a member in its
+    /// status nor a volume of its own. The work queue serves these first.
+    pub fn awaits_claim(&self, key: &ObjectRef) -> bool {
+        self.read().sandboxes.get(key).is_some_and(|s| {
+            let s = &s.sandbox;
+            s.spec.warm_pool.is_some()
+                && s.status.claimed_member.is_none()
+                && s.status.rootfs_pvc.is_none()
+                && !s.deleting
+        })
     }
 
     pub fn counts(&self) -> Counts {

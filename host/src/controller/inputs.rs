@@ -2,41 +2,50 @@
 //! it. One place builds it, for the control loop and for `policy test` alike.
 
 use super::cache::Cache;
+use super::claims::ClaimView;
 use crate::model::ObjectRef;
-use crate::runtime::bindings::{ClusterNetwork, PoolInput, ReconcileInput, Sandbox, WarmPool};
+use crate::runtime::bindings::{
+    ClusterNetwork, ObservedChildren, PoolInput, ReconcileInput, Sandbox, WarmPool,
+};
 
-/// The input of `reconcile-sandbox` for `sandbox`.
+/// The input of `reconcile-sandbox` for `sandbox`, whose own children are `observed` and
+/// which is, to its pool, `claim` ([`super::claims::Claims::view`]).
 pub fn reconcile_input(
     cache: &Cache,
     sandbox: &Sandbox,
+    observed: ObservedChildren,
+    claim: &ClaimView,
     now: i64,
     fresh_token: String,
     cluster_network: &ClusterNetwork,
 ) -> ReconcileInput {
     let near = |name: &String| ObjectRef::new(&sandbox.namespace, name);
-    let target = near(&sandbox.name);
+    let mut handed = sandbox.clone();
+    let (pool_candidates, claimed_member) = match claim {
+        ClaimView::Offered(offer) => (vec![offer.member.clone()], None),
+        ClaimView::Bound { member, recovered } => {
+            if *recovered {
+                // Adopted, its status not written yet: the member's label says so.
+                handed.status.claimed_member = Some(member.name.clone());
+            }
+            (Vec::new(), Some((**member).clone()))
+        }
+        ClaimView::Unclaimed | ClaimView::Wait | ClaimView::None { .. } => (Vec::new(), None),
+    };
     ReconcileInput {
         now,
-        observed: cache.observed(&target),
+        observed,
         fork_source: sandbox
             .spec
             .fork_from
             .as_ref()
             .and_then(|source| cache.sandbox(&near(source)))
             .map(|s| s.sandbox),
-        pool_candidates: match (&sandbox.spec.warm_pool, &sandbox.status.claimed_member) {
-            (Some(pool), None) => cache.pool_candidates(&near(pool)),
-            _ => Vec::new(),
-        },
-        claimed_member: sandbox
-            .status
-            .claimed_member
-            .as_ref()
-            .and_then(|member| cache.sandbox(&near(member)))
-            .map(|s| s.sandbox),
+        pool_candidates,
+        claimed_member,
         fresh_token,
         cluster_network: cluster_network.clone(),
-        sandbox: sandbox.clone(),
+        sandbox: handed,
     }
 }
 

@@ -156,10 +156,15 @@ impl ControllerManager {
                 .with_label_values(&[kind])
                 .set(config.concurrency.max(1) as i64);
         }
+        let queue = WorkQueue::new(config.backoff, metrics.clone());
+        // A claim waits on nothing but a free worker, while the refill behind it starts a
+        // Pod per member: claims go first.
+        let claims = cache.clone();
+        queue.set_urgent(move |key| matches!(key, WorkKey::Sandbox(r) if claims.awaits_claim(r)));
         Arc::new(Self {
             cluster,
             cache,
-            queue: WorkQueue::new(config.backoff, metrics.clone()),
+            queue,
             policy,
             metrics,
             health,

@@ -3,6 +3,7 @@
 
 pub mod cache;
 mod child_lookup;
+pub mod claims;
 pub(crate) mod coalesce;
 pub(crate) mod events;
 pub mod health;

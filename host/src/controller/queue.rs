@@ -79,6 +79,8 @@ impl Backoff {
 
 #[derive(Default)]
 struct Inner {
+    /// Keys served before any of `queue`'s ([`WorkQueue::set_urgent`]).
+    urgent: VecDeque<WorkKey>,
     queue: VecDeque<WorkKey>,
     dirty: HashSet<WorkKey>,
     processing: HashSet<WorkKey>,
@@ -97,8 +99,30 @@ struct Inner {
     shut_down: bool,
 }
 
+/// Which keys go before the others.
+type Urgency = Box<dyn Fn(&WorkKey) -> bool + Send + Sync>;
+
+impl Inner {
+    fn push(&mut self, key: WorkKey, urgent: bool) {
+        if urgent {
+            self.urgent.push_back(key);
+        } else {
+            self.queue.push_back(key);
+        }
+    }
+
+    fn pop(&mut self) -> Option<WorkKey> {
+        self.urgent.pop_front().or_else(|| self.queue.pop_front())
+    }
+
+    fn waiting(&self) -> usize {
+        self.urgent.len() + self.queue.len()
+    }
+}
+
 pub struct WorkQueue {
     inner: Mutex<Inner>,
+    urgent: std::sync::OnceLock<Urgency>,
     notify: Notify,
     backoff: Backoff,
     /// One controller's `workqueue_*` series each, by [`WorkKey::index`].
@@ -138,10 +162,23 @@ impl WorkQueue {
     pub fn new(backoff: Backoff, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             inner: Mutex::new(Inner::default()),
+            urgent: std::sync::OnceLock::new(),
             notify: Notify::new(),
             backoff,
             metrics: WorkKey::KINDS.map(|kind| QueueSeries::of(&metrics, kind)),
         })
+    }
+
+    /// Keys for which `urgent` holds are taken before every other waiting key (a claim
+    /// before the refill of its pool). Set once; later calls are ignored.
+    pub fn set_urgent(&self, urgent: impl Fn(&WorkKey) -> bool + Send + Sync + 'static) {
+        let _ = self.urgent.set(Box::new(urgent));
+    }
+
+    /// Whether `key` goes first; asked before the queue's lock is taken, since it may read
+    /// other state.
+    fn is_urgent(&self, key: &WorkKey) -> bool {
+        self.urgent.get().is_some_and(|urgent| urgent(key))
     }
 
     fn series(&self, key: &WorkKey) -> &QueueSeries {
@@ -155,6 +192,7 @@ impl WorkQueue {
     }
 
     pub fn add(&self, key: WorkKey) {
+        let urgent = self.is_urgent(&key);
         let mut inner = self.lock();
         if inner.shut_down || !inner.dirty.insert(key.clone()) {
             return;
@@ -168,7 +206,7 @@ impl WorkQueue {
             .entry(key.clone())
             .or_insert_with(Instant::now);
         if !inner.processing.contains(&key) {
-            inner.queue.push_back(key);
+            inner.push(key, urgent);
             drop(inner);
             self.notify.notify_one();
         }
@@ -246,7 +284,7 @@ impl WorkQueue {
                 if inner.shut_down {
                     return None;
                 }
-                if let Some(key) = inner.queue.pop_front() {
+                if let Some(key) = inner.pop() {
                     inner.dirty.remove(&key);
                     inner.timers.remove(&key);
                     inner.processing.insert(key.clone());
@@ -259,7 +297,7 @@ impl WorkQueue {
                             .observe(now.duration_since(added).as_secs_f64());
                     }
                     inner.started_at.insert(key.clone(), now);
-                    let more = !inner.queue.is_empty();
+                    let more = inner.waiting() > 0;
                     drop(inner);
                     if more {
                         // Wake another worker: notify_one stored one permit for this key only.
@@ -274,6 +312,7 @@ impl WorkQueue {
 
     /// Marks a key processed; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &WorkKey) {
+        let urgent = self.is_urgent(key);
         let mut inner = self.lock();
         inner.processing.remove(key);
         if let Some(started) = inner.started_at.remove(key) {
@@ -282,14 +321,14 @@ impl WorkQueue {
                 .observe(started.elapsed().as_secs_f64());
         }
         if inner.dirty.contains(key) && !inner.shut_down {
-            inner.queue.push_back(key.clone());
+            inner.push(key.clone(), urgent);
             drop(inner);
             self.notify.notify_one();
         }
     }
 
     pub fn len(&self) -> usize {
-        self.lock().queue.len()
+        self.lock().waiting()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -415,6 +454,31 @@ mod tests {
                 .with_label_values(&["podwarmpool", "podwarmpool"])
                 .get(),
             1
+        );
+    }
+
+    #[tokio::test]
+    async fn urgent_keys_are_taken_before_the_others() {
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
+        queue.set_urgent(|k| matches!(k, WorkKey::Sandbox(r) if r.name.starts_with("claim")));
+        queue.add(WorkKey::Pool(ObjectRef::new("ns", "pool")));
+        queue.add(key("member-0"));
+        queue.add(key("claim-a"));
+        queue.add(key("claim-b"));
+        let mut order = Vec::new();
+        while !queue.is_empty() {
+            let k = queue.next().await.unwrap();
+            order.push(k.to_string());
+            queue.done(&k);
+        }
+        assert_eq!(
+            order,
+            [
+                "sandbox ns/claim-a",
+                "sandbox ns/claim-b",
+                "podwarmpool ns/pool",
+                "sandbox ns/member-0"
+            ]
         );
     }
 

@@ -16,13 +16,14 @@ use rand::RngCore;
 use serde_json::Value;
 
 use super::cache::Cache;
+use super::claims::{ClaimView, Claims, Mismatch};
 use super::coalesce::HeldStatuses;
 use super::inputs;
 use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
 use crate::kube::boundary::Containment;
-use crate::kube::{ApiError, Cluster, Resource};
+use crate::kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use crate::runtime::bindings::{
@@ -219,6 +220,8 @@ pub struct Reconciler {
     pub settings: Settings,
     held_statuses: HeldStatuses,
     surfaced: Surfaced,
+    /// Claims in flight in this process: the members they are offered.
+    pub claims: Claims,
 }
 
 impl Reconciler {
@@ -233,6 +236,7 @@ impl Reconciler {
         Self {
             held_statuses: HeldStatuses::new(settings.status_coalesce),
             surfaced: Surfaced::default(),
+            claims: Claims::default(),
             cluster,
             cache,
             policy,
@@ -292,6 +296,7 @@ impl Reconciler {
         let Some(mut object) = self.cache.sandbox(target) else {
             self.held_statuses.forget(target);
             self.surfaced.forget(target);
+            self.claims.forget(target);
             return self
                 .missing(
                     Resource::Sandbox,
@@ -387,9 +392,29 @@ impl Reconciler {
             };
             object = updated;
         }
+        let observed = self.cache.observed(target);
+        let claim = self.claims.view(&self.cache, &object, &observed);
+        match &claim {
+            ClaimView::Wait => {
+                report.skipped(format!(
+                    "every ready member of the warm pool that suits Sandbox {target} is \
+                     offered to another claim in flight; looking again shortly"
+                ));
+                report.requeue = Some(CLAIM_WAIT);
+                return Ok(());
+            }
+            ClaimView::None {
+                mismatch: Some(mismatch),
+            } => {
+                self.no_matching_member(&object, mismatch, now).await;
+            }
+            _ => {}
+        }
         let input = inputs::reconcile_input(
             &self.cache,
             &object.sandbox,
+            observed,
+            &claim,
             now,
             self.settings.tokens.next(),
             &self.settings.cluster_network,
@@ -437,20 +462,37 @@ impl Reconciler {
         // What the API will hold once written: a status that the API renders differently (an
         // empty reason, a time out of range) would otherwise differ on every pass.
         let status = patch.read_back();
-        if let Some(member) = &out.claim {
-            let member_ref = ObjectRef::new(&target.namespace, member);
-            let Some(member_object) = self.cache.sandbox(&member_ref) else {
-                // Offered but gone from the cache since: look again shortly.
-                report.requeue = Some(Duration::from_secs(1));
+        if out.claim.is_some() {
+            // Admitted, so the one offered: adopted on the version it was offered at.
+            let ClaimView::Offered(offer) = &claim else {
                 return Ok(());
             };
-            writer
-                .claim_member(&object.sandbox, &member_object)
-                .await
-                .map_err(api("claiming the member"))?;
-            if let Some(seconds) = super::startup::since(object.created_at, now) {
-                self.metrics.sandbox_claim.observe(seconds);
+            match writer.claim_member(&object.sandbox, offer).await {
+                Ok(()) => {
+                    if let Some(seconds) = self.claims.served(target) {
+                        self.metrics.sandbox_claim.observe(seconds);
+                    }
+                }
+                Err(error)
+                    if error.is(ApiErrorKind::Conflict) || error.is(ApiErrorKind::NotFound) =>
+                {
+                    // Taken, changed or deleted since it was offered: this claim is offered
+                    // another at once, never failed for it.
+                    tracing::debug!(%target, member = %offer.member, %error, "member moved on before its adoption");
+                    self.claims.conflicted(offer);
+                    report.requeue = Some(Duration::ZERO);
+                    return Ok(());
+                }
+                Err(error) => return Err(api("claiming the member")(error)),
             }
+            self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
+                .await;
+            // The next pass mirrors the member (recovered from its label) and writes the
+            // claim's status once, as Running: the status of this pass would be overwritten
+            // at once.
+            self.held_statuses.forget(target);
+            report.requeue = Some(Duration::ZERO);
+            return Ok(());
         }
         self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
             .await;
@@ -481,6 +523,36 @@ impl Reconciler {
             Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
         });
         Ok(())
+    }
+
+    /// A claim that starts cold because no ready member of its pool is what it asks for: a
+    /// Warning Event naming the first field that differs, once.
+    async fn no_matching_member(
+        &self,
+        object: &sandbox::SandboxObject,
+        mismatch: &Mismatch,
+        now: i64,
+    ) {
+        let s = &object.sandbox;
+        let pool = s.spec.warm_pool.as_deref().unwrap_or_default();
+        let message = format!(
+            "no ready member of warm pool {pool:?} suits this sandbox ({mismatch}): starting \
+             cold; a claim gets a member only when its image, storage, network and the \
+             resources, runtime class and Service it sets are the pool template's"
+        );
+        let target = ObjectRef::new(&s.namespace, &s.name);
+        if !self.surfaced.first(&target, &message) {
+            return;
+        }
+        tracing::info!(%target, %mismatch, "claim starts cold: no ready member suits it");
+        let event = Event {
+            kind: EventType::Warning,
+            reason: "NoMatchingMember".to_string(),
+            message,
+        };
+        self.writer()
+            .post_events("Sandbox", &target, &s.uid, &[event], true, now)
+            .await;
     }
 
     /// The rules the running module is held to: they ride on its engine, so that `policy
@@ -957,6 +1029,10 @@ impl Reconciler {
 /// default policy's linear memory (100,000 in one call took more than 24 MiB, and more than
 /// the 1 s deadline in a debug build).
 pub const REAP_PAGE: usize = 10_000;
+
+/// How soon a claim whose suitable members are all offered to claims in flight looks again:
+/// about one reconcile, after which each of them is adopted or released.
+const CLAIM_WAIT: Duration = Duration::from_millis(20);
 
 /// The most of a refusal an Event quotes.
 const EVENT_MESSAGE_BYTES: usize = 1024;

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::cache::Cache;
+use super::claims::Offer;
 use super::events::event_object;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
@@ -220,11 +221,12 @@ impl Writer<'_> {
         }
     }
 
-    /// Adopts a pool member for `claim`: labels it claimed and makes the claim its owner, on
-    /// the member's version as read, so that two claims never take the same member.
-    pub async fn claim_member(&self, claim: &Sandbox, member: &SandboxObject) -> ApiResult<()> {
+    /// Adopts the member `offer` names for `claim`: labels it claimed and makes the claim its
+    /// owner, on the member's version as offered (unclaimed), so that a member taken since,
+    /// by this process or any other, is a Conflict and never changes owner.
+    pub async fn claim_member(&self, claim: &Sandbox, offer: &Offer) -> ApiResult<()> {
         let patch = json!({"metadata": {
-            "resourceVersion": member.resource_version,
+            "resourceVersion": offer.version,
             "labels": {CLAIMED_BY_LABEL: claim.name},
             "ownerReferences": [{
                 "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
@@ -234,14 +236,10 @@ impl Writer<'_> {
         }});
         let updated = self
             .cluster
-            .patch(
-                Resource::Sandbox,
-                &member.sandbox.namespace,
-                &member.sandbox.name,
-                patch,
-            )
+            .patch(Resource::Sandbox, &claim.namespace, &offer.member, patch)
             .await?;
-        self.remember(Resource::Sandbox, &updated);
+        self.cache
+            .apply_adoption(&updated, &ObjectRef::new(&claim.namespace, &claim.name));
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! and a deleted one is cleaned up completely before it reports done.
 
 use super::{Ctx, MAX_PASSES, SelfTestError, show, summaries};
+use crate::controller::claims::Claims;
 use crate::controller::inputs;
 use crate::kube::Resource;
 use crate::model::ObjectRef;
@@ -31,9 +32,13 @@ pub(super) fn new_sandbox(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     let sandbox = cache
         .sandbox(&target)
         .ok_or_else(|| ctx.broken(format!("no sandbox {target}")))?;
+    let observed = cache.observed(&target);
+    let claim = Claims::default().view(cache, &sandbox, &observed);
     let input = inputs::reconcile_input(
         cache,
         &sandbox.sandbox,
+        observed,
+        &claim,
         now,
         FRESH_TOKEN.to_string(),
         &crate::model::network::default_cluster_network(),

@@ -1,0 +1,363 @@
+//! Warm-pool claims: which member a claim holds, and which it is offered.
+//!
+//! A member is the cluster's, not this process's: what a claim holds is read from the member
+//! (its `cubepod.io/claimed-by` label, written with the adoption), so an adoption whose claim
+//! status was not written yet, or a restart between the two, loses nothing. What a claim is
+//! offered is this process's: every reconcile in flight holds a reservation of the one member
+//! it was offered, so concurrent claims are offered disjoint members and a burst of N claims
+//! on N ready members makes N adoptions and no conflict. The adoption itself is conditional on
+//! the member's version as offered (unclaimed), so that a member another replica or an
+//! earlier leader took meanwhile is never taken again.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use foldhash::HashMap;
+
+use super::cache::Cache;
+use crate::model::ObjectRef;
+use crate::model::sandbox::{SandboxObject, egress_name};
+use crate::runtime::bindings::{
+    ConditionStatus, EgressMode, ObservedChildren, Sandbox, SandboxPhase, SandboxSpec, ServiceSpec,
+};
+
+/// Conflicted offers remembered at most: each is one member at one version, dropped once the
+/// member moves on; the bound only matters if members are deleted right after a conflict.
+const STALE_OFFERS: usize = 4096;
+
+/// Claims in flight in this process.
+#[derive(Clone, Default)]
+pub struct Claims {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Each member offered to a reconcile in flight, and to which claim.
+    reserved: HashMap<ObjectRef, ObjectRef>,
+    /// Members whose adoption at this version met a conflict: the cache has not seen the
+    /// write that moved them on yet, so offering them again would only conflict again.
+    stale: HashMap<ObjectRef, String>,
+    /// When each claim not yet served was first seen (`cubepod_sandbox_claim_seconds`: a
+    /// creation time has whole seconds only).
+    seen: HashMap<ObjectRef, Instant>,
+}
+
+/// What a Sandbox is to the pool it names, for one reconcile.
+pub enum ClaimView {
+    /// Not a claim, or a claim that has children of its own (it started cold).
+    Unclaimed,
+    /// The member this claim adopted. `recovered`: the claim's status does not name it yet.
+    Bound {
+        member: Box<Sandbox>,
+        recovered: bool,
+    },
+    /// A ready member reserved for this claim until the offer is dropped.
+    Offered(Offer),
+    /// Every ready member that suits the claim is reserved by another claim in flight: one of
+    /// them may be released, so the claim looks again shortly rather than start cold.
+    Wait,
+    /// No ready member suits the claim: it starts cold. `mismatch`: why the ready members
+    /// do not suit it, when there are some.
+    None { mismatch: Option<Mismatch> },
+}
+
+/// A member offered to one claim, at the version it was offered; released when dropped.
+pub struct Offer {
+    pub member: String,
+    pub version: String,
+    member_ref: ObjectRef,
+    claims: Claims,
+}
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        self.claims.lock().reserved.remove(&self.member_ref);
+    }
+}
+
+/// A field of a claim's spec that a ready member's does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The field's path: `spec.image`.
+    pub field: &'static str,
+    pub claim: String,
+    pub member: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is {} here and {} in the pool's members",
+            self.field, self.claim, self.member
+        )
+    }
+}
+
+impl Claims {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every mutation is one insert or remove: a panic under the lock left it consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What `claim` holds or is offered now. `observed`: its own children, as the cache has
+    /// them; a claim with any started cold and is no longer a claim.
+    pub fn view(
+        &self,
+        cache: &Cache,
+        claim: &SandboxObject,
+        observed: &ObservedChildren,
+    ) -> ClaimView {
+        let sandbox = &claim.sandbox;
+        let Some(pool) = sandbox.spec.warm_pool.as_deref() else {
+            return ClaimView::Unclaimed;
+        };
+        let me = ObjectRef::new(&sandbox.namespace, &sandbox.name);
+        // Its status names its member; else the member's label does (an adoption whose status
+        // write did not happen yet).
+        let named = sandbox
+            .status
+            .claimed_member
+            .as_ref()
+            .and_then(|name| cache.sandbox(&ObjectRef::new(&sandbox.namespace, name)))
+            .filter(|m| holds(m, &sandbox.name));
+        if let Some(member) = named {
+            return ClaimView::Bound {
+                member: Box::new(member.sandbox),
+                recovered: false,
+            };
+        }
+        let pool_ref = ObjectRef::new(&sandbox.namespace, pool);
+        let mut inner = self.lock();
+        let found = cache.visit_pool_members(&pool_ref, |members| {
+            let mut scan = Scan::default();
+            for member in members {
+                scan.visit(member, sandbox, &me, &inner);
+            }
+            scan
+        });
+        if let Some(member) = found.held {
+            inner.seen.remove(&me);
+            return ClaimView::Bound {
+                member: Box::new(member),
+                recovered: true,
+            };
+        }
+        // A claim that mirrored a member it lost since has the member's volumes in its status,
+        // not children of its own: it claims again.
+        let started_cold = observed.pod.is_some()
+            || !observed.pvcs.is_empty()
+            || (sandbox.status.rootfs_pvc.is_some() && sandbox.status.claimed_member.is_none());
+        if started_cold {
+            inner.seen.remove(&me);
+            return ClaimView::Unclaimed;
+        }
+        inner.seen.entry(me.clone()).or_insert_with(Instant::now);
+        if let Some((name, version)) = found.best {
+            let member_ref = ObjectRef::new(&sandbox.namespace, &name);
+            inner.reserved.insert(member_ref.clone(), me);
+            return ClaimView::Offered(Offer {
+                member: name,
+                version,
+                member_ref,
+                claims: self.clone(),
+            });
+        }
+        if found.reserved_elsewhere {
+            return ClaimView::Wait;
+        }
+        inner.seen.remove(&me);
+        ClaimView::None {
+            mismatch: found.mismatch,
+        }
+    }
+
+    /// The adoption of `offer` met a conflict: the member moved on since it was offered, and
+    /// is not offered again at that version.
+    pub fn conflicted(&self, offer: &Offer) {
+        let mut inner = self.lock();
+        if inner.stale.len() >= STALE_OFFERS {
+            inner.stale.clear();
+        }
+        inner
+            .stale
+            .insert(offer.member_ref.clone(), offer.version.clone());
+    }
+
+    /// The claim adopted its member: how long since it was first seen waiting.
+    pub fn served(&self, claim: &ObjectRef) -> Option<f64> {
+        self.lock()
+            .seen
+            .remove(claim)
+            .map(|at| at.elapsed().as_secs_f64())
+    }
+
+    /// The claim is gone: nothing is kept of it.
+    pub fn forget(&self, claim: &ObjectRef) {
+        self.lock().seen.remove(claim);
+    }
+
+    /// Members reserved now, for tests.
+    pub fn reserved(&self) -> usize {
+        self.lock().reserved.len()
+    }
+}
+
+/// One pass over a pool's members for one claim.
+#[derive(Default)]
+struct Scan {
+    /// A live member labelled claimed by this claim.
+    held: Option<Sandbox>,
+    /// The first, by name, of the members the claim may be offered, at its version.
+    best: Option<(String, String)>,
+    /// Some member would suit but is reserved for another claim in flight.
+    reserved_elsewhere: bool,
+    /// Why the first ready member that does not suit does not.
+    mismatch: Option<Mismatch>,
+}
+
+impl Scan {
+    fn visit(&mut self, member: &SandboxObject, claim: &Sandbox, me: &ObjectRef, inner: &Inner) {
+        let m = &member.sandbox;
+        if m.name == claim.name {
+            return;
+        }
+        if holds(member, &claim.name) {
+            if self.held.as_ref().is_none_or(|h| m.name < h.name) {
+                self.held = Some(m.clone());
+            }
+            return;
+        }
+        if m.claimed_by.is_some() || m.deleting || !is_ready(m) {
+            return;
+        }
+        if let Some(mismatch) = mismatch(&claim.spec, &m.spec) {
+            self.mismatch.get_or_insert(mismatch);
+            return;
+        }
+        let member_ref = ObjectRef::new(&m.namespace, &m.name);
+        if inner
+            .reserved
+            .get(&member_ref)
+            .is_some_and(|holder| holder != me)
+        {
+            self.reserved_elsewhere = true;
+            return;
+        }
+        if inner.stale.get(&member_ref) == Some(&member.resource_version) {
+            // Moving on, as far as the API is concerned: wait for the cache to see it.
+            self.reserved_elsewhere = true;
+            return;
+        }
+        if self.best.as_ref().is_none_or(|(name, _)| m.name < *name) {
+            self.best = Some((m.name.clone(), member.resource_version.clone()));
+        }
+    }
+}
+
+/// Whether `member` is held by the claim `claim`: labelled so, and alive.
+fn holds(member: &SandboxObject, claim: &str) -> bool {
+    let m = &member.sandbox;
+    m.claimed_by.as_deref() == Some(claim) && !m.deleting && m.status.phase != SandboxPhase::Failed
+}
+
+fn is_ready(s: &Sandbox) -> bool {
+    s.status.phase == SandboxPhase::Running
+        && s.status
+            .conditions
+            .iter()
+            .any(|c| c.kind == "Ready" && c.status == ConditionStatus::True)
+}
+
+/// Why a member made from `member`'s spec would not be the sandbox `claim` asks for, if it
+/// would not. A claim's image, storage sizes and network (the CRD defaults the last two) must
+/// be the member's; its resources, storage class, runtime class and Service, when it sets
+/// them. Its own lifecycle (desired state, generation, idle timeout, shutdown time) is not
+/// compared: it is the claim's, not the member's.
+pub fn mismatch(claim: &SandboxSpec, member: &SandboxSpec) -> Option<Mismatch> {
+    let text = |s: &String| format!("{s:?}");
+    let cidrs = |c: &Vec<String>| format!("{c:?}");
+    let egress = |e: &EgressMode| format!("{:?}", egress_name(*e));
+    let service = |s: &ServiceSpec| {
+        let ports: Vec<String> = s
+            .ports
+            .iter()
+            .map(|p| format!("{}:{}/{:?}", p.name, p.port, p.protocol))
+            .collect();
+        format!("ports [{}]", ports.join(", "))
+    };
+    let (c, m) = (claim, member);
+    differ("spec.image", &c.image, &m.image, text)
+        .or_else(|| set("spec.resources.cpu", &c.cpu, &m.cpu, text))
+        .or_else(|| set("spec.resources.memory", &c.memory, &m.memory, text))
+        .or_else(|| {
+            let field = "spec.storage.storageClassName";
+            set(field, &c.storage_class, &m.storage_class, text)
+        })
+        .or_else(|| {
+            differ(
+                "spec.storage.rootfsSize",
+                &c.rootfs_size,
+                &m.rootfs_size,
+                text,
+            )
+        })
+        .or_else(|| {
+            let field = "spec.storage.workspaceSize";
+            differ(field, &c.workspace_size, &m.workspace_size, text)
+        })
+        .or_else(|| {
+            set(
+                "spec.runtimeClassName",
+                &c.runtime_class,
+                &m.runtime_class,
+                text,
+            )
+        })
+        .or_else(|| {
+            let field = "spec.network.egress";
+            differ(field, &c.network.egress, &m.network.egress, egress)
+        })
+        .or_else(|| {
+            let field = "spec.network.allowCIDRs";
+            differ(field, &c.network.allow_cidrs, &m.network.allow_cidrs, cidrs)
+        })
+        .or_else(|| {
+            let field = "spec.network.denyCIDRs";
+            differ(field, &c.network.deny_cidrs, &m.network.deny_cidrs, cidrs)
+        })
+        .or_else(|| set("spec.service", &c.service, &m.service, service))
+}
+
+/// `field` differs between the claim and the member.
+fn differ<T: PartialEq>(
+    field: &'static str,
+    claim: &T,
+    member: &T,
+    show: impl Fn(&T) -> String,
+) -> Option<Mismatch> {
+    (claim != member).then(|| Mismatch {
+        field,
+        claim: show(claim),
+        member: show(member),
+    })
+}
+
+/// `field`, set by the claim, is not the member's.
+fn set<T: PartialEq>(
+    field: &'static str,
+    claim: &Option<T>,
+    member: &Option<T>,
+    show: impl Fn(&T) -> String,
+) -> Option<Mismatch> {
+    let claim = claim.as_ref()?;
+    match member {
+        Some(member) => differ(field, claim, member, show),
+        None => Some(Mismatch {
+            field,
+            claim: show(claim),
+            member: "unset".to_string(),
+        }),
+    }
+}
