@@ -10,6 +10,7 @@
 //!   cluster; the decision and the hot swap go through the library API, the same code the
 //!   micro-benchmarks (`tests/benches/{reconcile,swap}.rs`) run.
 
+pub mod claims;
 pub mod client;
 pub mod create;
 pub mod decision;
@@ -103,6 +104,8 @@ impl Protocol {
 pub struct Options {
     /// N of the sandboxes/s runs.
     pub sizes: Vec<usize>,
+    /// N of the claims runs: a pool of N members, then N claims at once.
+    pub claim_sizes: Vec<usize>,
     /// The protocols of the sandboxes/s runs (the resync and RSS runs use HTTP/2 only).
     pub protocols: Vec<Protocol>,
     /// N of the RSS runs over seeded sandboxes (those also in `sizes` are measured on the
@@ -138,11 +141,12 @@ pub struct Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 7] = [
+pub const SCENARIOS: [&str; 8] = [
     "capacity",
     "decision",
     "swap",
     "create",
+    "claims",
     "instructions",
     "ticks",
     "rss",
@@ -164,6 +168,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             sizes: vec![1_000, 10_000],
+            claim_sizes: vec![100, 300, 1_000],
             protocols: Protocol::ALL.to_vec(),
             rss_sizes: vec![10_000, 30_000, 100_000],
             runs: 3,
@@ -188,16 +193,19 @@ impl Default for Options {
 pub const USAGE: &str = "\
 cubepod-bench: the controller against the fake API server on loopback, with a load generator
 
-usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
+usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
+                     [--protocols h2,http1]
                      [--rss-sizes 10000,30000,100000] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
-                     [--only capacity,create,instructions,rss,ticks,decision,swap]
+                     [--only capacity,create,claims,instructions,rss,ticks,decision,swap]
                      [--token-bytes 1024] [--controller-arg ARG]...
 
-  --quick          small and fast: N = 1,000 only, one run, fewer samples, instructions
-                   counted at N = 200 (for development)
+  --quick          small and fast: N = 1,000 only, claims at N = 300, one run, fewer
+                   samples, instructions counted at N = 200 (for development)
   --sizes          N of the sandboxes/s runs (default 1000,10000)
+  --claim-sizes    N of the claims runs: a warm pool of N filled, then N claims at once by
+                   8 clients (default 100,300,1000)
   --protocols      how the controller reaches the API in the sandboxes/s runs: h2 (HTTPS,
                    HTTP/2), http1 (plain HTTP/1.1, as behind kubectl proxy) (default both)
   --rss-sizes      N of the RSS runs over seeded sandboxes (default 10000,30000,100000)
@@ -210,7 +218,8 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--protocols h2,http1]
                    callgrind, once per protocol (default 1000; needs valgrind)
   --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
-  --only           only these scenarios: capacity,create,instructions,rss,ticks,decision,swap
+  --only           only these scenarios: capacity,create,claims,instructions,rss,ticks,
+                   decision,swap
   --token-bytes    the controller's bearer token in the sandboxes/s and instruction runs: this
                    many bytes, JWT-shaped (a projected ServiceAccount token is about 1024),
                    instead of the default 28
@@ -250,6 +259,7 @@ impl Options {
                 "-h" | "--help" => return Ok(None),
                 "--quick" => {
                     options.sizes = vec![1_000];
+                    options.claim_sizes = vec![300];
                     options.rss_sizes = vec![];
                     options.runs = 1;
                     options.capacity_writes = 5_000;
@@ -259,6 +269,7 @@ impl Options {
                     options.instruction_sizes = vec![200];
                 }
                 "--sizes" => options.sizes = sizes(&value()?)?,
+                "--claim-sizes" => options.claim_sizes = sizes(&value()?)?,
                 "--protocols" => {
                     options.protocols = value()?
                         .split(',')
@@ -414,6 +425,8 @@ pub struct Results {
     pub creates: BTreeMap<usize, Vec<create::CreateRun>>,
     /// The same runs over plain HTTP/1.1 (no resync).
     pub creates_http1: BTreeMap<usize, Vec<create::CreateRun>>,
+    /// The claims runs, by protocol and N.
+    pub claims: BTreeMap<(Protocol, usize), Vec<claims::ClaimRun>>,
     /// The runs under callgrind, each protocol at each N of `instruction_sizes`.
     pub counted: Vec<create::CreateRun>,
     pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
@@ -560,7 +573,10 @@ pub fn run(options: &Options) -> Result<Results> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    let binary = if options.wants("create") || options.wants("rss") || options.wants("instructions")
+    let binary = if options.wants("create")
+        || options.wants("claims")
+        || options.wants("rss")
+        || options.wants("instructions")
     {
         process::controller_binary(options.controller.as_deref())?
     } else {
@@ -665,6 +681,61 @@ pub fn run(options: &Options) -> Result<Results> {
                 .entry(n)
                 .or_default()
                 .push(result);
+            }
+        }
+    }
+
+    for &n in options
+        .claim_sizes
+        .iter()
+        .filter(|_| options.wants("claims"))
+    {
+        for run in 0..options.runs {
+            for &protocol in &options.protocols {
+                let setup = create::Setup {
+                    runtime: &runtime,
+                    binary: &binary,
+                    perf: None,
+                    pod_start_delay: options.pod_start_delay,
+                    trim_probe: false,
+                    controller_args: options.controller_args.clone(),
+                    protocol,
+                    callgrind: None,
+                    token: &token,
+                };
+                let result = claims::run(&setup, n).with_context(|| {
+                    format!("{n} claims over {}, run {}", protocol.label(), run + 1)
+                })?;
+                say(format_args!(
+                    "claims N={n} {} run {}: {:.0} claims/s (cold fill {:.0}/s), latency p50 \
+                     {:.1} ms p90 {:.1} p99 {:.1} max {:.1}, {:.2} writes and {:.2} Events per \
+                     claim {:?}, {} refill writes, {:.2} 409s per claim, {} double claims, {} \
+                     not Running, controller CPU {:.0} µs per claim",
+                    protocol.flag(),
+                    run + 1,
+                    result.claims_per_second(),
+                    result.cold_per_second(),
+                    result.latency_ms(50.0),
+                    result.latency_ms(90.0),
+                    result.latency_ms(99.0),
+                    result.max_latency_ms(),
+                    result.writes_per_claim(),
+                    result.claim_events as f64 / n as f64,
+                    result.claim_writes,
+                    result.refill_writes,
+                    result.conflicts_per_claim(),
+                    result.double_claims,
+                    result.not_running.len(),
+                    result.cpu_per_claim_micros(),
+                ));
+                for stuck in result.not_running.iter().take(3) {
+                    say(format_args!("  not Running: {stuck}"));
+                }
+                results
+                    .claims
+                    .entry((protocol, n))
+                    .or_default()
+                    .push(result);
             }
         }
     }

@@ -28,6 +28,15 @@ pub const TARGET_CPU_PER_SANDBOX_MICROS_H2: f64 = 500.0;
 pub const TARGET_CPU_PER_SANDBOX_MICROS_HTTP1: f64 = 600.0;
 /// Sandboxes/s over HTTP/1.1 at least this share of those over HTTP/2.
 pub const TARGET_HTTP1_SHARE: f64 = 0.85;
+/// A burst of claims at N = 300: claims/s, and as a multiple of the run's cold sandboxes/s.
+pub const TARGET_CLAIMS_PER_SECOND: f64 = 1_000.0;
+pub const TARGET_CLAIMS_OVER_COLD: f64 = 2.0;
+pub const TARGET_CLAIM_P50_MILLIS: f64 = 20.0;
+pub const TARGET_CLAIM_P99_MILLIS: f64 = 100.0;
+/// The adoption and the claim's status, and the claim's finalizer.
+pub const TARGET_WRITES_PER_CLAIM: f64 = 3.0;
+/// The N the claims targets are set at.
+const CLAIMS_TARGET_N: usize = 300;
 
 /// Marks the end of what `--write-docs` regenerates; what follows it is kept.
 const GENERATED_END: &str = "<!-- end of the generated part: what follows is kept on rewrite -->";
@@ -360,6 +369,7 @@ pub fn rows(results: &Results) -> Vec<Row> {
             }
         }
     }
+    rows.extend(claim_rows(results));
     rows.extend(counted_rows(&results.counted));
     for (n, runs) in &results.seeded {
         if results.creates.contains_key(n) {
@@ -548,6 +558,100 @@ pub fn rows(results: &Results) -> Vec<Row> {
             ),
             target: format!("< {TARGET_COMPONENT_KIB:.0} KiB"),
             verdict: at_most(kib, TARGET_COMPONENT_KIB, " KiB", 1),
+        });
+    }
+    rows
+}
+
+/// The claims runs: a pool of N filled, then N claims at once.
+fn claim_rows(results: &Results) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for ((protocol, n), runs) in &results.claims {
+        let note = runs_note(runs.len());
+        let targeted = *n == CLAIMS_TARGET_N;
+        let what = format!("N = {}, {}", thousands(*n), protocol.label());
+        let rate = median_of(runs, |r| r.claims_per_second()).unwrap_or(f64::NAN);
+        let over_cold =
+            median_of(runs, |r| r.claims_per_second() / r.cold_per_second()).unwrap_or(f64::NAN);
+        rows.push(Row {
+            metric: format!(
+                "Claims/s, N claims at once on N ready members, POST to Running, {what}"
+            ),
+            value: format!("{rate:.0}/s, {over_cold:.1}× the run's cold fill of the pool, {note}"),
+            target: if targeted {
+                format!(
+                    "≥ {TARGET_CLAIMS_PER_SECOND:.0}/s and ≥ {TARGET_CLAIMS_OVER_COLD:.0}× cold"
+                )
+            } else {
+                "—".to_string()
+            },
+            verdict: if targeted {
+                let verdicts = [
+                    at_least(rate, TARGET_CLAIMS_PER_SECOND, "/s"),
+                    at_least(over_cold, TARGET_CLAIMS_OVER_COLD, "×"),
+                ];
+                verdicts.join("; ")
+            } else {
+                String::new()
+            },
+        });
+        let p = |q: f64| median_of(runs, |r| r.latency_ms(q)).unwrap_or(f64::NAN);
+        let max = median_of(runs, |r| r.max_latency_ms()).unwrap_or(f64::NAN);
+        let (p50, p99) = (p(50.0), p(99.0));
+        rows.push(Row {
+            metric: format!("Claim latency from its POST to Running with a pod IP, {what}"),
+            value: format!(
+                "p50 {p50:.1} ms, p90 {:.1}, p99 {p99:.1}, max {max:.1}, {note}",
+                p(90.0)
+            ),
+            target: if targeted {
+                format!(
+                    "p50 ≤ {TARGET_CLAIM_P50_MILLIS:.0} ms, p99 ≤ {TARGET_CLAIM_P99_MILLIS:.0} ms"
+                )
+            } else {
+                "—".to_string()
+            },
+            verdict: if targeted {
+                [
+                    at_most(p50, TARGET_CLAIM_P50_MILLIS + 1e-9, " ms", 1),
+                    at_most(p99, TARGET_CLAIM_P99_MILLIS + 1e-9, " ms", 1),
+                ]
+                .join("; ")
+            } else {
+                String::new()
+            },
+        });
+        let writes = median_of(runs, |r| r.writes_per_claim()).unwrap_or(f64::NAN);
+        let events = median_of(runs, |r| r.claim_events as f64 / r.n as f64).unwrap_or(f64::NAN);
+        let refill = median_of(runs, |r| r.refill_writes as f64 / r.n as f64).unwrap_or(f64::NAN);
+        let example = runs
+            .first()
+            .map(|r| writes_list(&r.claim_writes, r.n))
+            .unwrap_or_default();
+        rows.push(Row {
+            metric: format!("API writes per claim, the refill and Events apart, {what}"),
+            value: format!(
+                "{writes:.2} ({example}); Events {events:.2}, the refill {refill:.2} per claim"
+            ),
+            target: format!("≤ {TARGET_WRITES_PER_CLAIM:.0}"),
+            verdict: at_most(writes, TARGET_WRITES_PER_CLAIM + 1e-9, "", 2),
+        });
+        let conflicts = median_of(runs, |r| r.conflicts_per_claim()).unwrap_or(f64::NAN);
+        let wrong = runs
+            .iter()
+            .map(|r| r.double_claims + r.not_running.len())
+            .sum::<usize>();
+        rows.push(Row {
+            metric: format!(
+                "409s per claim; members held twice and claims not Running once quiet, {what}"
+            ),
+            value: format!("{conflicts:.2}; {wrong} in {} runs", runs.len()),
+            target: "0; 0".to_string(),
+            verdict: if conflicts == 0.0 && wrong == 0 {
+                "met".to_string()
+            } else {
+                "**missed**".to_string()
+            },
         });
     }
     rows
