@@ -57,7 +57,7 @@ const POOLS: [&str; 2] = ["alpha", "beta"];
 const CLAIMED_BY: &str = "cubepod.io/claimed-by";
 const POOL_LABEL: &str = "cubepod.io/pool";
 /// The controller's `--max-pool-replicas`; scaling draws go above it, so the cap is raced too.
-const MAX_POOL_REPLICAS: u32 = 20;
+const MAX_POOL_REPLICAS: u32 = 40;
 const POOL_INTERVAL: Duration = Duration::from_millis(100);
 /// No controller write for this long is quiet: longer than a pool tick, the retry backoff's
 /// cap and the status hold, so that nothing the controller still means to do is pending.
@@ -180,7 +180,7 @@ fn the_checks_find_what_they_name() {
         "2: claim b reports podIP \"10.0.0.1\" but its member p-1's Pod has None",
         "2: claim c asks to be Paused but is Running/PodReady (member p-2)",
         "3: Pod ghost is orphaned: its owner Sandbox ghost (uid no-such-uid) does not exist",
-        "4: pool p wants 2 (spec.replicas 2, cap 20) but has 1 ready, unclaimed members",
+        "4: pool p wants 2 (spec.replicas 2, cap 40) but has 1 ready, unclaimed members",
         "4: pool p's status.readyReplicas is 0, the cluster holds 1",
     ];
     for line in expected {
@@ -268,8 +268,9 @@ impl Strategy {
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// Claims created at once, one task each: (name, pool, created paused).
-    Burst(Vec<(String, String, bool)>),
+    /// Claims created at once, one task each, each after its own delay of a few milliseconds
+    /// at most, as creates from many clients arrive: (name, pool, created paused, delay).
+    Burst(Vec<(String, String, bool, Duration)>),
     DeleteClaims(Vec<String>),
     Scale(String, u32),
     Template(String, String, Strategy),
@@ -286,7 +287,7 @@ impl fmt::Display for Op {
         match self {
             Op::Burst(claims) => {
                 write!(f, "burst of {} claims:", claims.len())?;
-                for (name, pool, paused) in claims {
+                for (name, pool, paused, _) in claims {
                     write!(
                         f,
                         " {name}->{pool}{}",
@@ -338,7 +339,7 @@ impl Plan {
                 .map(|p| {
                     (
                         p.to_string(),
-                        rng.random_range(6..=16),
+                        rng.random_range(12..=32),
                         *strategies.choose(&mut rng).unwrap(),
                     )
                 })
@@ -350,29 +351,42 @@ impl Plan {
         let mut restarts = 0;
         let mut images = 0;
         let mut steps = Vec::new();
-        // Every plan opens with a burst on a full pool: the race this test is about.
-        let mut next_burst = true;
+        // Every plan opens with the race this test is about: as many claims as a full pool has
+        // members, or a few more, created at once on that pool.
+        let (first_pool, first_size) = {
+            let (pool, replicas, _) = knobs.pools.choose(&mut rng).unwrap();
+            (pool.clone(), *replicas + rng.random_range(0..=8))
+        };
+        let mut opening = true;
         while steps.len() < ops {
             let roll = rng.random_range(0..100);
-            let op = if next_burst || roll < 30 {
-                next_burst = false;
-                let size = rng.random_range(4..=24);
-                let main = *POOLS.choose(&mut rng).unwrap();
-                let burst: Vec<(String, String, bool)> = (0..size)
+            let op = if opening || roll < 30 {
+                let (main, size, spread) = if opening {
+                    (first_pool.as_str(), first_size, 0.0)
+                } else {
+                    (
+                        *POOLS.choose(&mut rng).unwrap(),
+                        rng.random_range(4..=24),
+                        0.2,
+                    )
+                };
+                opening = false;
+                let burst: Vec<(String, String, bool, Duration)> = (0..size)
                     .map(|_| {
                         claims += 1;
                         let name = format!("claim-{claims}");
-                        let pool = if rng.random_bool(0.8) {
-                            main
-                        } else {
+                        let pool = if rng.random_bool(spread) {
                             *POOLS.choose(&mut rng).unwrap()
+                        } else {
+                            main
                         };
                         let held = rng.random_bool(0.1);
                         alive.push(name.clone());
                         if held {
                             paused.insert(name.clone());
                         }
-                        (name, pool.to_string(), held)
+                        let delay = Duration::from_millis(rng.random_range(0..=3));
+                        (name, pool.to_string(), held, delay)
                     })
                     .collect();
                 Op::Burst(burst)
@@ -595,9 +609,10 @@ impl World {
             Op::Burst(claims) => {
                 self.note(op.to_string());
                 let mut tasks = tokio::task::JoinSet::new();
-                for (name, pool, paused) in claims.clone() {
+                for (name, pool, paused, delay) in claims.clone() {
                     let cluster = cluster.clone();
                     tasks.spawn(async move {
+                        tokio::time::sleep(delay).await;
                         let mut spec = json!({"image": "img-claim", "warmPool": pool});
                         if paused {
                             spec["desiredState"] = json!("Paused");
