@@ -49,7 +49,7 @@ pub enum ClaimView {
     Unclaimed,
     /// The member this claim adopted. `recovered`: the claim's status does not name it yet.
     Bound {
-        member: Box<Sandbox>,
+        member: Box<SandboxObject>,
         recovered: bool,
     },
     /// A ready member reserved for this claim until the offer is dropped.
@@ -124,7 +124,7 @@ impl Claims {
             .filter(|m| holds(m, &sandbox.name));
         if let Some(member) = named {
             return ClaimView::Bound {
-                member: Box::new(member.sandbox),
+                member: Box::new(member),
                 recovered: false,
             };
         }
@@ -208,7 +208,7 @@ impl Claims {
 #[derive(Default)]
 struct Scan {
     /// A live member labelled claimed by this claim.
-    held: Option<Sandbox>,
+    held: Option<SandboxObject>,
     /// The first, by name, of the members the claim may be offered, at its version.
     best: Option<(String, String)>,
     /// Some member would suit but is reserved for another claim in flight.
@@ -224,8 +224,8 @@ impl Scan {
             return;
         }
         if holds(member, &claim.name) {
-            if self.held.as_ref().is_none_or(|h| m.name < h.name) {
-                self.held = Some(m.clone());
+            if self.held.as_ref().is_none_or(|h| m.name < h.sandbox.name) {
+                self.held = Some(member.clone());
             }
             return;
         }

@@ -26,9 +26,9 @@ pub fn reconcile_input(
         ClaimView::Bound { member, recovered } => {
             if *recovered {
                 // Adopted, its status not written yet: the member's label says so.
-                handed.status.claimed_member = Some(member.name.clone());
+                handed.status.claimed_member = Some(member.sandbox.name.clone());
             }
-            (Vec::new(), Some((**member).clone()))
+            (Vec::new(), Some(member.sandbox.clone()))
         }
         ClaimView::Unclaimed | ClaimView::Wait | ClaimView::None { .. } => (Vec::new(), None),
     };

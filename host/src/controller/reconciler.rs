@@ -518,11 +518,37 @@ impl Reconciler {
                     .observe(seconds);
             }
         }
+        if let ClaimView::Bound { member, .. } = &claim {
+            self.carry_desired_state(&object, member).await?;
+        }
         report.requeue = out.requeue_after_seconds.map(|s| {
             // A requeue sooner than this would spin the controller on one key.
             Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
         });
         Ok(())
+    }
+
+    /// A claim's `desiredState` is its member's: pausing a claim pauses the member that runs
+    /// for it, and resuming it resumes the member. The member's own reconcile carries it out,
+    /// and its status, mirrored, says so.
+    async fn carry_desired_state(
+        &self,
+        claim: &sandbox::SandboxObject,
+        member: &sandbox::SandboxObject,
+    ) -> Result<(), ReconcileError> {
+        let wanted = claim.sandbox.spec.desired_state;
+        if member.sandbox.spec.desired_state == wanted || member.sandbox.deleting {
+            return Ok(());
+        }
+        tracing::info!(
+            claim = %claim.sandbox.name,
+            member = %member.sandbox.name,
+            "carrying the claim's desiredState to its member"
+        );
+        self.writer()
+            .set_desired_state(member, wanted)
+            .await
+            .map_err(api("setting the member's desiredState"))
     }
 
     /// A claim that starts cold because no ready member of its pool is what it asks for: a

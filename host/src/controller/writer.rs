@@ -10,7 +10,7 @@ use super::events::event_object;
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
 use crate::model::sandbox::{self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject, StatusPatch};
-use crate::runtime::bindings::{Event, EventType, Sandbox, SandboxStatus};
+use crate::runtime::bindings::{DesiredState, Event, EventType, Sandbox, SandboxStatus};
 
 /// What a finalizer write found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +240,26 @@ impl Writer<'_> {
             .await?;
         self.cache
             .apply_adoption(&updated, &ObjectRef::new(&claim.namespace, &claim.name));
+        Ok(())
+    }
+
+    /// Sets a Sandbox's `spec.desiredState` over the version read (a claim's, carried to its
+    /// member).
+    pub async fn set_desired_state(
+        &self,
+        object: &SandboxObject,
+        state: DesiredState,
+    ) -> ApiResult<()> {
+        let s = &object.sandbox;
+        let patch = json!({
+            "metadata": {"resourceVersion": object.resource_version},
+            "spec": {"desiredState": sandbox::desired_state_name(state)},
+        });
+        let updated = self
+            .cluster
+            .patch(Resource::Sandbox, &s.namespace, &s.name, patch)
+            .await?;
+        self.remember(Resource::Sandbox, &updated);
         Ok(())
     }
 

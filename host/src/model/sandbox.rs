@@ -366,6 +366,14 @@ fn network_from_json(
     })
 }
 
+/// `spec.desiredState` as the API spells it.
+pub fn desired_state_name(state: DesiredState) -> &'static str {
+    match state {
+        DesiredState::Running => "Running",
+        DesiredState::Paused => "Paused",
+    }
+}
+
 pub fn egress_name(egress: EgressMode) -> &'static str {
     match egress {
         EgressMode::Internet => "Internet",

@@ -17,7 +17,7 @@ use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType}
 use serde_json::{Value, json};
 
 use super::client::ApiClient;
-use super::create::{QUIET, Setup};
+use super::create::{Perf, QUIET, Setup};
 use super::process::ControllerProcess;
 use super::{NS, Protocol, fake_server};
 
@@ -240,6 +240,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
         is_running,
     ));
     let posted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
     let cpu_before = controller.cpu()?;
     let started = Instant::now();
     let post = {
@@ -304,6 +305,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
         last.saturating_duration_since(started)
     });
     let controller_cpu = controller.cpu()?.saturating_sub(cpu_before);
+    perf.stop();
     let posted = posted
         .lock()
         .map_err(|_| anyhow!("a client panicked"))?

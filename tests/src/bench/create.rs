@@ -206,14 +206,14 @@ async fn reach(
 }
 
 /// `perf record` of a process until stopped, when asked for.
-struct Perf(Option<Child>);
+pub(super) struct Perf(Option<Child>);
 
 /// Samples per second of `--perf`: a run at N = 3,000 is about 2 s of the controller's CPU,
 /// and at 499 Hz its ~1,000 samples left every entry under 1% within the sampling noise.
 const PERF_HZ: &str = "1999";
 
 impl Perf {
-    fn start(out: Option<&Path>, pid: u32) -> Result<Self> {
+    pub(super) fn start(out: Option<&Path>, pid: u32) -> Result<Self> {
         let Some(out) = out else {
             return Ok(Self(None));
         };
@@ -230,7 +230,7 @@ impl Perf {
         Ok(Self(Some(child)))
     }
 
-    fn stop(self) {
+    pub(super) fn stop(self) {
         if let Some(mut child) = self.0 {
             let _ = Command::new("kill")
                 .args(["-INT", &child.id().to_string()])

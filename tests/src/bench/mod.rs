@@ -213,7 +213,8 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --pod-start-delay  the fake kubelet's Pod start time in the sandboxes/s runs (default 0ms)
   --write-docs     write docs/performance.md and docs/performance.svg
   --controller     the controller binary (default: target/release/cubepod-controller)
-  --perf           perf record the creating controller at the largest N into DIR
+  --perf           perf record the creating controller at the largest N, and the claiming
+                   one at the largest claims N, into DIR
   --instruction-sizes  N of the instruction counts: the controller run under valgrind's
                    callgrind, once per protocol (default 1000; needs valgrind)
   --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
@@ -685,6 +686,7 @@ pub fn run(options: &Options) -> Result<Results> {
         }
     }
 
+    let largest_claims = options.claim_sizes.iter().copied().max();
     for &n in options
         .claim_sizes
         .iter()
@@ -692,10 +694,15 @@ pub fn run(options: &Options) -> Result<Results> {
     {
         for run in 0..options.runs {
             for &protocol in &options.protocols {
+                let perf = options
+                    .perf
+                    .as_ref()
+                    .filter(|_| Some(n) == largest_claims && run == 0)
+                    .map(|dir| dir.join(format!("controller-claims-{n}-{}.data", protocol.flag())));
                 let setup = create::Setup {
                     runtime: &runtime,
                     binary: &binary,
-                    perf: None,
+                    perf,
                     pod_start_delay: options.pod_start_delay,
                     trim_probe: false,
                     controller_args: options.controller_args.clone(),
