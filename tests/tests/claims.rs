@@ -13,8 +13,8 @@
 //! 1. a member is claimed by one claim at most, and its label, its controller ownerReference
 //!    and the claim's `status.claimedMember` agree;
 //! 2. every claim is Running (on its member's Pod, or cold on its own), or Paused if asked,
-//!    never `Failed` with `ClaimedMemberGone` (but for a claim whose member the test deleted)
-//!    nor stuck `Pending` with `Claiming`;
+//!    never `Failed` with `ClaimedMemberGone` (a claim whose member is deleted is served
+//!    again) nor stuck `Pending` with `Claiming`;
 //! 3. no child and no member outlives its owner, and nothing is left terminating;
 //! 4. every pool is back at its size: `min(spec.replicas, max_pool_replicas)` ready, unclaimed
 //!    members (of the current template under `Recreate`), and its status says so;
@@ -172,7 +172,7 @@ fn the_checks_find_what_they_name() {
                          "ownerReferences": owner("Sandbox", "ghost", "no-such-uid")}});
         create(Resource::Pod, pod).await.unwrap();
     });
-    let found = Snapshot::take(&cluster).violations(&BTreeSet::new());
+    let found = Snapshot::take(&cluster).violations();
     let expected = [
         "1: member p-1 is status.claimedMember of 2 claims: a, b",
         "1: claim a names member p-1, which is claimed by b",
@@ -190,10 +190,6 @@ fn the_checks_find_what_they_name() {
         );
     }
     assert_eq!(found.len(), expected.len(), "{found:#?}");
-    // A claim whose member the test deleted may end as it likes.
-    let taken = BTreeSet::from([("a".to_string(), "p-1".to_string())]);
-    let found = Snapshot::take(&cluster).violations(&taken);
-    assert!(!found.iter().any(|f| f.contains("claim a")), "{found:#?}");
 }
 
 fn env_seed() -> Option<u64> {
@@ -590,8 +586,6 @@ struct World {
     cluster: Arc<MemoryCluster>,
     started: Instant,
     log: Mutex<Vec<String>>,
-    /// (claim, member) pairs: the member was claimed by the claim when the test deleted it.
-    taken: Mutex<BTreeSet<(String, String)>>,
 }
 
 impl World {
@@ -668,7 +662,7 @@ impl World {
                 }
                 let member = members[*k as usize % members.len()].clone();
                 let deleted = cluster.delete(Resource::Sandbox, NS, &member).await;
-                // Whose it was as the delete left it: a claim that held it may report it gone.
+                // Whose it was as the delete left it: that claim is served again.
                 let after = cluster.get(Resource::Sandbox, NS, &member).await.ok();
                 let holder = after
                     .as_ref()
@@ -679,12 +673,6 @@ impl World {
                     holder.as_deref().unwrap_or("none"),
                     deleted.err().map(|e| format!(": {e}")).unwrap_or_default()
                 ));
-                if let Some(holder) = holder {
-                    self.taken
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert((holder, member));
-                }
             }
             Op::Pause(claim) | Op::Resume(claim) => {
                 self.note(op.to_string());
@@ -725,7 +713,6 @@ async fn run(plan: &Plan, module: PolicyModule) -> Result<(), String> {
         cluster: cluster.clone(),
         started: Instant::now(),
         log: Mutex::new(Vec::new()),
-        taken: Mutex::new(BTreeSet::new()),
     });
     let mut controller = Controller::start(flaky.clone(), module.clone(), &plan.knobs);
     for (pool, replicas, strategy) in &plan.knobs.pools {
@@ -788,12 +775,7 @@ async fn run(plan: &Plan, module: PolicyModule) -> Result<(), String> {
         return Err(report(plan, &world, &flaky, &[never]));
     }
     world.note("quiet".into());
-    let taken = world
-        .taken
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    let mut violations = Snapshot::take(&cluster).violations(&taken);
+    let mut violations = Snapshot::take(&cluster).violations();
 
     let (before, logged) = (writes(), cluster.writes().len());
     tokio::time::sleep(SILENT).await;
@@ -1025,19 +1007,14 @@ impl Snapshot {
         self.sandboxes.values().find(|s| self::uid(s) == Some(uid))
     }
 
-    /// Every invariant's violations, each naming its objects; `taken` are the (claim, member)
-    /// pairs whose member the test deleted while the claim held it.
-    fn violations(&self, taken: &BTreeSet<(String, String)>) -> Vec<String> {
+    /// Every invariant's violations, each naming its objects.
+    fn violations(&self) -> Vec<String> {
         let mut v = Vec::new();
-        let excused =
-            |claim: &str, member: &str| taken.contains(&(claim.to_string(), member.to_string()));
 
         // 1. One claim per member, and member and claim name each other.
         let mut named: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (claim, c) in self.claims() {
-            if let Some(member) = c["status"]["claimedMember"].as_str()
-                && !excused(claim, member)
-            {
+            if let Some(member) = c["status"]["claimedMember"].as_str() {
                 named.entry(member).or_default().push(claim);
             }
         }
@@ -1086,11 +1063,6 @@ impl Snapshot {
         for (claim, c) in self.claims() {
             let member = c["status"]["claimedMember"].as_str();
             let (phase, reason) = (phase(c), ready_reason(c));
-            if let Some(member) = member
-                && excused(claim, member)
-            {
-                continue; // the test deleted its member: any end of its own is right
-            }
             if reason == "ClaimedMemberGone" || reason == "Claiming" {
                 let member = member.unwrap_or("?");
                 v.push(format!(
