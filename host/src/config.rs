@@ -165,8 +165,17 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_STATUS_COALESCE", default_value = "2s", value_parser = humantime::parse_duration)]
     pub status_coalesce: Duration,
 
-    /// Also post Normal Events (Started, Paused, Reset, ...); Warnings are always posted.
-    #[arg(long, env = "CUBEPOD_NORMAL_EVENTS")]
+    /// Post Normal Events (Created, Paused, Reset, Claimed, ...), as `kubectl describe` shows
+    /// them; `--normal-events=false` posts Warnings only.
+    #[arg(
+        long,
+        env = "CUBEPOD_NORMAL_EVENTS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true
+    )]
     pub normal_events: bool,
 
     /// Elect a leader among replicas with a coordination.k8s.io Lease; only the leader

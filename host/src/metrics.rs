@@ -31,6 +31,9 @@ pub struct Metrics {
     pub guest_traps: IntCounterVec,
     pub guest_call_duration: HistogramVec,
     pub boundary_refusals: IntCounterVec,
+    /// Events recorded, by `type` and what was written: a new Event, a repeat counted on an
+    /// earlier one, one past its object's rate, or a write that failed.
+    pub events: IntCounterVec,
     pub policy_swaps: IntCounterVec,
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
     /// folder, `poll`: the poll interval).
@@ -267,6 +270,12 @@ impl Metrics {
                 "cubepod_boundary_refusals_total",
                 "kube-client calls of the guest refused at the boundary, by the rule that refused.",
                 &["verb", "resource", "rule"]
+            )),
+            events: register!(counter(
+                "cubepod_events_total",
+                "Events recorded on Sandboxes and PodWarmPools, by type and result: created, \
+                 aggregated (a repeat counted on an earlier Event), rate_limited, failed.",
+                &["type", "result"]
             )),
             policy_swaps: register!(counter(
                 "cubepod_policy_swaps_total",

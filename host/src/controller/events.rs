@@ -1,13 +1,16 @@
 //! Kubernetes Events on our objects: what `kubectl describe` shows a user.
 
-use std::sync::OnceLock;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
+use foldhash::HashMap;
 use rand::RngCore;
 
 use serde_json::{Value, json};
 
-use crate::model::time;
+use crate::model::{ObjectRef, time};
 use crate::runtime::bindings::{Event, EventType};
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -68,6 +71,173 @@ pub fn event_object(
     })
 }
 
+/// Events remembered for aggregation at most, as client-go's correlator's LRU.
+const REMEMBERED: usize = 4096;
+/// Objects whose rate is tracked at most; the oldest buckets go first.
+const BUCKETS: usize = 4096;
+/// Each object's Events: this many at once, then one per [`REFILL`], as client-go's spam
+/// filter (`defaultSpamBurst`, `defaultSpamQPS`).
+const BURST: f64 = 25.0;
+const REFILL: Duration = Duration::from_secs(300);
+
+/// What makes two Events the same one, as client-go's aggregator keys them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct EventKey {
+    kind: String,
+    object: ObjectRef,
+    uid: String,
+    warning: bool,
+    reason: String,
+    message: String,
+}
+
+/// An Event posted, and how many times it happened.
+struct Posted {
+    name: String,
+    count: u64,
+}
+
+/// One object's token bucket.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// What the recorder does with one Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A new Event object.
+    Create(Value),
+    /// A repeat: the Event `name` gets this `count` and `lastTimestamp`.
+    Repeat { name: String, patch: Value },
+    /// Past the object's rate: counted, not written.
+    RateLimited,
+}
+
+/// Events as client-go's recorder posts them: a repeat of an Event (the same object, type,
+/// reason and message) increments the first one's `count` and `lastTimestamp` rather than
+/// creating another object, and each object gets [`BURST`] Events at once, then one per
+/// [`REFILL`]; the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
+#[derive(Default)]
+pub struct Recorder {
+    inner: Mutex<RecorderState>,
+    /// Where each Event's result is counted (`cubepod_events_total`).
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+}
+
+#[derive(Default)]
+struct RecorderState {
+    posted: HashMap<EventKey, Posted>,
+    /// `posted`'s keys, oldest first.
+    order: VecDeque<EventKey>,
+    buckets: HashMap<(String, ObjectRef), Bucket>,
+    bucket_order: VecDeque<(String, ObjectRef)>,
+}
+
+impl Recorder {
+    pub fn new(metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        Self {
+            inner: Mutex::default(),
+            metrics: Some(metrics),
+        }
+    }
+
+    /// Counts what became of an Event of `kind`.
+    pub fn count(&self, kind: EventType, result: &str) {
+        if let Some(metrics) = &self.metrics {
+            let kind = match kind {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            };
+            metrics.events.with_label_values(&[kind, result]).inc();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RecorderState> {
+        // Each mutation below leaves the maps consistent: a panic under the lock cannot tear them.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What to write for `event` about `kind` `target` (uid `uid`) at `now`.
+    pub fn record(
+        &self,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        event: &Event,
+        now: i64,
+    ) -> Record {
+        let mut state = self.lock();
+        let key = EventKey {
+            kind: kind.to_string(),
+            object: target.clone(),
+            uid: uid.to_string(),
+            warning: event.kind == EventType::Warning,
+            reason: event.reason.clone(),
+            message: event.message.clone(),
+        };
+        if !state.take_token(kind, target) {
+            return Record::RateLimited;
+        }
+        if let Some(posted) = state.posted.get_mut(&key) {
+            posted.count += 1;
+            return Record::Repeat {
+                name: posted.name.clone(),
+                patch: json!({"count": posted.count, "lastTimestamp": time::format(now)}),
+            };
+        }
+        let object = event_object(kind, &target.namespace, &target.name, uid, event, now);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if state.order.len() >= REMEMBERED
+            && let Some(oldest) = state.order.pop_front()
+        {
+            state.posted.remove(&oldest);
+        }
+        state.order.push_back(key.clone());
+        state.posted.insert(key, Posted { name, count: 1 });
+        Record::Create(object)
+    }
+
+    /// The repeat of `name` could not be written (the Event expired or was deleted): the next
+    /// occurrence creates a new one.
+    pub fn forget(&self, name: &str) {
+        let mut state = self.lock();
+        state.posted.retain(|_, posted| posted.name != name);
+        let RecorderState { posted, order, .. } = &mut *state;
+        order.retain(|key| posted.contains_key(key));
+    }
+}
+
+impl RecorderState {
+    fn take_token(&mut self, kind: &str, target: &ObjectRef) -> bool {
+        let key = (kind.to_string(), target.clone());
+        let now = Instant::now();
+        if !self.buckets.contains_key(&key) {
+            if self.bucket_order.len() >= BUCKETS
+                && let Some(oldest) = self.bucket_order.pop_front()
+            {
+                self.buckets.remove(&oldest);
+            }
+            self.bucket_order.push_back(key.clone());
+        }
+        let bucket = self.buckets.entry(key).or_insert(Bucket {
+            tokens: BURST,
+            at: now,
+        });
+        let refilled = now.duration_since(bucket.at).as_secs_f64() / REFILL.as_secs_f64();
+        bucket.tokens = (bucket.tokens + refilled).min(BURST);
+        bucket.at = now;
+        if bucket.tokens < 1.0 {
+            return false;
+        }
+        bucket.tokens -= 1.0;
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -80,6 +250,62 @@ mod tests {
         // took the first one's name.
         let names: HashSet<String> = (0..70_000).map(|_| event_name("a", 1_000)).collect();
         assert_eq!(names.len(), 70_000);
+    }
+
+    fn warning(message: &str) -> Event {
+        Event {
+            kind: EventType::Warning,
+            reason: "PolicyFailed".to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_repeat_counts_on_the_first_event_and_another_message_is_another_event() {
+        let recorder = Recorder::default();
+        let target = ObjectRef::new("ns", "a");
+        let Record::Create(first) = recorder.record("Sandbox", &target, "u", &warning("x"), 10)
+        else {
+            panic!("the first is created");
+        };
+        let name = first["metadata"]["name"].as_str().unwrap().to_string();
+        for count in 2..=4u64 {
+            assert_eq!(
+                recorder.record("Sandbox", &target, "u", &warning("x"), 20),
+                Record::Repeat {
+                    name: name.clone(),
+                    patch: json!({"count": count, "lastTimestamp": time::format(20)}),
+                }
+            );
+        }
+        assert!(matches!(
+            recorder.record("Sandbox", &target, "u", &warning("y"), 20),
+            Record::Create(_)
+        ));
+        // Once its repeat could not be written, the next is a new Event.
+        recorder.forget(&name);
+        assert!(matches!(
+            recorder.record("Sandbox", &target, "u", &warning("x"), 30),
+            Record::Create(_)
+        ));
+    }
+
+    #[test]
+    fn each_object_gets_a_burst_then_is_rate_limited_alone() {
+        let recorder = Recorder::default();
+        let (a, b) = (ObjectRef::new("ns", "a"), ObjectRef::new("ns", "b"));
+        let records: Vec<Record> = (0..30)
+            .map(|i| recorder.record("Sandbox", &a, "u", &warning(&i.to_string()), 1))
+            .collect();
+        let limited = records
+            .iter()
+            .filter(|r| **r == Record::RateLimited)
+            .count();
+        assert_eq!(limited, 30 - BURST as usize);
+        assert!(matches!(
+            recorder.record("Sandbox", &b, "v", &warning("0"), 1),
+            Record::Create(_)
+        ));
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub struct ManagerConfig {
     /// A sandbox whose Pod was just started is reported Pending only if it is still starting
     /// after this long: most become Running first, and one status write then says so.
     pub status_coalesce: Duration,
-    /// Post Normal Events (Started, Paused, ...) as well as Warnings. Each is an API write.
+    /// Post Normal Events (Started, Paused, ...) as well as Warnings: each is an API write,
+    /// or a repeat's patch.
     pub normal_events: bool,
     /// The system clock, or a fixed one that a test moves.
     pub clock: Clock,
@@ -61,7 +62,7 @@ impl ManagerConfig {
             host_call_timeout: Duration::from_secs(10),
             backoff: Backoff::default(),
             status_coalesce: Duration::from_secs(2),
-            normal_events: false,
+            normal_events: true,
             clock: Clock::System,
             tokens: Tokens::Random,
             reap_page: REAP_PAGE,
@@ -76,6 +77,9 @@ const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
 
 /// The least time between two heap trims: a trim walks the heap.
 const TRIM_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Passes one worker gives a key that asks to run again at once; past them it is queued.
+const IMMEDIATE_PASSES: usize = 3;
 
 /// How often deletions older than the cache's tombstone TTL are forgotten.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
@@ -385,8 +389,26 @@ impl ControllerManager {
     }
 
     /// Reconciles one key and does what the outcome asks of the queue: forget it, requeue it
-    /// later, or retry it with backoff.
+    /// later, or retry it with backoff. A reconcile that asks to run again at once (a claim
+    /// that just adopted its member, and now reports it) runs again on this worker, a few
+    /// times at most: through the queue it would wait behind every key queued meanwhile.
     pub async fn process(&self, key: WorkKey) {
+        for passes in 1.. {
+            if self.pass(&key).await.is_none() {
+                break;
+            }
+            if passes >= IMMEDIATE_PASSES {
+                self.queue.add(key.clone());
+                break;
+            }
+        }
+        self.queue.done(&key);
+    }
+
+    /// One reconcile of `key`, counted, and what its outcome asks of the queue done, but a
+    /// requeue at once: returned for [`Self::process`] to run.
+    async fn pass(&self, key: &WorkKey) -> Option<Duration> {
+        let key = key.clone();
         let started = Instant::now();
         let controller = key.kind();
         let runtime = &self.metrics.controller;
@@ -430,11 +452,14 @@ impl ControllerManager {
             .reconcile_time
             .with_label_values(&[controller])
             .observe(elapsed);
+        let mut again = None;
         match outcome {
             Ok(()) => {
                 self.queue.forget(&key);
-                if let Some(delay) = report.requeue {
-                    self.queue.add_after(key.clone(), delay);
+                match report.requeue {
+                    Some(Duration::ZERO) => again = report.requeue,
+                    Some(delay) => self.queue.add_after(key.clone(), delay),
+                    None => {}
                 }
             }
             Err(error) => {
@@ -448,9 +473,9 @@ impl ControllerManager {
                 tracing::warn!(%key, %error, retry_in = ?delay, "reconcile failed");
             }
         }
-        self.queue.done(&key);
         active.dec();
         self.processed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        again
     }
 }

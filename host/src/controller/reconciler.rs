@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::cache::Cache;
 use super::claims::{ClaimView, Claims, Mismatch};
 use super::coalesce::HeldStatuses;
+use super::events::Recorder;
 use super::inputs;
 use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
@@ -27,7 +28,8 @@ use crate::kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use crate::runtime::bindings::{
-    ClusterNetwork, Event, EventType, KubeError, ReapAction, ReapCandidate, ReapDecision,
+    ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ReapAction,
+    ReapCandidate, ReapDecision,
 };
 use crate::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
@@ -153,7 +155,8 @@ impl Tokens {
 /// What a reconcile may do besides the policy's decisions.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Post Normal Events (Started, Paused, ...) as well as Warnings. Each is an API write.
+    /// Post Normal Events (Started, Paused, ...) as well as Warnings: each is an API write,
+    /// or a repeat's patch.
     pub normal_events: bool,
     /// The most members a pool may have, whatever its spec says.
     pub max_pool_replicas: u32,
@@ -222,6 +225,8 @@ pub struct Reconciler {
     surfaced: Surfaced,
     /// Claims in flight in this process: the members they are offered.
     pub claims: Claims,
+    /// Events as client-go's recorder posts them: repeats counted, each object rate-limited.
+    events: Recorder,
 }
 
 impl Reconciler {
@@ -237,6 +242,7 @@ impl Reconciler {
             held_statuses: HeldStatuses::new(settings.status_coalesce),
             surfaced: Surfaced::default(),
             claims: Claims::default(),
+            events: Recorder::new(metrics.clone()),
             cluster,
             cache,
             policy,
@@ -250,6 +256,7 @@ impl Reconciler {
         Writer {
             cluster: self.cluster.as_ref(),
             cache: &self.cache,
+            events: &self.events,
         }
     }
 
@@ -287,8 +294,22 @@ impl Reconciler {
 
     /// Reconciles one Sandbox: the finalizer first, then `reconcile-sandbox` (or
     /// `cleanup-sandbox` once it is being deleted), then what the policy returned. `report`
-    /// keeps what was done up to an error.
+    /// keeps what was done up to an error. A failure of the policy's (a trap, its deadline or
+    /// memory, a refused output) is also said on the Sandbox ([`Self::report_policy_failure`]).
     pub async fn sandbox(
+        &self,
+        target: &ObjectRef,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
+        let result = self.sandbox_pass(target, report).await;
+        if let Err(error) = &result {
+            self.report_policy_failure(Resource::Sandbox, target, error)
+                .await;
+        }
+        result
+    }
+
+    async fn sandbox_pass(
         &self,
         target: &ObjectRef,
         report: &mut Carried,
@@ -329,7 +350,8 @@ impl Reconciler {
             report.calls = call.calls;
             self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
                 .await;
-            let out = call.value.map_err(ReconcileError::Guest)?;
+            let mut out = call.value.map_err(ReconcileError::Guest)?;
+            clear_policy_failure(&mut out.status.conditions);
             report.done = Some(out.done);
             // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
             let admitted = self
@@ -428,7 +450,8 @@ impl Reconciler {
         report.calls = call.calls;
         self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
             .await;
-        let out = call.value.map_err(ReconcileError::Guest)?;
+        let mut out = call.value.map_err(ReconcileError::Guest)?;
+        clear_policy_failure(&mut out.status.conditions);
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
@@ -526,6 +549,104 @@ impl Reconciler {
             Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
         });
         Ok(())
+    }
+
+    /// A failure of the policy's, said where `kubectl` shows it: `Ready=False` with reason
+    /// `PolicyFailed` and the trap, bound or rule in the message, written over the version the
+    /// cache holds (once per distinct failure: a retry that fails alike writes nothing), and
+    /// one Warning Event per distinct failure. The next pass the policy gets through drops the
+    /// condition. Other errors (the API's) are the loop's to retry, and say nothing here.
+    async fn report_policy_failure(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        error: &ReconcileError,
+    ) {
+        let Some(message) = self.policy_failure(error) else {
+            return;
+        };
+        let now = self.settings.clock.now();
+        let (uid, version, generation, mut conditions) = match resource {
+            Resource::Sandbox => match self.cache.sandbox(target) {
+                Some(o) => (
+                    o.sandbox.uid,
+                    o.resource_version,
+                    o.sandbox.generation,
+                    o.sandbox.status.conditions,
+                ),
+                None => return,
+            },
+            _ => match self.cache.pool(target) {
+                Some(o) => (
+                    o.pool.uid,
+                    o.resource_version,
+                    o.pool.generation,
+                    o.pool.status.conditions,
+                ),
+                None => return,
+            },
+        };
+        let said = conditions
+            .iter()
+            .any(|c| c.kind == "Ready" && c.reason == POLICY_FAILED && c.message == message);
+        if !said {
+            conditions.retain(|c| c.kind != "Ready");
+            conditions.push(Condition {
+                kind: "Ready".to_string(),
+                status: ConditionStatus::False,
+                reason: POLICY_FAILED.to_string(),
+                message: message.clone(),
+                last_transition_time: now,
+            });
+            let json: Vec<_> = conditions
+                .iter()
+                .map(|c| crate::model::status::condition_to_json(c, generation))
+                .collect();
+            let patch = serde_json::json!({"status": {"conditions": json}});
+            if let Err(error) = self
+                .writer()
+                .write_status(resource, target, Some(&version), patch)
+                .await
+            {
+                tracing::debug!(%target, %error, "the policy's failure is said on the next retry");
+            }
+        }
+        if self.surfaced.first(target, &message) {
+            let event = Event {
+                kind: EventType::Warning,
+                reason: POLICY_FAILED.to_string(),
+                message,
+            };
+            self.writer()
+                .post_events(resource.kind(), target, &uid, &[event], true, now)
+                .await;
+        }
+    }
+
+    /// What a user is told of a failure of the policy's, if it is one: a trap, the deadline,
+    /// the memory bound (as a quantity), a budget, or a refused output's rule and field.
+    fn policy_failure(&self, error: &ReconcileError) -> Option<String> {
+        let what = match error {
+            ReconcileError::Runtime(RuntimeError::MemoryExhausted { export, limit }) => format!(
+                "exceeded its memory limit of {} in {export} (--guest-memory-mib)",
+                crate::kube::boundary::format_bytes(*limit as u128)
+            ),
+            ReconcileError::Runtime(
+                e @ (RuntimeError::Trap { .. }
+                | RuntimeError::DeadlineExceeded { .. }
+                | RuntimeError::Budget(_)),
+            ) => e.to_string(),
+            ReconcileError::Refused(refusal) | ReconcileError::Budget(refusal) => {
+                format!("its output was refused: {refusal}")
+            }
+            _ => return None,
+        };
+        let module = self.policy.current();
+        let info = module.info();
+        Some(clip_message(&format!(
+            "policy {} {}: {what}",
+            info.name, info.version
+        )))
     }
 
     /// A claim's `desiredState` is its member's: pausing a claim pauses the member that runs
@@ -626,8 +747,21 @@ impl Reconciler {
     }
 
     /// Reconciles one PodWarmPool: `reconcile-pool`, then its creates and deletes of members
-    /// and its status.
+    /// and its status. A failure of the policy's is said on the pool, as on a Sandbox.
     pub async fn pool(
+        &self,
+        target: &ObjectRef,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
+        let result = self.pool_pass(target, report).await;
+        if let Err(error) = &result {
+            self.report_policy_failure(Resource::PodWarmPool, target, error)
+                .await;
+        }
+        result
+    }
+
+    async fn pool_pass(
         &self,
         target: &ObjectRef,
         report: &mut Carried,
@@ -656,7 +790,8 @@ impl Reconciler {
             })
             .await?;
         report.calls = call.calls;
-        let out = call.value.map_err(ReconcileError::Guest)?;
+        let mut out = call.value.map_err(ReconcileError::Guest)?;
+        clear_policy_failure(&mut out.status.conditions);
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
         report.pool_delete = out.delete.clone();
@@ -1055,6 +1190,21 @@ impl Reconciler {
 /// default policy's linear memory (100,000 in one call took more than 24 MiB, and more than
 /// the 1 s deadline in a debug build).
 pub const REAP_PAGE: usize = 10_000;
+
+/// The reason of the `Ready` condition a failure of the policy's sets.
+pub const POLICY_FAILED: &str = "PolicyFailed";
+
+/// The policy's failure as a condition says it: `Ready=False`, reason `PolicyFailed`, set by
+/// the host; a pass the policy gets through drops it (a policy copies its input's conditions
+/// through, and would otherwise carry it on).
+fn clear_policy_failure(conditions: &mut Vec<Condition>) {
+    conditions.retain(|c| !(c.kind == "Ready" && c.reason == POLICY_FAILED));
+}
+
+/// A condition's message or an Event's, at most [`EVENT_MESSAGE_BYTES`].
+fn clip_message(message: &str) -> String {
+    crate::kube::boundary::clip(message, EVENT_MESSAGE_BYTES)
+}
 
 /// How soon a claim whose suitable members are all offered to claims in flight looks again:
 /// about one reconcile, after which each of them is adopted or released.

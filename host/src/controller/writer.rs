@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::cache::Cache;
 use super::claims::Offer;
-use super::events::event_object;
+use super::events::{Record, Recorder};
 use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
 use crate::model::ObjectRef;
 use crate::model::sandbox::{self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject, StatusPatch};
@@ -24,6 +24,7 @@ pub enum Finalizing {
 pub struct Writer<'a> {
     pub cluster: &'a dyn Cluster,
     pub cache: &'a Cache,
+    pub events: &'a Recorder,
 }
 
 impl Writer<'_> {
@@ -373,13 +374,47 @@ impl Writer<'_> {
             if event.kind == EventType::Normal && !post_normal {
                 continue;
             }
-            let object = event_object(kind, &target.namespace, &target.name, uid, event, now);
-            if let Err(error) = self
-                .cluster
-                .create(Resource::Event, &target.namespace, object)
-                .await
-            {
+            let result = self.record(kind, target, uid, event, now).await;
+            self.events.count(event.kind, result);
+        }
+    }
+
+    /// Writes one Event as the recorder says: a new one, or a repeat counted on the first
+    /// (a new one if that is gone: Events expire). What was done, for the metric.
+    async fn record(
+        &self,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        event: &Event,
+        now: i64,
+    ) -> &'static str {
+        let ns = &target.namespace;
+        let object = match self.events.record(kind, target, uid, event, now) {
+            Record::RateLimited => {
+                tracing::debug!(kind, %target, reason = %event.reason, "Event past its object's rate");
+                return "rate_limited";
+            }
+            Record::Create(object) => object,
+            Record::Repeat { name, patch } => {
+                match self.cluster.patch(Resource::Event, ns, &name, patch).await {
+                    Ok(_) => return "aggregated",
+                    Err(error) => {
+                        tracing::debug!(%error, "could not count a repeat on its Event");
+                        self.events.forget(&name);
+                        match self.events.record(kind, target, uid, event, now) {
+                            Record::Create(object) => object,
+                            _ => return "failed",
+                        }
+                    }
+                }
+            }
+        };
+        match self.cluster.create(Resource::Event, ns, object).await {
+            Ok(_) => "created",
+            Err(error) => {
                 tracing::debug!(%error, "could not record an Event");
+                "failed"
             }
         }
     }
@@ -416,9 +451,11 @@ mod tests {
             .unwrap();
         cache.apply(Resource::Sandbox, WatchEventType::Added, &created);
         let key = ObjectRef::new("ns", "a");
+        let recorder = Recorder::default();
         let writer = Writer {
             cluster: &*cluster,
             cache: &cache,
+            events: &recorder,
         };
         let whole = async || {
             let object = cluster.get(Resource::Sandbox, "ns", "a").await.unwrap();
@@ -559,9 +596,11 @@ mod tests {
         cache.apply(Resource::Sandbox, WatchEventType::Added, &created);
         let key = ObjectRef::new("ns", "a");
         let cluster = Rewriting(memory.clone());
+        let recorder = Recorder::default();
         let writer = Writer {
             cluster: &cluster,
             cache: &cache,
+            events: &recorder,
         };
         let fresh = cache.sandbox(&key).unwrap();
         assert_eq!(

@@ -109,7 +109,7 @@ impl Scratch {
             context,
             Arc::new(Metrics::new()),
             Settings {
-                normal_events: false,
+                normal_events: true,
                 max_pool_replicas: 100,
                 status_coalesce: Duration::ZERO,
                 clock: Clock::fixed(0),

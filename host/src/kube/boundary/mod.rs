@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 pub use network::SandboxNetwork;
-pub use quantity::{QuantityError, parse_ceil as quantity_value};
+pub use quantity::{QuantityError, format_bytes, parse_ceil as quantity_value};
 
 use self::json::{Json, Object};
 use super::Resource;
@@ -711,9 +711,9 @@ impl Containment {
             return Err(fields.refuse(
                 field,
                 format!(
-                    "{:?} is more than the largest volume allowed, {} bytes (--max-volume-size)",
+                    "{:?} is more than the largest volume allowed, {} (--max-volume-size)",
                     clip(text, 64),
-                    self.max_volume_bytes
+                    quantity::format_bytes(self.max_volume_bytes)
                 ),
             ));
         }

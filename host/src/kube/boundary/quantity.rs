@@ -12,6 +12,19 @@ pub enum QuantityError {
     TooLarge,
 }
 
+/// Bytes as a user writes a size: with the largest binary suffix that divides them exactly
+/// (`1Ti`, `1536Mi`), else as a plain number.
+pub fn format_bytes(bytes: u128) -> String {
+    const SUFFIXES: [&str; 6] = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"];
+    for (i, suffix) in SUFFIXES.iter().enumerate() {
+        let unit = 1u128 << (10 * (SUFFIXES.len() - i));
+        if bytes >= unit && bytes.is_multiple_of(unit) {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
 /// The quantity in whole units, rounded up ("1.5" is 2, "1m" is 1): a storage request is
 /// compared in bytes, and rounding up never lets a request slip under a bound.
 pub fn parse_ceil(text: &str) -> Result<u128, QuantityError> {
@@ -127,6 +140,18 @@ mod tests {
             ("007Mi", 7 << 20),
         ] {
             assert_eq!(parse_ceil(text), Ok(bytes), "{text}");
+        }
+    }
+
+    #[test]
+    fn bytes_read_as_a_user_wrote_them() {
+        assert_eq!(format_bytes(1 << 40), "1Ti");
+        assert_eq!(format_bytes(1536 << 20), "1536Mi");
+        assert_eq!(format_bytes(500 << 40), "500Ti");
+        assert_eq!(format_bytes(1000), "1000");
+        assert_eq!(format_bytes(0), "0");
+        for text in ["1Ti", "1536Mi", "7Ki"] {
+            assert_eq!(format_bytes(parse_ceil(text).unwrap()), text);
         }
     }
 
