@@ -218,6 +218,7 @@ mod bugs {
     use std::time::{Duration, Instant};
 
     use cubepod_host::controller::cache::Cache;
+    use cubepod_host::controller::events::Recorder;
     use cubepod_host::controller::writer::Writer;
     use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
     use cubepod_host::kube::{
@@ -402,9 +403,11 @@ mod bugs {
                 inner: cluster.clone(),
                 cache: cache.clone(),
             };
+            let recorder = Recorder::default();
             let writer = Writer {
                 cluster: &cluster_view,
                 cache: &cache,
+                events: &recorder,
             };
             writer.remove_finalizer(&object).await.unwrap();
             assert!(

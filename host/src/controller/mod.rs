@@ -5,7 +5,7 @@ pub mod cache;
 mod child_lookup;
 pub mod claims;
 pub(crate) mod coalesce;
-pub(crate) mod events;
+pub mod events;
 pub mod health;
 pub mod inputs;
 pub mod leader;

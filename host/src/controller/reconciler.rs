@@ -565,6 +565,14 @@ impl Reconciler {
         let Some(message) = self.policy_failure(error) else {
             return;
         };
+        // A refused output or call was told once already, as a PolicyRefused Event naming the
+        // rule: the condition says it too, and no second Event does.
+        let told = matches!(
+            error,
+            ReconcileError::Refused(_)
+                | ReconcileError::Budget(_)
+                | ReconcileError::Guest(KubeError::Refused(_))
+        );
         let now = self.settings.clock.now();
         let (uid, version, generation, mut conditions) = match resource {
             Resource::Sandbox => match self.cache.sandbox(target) {
@@ -611,7 +619,7 @@ impl Reconciler {
                 tracing::debug!(%target, %error, "the policy's failure is said on the next retry");
             }
         }
-        if self.surfaced.first(target, &message) {
+        if !told && self.surfaced.first(target, &message) {
             let event = Event {
                 kind: EventType::Warning,
                 reason: POLICY_FAILED.to_string(),
@@ -638,6 +646,9 @@ impl Reconciler {
             ) => e.to_string(),
             ReconcileError::Refused(refusal) | ReconcileError::Budget(refusal) => {
                 format!("its output was refused: {refusal}")
+            }
+            ReconcileError::Guest(KubeError::Refused(why)) => {
+                format!("a write it asked for was refused: {why}")
             }
             _ => return None,
         };

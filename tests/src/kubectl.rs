@@ -1,0 +1,94 @@
+//! The real `kubectl` against the real binary's embedded cluster, through the kubeconfig `run`
+//! writes: what a user types, and what they read back.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Controller;
+
+/// How long a condition read through kubectl may take to hold.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// An embedded controller and the kubeconfig it wrote, with a private HOME for kubectl's
+/// discovery cache.
+pub struct Embedded {
+    pub controller: Controller,
+    pub kubeconfig: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Embedded {
+    /// `run --embedded` with `extra` flags, ready.
+    pub fn start(extra: &[&str]) -> Embedded {
+        let home = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = home.path().join("embedded/kubeconfig");
+        let flag = format!("--embedded-kubeconfig={}", kubeconfig.display());
+        let mut flags = vec![flag.as_str()];
+        flags.extend(extra);
+        let controller = Controller::start(&flags);
+        controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+        assert!(kubeconfig.exists(), "run wrote {}", kubeconfig.display());
+        Embedded {
+            controller,
+            kubeconfig,
+            home,
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.home.path())
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs kubectl; panics (naming the fix) when it is not installed.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap_or_else(|error| {
+            panic!("kubectl could not run ({error}): install kubectl (.ci/run does)")
+        })
+    }
+
+    /// kubectl's stdout, asserting it succeeded.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Polls `kubectl args` until its stdout satisfies `done`; returns it.
+    pub fn until(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let out = self.run(args);
+            last = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if out.status.success() && done(&String::from_utf8_lossy(&out.stdout)) {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("kubectl {args:?} never met the condition; last output:\n{last}");
+    }
+
+    /// Writes `yaml` into the private HOME as `name`, for `kubectl apply -f`.
+    pub fn write(&self, name: &str, yaml: &str) -> PathBuf {
+        let path = self.home.path().join(name);
+        std::fs::write(&path, yaml).expect("write manifest");
+        path
+    }
+}
