@@ -159,7 +159,10 @@ mod tests {
             );
         }
         assert_eq!(
-            parse("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", true),
+            parse(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                true
+            ),
             None
         );
         assert_eq!(parse("/apis/authentication.k8s.io/v1", true), None);
