@@ -324,11 +324,8 @@ impl Controller {
             .join(".local/state/cubepod-controller/kubeconfig")
     }
 
-    /// The token a scrape sends when the metrics are secure.
-    fn scrape_token(&self, given: Option<&str>) -> Option<String> {
-        if let Some(token) = given {
-            return Some(token.to_string());
-        }
+    /// The embedded cluster's own token (its administrator's), from its kubeconfig.
+    pub fn embedded_token(&self) -> Option<String> {
         let kubeconfig = std::fs::read_to_string(self.embedded_kubeconfig()).ok()?;
         kubeconfig
             .lines()
@@ -389,7 +386,7 @@ impl Controller {
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
         match &self.metrics {
             MetricsAccess::Secure { addr, token } if path.starts_with("/metrics") => {
-                let token = self.scrape_token(token.as_deref());
+                let token = token.clone().or_else(|| self.embedded_token());
                 scrape::https_get(*addr, path, token.as_deref())
             }
             _ => http_get(self.addr, path),

@@ -201,13 +201,10 @@ fn the_embedded_demo_serves_metrics_plain_on_loopback_and_secure_on_request() {
     let url = format!("https://{}/metrics", secure.metrics_addr().expect("secure"));
     assert_eq!(scrape(&url, None).0, 401);
     // The embedded cluster's own token, from the kubeconfig `run` wrote: its administrator.
-    let kubeconfig = std::fs::read_to_string(secure.embedded_kubeconfig()).unwrap();
-    let token = kubeconfig
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("token: "))
-        .expect("a token in the kubeconfig");
-    let (code, body) = scrape(&url, Some(token.trim()));
+    let token = secure.embedded_token().expect("a token in the kubeconfig");
+    let (code, body) = scrape(&url, Some(&token));
     assert_eq!(code, 200, "{body}");
+    assert_eq!(scrape(&url, Some("not-the-token")).0, 401);
     let (code, _) = curl(&[&format!("http://{}/metrics", secure.addr)]);
     assert_eq!(code, 404);
 }

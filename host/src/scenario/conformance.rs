@@ -10,6 +10,7 @@ mod ticks;
 use std::path::Path;
 
 use tokio::runtime::Handle;
+use tracing::subscriber::Interest;
 use tracing::{Level, Metadata, Subscriber};
 use tracing_subscriber::filter::DynFilterFn;
 use tracing_subscriber::layer::{Context, Filter};
@@ -114,13 +115,22 @@ pub fn quiet_at_info<S>(verbose: bool) -> impl Filter<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    // Only the events that may be dropped are judged one by one; the rest pass at the callsite.
+    let passes = move |metadata: &Metadata<'_>| {
+        verbose || !metadata.is_event() || *metadata.level() < Level::INFO
+    };
     DynFilterFn::new(move |metadata: &Metadata<'_>, cx: &Context<'_, S>| {
-        verbose
-            || !metadata.is_event()
-            || *metadata.level() < Level::INFO
+        passes(metadata)
             || !cx
                 .lookup_current()
                 .is_some_and(|span| span.scope().any(|s| s.name() == SPAN))
+    })
+    .with_callsite_filter(move |metadata| {
+        if passes(metadata) {
+            Interest::always()
+        } else {
+            Interest::sometimes()
+        }
     })
 }
 
