@@ -101,7 +101,7 @@ pub const SPAN: &str = "conformance_self_test";
 /// blocking thread, not from async code: the scratch clusters' futures run on `handle`, on this
 /// thread, so inside this span.
 pub fn self_test(module: &PolicyModule, handle: &Handle) -> Result<usize, SelfTestError> {
-    let _span = tracing::info_span!("conformance_self_test").entered();
+    let _span = tracing::info_span!(SPAN).entered();
     for case in cases() {
         run_case(module, handle, case)?;
     }
