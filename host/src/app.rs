@@ -16,9 +16,12 @@ use crate::controller::queue::Backoff;
 use crate::kube::instrumented::InstrumentedCluster;
 use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use crate::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
+use crate::kube::review::Reviewer;
 use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use crate::metrics::Metrics;
 use crate::runtime::{PolicyEngine, RuntimeConfig};
+use crate::server::auth::Gate;
+use crate::server::cert::{Certificate, Source};
 use crate::server::{self, ServerState};
 use crate::signing::KeyRing;
 
@@ -63,15 +66,27 @@ pub enum StartError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
+    #[error(
+        "--metrics-secure=false serves /metrics beside the probes with no authentication, so only \
+         on a loopback --listen, not {0}; over HTTPS, --metrics-secure, it may be served anywhere"
+    )]
+    PlainMetrics(std::net::SocketAddr),
+    #[error(transparent)]
+    MetricsCert(#[from] crate::server::cert::CertError),
 }
+
+/// What [`connect`] found: the cluster, what reviews its tokens and requests (for `/metrics`),
+/// and for the embedded cluster what keeps it served.
+type Connected = (
+    Arc<dyn Cluster>,
+    Arc<dyn Reviewer>,
+    Option<crate::embedded::Served>,
+);
 
 /// The cluster to reconcile: the Kubernetes API when a kubeconfig or in-cluster environment is
 /// found (and `--embedded` is not given), else the embedded in-memory cluster, seeded and
-/// served for kubectl (the second value, which keeps it served).
-async fn connect(
-    args: &RunArgs,
-    metrics: &Metrics,
-) -> Result<(Arc<dyn Cluster>, Option<crate::embedded::Served>), StartError> {
+/// served for kubectl.
+async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartError> {
     if !args.embedded
         && let Some((connection, source)) = ConnectionConfig::load()?
     {
@@ -85,7 +100,7 @@ async fn connect(
         };
         let rest = RestCluster::new(connection, options)?;
         preflight(rest.as_ref(), &args.namespaces).await?;
-        return Ok((rest, None));
+        return Ok((rest.clone(), rest, None));
     }
     let memory = MemoryCluster::new(MemoryClusterConfig {
         pod_start_delay: args.pod_start_delay,
@@ -106,7 +121,8 @@ async fn connect(
     );
     // The one line a newcomer needs, on stdout whatever the log format.
     println!("export KUBECONFIG={}", kubeconfig.display());
-    Ok((memory, Some(served)))
+    let reviewer = memory.access().clone();
+    Ok((memory, reviewer, Some(served)))
 }
 
 /// Fails fast, with the command that fixes it, when the CRDs are missing or the controller may
@@ -188,6 +204,41 @@ async fn report_leadership(
     }
 }
 
+/// Serves `/metrics` over HTTPS on `--metrics-listen`, each request's token and access reviewed
+/// by `reviewer`, with the certificate of `--metrics-cert-path` or a self-signed one.
+async fn serve_secure_metrics(
+    args: &RunArgs,
+    reviewer: Arc<dyn Reviewer>,
+    metrics: Arc<Metrics>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
+    let source = match args.metrics_cert_files() {
+        Some((cert, key)) => Source::Files { cert, key },
+        None => Source::SelfSigned,
+    };
+    let described = match &source {
+        Source::SelfSigned => "self-signed, made at start".to_string(),
+        Source::Files { cert, .. } => cert.display().to_string(),
+    };
+    let certificate = Certificate::new(source)?;
+    let tls = certificate.server_config()?;
+    tokio::spawn(certificate.watch(shutdown.clone()));
+    let gate = Arc::new(Gate::new(reviewer));
+    let (bound, task) =
+        server::secure::serve(args.metrics_listen, tls, gate, metrics, shutdown.clone())
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: args.metrics_listen,
+                source,
+            })?;
+    tracing::info!(
+        addr = %bound,
+        certificate = %described,
+        "serving /metrics over HTTPS, to bearer tokens allowed to get it"
+    );
+    Ok(task)
+}
+
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new());
@@ -221,7 +272,13 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     let admission = Admission::new(engine.clone(), keys);
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
-    let (cluster, served) = connect(&args, &metrics).await?;
+    let (cluster, reviewer, served) = connect(&args, &metrics).await?;
+    let embedded = served.is_some();
+    let listen = args.listen(embedded);
+    let metrics_secure = args.metrics_secure(embedded);
+    if !metrics_secure && !listen.ip().is_loopback() {
+        return Err(StartError::PlainMetrics(listen));
+    }
     let cluster: Arc<dyn Cluster> = InstrumentedCluster::new(cluster, metrics.clone());
     let module = admitted.module;
     let info = module.info().clone();
@@ -263,19 +320,30 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     );
 
     let (bound, server_task) = server::serve(
-        args.listen,
+        listen,
         ServerState {
             health: health.clone(),
-            metrics,
+            metrics: metrics.clone(),
+            plain_metrics: !metrics_secure,
         },
         shutdown.clone(),
     )
     .await
     .map_err(|source| StartError::Listen {
-        addr: args.listen,
+        addr: listen,
         source,
     })?;
-    tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
+    let metrics_task = if metrics_secure {
+        tracing::info!(addr = %bound, "serving /healthz and /readyz");
+        Some(serve_secure_metrics(&args, reviewer, metrics, &shutdown).await?)
+    } else {
+        tracing::info!(
+            addr = %bound,
+            "serving /healthz, /readyz and /metrics, plain HTTP with no authentication \
+             (--metrics-secure=false)"
+        );
+        None
+    };
 
     if args.leader_elect {
         // A replica starts as a follower and reconciles only once it holds the Lease.
@@ -312,6 +380,9 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     }
     manager.run(shutdown).await;
     server_task.abort();
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
     drop((admission, engine, served));
     tracing::info!("stopped");
     Ok(())

@@ -67,9 +67,43 @@ pub struct RunArgs {
     )]
     pub namespaces: Vec<String>,
 
-    /// Address of /healthz, /readyz and /metrics.
-    #[arg(long, env = "CUBEPOD_LISTEN", default_value = "0.0.0.0:8081")]
-    pub listen: SocketAddr,
+    /// Address of /healthz and /readyz, plain HTTP for the kubelet (and of /metrics with
+    /// --metrics-secure=false). Default: 0.0.0.0:8081; with the embedded cluster 127.0.0.1:8081.
+    #[arg(long, env = "CUBEPOD_LISTEN")]
+    pub listen: Option<SocketAddr>,
+
+    /// Address of /metrics over HTTPS: each request's bearer token is reviewed by the cluster
+    /// (TokenReview), then its user must be allowed `get` on the non-resource URL /metrics
+    /// (SubjectAccessReview); 401 without a token the cluster authenticates, 403 when not
+    /// allowed. Answers are kept a minute (tokens), five minutes (allowed), 30 s (denied).
+    #[arg(long, env = "CUBEPOD_METRICS_LISTEN", default_value = "0.0.0.0:8443")]
+    pub metrics_listen: SocketAddr,
+
+    /// Serve /metrics over HTTPS with authentication and authorization (--metrics-listen);
+    /// `false`: plain HTTP beside the probes (--listen), with no authentication, allowed only
+    /// on a loopback address. Default: true; with the embedded cluster false.
+    #[arg(
+        long,
+        env = "CUBEPOD_METRICS_SECURE",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub metrics_secure: Option<bool>,
+
+    /// Folder of the metrics server's certificate and key (PEM; e.g. a mounted cert-manager
+    /// Secret), read again when they change. Default: none, a self-signed certificate made at
+    /// start.
+    #[arg(long, env = "CUBEPOD_METRICS_CERT_PATH", value_name = "DIR")]
+    pub metrics_cert_path: Option<PathBuf>,
+
+    /// File name of the certificate (and its chain) in --metrics-cert-path.
+    #[arg(long, env = "CUBEPOD_METRICS_CERT_NAME", default_value = "tls.crt")]
+    pub metrics_cert_name: String,
+
+    /// File name of the private key in --metrics-cert-path.
+    #[arg(long, env = "CUBEPOD_METRICS_CERT_KEY", default_value = "tls.key")]
+    pub metrics_cert_key: String,
 
     /// How often the idle reaper runs.
     #[arg(long, env = "CUBEPOD_REAP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
@@ -243,6 +277,32 @@ impl RunArgs {
                 .join(format!("cubepod-controller-{}", users_id()))
                 .join("kubeconfig"),
         }
+    }
+
+    /// The probes' address: the flag, else every interface for the kubelet, or loopback only
+    /// for the embedded cluster (served on loopback only itself).
+    pub fn listen(&self, embedded: bool) -> SocketAddr {
+        self.listen.unwrap_or(if embedded {
+            SocketAddr::from(([127, 0, 0, 1], 8081))
+        } else {
+            SocketAddr::from(([0, 0, 0, 0], 8081))
+        })
+    }
+
+    /// Whether /metrics is served over HTTPS with authentication: the flag, else for a
+    /// Kubernetes API but not for the embedded cluster (whose README reads it with plain curl).
+    pub fn metrics_secure(&self, embedded: bool) -> bool {
+        self.metrics_secure.unwrap_or(!embedded)
+    }
+
+    /// The metrics server's certificate and key files, when --metrics-cert-path names a folder.
+    pub fn metrics_cert_files(&self) -> Option<(PathBuf, PathBuf)> {
+        self.metrics_cert_path.as_ref().map(|dir| {
+            (
+                dir.join(&self.metrics_cert_name),
+                dir.join(&self.metrics_cert_key),
+            )
+        })
     }
 
     pub fn cache_dir(&self) -> PathBuf {
@@ -614,6 +674,43 @@ mod tests {
         assert_eq!(
             args.network.cluster_network(),
             network::default_cluster_network()
+        );
+    }
+
+    fn run(flags: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["cubepod-controller", "run"].iter().chain(flags))
+            .expect("flags parse");
+        let Command::Run(args) = cli.command else {
+            panic!("run");
+        };
+        args
+    }
+
+    #[test]
+    fn metrics_are_secure_against_a_cluster_and_plain_on_loopback_when_embedded() {
+        let defaults = run(&[]);
+        assert!(defaults.metrics_secure(false));
+        assert!(!defaults.metrics_secure(true));
+        assert_eq!(defaults.listen(false).to_string(), "0.0.0.0:8081");
+        assert_eq!(defaults.listen(true).to_string(), "127.0.0.1:8081");
+        assert_eq!(defaults.metrics_listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(defaults.metrics_cert_files(), None);
+        for (flag, secure) in [
+            ("--metrics-secure", true),
+            ("--metrics-secure=true", true),
+            ("--metrics-secure=false", false),
+        ] {
+            let args = run(&[flag]);
+            assert_eq!(args.metrics_secure(true), secure, "{flag}");
+            assert_eq!(args.metrics_secure(false), secure, "{flag}");
+        }
+        let files = run(&["--metrics-cert-path=/certs", "--metrics-cert-key=key.pem"]);
+        assert_eq!(
+            files.metrics_cert_files(),
+            Some(("/certs/tls.crt".into(), "/certs/key.pem".into()))
+        );
+        assert!(
+            Cli::try_parse_from(["cubepod-controller", "run", "--metrics-secure=maybe"]).is_err()
         );
     }
 

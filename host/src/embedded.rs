@@ -106,6 +106,10 @@ pub fn serve(
         .map_err(|source| ServeStartError::Bind { addr, source })?;
     // 256 bits from the thread RNG (a CSPRNG, seeded by the OS).
     let token = hex::encode(rand::random::<[u8; 32]>());
+    // Its holder is the cluster's administrator: kubectl, and the reviews of `/metrics`.
+    cluster
+        .access()
+        .add_token(&token, crate::kube::memory::access::admin());
     let server = ApiServer::start(
         listener,
         cluster,

@@ -4,20 +4,28 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cubepod_host::config::{Cli, Command, PolicyCommand};
-use tracing_subscriber::EnvFilter;
+use cubepod_host::scenario::conformance;
+use tracing_subscriber::filter::{FilterExt, LevelFilter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 fn init_logging(format: &str) {
     // wasmtime and cranelift are chatty at info; their warnings still show.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(cubepod_host::colour::for_stream(&std::io::stdout()));
-    if format == "json" {
-        builder.json().init();
+    let verbose = filter
+        .max_level_hint()
+        .is_none_or(|level| level >= LevelFilter::DEBUG);
+    let ansi = cubepod_host::colour::for_stream(&std::io::stdout());
+    let layer = if format == "json" {
+        tracing_subscriber::fmt::layer().json().boxed()
     } else {
-        builder.init();
-    }
+        tracing_subscriber::fmt::layer().with_ansi(ansi).boxed()
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(filter.and(conformance::quiet_at_info(verbose))))
+        .init();
 }
 
 fn main() -> ExitCode {

@@ -1,5 +1,6 @@
 //! Shared setup of the integration tests: start the real `cubepod-controller` binary, talk to
-//! its `:8081` server, read its metrics.
+//! its probes (plain, `--listen`) and read its metrics (over HTTPS with a bearer token, or plain
+//! where it serves them so).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -185,9 +186,26 @@ pub fn free_port() -> u16 {
 
 pub struct Controller {
     pub child: Child,
+    /// The probes' address (`--listen`), and `/metrics` when served plain.
     pub addr: SocketAddr,
+    /// How `/metrics` is read.
+    pub metrics: MetricsAccess,
     /// Holds the policy cache and the log file.
     dir: tempfile::TempDir,
+}
+
+/// Where and how a controller serves `/metrics`.
+#[derive(Clone, Debug)]
+pub enum MetricsAccess {
+    /// Plain, beside the probes (`--metrics-secure=false`, the embedded cluster's default).
+    Plain,
+    /// Over HTTPS at `addr` (`--metrics-listen`), to `token`: the fake API server's
+    /// [`apiserver::PROMETHEUS_TOKEN`] for a controller on it; `None` for the embedded
+    /// cluster's own, read from the kubeconfig it writes.
+    Secure {
+        addr: SocketAddr,
+        token: Option<String>,
+    },
 }
 
 impl Controller {
@@ -223,6 +241,25 @@ impl Controller {
     ) -> Controller {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+        let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port())
+            .parse()
+            .expect("address");
+        // As `run` decides: secure against an API server unless turned off, plain for the
+        // embedded cluster unless turned on.
+        let given = |flag: &str| extra.contains(&flag);
+        let metrics = match kubeconfig {
+            Some(_) if !given("--metrics-secure=false") => MetricsAccess::Secure {
+                addr: metrics_addr,
+                token: Some(apiserver::PROMETHEUS_TOKEN.to_string()),
+            },
+            None if given("--metrics-secure") || given("--metrics-secure=true") => {
+                MetricsAccess::Secure {
+                    addr: metrics_addr,
+                    token: None,
+                }
+            }
+            _ => MetricsAccess::Plain,
+        };
         let dir = tempfile::tempdir().expect("temp dir");
         let cache = dir.path().join("cache");
         let log = std::fs::File::create(dir.path().join("controller.log")).expect("log file");
@@ -231,6 +268,7 @@ impl Controller {
         args.extend(mode.iter().map(|s| s.to_string()));
         args.extend([
             format!("--listen={addr}"),
+            format!("--metrics-listen={metrics_addr}"),
             "--pod-start-delay=100ms".into(),
             "--reap-interval=1s".into(),
             "--pool-interval=1s".into(),
@@ -271,7 +309,28 @@ impl Controller {
             }
         }
         let child = command.spawn().expect("start cubepod-controller");
-        Controller { child, addr, dir }
+        Controller {
+            child,
+            addr,
+            metrics,
+            dir,
+        }
+    }
+
+    /// The embedded cluster's kubeconfig, as `run` writes it (under the process's `HOME`).
+    pub fn embedded_kubeconfig(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join(".local/state/cubepod-controller/kubeconfig")
+    }
+
+    /// The embedded cluster's own token (its administrator's), from its kubeconfig.
+    pub fn embedded_token(&self) -> Option<String> {
+        let kubeconfig = std::fs::read_to_string(self.embedded_kubeconfig()).ok()?;
+        kubeconfig
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("token: "))
+            .map(|token| token.trim().to_string())
     }
 
     /// What the process wrote to stderr so far.
@@ -322,9 +381,24 @@ impl Controller {
         }
     }
 
-    /// GETs `path`: (status, body).
+    /// GETs `path`: (status, body). `/metrics` is read where and as the controller serves it:
+    /// plain beside the probes, or over HTTPS with a token allowed to get it.
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        http_get(self.addr, path)
+        match &self.metrics {
+            MetricsAccess::Secure { addr, token } if path.starts_with("/metrics") => {
+                let token = token.clone().or_else(|| self.embedded_token());
+                scrape::https_get(*addr, path, token.as_deref())
+            }
+            _ => http_get(self.addr, path),
+        }
+    }
+
+    /// The address of `/metrics` over HTTPS (`--metrics-listen`), whether served there or not.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        match &self.metrics {
+            MetricsAccess::Secure { addr, .. } => Some(*addr),
+            MetricsAccess::Plain => None,
+        }
     }
 
     /// Polls `path` until `done(status, body)` holds; panics with the last answer on timeout.
@@ -395,6 +469,7 @@ pub mod bench;
 pub mod convergence;
 pub mod faults;
 pub mod kubectl;
+pub mod scrape;
 
 /// GETs `path` from a controller's server at `addr`: (status, body). Plain HTTP/1.1 over
 /// loopback is all the server needs.
@@ -407,6 +482,11 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
+    Ok(parse_response(&response))
+}
+
+/// An HTTP/1.1 response with a `Content-Length` body: (status, body).
+fn parse_response(response: &str) -> (u16, String) {
     let status = response
         .split_whitespace()
         .nth(1)
@@ -416,5 +496,5 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
-    Ok((status, body))
+    (status, body)
 }

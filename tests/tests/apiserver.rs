@@ -1,15 +1,20 @@
 //! The fake API server over real HTTP: verbs, Status bodies, watches (and 410 after
-//! compaction), merge patches, auth, fault rules and HTTP/2, through a plain hyper + rustls
-//! client written here.
+//! compaction), merge patches, auth, TokenReviews and SubjectAccessReviews, fault rules and
+//! HTTP/2, through a plain hyper + rustls client written here (and the controller's REST
+//! client for the reviews).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cubepod_host::kube::Resource;
 use cubepod_host::kube::memory::MemoryClusterConfig;
+use cubepod_host::kube::memory::access::Subject;
+use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_host::kube::review::{Decision, NonResourceRequest, Reviewer, UserInfo};
+use cubepod_host::kube::{ApiErrorKind, Resource};
 use cubepod_tests::apiserver::{
-    FakeApiServer, FakeOptions, FaultAction, FaultRule, KubeconfigAuth, client_config,
+    FakeApiServer, FakeOptions, FaultAction, FaultRule, KubeconfigAuth, PROMETHEUS_TOKEN,
+    PROMETHEUS_USER, client_config,
 };
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -928,4 +933,140 @@ async fn tables_field_validation_field_selectors_and_dry_run() {
         .await;
     assert_eq!(one["rows"].as_array().unwrap().len(), 1);
     assert!(one["rows"][0].get("object").is_none());
+}
+
+const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+
+fn access_review(user: &str, groups: &[&str], path: &str, verb: &str) -> Value {
+    json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": groups,
+                 "nonResourceAttributes": {"path": path, "verb": verb}},
+    })
+}
+
+#[tokio::test]
+async fn token_and_access_reviews_answer_from_the_registered_tokens_and_grants() {
+    let server = start(FakeOptions::default());
+    server
+        .access()
+        .add_token("bob-token", UserInfo::named("bob", &["dev"]));
+    server
+        .access()
+        .allow(Subject::Group("dev".into()), &["get"], &["/debug/*"]);
+    let client = Client::http1(&server);
+    let review = |token: &str| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+               "spec": {"token": token}})
+    };
+
+    let (code, answer) = client
+        .call(Method::POST, TOKEN_REVIEWS, Some(review(PROMETHEUS_TOKEN)))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["status"]["authenticated"], true);
+    assert_eq!(answer["status"]["user"]["username"], PROMETHEUS_USER);
+    assert!(
+        answer.to_string().find(PROMETHEUS_TOKEN).is_none(),
+        "{answer}"
+    );
+    let (_, admin) = client
+        .call(Method::POST, TOKEN_REVIEWS, Some(review(TOKEN)))
+        .await;
+    assert_eq!(admin["status"]["user"]["groups"][0], "system:masters");
+    let (_, unknown) = client
+        .call(Method::POST, TOKEN_REVIEWS, Some(review("nope")))
+        .await;
+    assert_eq!(unknown["status"]["authenticated"], false);
+    let (code, _) = client
+        .call(Method::POST, TOKEN_REVIEWS, Some(review("")))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+
+    let allowed = |answer: &Value| answer["status"]["allowed"] == true;
+    let (code, answer) = client
+        .call(
+            Method::POST,
+            ACCESS_REVIEWS,
+            Some(access_review(PROMETHEUS_USER, &[], "/metrics", "get")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert!(allowed(&answer), "{answer}");
+    for (user, groups, path, verb, expected) in [
+        (PROMETHEUS_USER, &[][..], "/metrics", "post", false),
+        (PROMETHEUS_USER, &[][..], "/healthz", "get", false),
+        ("bob", &["dev"][..], "/debug/pprof", "get", true),
+        ("bob", &["dev"][..], "/metrics", "get", false),
+        ("carol", &["dev"][..], "/debug/x", "get", true),
+        ("root", &["system:masters"][..], "/anything", "delete", true),
+    ] {
+        let (_, answer) = client
+            .call(
+                Method::POST,
+                ACCESS_REVIEWS,
+                Some(access_review(user, groups, path, verb)),
+            )
+            .await;
+        assert_eq!(allowed(&answer), expected, "{user} {verb} {path}: {answer}");
+    }
+    let (code, _) = client
+        .call(
+            Method::POST,
+            ACCESS_REVIEWS,
+            Some(access_review("", &[], "/metrics", "get")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    // The reviews are behind the server's own authentication, as every path.
+    let (code, _) = Client::http1(&server)
+        .with_token(None)
+        .call(Method::POST, TOKEN_REVIEWS, Some(review(PROMETHEUS_TOKEN)))
+        .await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_rest_client_reviews_tokens_and_access_on_the_api_server() {
+    let server = start(FakeOptions::default());
+    server
+        .access()
+        .add_token("bob-token", UserInfo::named("bob", &[]));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server
+        .write_kubeconfig(dir.path(), &KubeconfigAuth::Token(TOKEN.into()))
+        .unwrap();
+    let conn = ConnectionConfig::from_kubeconfig_file(&kubeconfig).expect("the kubeconfig");
+    let rest = RestCluster::new(conn, RestOptions::default()).expect("a client");
+
+    let prometheus = rest
+        .review_token(PROMETHEUS_TOKEN)
+        .await
+        .expect("reviewed")
+        .expect("authenticated");
+    assert_eq!(prometheus.username, PROMETHEUS_USER);
+    assert_eq!(rest.review_token("nope").await.expect("reviewed"), None);
+    let get = |user: UserInfo, path: &str| NonResourceRequest {
+        user,
+        verb: "get".into(),
+        path: path.into(),
+    };
+    assert_eq!(
+        rest.review_access(&get(prometheus.clone(), "/metrics"))
+            .await
+            .expect("reviewed"),
+        Decision::Allow
+    );
+    let bob = UserInfo::named("bob", &[]);
+    assert!(matches!(
+        rest.review_access(&get(bob, "/metrics"))
+            .await
+            .expect("reviewed"),
+        Decision::Deny { .. }
+    ));
+    // A controller whose token the API server refuses gets an error, not an answer.
+    server.set_token(Some("rotated"));
+    let refused = rest.review_token(PROMETHEUS_TOKEN).await.unwrap_err();
+    assert!(refused.is(ApiErrorKind::Unauthorized), "{refused:?}");
 }

@@ -111,3 +111,22 @@ fn the_embedded_policy_component_is_under_its_size_target() {
         DEFAULT_POLICY.len()
     );
 }
+
+/// The conformance self-test reconciles scratch objects (`conformance-gone`, `conformance-pool`)
+/// through the same core as the cluster's: at INFO the start's log names only the cluster's.
+#[test]
+fn the_start_log_at_info_names_no_self_test_object() {
+    let controller = Controller::start(&[]);
+    controller.wait_for_log(SETTLE, |fields| fields["conformance"].as_u64() > Some(0));
+    controller.wait_for_log(SETTLE, |fields| {
+        fields.to_string().contains("cubepod-workloads/dev-alice") || fields["name"] == "dev-alice"
+    });
+    let named: Vec<String> = controller
+        .logs()
+        .iter()
+        .filter(|line| line["level"] == "INFO")
+        .map(|line| line["fields"].to_string())
+        .filter(|fields| fields.contains("conformance-"))
+        .collect();
+    assert!(named.is_empty(), "{named:#?}");
+}

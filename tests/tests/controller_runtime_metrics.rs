@@ -2,12 +2,14 @@
 //! API server: a known workload (one sandbox, one refused finalizer patch on the way), then
 //! `/metrics` parsed as Prometheus text and held against what happened: reconciles per result,
 //! the queue's adds and its depth back to 0, and every HTTP request per code and method as the
-//! fake API server logged it.
+//! fake API server logged it. `/metrics` is scraped over HTTPS with a token: the reviews of the
+//! token and of its access are requests of the controller's too, counted alike.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use cubepod_host::kube::Resource;
+use cubepod_host::kube::review::{SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
 use cubepod_tests::Controller;
 use cubepod_tests::apiserver::{DEFAULT_SEED, FaultAction, FaultRule, KubeconfigAuth};
 use cubepod_tests::convergence::{TOKEN, create_sandbox, fake_server, running, until};
@@ -146,6 +148,11 @@ fn controller_runtime_families_count_what_the_loop_did() {
         Some(&1.0)
     );
     assert!(logged.contains_key(&("201".to_string(), "POST".to_string())));
+    // The scrapes' reviews, once each however many scrapes (kept for a minute and more).
+    for review in [TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS] {
+        let asked = fake.requests().iter().filter(|r| r.path == review).count();
+        assert_eq!(asked, 1, "{review}");
+    }
     assert!(logged.contains_key(&("200".to_string(), "GET".to_string())));
     let total = |c: &str, r: &str| {
         sum(

@@ -2,7 +2,8 @@
 //! family `/metrics` exposes and nothing else (with its type and labels), and every metric the
 //! alerts and the dashboard of `deploy/monitoring/` query exists there.
 //!
-//! `/metrics` is read from the real binary against the fake API server, with leader election,
+//! `/metrics` is read from the real binary against the fake API server as Prometheus reads it
+//! through the ServiceMonitor (over HTTPS, with a token the fake allows), with leader election,
 //! running the hostile test policy over a pool and sandboxes chosen so that every family has a
 //! series: a plain sandbox, one whose reconcile floods kube-client (a budget trap) and one that
 //! asks for a privileged Pod (a boundary refusal).

@@ -6,6 +6,7 @@ pub mod boundary;
 pub(crate) mod instrumented;
 pub mod memory;
 pub mod rest;
+pub mod review;
 
 use std::fmt;
 use std::future::Future;

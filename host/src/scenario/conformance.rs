@@ -10,6 +10,11 @@ mod ticks;
 use std::path::Path;
 
 use tokio::runtime::Handle;
+use tracing::subscriber::Interest;
+use tracing::{Level, Metadata, Subscriber};
+use tracing_subscriber::filter::DynFilterFn;
+use tracing_subscriber::layer::{Context, Filter};
+use tracing_subscriber::registry::LookupSpan;
 
 use super::format::{self, Action, FormatError, Scenario};
 use super::scratch::{Scratch, StepError, StepOutcome, StepResult, summary};
@@ -88,13 +93,45 @@ pub fn cases() -> &'static [Case] {
     CASES
 }
 
+/// The span a self-test runs in. Its reconciles log as the controller's do, but about scratch
+/// objects (`conformance-gone`, ...): [`quiet_at_info`] keeps them out of an INFO log.
+pub const SPAN: &str = "conformance_self_test";
+
 /// Runs every case; returns how many passed (all of them), or the first failure. Call from a
-/// blocking thread, not from async code: the scratch clusters' futures run on `handle`.
+/// blocking thread, not from async code: the scratch clusters' futures run on `handle`, on this
+/// thread, so inside this span.
 pub fn self_test(module: &PolicyModule, handle: &Handle) -> Result<usize, SelfTestError> {
+    let _span = tracing::info_span!(SPAN).entered();
     for case in cases() {
         run_case(module, handle, case)?;
     }
     Ok(cases().len())
+}
+
+/// A log filter that drops the self-test's INFO (and more verbose) lines unless `verbose`
+/// (the log's filter shows DEBUG somewhere): at INFO, a start's log names only the cluster's
+/// objects. Its warnings and errors always show.
+pub fn quiet_at_info<S>(verbose: bool) -> impl Filter<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    // Only the events that may be dropped are judged one by one; the rest pass at the callsite.
+    let passes = move |metadata: &Metadata<'_>| {
+        verbose || !metadata.is_event() || *metadata.level() < Level::INFO
+    };
+    DynFilterFn::new(move |metadata: &Metadata<'_>, cx: &Context<'_, S>| {
+        passes(metadata)
+            || !cx
+                .lookup_current()
+                .is_some_and(|span| span.scope().any(|s| s.name() == SPAN))
+    })
+    .with_callsite_filter(move |metadata| {
+        if passes(metadata) {
+            Interest::always()
+        } else {
+            Interest::sometimes()
+        }
+    })
 }
 
 /// Runs one case.

@@ -24,8 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cubepod_host::kube::BoxFuture;
+use cubepod_host::kube::memory::access::{self, AccessControl, Subject};
 use cubepod_host::kube::memory::serve::{ApiServer, Layer, RequestInfo, ServeOptions, Verdict};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::kube::review::UserInfo;
 use hyper::http::request::Parts;
 use rustls::pki_types::CertificateDer;
 use tokio::runtime::Runtime;
@@ -37,6 +39,12 @@ pub use cubepod_host::kube::memory::serve::{KubeconfigAuth, ServeError, TlsError
 
 /// The file name `write_kubeconfig` writes in the directory given.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
+
+/// The token of the Prometheus every fake API server knows, as a cluster with the Prometheus
+/// Operator does: [`PROMETHEUS_USER`], allowed to get `/metrics` (kube-prometheus's own
+/// ClusterRole grants it so). The tests scrape controllers on the fake with it.
+pub const PROMETHEUS_TOKEN: &str = "fake-prometheus-token";
+pub const PROMETHEUS_USER: &str = "system:serviceaccount:monitoring:prometheus-k8s";
 
 #[derive(Clone, Debug)]
 pub struct FakeOptions {
@@ -141,6 +149,8 @@ impl Layer for TestLayer {
 pub struct FakeApiServer {
     server: ApiServer,
     layer: Arc<TestLayer>,
+    /// The accepted token, to unregister when it changes.
+    token: std::sync::Mutex<Option<String>>,
     /// `None` once shut down.
     runtime: Option<Runtime>,
 }
@@ -169,15 +179,35 @@ impl FakeApiServer {
             requests: requests::RequestLog::default(),
             watch_true_only: options.watch_true_only,
         });
+        let cluster = MemoryCluster::new(options.cluster_config);
+        let access = cluster.access();
+        if let Some(token) = &options.token {
+            access.add_token(token, access::admin());
+        }
+        access.add_token(
+            PROMETHEUS_TOKEN,
+            UserInfo::named(
+                PROMETHEUS_USER,
+                &[
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:monitoring",
+                ],
+            ),
+        );
+        access.allow(
+            Subject::User(PROMETHEUS_USER.to_string()),
+            &["get"],
+            &["/metrics"],
+        );
         // Serving needs the server's runtime, entered without blocking on it.
         let server = {
             let _guard = runtime.enter();
             ApiServer::start(
                 listener,
-                MemoryCluster::new(options.cluster_config),
+                cluster,
                 ServeOptions {
                     tls: options.tls,
-                    token: options.token,
+                    token: options.token.clone(),
                     watch_timeout: options.watch_timeout,
                     bookmark_interval: options.bookmark_interval,
                 },
@@ -187,6 +217,7 @@ impl FakeApiServer {
         Ok(FakeApiServer {
             server,
             layer,
+            token: std::sync::Mutex::new(options.token),
             runtime: Some(runtime),
         })
     }
@@ -216,9 +247,23 @@ impl FakeApiServer {
         self.server.cluster()
     }
 
-    /// Changes the accepted bearer token (`None`: no auth), e.g. to test rotation.
+    /// Changes the accepted bearer token (`None`: no auth), e.g. to test rotation. The new one
+    /// authenticates as the cluster's administrator in reviews too; the old one no more.
     pub fn set_token(&self, token: Option<&str>) {
+        if let Some(old) = self.token.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            self.access().remove_token(&old);
+        }
+        if let Some(token) = token {
+            self.access().add_token(token, access::admin());
+            *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.to_string());
+        }
         self.server.set_token(token);
+    }
+
+    /// Who the server authenticates in TokenReviews and what they may do in
+    /// SubjectAccessReviews: register tokens, users and grants here.
+    pub fn access(&self) -> Arc<AccessControl> {
+        self.server.cluster().access().clone()
     }
 
     /// Whether the cubepod.io CRDs are served; without them their paths and discovery 404.

@@ -1,5 +1,6 @@
 //! The real `cubepod-controller` binary as a subprocess against the fake API server: start it
-//! with a kubeconfig, read its `/metrics`, its RSS and CPU time from `/proc`, stop it.
+//! with a kubeconfig, read its `/metrics` (plain, on loopback), its RSS and CPU time from
+//! `/proc`, stop it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -113,6 +114,9 @@ impl ControllerProcess {
         let mut args = vec![
             "run".to_string(),
             format!("--listen={addr}"),
+            // Scraped plain on loopback: the figures are the controller's work, not the TLS
+            // handshakes of the bench's own frequent scrapes.
+            "--metrics-secure=false".to_string(),
             format!("--cache-dir={}", dir.path().join("cache").display()),
             "--log-format=json".to_string(),
         ];

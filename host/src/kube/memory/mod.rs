@@ -6,6 +6,7 @@
 //! One lock guards all state, held only for the synchronous part of a call; delayed kubelet
 //! work runs on tokio tasks that hold a weak reference, so dropping the cluster ends them.
 
+pub mod access;
 mod api;
 mod errors;
 mod gc;
@@ -29,6 +30,7 @@ use tokio::sync::mpsc;
 
 pub use self::writes::{WriteRecord, WriteVerb};
 
+use self::access::AccessControl;
 use self::api::Subresource;
 use self::kubelet::{Kubelet, Work};
 use self::state::State;
@@ -76,6 +78,8 @@ pub struct MemoryCluster {
     this: Weak<MemoryCluster>,
     state: Mutex<State>,
     writes: WriteLog,
+    /// Who the cluster authenticates, and what they may do (`access.rs`).
+    access: Arc<AccessControl>,
 }
 
 impl fmt::Debug for MemoryCluster {
@@ -94,7 +98,13 @@ impl MemoryCluster {
             this: this.clone(),
             state: Mutex::new(State::new(hub, kubelet)),
             writes: WriteLog::default(),
+            access: Arc::default(),
         })
+    }
+
+    /// The cluster's tokens and grants: what its TokenReviews and SubjectAccessReviews answer.
+    pub fn access(&self) -> &Arc<AccessControl> {
+        &self.access
     }
 
     /// Creates `object` in its `metadata.namespace` (`default` if unset), as `create` would,

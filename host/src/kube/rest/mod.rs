@@ -14,6 +14,7 @@ mod list;
 mod projection;
 mod read_ahead;
 mod retry;
+mod review;
 mod status;
 mod tls;
 mod transport;

@@ -160,6 +160,9 @@ async fn serve(
     end_watch_after: Option<u32>,
 ) -> Result<Response<Body>, Failure> {
     let route = route.ok_or_else(Failure::no_route)?;
+    if let Route::Review(review) = route {
+        return super::reviews::serve(&shared.cluster, review, &parts.method, body).await;
+    }
     let accept = header(&parts.headers, ACCEPT);
     let ask = Ask {
         method: parts.method.clone(),
@@ -587,7 +590,7 @@ fn check_merge_patch(content_type: &str) -> Result<(), Failure> {
 }
 
 /// The body as a JSON object; anything else is a 400.
-async fn read_object(body: Incoming) -> Result<Value, Failure> {
+pub(super) async fn read_object(body: Incoming) -> Result<Value, Failure> {
     match read_json(body).await? {
         Some(value @ Value::Object(_)) => Ok(value),
         Some(_) => Err(Failure::bad_request(

@@ -15,6 +15,7 @@ mod openapi;
 mod order;
 mod partial;
 mod pki;
+mod reviews;
 mod routes;
 mod scale;
 mod status;

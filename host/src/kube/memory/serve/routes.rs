@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::reviews::Review;
 use super::table::IncludeObject;
 use crate::kube::Resource;
 
@@ -42,6 +43,8 @@ pub enum Route {
         namespace: String,
         name: String,
     },
+    /// `POST` of a TokenReview or a SubjectAccessReview (`reviews.rs`).
+    Review(Review),
 }
 
 impl Route {
@@ -96,6 +99,9 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     if segments.iter().any(|s| s.is_empty()) {
         return None;
+    }
+    if let Some(review) = super::reviews::route(&segments) {
+        return Some(Route::Review(review));
     }
     let (group_version, rest): (String, &[&str]) = match segments.as_slice() {
         ["version"] => return Some(Route::Version),

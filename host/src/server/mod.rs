@@ -1,4 +1,11 @@
-//! The probe and metrics server (`:8081`): `/healthz`, `/readyz`, `/metrics`.
+//! The controller's HTTP servers: the probes, `/healthz` and `/readyz`, plain on `--listen`
+//! (`:8081`) for the kubelet; `/metrics` over HTTPS with authentication and authorization on
+//! `--metrics-listen` (`:8443`, [`secure`]), or, with `--metrics-secure=false`, plain beside the
+//! probes on a loopback address (the embedded demo's default).
+
+pub mod auth;
+pub mod cert;
+pub mod secure;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,7 +30,13 @@ const MAX_SILENCE: Duration = Duration::from_secs(10);
 pub struct ServerState {
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
+    /// `/metrics` served here, plain (`--metrics-secure=false`); otherwise a 404 that says
+    /// where it is.
+    pub plain_metrics: bool,
 }
+
+const PLAIN: &str = "text/plain; charset=utf-8";
+const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -37,7 +50,6 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
 
 /// Answers one request; public so that tests can call the router in-process.
 pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<Bytes>> {
-    const PLAIN: &str = "text/plain; charset=utf-8";
     if method != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into(), PLAIN);
     }
@@ -77,14 +89,24 @@ pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<
             };
             text(status, body, PLAIN)
         }
+        "/metrics" if state.plain_metrics => {
+            text(StatusCode::OK, state.metrics.render(), METRICS_TYPE)
+        }
         "/metrics" => text(
-            StatusCode::OK,
-            state.metrics.render(),
-            "text/plain; version=0.0.4; charset=utf-8",
+            StatusCode::NOT_FOUND,
+            "not found: /metrics is served over HTTPS on --metrics-listen (:8443), to a bearer \
+             token allowed to get it\n"
+                .into(),
+            PLAIN,
+        ),
+        _ if state.plain_metrics => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /healthz, /readyz or /metrics\n".into(),
+            PLAIN,
         ),
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /healthz, /readyz or /metrics\n".into(),
+            "not found: try /healthz or /readyz\n".into(),
             PLAIN,
         ),
     }
