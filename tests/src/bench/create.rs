@@ -81,8 +81,11 @@ pub struct CreateRun {
     pub post: Burst,
     pub to_pods: Duration,
     pub to_running: Duration,
-    /// The controller's writes once quiet, by "verb resource" (the load's creates left out).
+    /// The controller's state writes once quiet, by "verb resource" (the load's creates and
+    /// the Events left out).
     pub writes: BTreeMap<String, usize>,
+    /// Its Event writes (creates, and patches counting a repeat), once quiet.
+    pub event_writes: usize,
     pub failed_writes: usize,
     /// Every HTTP request the controller made from the first POST until quiet (lists, watches,
     /// reads and writes; the load generator's own left out).
@@ -116,6 +119,10 @@ impl CreateRun {
 
     pub fn writes_per_sandbox(&self) -> f64 {
         self.writes.values().sum::<usize>() as f64 / self.n as f64
+    }
+
+    pub fn events_per_sandbox(&self) -> f64 {
+        self.event_writes as f64 / self.n as f64
     }
 
     /// The controller's CPU (user + system) from the first POST to the N-th Running, per
@@ -542,7 +549,18 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
                 w.error.is_some() && !(w.verb == "create" && w.resource == Resource::Sandbox)
             })
             .count(),
-        writes: group(&writes, true),
+        event_writes: writes
+            .iter()
+            .filter(|w| w.resource == Resource::Event)
+            .count(),
+        writes: group(
+            &writes
+                .iter()
+                .filter(|w| w.resource != Resource::Event)
+                .cloned()
+                .collect::<Vec<_>>(),
+            true,
+        ),
         watches,
         controller_cpu,
         instructions,

@@ -340,13 +340,24 @@ pub fn rows(results: &Results) -> Vec<Row> {
                 .unwrap_or_default();
             rows.push(Row {
                 metric: format!(
-                    "API writes per new sandbox (controller), N = {}",
+                    "API writes per new sandbox (controller), N = {}, Events apart",
                     thousands(*n)
                 ),
                 value: format!("{writes:.2}: {example}"),
                 target: format!("≤ {TARGET_WRITES_PER_SANDBOX:.0}"),
                 verdict: at_most(writes, TARGET_WRITES_PER_SANDBOX + 1e-9, "", 2),
             });
+            if let Some(events) = median_of(runs, |r| r.events_per_sandbox()) {
+                rows.push(Row {
+                    metric: format!(
+                        "Event writes per new sandbox (Normal Events on, the default), N = {}",
+                        thousands(*n)
+                    ),
+                    value: format!("{events:.2}, {note}"),
+                    target: "—".to_string(),
+                    verdict: String::new(),
+                });
+            }
         }
         if let Some(resync) = median_of(runs, |r| r.resync_writes.values().sum::<usize>() as f64) {
             let took = median_of(runs, |r| r.resync_took.as_secs_f64()).unwrap_or(f64::NAN);
