@@ -257,13 +257,16 @@ pub struct PolicyArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum PolicyCommand {
-    /// Run scenario files against a policy module, with no cluster.
+    /// Check a policy module as the controller admits it, then run scenario files against it,
+    /// with no cluster.
     ///
-    /// Each scenario runs on a scratch in-memory cluster, through the same sandboxed runtime
-    /// and limits as the controller. Prints PASS or FAIL per scenario (with a diff), then
-    /// "N passed, M failed"; exits 1 if any failed, 2 if it could not run. With no SCENARIO,
-    /// runs the built-in conformance cases that every module passes to run. The scenario format
-    /// is described in tests/scenarios/README.md.
+    /// First the checks `run` makes before it runs a module, with the same flags: it loads
+    /// (compile, contract, describe) and passes the built-in conformance cases
+    /// (`--no-conformance` leaves those out). Then each scenario runs on a scratch in-memory
+    /// cluster, through the same sandboxed runtime and limits as the controller. Prints PASS or
+    /// FAIL per case and scenario (with a diff), then "N passed, M failed"; exits 1 if any
+    /// failed, 2 if it could not run. The scenario format is described in
+    /// tests/scenarios/README.md.
     Test(PolicyTestArgs),
     /// Show what a policy module is, and whether it fits the contract.
     ///
@@ -369,6 +372,11 @@ pub struct PolicyTestArgs {
     /// Also write a JUnit XML report here, for CI systems.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+
+    /// Leave out the conformance self-test that `run` gives every module before it runs it:
+    /// the scenarios alone. Without it, a module `run` would refuse fails here too.
+    #[arg(long)]
+    pub no_conformance: bool,
 
     /// Time bound of one call into the policy (epoch deadline), as `run --guest-deadline`.
     #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]

@@ -84,12 +84,18 @@ fn scenario_count(folder: &str) -> usize {
         .sum()
 }
 
+/// Every conformance case (the controller's admission) and every scenario of `folder` passed.
 fn assert_all_pass(code: i32, stdout: &str, stderr: &str, folder: &str) {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let expected = scenario_count(folder);
-    assert!(expected > 0, "no scenario in {folder}");
+    let scenarios = scenario_count(folder);
+    assert!(scenarios > 0, "no scenario in {folder}");
+    let expected = scenarios + cubepod_host::scenario::conformance::cases().len();
     assert_eq!(summary(stdout), (expected, 0), "{stdout}");
     assert_eq!(stdout.matches("\nPASS ").count(), expected, "{stdout}");
+    assert!(
+        stdout.contains("PASS new running sandbox (builtin:conformance/new-sandbox.yaml)"),
+        "{stdout}"
+    );
 }
 
 #[test]
