@@ -150,8 +150,7 @@ pub fn run(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Resul
 }
 
 /// The case a module that does not load fails.
-pub const LOAD_CASE: &str =
-    "the module loads as the controller loads it (compile, contract, describe)";
+const LOAD_CASE: &str = "the module loads as the controller loads it (compile, contract, describe)";
 
 /// `policy NAME VERSION (contract ..., sha256 ...)`.
 fn header(out: &mut dyn Write, module: &PolicyModule) -> std::io::Result<()> {
