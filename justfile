@@ -30,7 +30,7 @@ validate:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
-    for crate in cubepod-policy-sdk cubepod-guest cubepod-policy-guarded cubepod-faulty-policy cubepod-hostile-policy cubepod-nostd-policy; do cargo clippy -p "$crate" --target wasm32-wasip2 -- -D warnings; done
+    for crate in cubepod-policy-sdk cubepod-guest cubepod-policy-guarded cubepod-policy-image-allowlist cubepod-faulty-policy cubepod-hostile-policy cubepod-nostd-policy; do cargo clippy -p "$crate" --target wasm32-wasip2 -- -D warnings; done
 
 # Benchmarks: the micro-benchmarks (one decision natively and through wasm, a hot swap), then
 # the controller against the fake API server with a load generator (`cubepod-bench`; e.g.

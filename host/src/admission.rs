@@ -124,6 +124,31 @@ pub struct Admitted {
     pub cases: usize,
 }
 
+/// How much of the checks after the signature to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extent {
+    /// Compile, contract and `describe` only: `policy test --no-conformance`, for the scenarios
+    /// alone.
+    Load,
+    /// Then the conformance cases.
+    Conformance(conformance::Extent),
+}
+
+/// A module that loaded, and the verdict of each conformance case that ran.
+#[derive(Debug)]
+pub struct Examination {
+    pub module: PolicyModule,
+    pub cases: Vec<conformance::Outcome>,
+}
+
+impl Examination {
+    /// The module and how many cases it passed, or the first failure: what admits a module.
+    pub fn verdict(self) -> Result<(PolicyModule, usize), Refused> {
+        let cases = conformance::verdict(self.cases)?;
+        Ok((self.module, cases))
+    }
+}
+
 /// The pipeline, with the engine modules are compiled for and the keys they are verified with.
 #[derive(Clone, Debug)]
 pub struct Admission {
@@ -194,23 +219,30 @@ impl Admission {
         }
     }
 
-    /// Every step after the signature: compile, contract, `describe`, self-test. Returns the
-    /// module and how many conformance cases it passed. Blocking: call it from a blocking
-    /// thread; the scratch clusters run on `handle`.
-    pub fn load_and_test(
+    /// Every step after the signature: compile, contract, `describe`, then the conformance
+    /// cases as far as `extent` says. `Err` only when the module does not load; a failed case
+    /// is in the examination, for [`Examination::verdict`] to refuse. The controller (at start
+    /// and in every swap), `policy test` and `policy inspect` all judge a module by this.
+    /// Blocking: call it from a blocking thread; the scratch clusters run on `handle`.
+    pub fn examine(
         &self,
         bytes: &[u8],
         handle: &Handle,
-    ) -> Result<(PolicyModule, usize), Refused> {
+        extent: Extent,
+    ) -> Result<Examination, Refused> {
         let module = self.engine.load(bytes)?;
-        let cases = conformance::self_test(&module, handle)?;
-        Ok((module, cases))
+        let cases = match extent {
+            Extent::Load => Vec::new(),
+            Extent::Conformance(extent) => conformance::run(&module, handle, extent),
+        };
+        Ok(Examination { module, cases })
     }
 
     /// The whole pipeline, blocking. The signature is checked before anything is compiled.
     pub fn check(&self, candidate: &Candidate, handle: &Handle) -> Result<Admitted, Refused> {
         let key = self.verify(candidate)?;
-        let (module, cases) = self.load_and_test(&candidate.bytes, handle)?;
+        let extent = Extent::Conformance(conformance::Extent::UntilFirstFailure);
+        let (module, cases) = self.examine(&candidate.bytes, handle, extent)?.verdict()?;
         Ok(Admitted { module, key, cases })
     }
 

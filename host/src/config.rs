@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::kube::boundary::{self, Containment, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS};
+use crate::kube::boundary::{
+    self, Containment, KeyAllowlist, KeyKind, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS,
+};
 use crate::model::network;
 use crate::runtime::bindings::ClusterNetwork;
 use crate::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
@@ -326,13 +328,16 @@ pub struct PolicyArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum PolicyCommand {
-    /// Run scenario files against a policy module, with no cluster.
+    /// Check a policy module as the controller admits it, then run scenario files against it,
+    /// with no cluster.
     ///
-    /// Each scenario runs on a scratch in-memory cluster, through the same sandboxed runtime
-    /// and limits as the controller. Prints PASS or FAIL per scenario (with a diff), then
-    /// "N passed, M failed"; exits 1 if any failed, 2 if it could not run. With no SCENARIO,
-    /// runs the built-in conformance cases that every module passes to run. The scenario format
-    /// is described in tests/scenarios/README.md.
+    /// First the checks `run` makes before it runs a module, with the same flags: it loads
+    /// (compile, contract, describe) and passes the built-in conformance cases
+    /// (`--no-conformance` leaves those out). Then each scenario runs on a scratch in-memory
+    /// cluster, through the same sandboxed runtime and limits as the controller. Prints PASS or
+    /// FAIL per case and scenario (with a diff), then "N passed, M failed"; exits 1 if any
+    /// failed, 2 if it could not run. The scenario format is described in
+    /// tests/scenarios/README.md.
     Test(PolicyTestArgs),
     /// Show what a policy module is, and whether it fits the contract.
     ///
@@ -439,6 +444,11 @@ pub struct PolicyTestArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
+    /// Leave out the conformance self-test that `run` gives every module before it runs it:
+    /// the scenarios alone. Without it, a module `run` would refuse fails here too.
+    #[arg(long)]
+    pub no_conformance: bool,
+
     /// Time bound of one call into the policy (epoch deadline), as `run --guest-deadline`.
     #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
     pub guest_deadline: Duration,
@@ -515,6 +525,33 @@ pub struct ContainmentArgs {
     )]
     pub allow_pod_field: Vec<String>,
 
+    /// Labels besides the host's that a policy may put on a sandbox's Pod: keys (`team`) or
+    /// prefixes ending in `/` (`example.com/`). Never the host's own (the managed-by label,
+    /// anything under `cubepod.io/`). A label can make the Pod match a selector of another
+    /// workload's Service or NetworkPolicy: allow keys no such selector grants access by.
+    /// Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOW_POD_LABEL",
+        value_delimiter = ',',
+        value_name = "KEY",
+        value_parser = pod_label
+    )]
+    pub allow_pod_label: Vec<String>,
+
+    /// Annotations a policy may put on a sandbox's Pod, as keys or prefixes ending in `/`.
+    /// Never the host's (under `cubepod.io/`), nor those the container runtime reads
+    /// (`io.katacontainers.*`, `io.kubernetes.cri-o.*`, the AppArmor and seccomp ones).
+    /// Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOW_POD_ANNOTATION",
+        value_delimiter = ',',
+        value_name = "KEY",
+        value_parser = pod_annotation
+    )]
+    pub allow_pod_annotation: Vec<String>,
+
     /// Secrets besides the sandbox's own that a Pod may reference (env, volumes, image pull
     /// secrets). Comma-separated.
     #[arg(long, env = "CUBEPOD_ALLOWED_SECRET_REFS", value_delimiter = ',')]
@@ -560,6 +597,11 @@ impl ContainmentArgs {
             pod_security: self.pod_security,
             service_account: self.sandbox_service_account.clone(),
             extra_pod_fields: self.allow_pod_field.iter().cloned().collect(),
+            pod_labels: KeyAllowlist::new(KeyKind::Label, self.allow_pod_label.iter().cloned()),
+            pod_annotations: KeyAllowlist::new(
+                KeyKind::Annotation,
+                self.allow_pod_annotation.iter().cloned(),
+            ),
             secret_refs: self.allowed_secret_refs.iter().cloned().collect(),
             config_map_refs: self.allowed_config_map_refs.iter().cloned().collect(),
             max_volume_bytes: self.max_volume_size,
@@ -655,6 +697,14 @@ fn selector(text: &str) -> Result<Labels, String> {
         return Err("no key=value".to_string());
     }
     Ok(Labels(labels))
+}
+
+fn pod_label(text: &str) -> Result<String, String> {
+    boundary::keys::parse_entry(KeyKind::Label, text)
+}
+
+fn pod_annotation(text: &str) -> Result<String, String> {
+    boundary::keys::parse_entry(KeyKind::Annotation, text)
 }
 
 fn volume_size(text: &str) -> Result<u128, String> {
@@ -755,6 +805,56 @@ mod tests {
         ] {
             let parsed = Cli::try_parse_from(["cubepod-controller", "run", bad[0], bad[1]]);
             assert!(parsed.is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_pod_label_and_annotation_flags_widen_run_and_policy_test_alike() {
+        let flags = [
+            "--allow-pod-label",
+            "team,example.com/",
+            "--allow-pod-annotation=example.com/owner",
+        ];
+        let run =
+            Cli::try_parse_from([&["cubepod-controller", "run"][..], &flags[..]].concat()).unwrap();
+        let test = Cli::try_parse_from(
+            [
+                &["cubepod-controller", "policy", "test", "m.wasm"][..],
+                &flags[..],
+            ]
+            .concat(),
+        )
+        .unwrap();
+        let Command::Run(run) = run.command else {
+            panic!("run");
+        };
+        let Command::Policy(PolicyArgs {
+            command: PolicyCommand::Test(test),
+        }) = test.command
+        else {
+            panic!("policy test");
+        };
+        for rules in [
+            run.containment.containment(),
+            test.containment.containment(),
+        ] {
+            assert!(rules.pod_labels.admits("team"));
+            assert!(rules.pod_labels.admits("example.com/cost-center"));
+            assert!(!rules.pod_labels.admits("cost-center"));
+            assert!(rules.pod_annotations.admits("example.com/owner"));
+            assert!(!rules.pod_annotations.admits("team"));
+        }
+        let defaults = Containment::default();
+        assert!(!defaults.pod_labels.admits("team"));
+        for bad in [
+            "--allow-pod-label=cubepod.io/sandbox",
+            "--allow-pod-label=cubepod.io/",
+            "--allow-pod-label=app.kubernetes.io/managed-by",
+            "--allow-pod-label=team!",
+            "--allow-pod-annotation=io.katacontainers.config.hypervisor.path",
+        ] {
+            let parsed = Cli::try_parse_from(["cubepod-controller", "run", bad]);
+            assert!(parsed.is_err(), "{bad}");
         }
     }
 }

@@ -78,13 +78,26 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    // Only the guarded example exists today; a new example must be added here with its build.
+    // Every example has its build here: a new one must be added with its own.
     assert_eq!(
         dirs,
-        [examples.join("guarded/scenarios")],
+        [
+            examples.join("guarded/scenarios"),
+            examples.join("image-allowlist/scenarios"),
+        ],
         "an example policy without a build in this test"
     );
+    let allowlist = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-policy-image-allowlist",
+        "cubepod_policy_image_allowlist",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let allowlist = engine()
+        .load_file(&allowlist)
+        .expect("the image-allowlist policy loads");
     out.push(("guarded".to_string(), guarded, dirs.remove(0)));
+    out.push(("image-allowlist".to_string(), allowlist, dirs.remove(0)));
     // The hostile test policy: the controller refuses its outputs exactly as policy test does.
     let hostile = wasm_build::build_policy_component(
         workspace(),
@@ -372,6 +385,7 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    // Every file was compared: 15 default scenarios, the example's 4 and the hostile 9, at least.
-    assert!(compared >= 28, "only {compared} scenarios compared");
+    // Every file was compared: 15 default scenarios, the examples' 4 and 4 and the hostile 9, at
+    // least.
+    assert!(compared >= 32, "only {compared} scenarios compared");
 }

@@ -1,7 +1,8 @@
-//! The example policy `examples/policies/guarded`, built here with the shared nested cargo
-//! builder, as `docs/policy-authoring.md` tells an operator to check a policy in CI: it fits
-//! the contract (`policy inspect`) and passes its own scenarios (`policy test`), and the
-//! default policy passes its own as well: both policies pass the scenarios they ship with.
+//! The example policies `examples/policies/guarded` and `examples/policies/image-allowlist`,
+//! built here with the shared nested cargo builder, as `docs/policy-authoring.md` tells an
+//! operator to check a policy in CI: each passes the controller's admission (`policy inspect`,
+//! and `policy test` before its scenarios) and its own scenarios (`policy test`), and the
+//! default policy passes its own as well: every policy passes the scenarios it ships with.
 //!
 //! Run: `cargo test -p cubepod-host --test example_policy`
 
@@ -24,6 +25,21 @@ fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("host/ has a parent")
+}
+
+const ALLOWLIST_SCENARIOS: &str = "examples/policies/image-allowlist/scenarios";
+
+/// The image-allowlist policy's component, built once per test run.
+fn allowlist_wasm() -> &'static Path {
+    static WASM: OnceLock<PathBuf> = OnceLock::new();
+    WASM.get_or_init(|| {
+        wasm_build::build_policy_component(
+            workspace(),
+            "cubepod-policy-image-allowlist",
+            "cubepod_policy_image_allowlist",
+        )
+        .unwrap_or_else(|why| panic!("{why}"))
+    })
 }
 
 /// The guarded policy's component, built once per test run.
@@ -84,12 +100,18 @@ fn scenario_count(folder: &str) -> usize {
         .sum()
 }
 
+/// Every conformance case (the controller's admission) and every scenario of `folder` passed.
 fn assert_all_pass(code: i32, stdout: &str, stderr: &str, folder: &str) {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let expected = scenario_count(folder);
-    assert!(expected > 0, "no scenario in {folder}");
+    let scenarios = scenario_count(folder);
+    assert!(scenarios > 0, "no scenario in {folder}");
+    let expected = scenarios + cubepod_host::scenario::conformance::cases().len();
     assert_eq!(summary(stdout), (expected, 0), "{stdout}");
     assert_eq!(stdout.matches("\nPASS ").count(), expected, "{stdout}");
+    assert!(
+        stdout.contains("PASS new running sandbox (builtin:conformance/new-sandbox.yaml)"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -135,6 +157,33 @@ fn the_guarded_policy_is_refused_without_the_flag() {
     assert_eq!(code, 1, "{stdout}");
     assert!(
         stdout.contains("refused by rule pod at spec.affinity"),
+        "{stdout}"
+    );
+}
+
+/// The conformance sandboxes run an image outside its list: the controller takes a policy that
+/// declines them and says why, so `policy test` passes it with no flag, and so does `inspect`.
+#[test]
+fn the_image_allowlist_policy_is_admitted_and_passes_its_scenarios() {
+    let wasm = allowlist_wasm().to_str().expect("a UTF-8 path");
+    let (code, stdout, stderr) = run(&["policy", "test", wasm, ALLOWLIST_SCENARIOS]);
+    assert!(
+        stdout.starts_with("policy cubepod-image-allowlist 0.1.0 (contract "),
+        "{stdout}"
+    );
+    assert_all_pass(code, &stdout, &stderr, ALLOWLIST_SCENARIOS);
+    assert!(
+        stdout.contains(&format!(
+            "PASS an image outside the list is declined and says why ({ALLOWLIST_SCENARIOS}/image-not-allowed.yaml)"
+        )),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run(&["policy", "inspect", wasm]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "fits the contract cubepod:controller@{CONTRACT_VERSION}: yes"
+        )),
         "{stdout}"
     );
 }

@@ -14,6 +14,10 @@ use std::process::{Command, Output};
 use cubepod_host::runtime::{CONTRACT_VERSION, DEFAULT_POLICY};
 use sha2::{Digest, Sha256};
 
+mod wasm_build {
+    include!("../wasm_build.rs");
+}
+
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -52,6 +56,11 @@ fn run(args: &[&str]) -> (i32, String, String) {
         String::from_utf8(stdout).unwrap(),
         String::from_utf8(stderr).unwrap(),
     )
+}
+
+/// The conformance cases `policy test` runs before the scenarios.
+fn conformance_cases() -> usize {
+    cubepod_host::scenario::conformance::cases().len()
 }
 
 /// The closing `N passed, M failed` line, alone on its line.
@@ -104,7 +113,7 @@ fn a_module_file_works_like_the_builtin() {
         "tests/scenarios/warm-pool-claim.yaml",
     ]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(summary(&stdout), (2, 0), "{stdout}");
+    assert_eq!(summary(&stdout), (conformance_cases() + 2, 0), "{stdout}");
 }
 
 #[test]
@@ -147,7 +156,7 @@ fn a_wrong_scenario_fails_with_a_readable_diff() {
         wrong.to_str().unwrap(),
     ]);
     assert_eq!(code, 1, "{stdout}");
-    assert_eq!(summary(&stdout), (1, 1), "{stdout}");
+    assert_eq!(summary(&stdout), (conformance_cases() + 1, 1), "{stdout}");
     for expected in [
         "FAIL a wrong expectation of pause (",
         "    calls (- expected, + actual):\n        delete-pod a\n      - delete-pvc a-workspace\n",
@@ -181,11 +190,20 @@ fn the_junit_report_is_well_formed_with_a_failure_element() {
     let xml = std::fs::read_to_string(&report).unwrap();
     check_well_formed(&xml);
     assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
-    assert!(xml.contains(
-        "<testsuites name=\"cubepod-controller policy test\" tests=\"3\" failures=\"1\""
-    ));
-    assert_eq!(xml.matches("<testsuite ").count(), 3, "{xml}");
-    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    // The conformance cases first, one suite each, then the three scenario files.
+    let cases = conformance_cases() + 3;
+    assert!(
+        xml.contains(&format!(
+            "<testsuites name=\"cubepod-controller policy test\" tests=\"{cases}\" failures=\"1\""
+        )),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<testsuite ").count(), cases, "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), cases, "{xml}");
+    assert!(
+        xml.contains("<testcase name=\"new running sandbox\" classname=\"new-sandbox\" file=\"builtin:conformance/new-sandbox.yaml\""),
+        "{xml}"
+    );
     assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
     assert!(
         xml.contains("testcase name=\"a wrong expectation of pause\""),
@@ -214,7 +232,7 @@ fn a_scenario_with_a_typo_names_file_field_and_line_and_the_rest_still_runs() {
         "tests/scenarios/resume.yaml",
     ]);
     assert_eq!(code, 1, "{stdout}");
-    assert_eq!(summary(&stdout), (1, 1), "{stdout}");
+    assert_eq!(summary(&stdout), (conformance_cases() + 1, 1), "{stdout}");
     let line = stdout
         .lines()
         .find(|l| l.contains("unknown field `cals`"))
@@ -233,6 +251,72 @@ fn without_scenarios_it_runs_the_conformance_cases() {
     assert!(stdout.contains("PASS new running sandbox (builtin:conformance/new-sandbox.yaml)"));
     let (passed, failed) = summary(&stdout);
     assert_eq!((failed, passed >= 5), (0, true), "{stdout}");
+}
+
+/// The faulty test policy built to leave every new sandbox alone, with no child and no reason:
+/// the controller refuses it at start and in a swap (`tests/tests/bad_config.rs`, `hot_swap.rs`).
+fn nonconforming_wasm() -> PathBuf {
+    wasm_build::build_policy_variant(
+        workspace(),
+        "cubepod-faulty-policy",
+        "cubepod_faulty_policy",
+        Some("nonconforming"),
+    )
+    .unwrap_or_else(|why| panic!("{why}"))
+}
+
+#[test]
+fn a_module_the_controller_refuses_fails_policy_test_unless_no_conformance() {
+    let wasm = nonconforming_wasm();
+    let wasm = wasm.to_str().expect("a UTF-8 path");
+    // A scenario it passes: its pools are the default's.
+    let scenario = "tests/scenarios/warm-pool-fill.yaml";
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.xml");
+    let (code, stdout, _) = run(&[
+        "policy",
+        "test",
+        wasm,
+        scenario,
+        "--junit",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    for expected in [
+        "FAIL new running sandbox (builtin:conformance/new-sandbox.yaml)\n    conformance 'new \
+         running sandbox' on Sandbox conformance-new (image registry.example/conformance:1): a \
+         new Running sandbox gets children, or SpecValid=False saying why not: the first \
+         reconcile created nothing (no call); the policy answered phase Pending, no condition\n",
+        "admission: refused (self_test): `run` with these flags would not run this module\n",
+        // The scenarios still run, and say how the module does on them.
+        &format!("PASS warm pool fills, and does not over-create while members start ({scenario})"),
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert_eq!(summary(&stdout), (conformance_cases(), 1), "{stdout}");
+    let xml = std::fs::read_to_string(&report).unwrap();
+    check_well_formed(&xml);
+    let case = xml
+        .split("<testcase ")
+        .find(|c| c.starts_with("name=\"new running sandbox\""))
+        .unwrap_or_else(|| panic!("no conformance case in {xml}"));
+    assert!(
+        case.contains("<failure message=\"conformance &apos;new running sandbox&apos; on Sandbox conformance-new (image registry.example/conformance:1)"),
+        "{case}"
+    );
+
+    // The scenarios alone: it passes them.
+    let (code, stdout, stderr) = run(&["policy", "test", wasm, scenario, "--no-conformance"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(summary(&stdout), (1, 0), "{stdout}");
+    assert!(!stdout.contains("conformance"), "{stdout}");
+    // With nothing left to run, it says so rather than pass.
+    let (code, _, stderr) = run(&["policy", "test", wasm, "--no-conformance"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nothing to run"), "{stderr}");
 }
 
 #[test]
@@ -485,17 +569,34 @@ fn a_module_of_an_unsupported_contract_is_refused_naming_the_supported_ones() {
             "missing {expected:?} in:\n{stdout}"
         );
     }
-    // `policy test` refuses to load it, with the same words.
-    let (code, _, stderr) = run(&["policy", "test", module.to_str().unwrap()]);
-    assert_ne!(code, 0, "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "policy breaks the contract cubepod:controller@0.3.0: the component was built \
-             against contract 0.3.0; the host runs modules of contract 0.1.0 and \
-             {CONTRACT_VERSION} only"
-        )),
-        "{stderr}"
+    // `policy test` fails it as the controller refuses it, with the same words, and the
+    // report says so.
+    let report = dir.path().join("report.xml");
+    let (code, stdout, _) = run(&[
+        "policy",
+        "test",
+        module.to_str().unwrap(),
+        "tests/scenarios/pause.yaml",
+        "--junit",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    let refusal = format!(
+        "refused (contract): policy breaks the contract cubepod:controller@0.3.0: the component \
+         was built against contract 0.3.0; the host runs modules of contract 0.1.0 and \
+         {CONTRACT_VERSION} only"
     );
+    assert!(
+        stdout.contains(&format!(
+            "FAIL the module loads as the controller loads it (compile, contract, describe) \
+             (builtin:admission/load)\n    {refusal}"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(summary(&stdout), (0, 1), "{stdout}");
+    let xml = std::fs::read_to_string(&report).unwrap();
+    check_well_formed(&xml);
+    assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
 
     // A component whose only name of the package is a 0.3.0 import is refused the same way.
     let other = dir.path().join("other-0.3.wasm");

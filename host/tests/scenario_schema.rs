@@ -17,9 +17,10 @@ fn workspace() -> &'static Path {
 }
 
 /// Every folder of scenario files the project ships.
-const SHIPPED: [&str; 3] = [
+const SHIPPED: [&str; 4] = [
     "tests/scenarios",
     "examples/policies/guarded/scenarios",
+    "examples/policies/image-allowlist/scenarios",
     "tests/policies/hostile/scenarios",
 ];
 

@@ -9,7 +9,7 @@ use tokio::runtime::Handle;
 use wasmtime::component::Component;
 
 use super::{self as cli, CliError};
-use crate::admission::{Admission, Candidate};
+use crate::admission::{Admission, Candidate, Extent, Refused};
 use crate::config::PolicyInspectArgs;
 use crate::runtime::{CONTRACT_PACKAGE, Contract, RuntimeError, targeted_version};
 use crate::scenario::conformance;
@@ -102,9 +102,11 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
         why: None,
         signature: SignatureVerdict::of(admission, candidate),
     };
-    let loaded = match engine.load(bytes) {
-        Ok(loaded) => loaded,
-        Err(error) => {
+    // The controller's own checks, as far as it would take them (to the first failure).
+    let extent = Extent::Conformance(conformance::Extent::UntilFirstFailure);
+    let examination = match admission.examine(bytes, handle, extent) {
+        Ok(examination) => examination,
+        Err(refused) => {
             // A component that breaks the contract still has imports and exports worth
             // showing: they are usually why.
             if let Ok(component) = Component::new(engine.engine(), bytes) {
@@ -117,10 +119,14 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
                 found.imports = Some(imports);
                 found.exports = Some(exports);
             }
-            found.why = Some(why(bytes, &error));
+            found.why = Some(match &refused {
+                Refused::Load(error) => why(bytes, error),
+                other => one_line(&other.to_string()),
+            });
             return found;
         }
     };
+    let loaded = &examination.module;
     let info = loaded.info();
     found.name = Some(info.name.clone());
     found.version = Some(info.version.clone());
@@ -128,12 +134,15 @@ pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) ->
     found.contract = Some(loaded.contract().to_string());
     found.imports = Some(loaded.imports().to_vec());
     found.exports = Some(loaded.exports().to_vec());
-    match conformance::self_test(&loaded, handle) {
-        Ok(passed) => {
+    match examination.verdict() {
+        Ok((_, passed)) => {
             found.conformance = Some(passed);
             found.fits = true;
         }
-        Err(error) => found.why = Some(format!("it fails the conformance self-test: {error}")),
+        Err(Refused::SelfTest(error)) => {
+            found.why = Some(format!("it fails the conformance self-test: {error}"));
+        }
+        Err(other) => found.why = Some(one_line(&other.to_string())),
     }
     found
 }

@@ -38,12 +38,10 @@ pub enum CliError {
     NoScenarios { path: PathBuf },
     #[error("{0}")]
     Engine(RuntimeError),
-    #[error("{what}: {source}")]
-    Load {
-        what: String,
-        #[source]
-        source: RuntimeError,
-    },
+    #[error(
+        "nothing to run: --no-conformance leaves out the conformance cases, and no SCENARIO was given"
+    )]
+    NothingToRun,
     #[error("writing the JUnit report {}: {source}", path.display())]
     Junit {
         path: PathBuf,

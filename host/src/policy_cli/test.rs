@@ -1,9 +1,10 @@
-//! `cubepod-controller policy test MODULE [SCENARIO...]`: loads the module as the controller
-//! would (same engine limits), runs every scenario file found, prints `PASS`/`FAIL` per
-//! scenario with the diff under a failure, then `N passed, M failed`; optionally writes JUnit
-//! XML. With no SCENARIO it runs the built-in conformance cases that every module passes to run.
-//! A module of any supported contract runs, as the controller would run it (an older one through
-//! the host's conversion, said so in the header).
+//! `cubepod-controller policy test MODULE [SCENARIO...]`: puts the module through the
+//! controller's admission (compile, contract, `describe`, the conformance self-test; not the
+//! signature) with the same flags, then runs every scenario file found; prints `PASS`/`FAIL` per
+//! conformance case and scenario with the diff under a failure, then `N passed, M failed`;
+//! optionally writes JUnit XML. `--no-conformance` leaves the self-test out, for the scenarios
+//! alone. A module of any supported contract runs, as the controller would run it (an older one
+//! through the host's conversion, said so in the header).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,10 +13,12 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
 use super::{CliError, engine, read_module};
+use crate::admission::{Admission, Extent};
 use crate::config::PolicyTestArgs;
 use crate::runtime::{Contract, PolicyModule};
 use crate::scenario::runner::{self, Report};
 use crate::scenario::{conformance, format, junit};
+use crate::signing::KeyRing;
 
 /// Every scenario file under the given paths: files as given, folders searched (recursively)
 /// for `*.yaml` and `*.yml`, in name order.
@@ -60,19 +63,97 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Runs `policy test`; `Ok(true)` when every scenario passed. Call from a blocking thread.
+/// Runs `policy test`; `Ok(true)` when the module passed the admission checks and every
+/// scenario passed. Call from a blocking thread.
 pub fn run(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Result<bool, CliError> {
     let files = scenario_files(&args.scenarios)?;
+    if files.is_empty() && args.no_conformance {
+        return Err(CliError::NothingToRun);
+    }
     let bytes = read_module(&args.module)?;
     let engine = engine(
         args.guest_deadline,
         args.guest_memory_mib,
         &args.containment,
     )?;
-    let module = engine.load(&bytes).map_err(|source| CliError::Load {
-        what: format!("{} cannot be loaded", args.module.display()),
-        source,
-    })?;
+    // The controller's own admission, but for the signature (`policy inspect --verify-key`
+    // checks that): a module that passes here is one `run` with the same flags takes.
+    let admission = Admission::new(engine, KeyRing::default());
+    let extent = if args.no_conformance {
+        Extent::Load
+    } else {
+        Extent::Conformance(conformance::Extent::EveryCase)
+    };
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    match admission.examine(&bytes, handle, extent) {
+        Ok(examination) => {
+            header(out, &examination.module)?;
+            let module = examination.module;
+            if !examination.cases.is_empty() {
+                writeln!(
+                    out,
+                    "conformance: the self-test `run` gives a module before it runs it \
+                     (--no-conformance skips it)"
+                )?;
+            }
+            for outcome in examination.cases {
+                let report = Report {
+                    name: outcome.case.name.to_string(),
+                    file: PathBuf::from(format!(
+                        "builtin:conformance/{}",
+                        outcome.case.file.unwrap_or("describe")
+                    )),
+                    failures: outcome
+                        .result
+                        .err()
+                        .map(|e| e.to_string())
+                        .into_iter()
+                        .collect(),
+                    duration: outcome.duration,
+                };
+                print(out, &report)?;
+                reports.push(report);
+            }
+            if reports.iter().any(|r| !r.passed()) {
+                writeln!(
+                    out,
+                    "admission: refused (self_test): `run` with these flags would not run this \
+                     module"
+                )?;
+            }
+            reports.extend(run_files(&module, handle, &files, out)?);
+        }
+        // A module the controller would not even load fails as a case of its own, so that a
+        // CI report says why rather than nothing; its scenarios cannot run.
+        Err(refused) => {
+            writeln!(out, "policy {}", args.module.display())?;
+            let report = Report {
+                name: LOAD_CASE.to_string(),
+                file: PathBuf::from("builtin:admission/load"),
+                failures: vec![format!("refused ({}): {refused}", refused.reason())],
+                duration: started.elapsed(),
+            };
+            print(out, &report)?;
+            reports.push(report);
+        }
+    }
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    writeln!(out, "{} passed, {failed} failed", reports.len() - failed)?;
+    if let Some(path) = &args.junit {
+        std::fs::write(path, junit::render(&reports)).map_err(|source| CliError::Junit {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(failed == 0)
+}
+
+/// The case a module that does not load fails.
+const LOAD_CASE: &str = "the module loads as the controller loads it (compile, contract, describe)";
+
+/// `policy NAME VERSION (contract ..., sha256 ...)`.
+fn header(out: &mut dyn Write, module: &PolicyModule) -> std::io::Result<()> {
     let info = module.info();
     let converted = if module.contract() == Contract::CURRENT {
         String::new()
@@ -89,22 +170,7 @@ pub fn run(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Resul
         info.version,
         info.contract_version,
         module.digest()
-    )?;
-
-    let reports = if files.is_empty() {
-        run_conformance(&module, handle, out)?
-    } else {
-        run_files(&module, handle, &files, out)?
-    };
-    let failed = reports.iter().filter(|r| !r.passed()).count();
-    writeln!(out, "{} passed, {failed} failed", reports.len() - failed)?;
-    if let Some(path) = &args.junit {
-        std::fs::write(path, junit::render(&reports)).map_err(|source| CliError::Junit {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    Ok(failed == 0)
+    )
 }
 
 fn run_files(
@@ -139,34 +205,6 @@ fn run_files(
                 reports.push(report);
             }
         }
-    }
-    Ok(reports)
-}
-
-fn run_conformance(
-    module: &PolicyModule,
-    handle: &Handle,
-    out: &mut dyn Write,
-) -> Result<Vec<Report>, CliError> {
-    writeln!(
-        out,
-        "no scenario given: running the built-in conformance cases"
-    )?;
-    let mut reports = Vec::new();
-    for case in conformance::cases() {
-        let started = Instant::now();
-        let outcome = conformance::run_case(module, handle, case);
-        let report = Report {
-            name: case.name.to_string(),
-            file: PathBuf::from(format!(
-                "builtin:conformance/{}",
-                case.file.unwrap_or("describe")
-            )),
-            failures: outcome.err().map(|e| e.to_string()).into_iter().collect(),
-            duration: started.elapsed(),
-        };
-        print(out, &report)?;
-        reports.push(report);
     }
     Ok(reports)
 }

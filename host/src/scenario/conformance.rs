@@ -8,6 +8,7 @@ mod sandbox;
 mod ticks;
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 use tracing::subscriber::Interest;
@@ -16,38 +17,87 @@ use tracing_subscriber::filter::DynFilterFn;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
-use super::format::{self, Action, FormatError, Scenario};
+use super::format::{self, Action, FormatError, ReapTarget, Scenario};
 use super::scratch::{Scratch, StepError, StepOutcome, StepResult, summary};
 use crate::runtime::{KubeCall, PolicyModule, RuntimeError};
 
 /// Passes a policy gets to converge a sandbox, or to finish a cleanup.
 const MAX_PASSES: usize = 5;
 
-/// Why a module failed the self-test.
+/// Why a module failed the self-test. Each says which case, on what input (the Sandbox and its
+/// image, the pool, the reaper's candidates) and what the policy did or answered.
 #[derive(Debug, thiserror::Error)]
 pub enum SelfTestError {
     /// A built-in scenario does not parse or seed: a bug of this build, not of the policy.
     #[error("built-in conformance scenario {file} is broken: {why}")]
     Scenario { file: &'static str, why: String },
     /// The policy trapped, ran past its deadline or out of memory.
-    #[error("conformance '{case}': {source}")]
+    #[error("conformance '{case}'{input}: {source}")]
     Runtime {
         case: &'static str,
+        input: Input,
         #[source]
         source: RuntimeError,
     },
     /// The policy broke an invariant of the contract.
-    #[error("conformance '{case}': {invariant}: {detail}")]
+    #[error("conformance '{case}'{input}: {invariant}: {detail}")]
     Violation {
         case: &'static str,
+        input: Input,
         invariant: &'static str,
         detail: String,
     },
 }
 
+/// What a case handed the policy, as a refusal names it: ` on Sandbox conformance-new (image
+/// registry.example/conformance:1)`; empty for a case with no situation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Input(String);
+
+impl std::fmt::Display for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        write!(f, " on {}", self.0)
+    }
+}
+
+impl Input {
+    /// The object the scenario's step acts on, with what a policy most often decides by.
+    fn of(scenario: &Scenario) -> Self {
+        let object = |name: &str| scenario.objects.iter().find(|o| o.name == name);
+        let text = |value: &serde_json::Value| value.as_str().unwrap_or("none").to_string();
+        Input(match &scenario.steps[0].action {
+            Action::Reconcile(name) => match object(name) {
+                Some(seed) => format!(
+                    "Sandbox {name} (image {})",
+                    text(&seed.object["spec"]["image"])
+                ),
+                None => format!("Sandbox {name}"),
+            },
+            Action::Pool(name) => match object(name) {
+                Some(seed) => format!(
+                    "PodWarmPool {name} ({} replicas of image {})",
+                    seed.object["spec"]["replicas"],
+                    text(&seed.object["spec"]["template"]["image"])
+                ),
+                None => format!("PodWarmPool {name}"),
+            },
+            Action::Reap(ReapTarget::Only(names)) => {
+                format!("a reaper tick handed {}", names.join(", "))
+            }
+            Action::Reap(ReapTarget::All) => "a reaper tick handed every sandbox".to_string(),
+            Action::Patch(patch) => format!("a patch of {}", patch.name),
+            Action::Delete(name) => format!("a delete of {name}"),
+        })
+    }
+}
+
 type Check = fn(&Ctx<'_>) -> Result<(), SelfTestError>;
 
 /// One conformance case: a built-in situation and the invariants checked on it.
+#[derive(Debug)]
 pub struct Case {
     pub name: &'static str,
     /// `conformance/<file>`, or `None` for a case with no situation (describe).
@@ -97,15 +147,53 @@ pub fn cases() -> &'static [Case] {
 /// objects (`conformance-gone`, ...): [`quiet_at_info`] keeps them out of an INFO log.
 pub const SPAN: &str = "conformance_self_test";
 
-/// Runs every case; returns how many passed (all of them), or the first failure. Call from a
-/// blocking thread, not from async code: the scratch clusters' futures run on `handle`, on this
-/// thread, so inside this span.
-pub fn self_test(module: &PolicyModule, handle: &Handle) -> Result<usize, SelfTestError> {
+/// How far a run of the cases goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extent {
+    /// Up to the first failure: what admission needs to refuse a module, and no more (a
+    /// module that loops would otherwise spend a deadline on every case).
+    UntilFirstFailure,
+    /// Every case, whatever failed before: what `policy test` reports.
+    EveryCase,
+}
+
+/// One case's verdict.
+#[derive(Debug)]
+pub struct Outcome {
+    pub case: &'static Case,
+    pub result: Result<(), SelfTestError>,
+    pub duration: Duration,
+}
+
+/// Runs the cases, in order, as far as `extent` says. Call from a blocking thread, not from
+/// async code: the scratch clusters' futures run on `handle`, on this thread, so inside this
+/// span.
+pub fn run(module: &PolicyModule, handle: &Handle, extent: Extent) -> Vec<Outcome> {
     let _span = tracing::info_span!(SPAN).entered();
+    let mut outcomes = Vec::new();
     for case in cases() {
-        run_case(module, handle, case)?;
+        let started = Instant::now();
+        let result = run_case(module, handle, case);
+        let failed = result.is_err();
+        outcomes.push(Outcome {
+            case,
+            result,
+            duration: started.elapsed(),
+        });
+        if failed && extent == Extent::UntilFirstFailure {
+            break;
+        }
     }
-    Ok(cases().len())
+    outcomes
+}
+
+/// How many cases passed when all did, else the first failure.
+pub fn verdict(outcomes: Vec<Outcome>) -> Result<usize, SelfTestError> {
+    let passed = outcomes.len();
+    match outcomes.into_iter().find_map(|o| o.result.err()) {
+        Some(error) => Err(error),
+        None => Ok(passed),
+    }
 }
 
 /// A log filter that drops the self-test's INFO (and more verbose) lines unless `verbose`
@@ -135,24 +223,52 @@ where
 }
 
 /// Runs one case.
-pub fn run_case(module: &PolicyModule, handle: &Handle, case: &Case) -> Result<(), SelfTestError> {
+fn run_case(
+    module: &PolicyModule,
+    handle: &Handle,
+    case: &'static Case,
+) -> Result<(), SelfTestError> {
+    let scenario = match case.file {
+        Some(file) => Some(parse(case, file)?),
+        None => None,
+    };
+    let input = scenario.as_ref().map(Input::of).unwrap_or_default();
     (case.check)(&Ctx {
         module,
         handle,
         case,
+        scenario,
+        input,
     })
+}
+
+/// A case's built-in scenario: one scenario of one step.
+fn parse(case: &Case, file: &'static str) -> Result<Scenario, SelfTestError> {
+    let broken = |why: String| SelfTestError::Scenario { file, why };
+    let path = Path::new("conformance").join(file);
+    let mut scenarios =
+        format::parse(&path, case.text).map_err(|e: FormatError| broken(e.to_string()))?;
+    if scenarios.len() != 1 || scenarios[0].steps.len() != 1 {
+        return Err(broken(
+            "a conformance file holds one scenario of one step".to_string(),
+        ));
+    }
+    Ok(scenarios.remove(0))
 }
 
 struct Ctx<'a> {
     module: &'a PolicyModule,
     handle: &'a Handle,
     case: &'a Case,
+    scenario: Option<Scenario>,
+    input: Input,
 }
 
 impl Ctx<'_> {
     fn violation(&self, invariant: &'static str, detail: impl Into<String>) -> SelfTestError {
         SelfTestError::Violation {
             case: self.case.name,
+            input: self.input.clone(),
             invariant,
             detail: detail.into(),
         }
@@ -166,14 +282,9 @@ impl Ctx<'_> {
     }
 
     fn scenario(&self) -> Result<Scenario, SelfTestError> {
-        let file = self.case.file.unwrap_or("(none)");
-        let path = Path::new("conformance").join(file);
-        let mut scenarios =
-            format::parse(&path, self.case.text).map_err(|e: FormatError| self.broken(e))?;
-        if scenarios.len() != 1 || scenarios[0].steps.len() != 1 {
-            return Err(self.broken("a conformance file holds one scenario of one step"));
-        }
-        Ok(scenarios.remove(0))
+        self.scenario
+            .clone()
+            .ok_or_else(|| self.broken("the case has no scenario"))
     }
 
     /// A fresh scratch cluster holding the scenario's objects.
@@ -202,10 +313,7 @@ impl Ctx<'_> {
 
     fn step_error(&self, error: StepError) -> SelfTestError {
         match error {
-            StepError::Runtime(source) => SelfTestError::Runtime {
-                case: self.case.name,
-                source,
-            },
+            StepError::Runtime(source) => self.runtime(source),
             other => self.violation("no error on a plain input", other.to_string()),
         }
     }
@@ -213,6 +321,7 @@ impl Ctx<'_> {
     fn runtime(&self, source: RuntimeError) -> SelfTestError {
         SelfTestError::Runtime {
             case: self.case.name,
+            input: self.input.clone(),
             source,
         }
     }
@@ -271,10 +380,13 @@ mod tests {
         let runtime = super::super::test_support::runtime();
         let module = super::super::test_support::default_policy().clone();
         let handle = runtime.handle().clone();
-        let passed = runtime
-            .block_on(runtime.spawn_blocking(move || self_test(&module, &handle)))
-            .unwrap()
-            .unwrap();
+        let passed =
+            runtime
+                .block_on(runtime.spawn_blocking(move || {
+                    verdict(run(&module, &handle, Extent::UntilFirstFailure))
+                }))
+                .unwrap()
+                .unwrap();
         assert_eq!(passed, cases().len());
     }
 }

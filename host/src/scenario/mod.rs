@@ -1,8 +1,8 @@
 //! Testing a policy without a cluster: `cubepod-controller policy test MODULE [SCENARIO...]`
 //! runs scenario files (the objects in the cluster, the steps, what must hold after each)
 //! through the same sandboxed runtime the controller uses, on a scratch in-memory cluster; and
-//! [`conformance::self_test`] runs the built-in conformance cases that the controller requires
-//! of every module.
+//! [`conformance::run`] runs the built-in conformance cases that the controller requires of
+//! every module.
 //!
 //! - [`format`]: the scenario file, parsed strictly, with errors that say where;
 //! - [`scratch`]: the scratch cluster, and each step carried out as the controller would;
@@ -20,7 +20,7 @@ pub(crate) mod runner;
 pub mod schema;
 pub mod scratch;
 
-pub use conformance::{SelfTestError, self_test};
+pub use conformance::SelfTestError;
 pub use format::{FormatError, Scenario};
 pub use runner::Report;
 

@@ -328,6 +328,144 @@ fn scope_only_the_sandboxs_own_children() {
 }
 
 #[test]
+fn pod_labels_and_annotations_only_where_the_operator_allows() {
+    // A team and a cost center, from the Sandbox's labels: refused by default, as any label
+    // not the host's is.
+    for (key, value) in [("team", "payments"), ("example.com/cost-center", "cc-42")] {
+        pod_refused(
+            |p| p["metadata"]["labels"][key] = json!(value),
+            Rule::Scope,
+            &format!("metadata.labels.{key}"),
+        );
+    }
+    let rules = Containment {
+        pod_labels: KeyAllowlist::new(KeyKind::Label, ["team", "example.com/"]),
+        pod_annotations: KeyAllowlist::new(KeyKind::Annotation, ["example.com/"]),
+        ..Containment::default()
+    };
+    let mut labelled = pod();
+    labelled["metadata"]["labels"]["team"] = json!("payments");
+    labelled["metadata"]["labels"]["example.com/cost-center"] = json!("cc-42");
+    labelled["metadata"]["annotations"] = json!({"example.com/owner": "alice"});
+    assert_eq!(check(&rules, Resource::Pod, S, &labelled), Ok(()));
+
+    // A key outside the lists, with its rule and field as without them, and the flag named.
+    let edited = |edit: &dyn Fn(&mut Value)| {
+        let mut manifest = labelled.clone();
+        edit(&mut manifest);
+        check(&rules, Resource::Pod, S, &manifest)
+    };
+    let result = edited(&|p| p["metadata"]["labels"]["app"] = json!("frontend"));
+    refused(result.clone(), Rule::Scope, "metadata.labels.app");
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.contains("--allow-pod-label allows (\"example.com/\", \"team\")"),
+        "{message}"
+    );
+    refused(
+        edited(&|p| p["metadata"]["labels"]["example.com.evil/x"] = json!("y")),
+        Rule::Scope,
+        "metadata.labels.example.com.evil/x",
+    );
+    refused(
+        edited(&|p| {
+            p["metadata"]["annotations"]["io.katacontainers.config.hypervisor.path"] = json!("/x")
+        }),
+        Rule::Scope,
+        "metadata.annotations.io.katacontainers.config.hypervisor.path",
+    );
+    refused(
+        edited(&|p| p["metadata"]["labels"]["team"] = json!(7)),
+        Rule::Scope,
+        "metadata.labels.team",
+    );
+
+    // The host's keys stay the host's, whatever a list holds: its values are checked as ever,
+    // and another key under cubepod.io/ is refused as no flag's.
+    let wide = Containment {
+        pod_labels: KeyAllowlist::new(KeyKind::Label, ["cubepod.io/", "app.kubernetes.io/"]),
+        pod_annotations: KeyAllowlist::new(
+            KeyKind::Annotation,
+            ["cubepod.io/", "io.katacontainers.config.hypervisor.path"],
+        ),
+        ..Containment::default()
+    };
+    let wide_edit = |edit: &dyn Fn(&mut Value)| {
+        let mut manifest = pod();
+        edit(&mut manifest);
+        check(&wide, Resource::Pod, S, &manifest)
+    };
+    let result = wide_edit(&|p| p["metadata"]["labels"]["cubepod.io/pool"] = json!("p"));
+    refused(
+        result.clone(),
+        Rule::Scope,
+        "metadata.labels.cubepod.io/pool",
+    );
+    assert!(
+        result
+            .unwrap_err()
+            .to_string()
+            .contains("no flag widens it"),
+        "the refusal says why"
+    );
+    refused(
+        wide_edit(&|p| p["metadata"]["labels"]["cubepod.io/sandbox"] = json!("bob")),
+        Rule::Scope,
+        "metadata.labels.cubepod.io/sandbox",
+    );
+    refused(
+        wide_edit(&|p| {
+            p["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("someone-else")
+        }),
+        Rule::Scope,
+        "metadata.labels.app.kubernetes.io/managed-by",
+    );
+    refused(
+        wide_edit(&|p| p["metadata"]["annotations"] = json!({"cubepod.io/spec-hash": "1"})),
+        Rule::Scope,
+        "metadata.annotations.cubepod.io/spec-hash",
+    );
+    refused(
+        wide_edit(&|p| {
+            p["metadata"]["annotations"] = json!({"io.katacontainers.config.hypervisor.path": "/x"})
+        }),
+        Rule::Scope,
+        "metadata.annotations.io.katacontainers.config.hypervisor.path",
+    );
+    assert_eq!(
+        wide_edit(&|p| p["metadata"]["labels"]["app.kubernetes.io/part-of"] = json!("ci")),
+        Ok(())
+    );
+
+    // Only the Pod: the other children carry the host's labels alone, whatever the flags.
+    for (resource, name) in [
+        (Resource::PersistentVolumeClaim, "dev-alice-workspace"),
+        (Resource::Secret, "dev-alice-credentials"),
+        (Resource::NetworkPolicy, "dev-alice-network"),
+    ] {
+        let mut manifest = manifest_of(resource, name);
+        manifest["metadata"]["labels"]["team"] = json!("payments");
+        refused(
+            check(&rules, resource, name, &manifest),
+            Rule::Scope,
+            "metadata.labels.team",
+        );
+    }
+    let mut network = manifest_of(Resource::NetworkPolicy, "dev-alice-network");
+    network["metadata"]["annotations"]["example.com/owner"] = json!("alice");
+    refused(
+        check(
+            &rules,
+            Resource::NetworkPolicy,
+            "dev-alice-network",
+            &network,
+        ),
+        Rule::Scope,
+        "metadata.annotations.example.com/owner",
+    );
+}
+
+#[test]
 fn pod_runtime_class_service_account_and_node() {
     pod_refused(
         |p| {

@@ -4,7 +4,8 @@
 //! - [`Boundary::check`]: the configured namespaces only, Pods, PVCs and Secrets only, a valid
 //!   name, and a manifest that is the object the call names;
 //! - [`Containment`]: what one call for Sandbox S may write, as allowlists of what a sandbox
-//!   needs: only S's own children, with S's labels and controller reference (rule `scope`);
+//!   needs: only S's own children, with S's labels and controller reference, and on the Pod
+//!   the labels and annotations the operator allows ([`keys`]) (rule `scope`);
 //!   a Pod inside the Pod Security Standards level and the sandbox profile (rule `pod`); a
 //!   block PVC of bounded size that clones only S's fork source (rule `pvc`); an Opaque Secret
 //!   of bounded size (rule `secret`); and the per-call budgets (rule `budget`).
@@ -17,6 +18,7 @@
 mod containment_tests;
 pub mod ipset;
 pub mod json;
+pub mod keys;
 pub mod network;
 #[cfg(test)]
 mod network_tests;
@@ -27,6 +29,7 @@ mod service;
 use std::collections::BTreeSet;
 use std::fmt;
 
+pub use keys::{KeyAllowlist, KeyKind};
 pub use network::SandboxNetwork;
 pub use quantity::{QuantityError, format_bytes, parse_ceil as quantity_value};
 
@@ -38,8 +41,9 @@ use crate::runtime::bindings::ClusterNetwork;
 /// The labels every child carries: the managed-by label and value, and its Sandbox's name.
 pub use crate::model::names::{MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
 
-/// The only labels a child may carry: any other could make a sandbox's Pod match a Service,
-/// NetworkPolicy or PodDisruptionBudget selector of another workload.
+/// The labels of the host a child may carry: any other could make a sandbox's Pod match a
+/// Service, NetworkPolicy or PodDisruptionBudget selector of another workload, so a Pod carries
+/// another only where the operator allows it (`--allow-pod-label`).
 const CHILD_LABELS: [&str; 4] = [
     MANAGED_BY_LABEL,
     SANDBOX_LABEL,
@@ -222,6 +226,10 @@ pub struct Containment {
     pub service_account: String,
     /// Fields of [`WIDENABLE_POD_FIELDS`] allowed in a Pod's spec.
     pub extra_pod_fields: BTreeSet<String>,
+    /// Labels besides the host's a Pod may carry.
+    pub pod_labels: KeyAllowlist,
+    /// Annotations a Pod may carry.
+    pub pod_annotations: KeyAllowlist,
     /// Secrets besides the sandbox's own that a Pod may reference.
     pub secret_refs: BTreeSet<String>,
     /// ConfigMaps a Pod may reference.
@@ -268,6 +276,8 @@ impl Default for Containment {
             pod_security: PodSecurity::Baseline,
             service_account: "default".to_string(),
             extra_pod_fields: BTreeSet::new(),
+            pod_labels: KeyAllowlist::none(KeyKind::Label),
+            pod_annotations: KeyAllowlist::none(KeyKind::Annotation),
             secret_refs: BTreeSet::new(),
             config_map_refs: BTreeSet::new(),
             max_volume_bytes: 1 << 40,
@@ -604,9 +614,7 @@ impl Containment {
                 ),
             )
         })?;
-        // Only a NetworkPolicy and a Service carry an annotation: their spec's digest.
-        let annotated = matches!(resource, Resource::NetworkPolicy | Resource::Service);
-        check_metadata(scope, &what, object, annotated)?;
+        self.check_metadata(scope, resource, &what, object)?;
         match resource {
             Resource::Pod => pod::check(self, scope, &what, object),
             Resource::PersistentVolumeClaim => self.check_pvc(scope, role, &what, object),
@@ -821,48 +829,83 @@ fn check_secret(what: &dyn fmt::Display, object: &Json<'_>) -> Result<(), Refusa
     Ok(())
 }
 
-/// A child's metadata: its name and namespace (checked already), S's labels only, and
-/// exactly one ownerReference, the controller reference to S.
-fn check_metadata(
-    scope: &SandboxScope,
-    what: &dyn fmt::Display,
-    object: &Json<'_>,
-    annotated: bool,
-) -> Result<(), Refusal> {
-    let fields = Fields::new(Rule::Scope, what);
-    let metadata = fields.required(object, "", "metadata")?;
-    let keys: &[&str] = if annotated {
-        &[
-            "name",
-            "namespace",
-            "labels",
-            "annotations",
-            "ownerReferences",
-        ]
-    } else {
-        &["name", "namespace", "labels", "ownerReferences"]
-    };
-    fields.object(metadata, "metadata", keys)?;
-    if let Some(annotations) = metadata.get("annotations") {
-        let annotations = fields.object(
-            annotations,
-            "metadata.annotations",
-            &[names::SPEC_HASH_ANNOTATION],
+impl Containment {
+    /// A child's metadata: its name and namespace (checked already), S's labels (and on a Pod
+    /// the labels and annotations the operator allows), and exactly one ownerReference, the
+    /// controller reference to S.
+    fn check_metadata(
+        &self,
+        scope: &SandboxScope,
+        resource: Resource,
+        what: &dyn fmt::Display,
+        object: &Json<'_>,
+    ) -> Result<(), Refusal> {
+        let fields = Fields::new(Rule::Scope, what);
+        let metadata = fields.required(object, "", "metadata")?;
+        let pod = resource == Resource::Pod;
+        // A NetworkPolicy and a Service carry one annotation of the host's, their spec's
+        // digest; a Pod those the operator allows, and none unless it allows some.
+        let digested = matches!(resource, Resource::NetworkPolicy | Resource::Service);
+        let annotated = digested || (pod && !self.pod_annotations.is_empty());
+        let keys: &[&str] = if annotated {
+            &[
+                "name",
+                "namespace",
+                "labels",
+                "annotations",
+                "ownerReferences",
+            ]
+        } else {
+            &["name", "namespace", "labels", "ownerReferences"]
+        };
+        fields.object(metadata, "metadata", keys)?;
+        if let Some(annotations) = metadata.get("annotations") {
+            let annotations = if pod {
+                fields.object_with_reason(
+                    annotations,
+                    "metadata.annotations",
+                    |key| self.pod_annotations.admits(key),
+                    |key| self.pod_annotations.refusal(key),
+                )?
+            } else {
+                fields.object(
+                    annotations,
+                    "metadata.annotations",
+                    &[names::SPEC_HASH_ANNOTATION],
+                )?
+            };
+            if annotations.iter().any(|(_, v)| !v.is_string()) {
+                return Err(fields.refuse("metadata.annotations", "not a string"));
+            }
+        }
+        let labels = fields.object_with_reason(
+            fields.required(metadata, "metadata", "labels")?,
+            "metadata.labels",
+            |key| CHILD_LABELS.contains(&key) || (pod && self.pod_labels.admits(key)),
+            |key| {
+                if pod {
+                    self.pod_labels.refusal(key)
+                } else {
+                    "a label the host does not set on a child of this kind".to_string()
+                }
+            },
         )?;
-        if annotations.iter().any(|(_, v)| !v.is_string()) {
-            return Err(fields.refuse("metadata.annotations", "not a string"));
+        for (key, value) in labels {
+            if !value.is_string() {
+                return Err(fields.refuse(format!("metadata.labels.{key}"), "not a string"));
+            }
         }
+        check_belongs(scope, &fields, metadata, labels)
     }
-    let labels = fields.object(
-        fields.required(metadata, "metadata", "labels")?,
-        "metadata.labels",
-        &CHILD_LABELS,
-    )?;
-    for (key, value) in labels {
-        if !value.is_string() {
-            return Err(fields.refuse(format!("metadata.labels.{key}"), "not a string"));
-        }
-    }
+}
+
+/// What makes a child S's: the host's labels with S's values, and its one owner reference.
+fn check_belongs(
+    scope: &SandboxScope,
+    fields: &Fields<'_>,
+    metadata: &Json<'_>,
+    labels: &Object<'_>,
+) -> Result<(), Refusal> {
     let label = |key: &str| labels.get(key).and_then(Json::as_str);
     if label(MANAGED_BY_LABEL) != Some(MANAGED_BY) {
         return Err(fields.refuse(
@@ -999,6 +1042,19 @@ impl<'a> Fields<'a> {
         field: impl fmt::Display,
         allowed: impl Fn(&str) -> bool,
     ) -> Result<&'v Object<'j>, Refusal> {
+        self.object_with_reason(value, field, allowed, |_| {
+            "a field the host does not know to be safe for a sandbox".to_string()
+        })
+    }
+
+    /// [`Self::object_with`], saying why a key is refused with `why`.
+    fn object_with_reason<'v, 'j>(
+        &self,
+        value: &'v Json<'j>,
+        field: impl fmt::Display,
+        allowed: impl Fn(&str) -> bool,
+        why: impl Fn(&str) -> String,
+    ) -> Result<&'v Object<'j>, Refusal> {
         let Some(map) = value.as_object() else {
             let shown = field.to_string();
             let shown = if shown.is_empty() {
@@ -1010,10 +1066,7 @@ impl<'a> Fields<'a> {
         };
         if let Some(key) = map.keys().find(|k| !allowed(k)) {
             let path = joined(&field, &clip(key, 128));
-            return Err(self.refuse(
-                path,
-                "a field the host does not know to be safe for a sandbox",
-            ));
+            return Err(self.refuse(path, why(key)));
         }
         Ok(map)
     }

@@ -6,8 +6,11 @@ use crate::controller::claims::Claims;
 use crate::controller::inputs;
 use crate::kube::Resource;
 use crate::model::ObjectRef;
+use crate::model::SPEC_VALID;
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
+use crate::model::sandbox::phase_name;
 use crate::runtime::KubeCall;
+use crate::runtime::bindings::{ConditionStatus, SandboxStatus};
 use crate::scenario::format::{self, Action, Scenario};
 use crate::scenario::scratch::{FRESH_TOKEN, Scratch, kube_error, summary};
 
@@ -62,23 +65,44 @@ pub(super) fn new_sandbox(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
             ),
         ));
     }
-    if let Err(error) = &one.value {
-        return Err(ctx.violation("no error on a plain input", kube_error(error)));
-    }
+    let output = match &one.value {
+        Ok(output) => output,
+        Err(error) => return Err(ctx.violation("no error on a plain input", kube_error(error))),
+    };
+    // A policy may decline a sandbox for a reason of its own (an image allowlist, a rule that
+    // resources be named), as long as it says so; what conformance holds is that it never
+    // leaves a new sandbox with neither children nor a reason.
+    let declined = declined(&output.status);
     if !one.calls.iter().any(|c| c.op.starts_with("ensure-")) {
-        return Err(ctx.violation(
-            "a new Running sandbox gets children",
-            format!(
-                "the first reconcile created nothing: {}",
-                summaries(&one.calls, namespace)
-            ),
-        ));
+        match declined {
+            Some(Declined { reason, message }) if reason.is_empty() || message.is_empty() => {
+                return Err(ctx.violation(
+                    "a declined sandbox says why",
+                    format!(
+                        "the first reconcile created nothing and set SpecValid=False with an \
+                         empty reason or message; the policy answered {}",
+                        answer(&output.status)
+                    ),
+                ));
+            }
+            Some(_) => {}
+            None => {
+                return Err(ctx.violation(
+                    "a new Running sandbox gets children, or SpecValid=False saying why not",
+                    format!(
+                        "the first reconcile created nothing ({}); the policy answered {}",
+                        summaries(&one.calls, namespace),
+                        answer(&output.status)
+                    ),
+                ));
+            }
+        }
     }
     check_calls(ctx, &one.calls, &name, namespace)?;
 
     converge(ctx, &mut first, &scenario, &name, now)?;
     let children = first.children_of(&name);
-    if children.is_empty() {
+    if children.is_empty() && declined.is_none() {
         return Err(ctx.violation(
             "a new Running sandbox gets children",
             "the converged sandbox has no child labelled with its name",
@@ -97,6 +121,51 @@ pub(super) fn new_sandbox(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
         }
     }
     Ok(())
+}
+
+/// The reason and message of a `SpecValid=False` condition: the policy will not act on the
+/// spec.
+struct Declined<'a> {
+    reason: &'a str,
+    message: &'a str,
+}
+
+fn declined(status: &SandboxStatus) -> Option<Declined<'_>> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.kind == SPEC_VALID && c.status == ConditionStatus::False)
+        .map(|c| Declined {
+            reason: c.reason.as_str(),
+            message: c.message.as_str(),
+        })
+}
+
+/// What a policy answered, as a refusal shows it: the phase and each condition with its
+/// reason and message.
+fn answer(status: &SandboxStatus) -> String {
+    let mut text = format!("phase {}", phase_name(status.phase));
+    if status.conditions.is_empty() {
+        text.push_str(", no condition");
+    }
+    for c in &status.conditions {
+        let state = match c.status {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        };
+        text.push_str(&format!(
+            ", {}={state} ({}: {:?})",
+            c.kind,
+            if c.reason.is_empty() {
+                "no reason"
+            } else {
+                &c.reason
+            },
+            c.message
+        ));
+    }
+    text
 }
 
 /// Reconciles until a pass makes no call, then once more: that pass must make none either and
