@@ -394,6 +394,8 @@ pub mod apiserver;
 pub mod bench;
 pub mod convergence;
 pub mod faults;
+pub mod kubectl;
+pub mod refusals;
 
 /// GETs `path` from a controller's server at `addr`: (status, body). Plain HTTP/1.1 over
 /// loopback is all the server needs.

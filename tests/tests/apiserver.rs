@@ -11,6 +11,8 @@ use cubepod_host::kube::memory::MemoryClusterConfig;
 use cubepod_tests::apiserver::{
     FakeApiServer, FakeOptions, FaultAction, FaultRule, KubeconfigAuth, client_config,
 };
+use cubepod_tests::kubectl::Kubectl;
+use cubepod_tests::refusals;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, WARNING};
@@ -27,10 +29,16 @@ const PODS: &str = "/api/v1/namespaces/ns/pods";
 const SANDBOXES: &str = "/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes";
 const MERGE_PATCH: &str = "application/merge-patch+json";
 
+/// The namespace of these tests' objects, besides the fake's own.
+const NS: &str = "ns";
+
 fn start(options: FakeOptions) -> FakeApiServer {
+    let mut namespaces = options.namespaces.clone();
+    namespaces.push(NS.into());
     FakeApiServer::start(FakeOptions {
         token: Some(TOKEN.into()),
         cluster_config: MemoryClusterConfig::instant(),
+        namespaces,
         ..options
     })
     .expect("fake API server starts")
@@ -786,6 +794,25 @@ async fn plain_http_without_auth() {
     assert_eq!(code, StatusCode::OK);
 }
 
+/// The real kubectl against the fake: the same table of refusals as against the embedded
+/// cluster (`tests/tests/kubectl.rs`), the same lines, since both serve `kube::memory::serve`.
+#[test]
+fn kubectl_gets_the_refusals_of_the_embedded_cluster_from_the_fake_too() {
+    let server = FakeApiServer::start(FakeOptions {
+        token: Some(TOKEN.into()),
+        cluster_config: MemoryClusterConfig::instant(),
+        ..FakeOptions::default()
+    })
+    .expect("fake API server starts");
+    let home = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = server
+        .write_kubeconfig(home.path(), &KubeconfigAuth::Token(TOKEN.into()))
+        .expect("kubeconfig written");
+    let kubectl = Kubectl::new(&kubeconfig, home.path());
+    refusals::check(&kubectl);
+    refusals::check_defaults_and_not_found(&kubectl);
+}
+
 #[test]
 fn starts_and_stops_outside_a_runtime_and_writes_a_kubeconfig() {
     let mut server = FakeApiServer::start(FakeOptions::default()).expect("starts");
@@ -815,7 +842,7 @@ fn starts_and_stops_outside_a_runtime_and_writes_a_kubeconfig() {
         .cluster()
         .insert(
             Resource::Secret,
-            json!({"metadata": {"name": "s", "namespace": "ns"}}),
+            json!({"metadata": {"name": "s", "namespace": "cubepod-workloads"}}),
         )
         .expect("seeded");
     let addr = server.addr();

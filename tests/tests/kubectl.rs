@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cubepod_tests::Controller;
+use cubepod_tests::kubectl::Kubectl;
+use cubepod_tests::refusals;
 
 const NS: &str = "cubepod-workloads";
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -141,9 +143,10 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
         ],
         "{table}"
     );
+    // GEN is the CRD's default: the example does not name it.
     let alice = row(&table, "dev-alice").unwrap();
-    assert_eq!(alice[2], "Running", "{table}");
-    assert!(alice[3].starts_with("10."), "a pod IP: {table}");
+    assert_eq!(alice[2..4], ["Running", "1"], "{table}");
+    assert!(alice[4].starts_with("10."), "a pod IP: {table}");
     // The wide columns (priority 1) and the short name from the CRD.
     let wide = cluster.ok(&["get", "sbx", "-n", NS, "-o", "wide"]);
     assert_eq!(
@@ -399,6 +402,18 @@ fn apply_patch_and_delete_a_sandbox() {
     });
     let deleted = cluster.ok(&["delete", "podwarmpool", "extra", "-n", NS]);
     assert_eq!(deleted.trim(), "podwarmpool.cubepod.io \"extra\" deleted");
+}
+
+/// Every rule of the CRDs is refused as a real API server refuses it, in the words kubectl
+/// prints (the table of `cubepod_tests::refusals`, which the fake API server's test holds the
+/// fake to as well); a user's sandbox shows the CRD's defaults; a missing sandbox or namespace
+/// is NotFound in the API server's words.
+#[test]
+fn every_rule_of_the_crds_is_refused_in_the_api_servers_words() {
+    let cluster = Embedded::start();
+    let kubectl = Kubectl::new(&cluster.kubeconfig, cluster.home.path());
+    refusals::check(&kubectl);
+    refusals::check_defaults_and_not_found(&kubectl);
 }
 
 /// Reads `child`'s stdout lines on a thread, to wait for one without blocking forever.

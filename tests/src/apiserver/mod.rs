@@ -38,6 +38,9 @@ pub use cubepod_host::kube::memory::serve::{KubeconfigAuth, ServeError, TlsError
 /// The file name `write_kubeconfig` writes in the directory given.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
 
+/// The namespaces `kubectl apply -k deploy/` makes: the fake's by default.
+pub const DEPLOY_NAMESPACES: [&str; 2] = ["cubepod-system", "cubepod-workloads"];
+
 #[derive(Clone, Debug)]
 pub struct FakeOptions {
     /// HTTPS with the test CA (default); plain HTTP otherwise.
@@ -45,6 +48,9 @@ pub struct FakeOptions {
     /// The bearer token every request must carry; `None`: no auth.
     pub token: Option<String>,
     pub cluster_config: MemoryClusterConfig,
+    /// The namespaces that exist besides every cluster's (`default`, `kube-system`, ...), added
+    /// to `cluster_config`'s; a create anywhere else is NotFound, as from a real API server.
+    pub namespaces: Vec<String>,
     /// A watch's length when the client names no `timeoutSeconds` (the API server picks
     /// 30 to 60 minutes).
     pub watch_timeout: Duration,
@@ -64,6 +70,7 @@ impl Default for FakeOptions {
             tls: true,
             token: None,
             cluster_config: MemoryClusterConfig::default(),
+            namespaces: DEPLOY_NAMESPACES.iter().map(|n| (*n).to_owned()).collect(),
             watch_timeout: Duration::from_secs(30 * 60),
             bookmark_interval: None,
             fault_seed: faults::DEFAULT_SEED,
@@ -174,7 +181,7 @@ impl FakeApiServer {
             let _guard = runtime.enter();
             ApiServer::start(
                 listener,
-                MemoryCluster::new(options.cluster_config),
+                MemoryCluster::new(options.cluster_config.with_namespaces(options.namespaces)),
                 ServeOptions {
                     tls: options.tls,
                     token: options.token,

@@ -80,12 +80,14 @@ impl MemoryClusterConfig {
         }
     }
 
-    /// Only the namespaces every cluster has (`default`, `kube-system`, ...) and `names` exist.
+    /// Only the namespaces every cluster has (`default`, `kube-system`, ...), those already set
+    /// and `names` exist.
     pub fn with_namespaces<S: Into<String>>(self, names: impl IntoIterator<Item = S>) -> Self {
         let mut namespaces: BTreeSet<String> = namespaces::BUILT_IN
             .iter()
             .map(|n| (*n).to_owned())
             .collect();
+        namespaces.extend(self.namespaces.iter().flatten().cloned());
         namespaces.extend(names.into_iter().map(Into::into));
         Self {
             namespaces: Some(namespaces),

@@ -443,8 +443,18 @@ fn validate(
         .map(|field| format!("unknown field \"{field}\""))
         .collect();
     if validation == FieldValidation::Strict && !unknown.is_empty() {
-        let mut failure =
-            Failure::bad_request(format!("strict decoding error: {}", unknown.join(", ")));
+        // As the API server's decoder words it for a custom resource.
+        let kind = resource.kind();
+        let version = resource
+            .api_version()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        let mut failure = Failure::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding \
+             error: {}",
+            unknown.join(", ")
+        ));
         failure.target = Some((resource, String::new()));
         return Err(failure);
     }
