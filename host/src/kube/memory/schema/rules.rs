@@ -130,14 +130,36 @@ pub fn validate(
     root: bool,
     out: &mut Vec<FieldError>,
 ) {
+    walk(node, value, None, old, path, root, out);
+}
+
+/// [`validate`], with `value` as CEL if a node above had it converted: a node's CEL value is
+/// its parent's entry, not converted again.
+fn walk(
+    node: &Node,
+    value: &Value,
+    this: Option<cel::Value>,
+    old: Option<&Value>,
+    path: &Path,
+    root: bool,
+    out: &mut Vec<FieldError>,
+) {
     if value.is_null() {
         return;
     }
-    if !node.rules.is_empty() {
-        evaluate(node, value, old, path, root, out);
-    }
+    let this = if node.rules.is_empty() {
+        this
+    } else {
+        let this = this.unwrap_or_else(|| cel_value(value, root));
+        evaluate(node, &this, old, path, root, out);
+        Some(this)
+    };
     match value {
         Value::Object(fields) => {
+            let entries = match &this {
+                Some(cel::Value::Map(map)) => Some(map),
+                _ => None,
+            };
             for (key, child) in fields {
                 let (schema, child_path) = match node.property(key) {
                     Some(schema) => (schema, path.child(key)),
@@ -146,18 +168,33 @@ pub fn validate(
                         None => continue,
                     },
                 };
+                let child_cel =
+                    entries.and_then(|map| map.map.get(&Key::from(key.clone())).cloned());
                 let old_child = old.and_then(|o| o.get(key));
-                validate(schema, child, old_child, &child_path, false, out);
+                walk(schema, child, child_cel, old_child, &child_path, false, out);
             }
         }
         Value::Array(items) => {
             let Some(schema) = &node.items else {
                 return;
             };
+            let entries = match &this {
+                Some(cel::Value::List(list)) => Some(list),
+                _ => None,
+            };
             let old_items = old.and_then(Value::as_array);
             for (index, item) in items.iter().enumerate() {
+                let item_cel = entries.and_then(|list| list.get(index).cloned());
                 let old_item = old_items.and_then(|olds| correlated(node, item, olds));
-                validate(schema, item, old_item, &path.index(index), false, out);
+                walk(
+                    schema,
+                    item,
+                    item_cel,
+                    old_item,
+                    &path.index(index),
+                    false,
+                    out,
+                );
             }
         }
         _ => {}
@@ -178,15 +215,17 @@ fn correlated<'a>(node: &Node, item: &Value, olds: &'a [Value]) -> Option<&'a Va
 
 fn evaluate(
     node: &Node,
-    value: &Value,
+    this: &cel::Value,
     old: Option<&Value>,
     path: &Path,
     root: bool,
     out: &mut Vec<FieldError>,
 ) {
     let shown_type = || BadValue::Str(node.ty.map_or("", |t| t.name()).to_owned());
-    let this = cel_value(value, root);
-    let previous = old.map(|old| cel_value(old, root));
+    // The stored value is converted only for a transition rule, which alone reads it.
+    let previous = old
+        .filter(|_| node.rules.iter().any(|rule| rule.uses_old_self))
+        .map(|old| cel_value(old, root));
     for rule in &node.rules {
         // Transition rules are evaluated only where there is a stored value to compare with.
         if rule.uses_old_self && previous.is_none() {
@@ -340,6 +379,31 @@ mod tests {
             errors(lower, Some(a)),
             ["spec.gen: Invalid value: \"object\": failed rule: self.gen >= oldSelf.gen"]
         );
+    }
+
+    #[test]
+    fn a_map_lists_items_meet_their_stored_selves_by_key() {
+        let list = Node::parse(
+            &json!({"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["k"], "items": {"type": "object",
+                "x-kubernetes-validations": [{"rule": "self.v >= oldSelf.v", "message": "v went down"}],
+                "properties": {"k": {"type": "string"}, "v": {"type": "integer"}}}}),
+            "",
+        )
+        .unwrap();
+        let old = json!([{"k": "a", "v": 2}, {"k": "b", "v": 1}]);
+        let new = json!([{"k": "b", "v": 1}, {"k": "a", "v": 1}, {"k": "c", "v": 0}]);
+        let mut out = Vec::new();
+        validate(
+            &list,
+            &new,
+            Some(&old),
+            &Path::root().child("l"),
+            false,
+            &mut out,
+        );
+        let shown: Vec<String> = out.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["l[1]: Invalid value: \"object\": v went down"]);
     }
 
     #[test]
