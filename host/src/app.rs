@@ -102,10 +102,16 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartEr
         preflight(rest.as_ref(), &args.namespaces).await?;
         return Ok((rest.clone(), rest, None));
     }
-    let memory = MemoryCluster::new(MemoryClusterConfig {
-        pod_start_delay: args.pod_start_delay,
-        ..MemoryClusterConfig::default()
-    });
+    let memory = MemoryCluster::new(
+        MemoryClusterConfig {
+            pod_start_delay: args.pod_start_delay,
+            ..MemoryClusterConfig::default()
+        }
+        .with_namespaces(crate::embedded::namespaces(
+            &args.namespaces,
+            &args.lease_namespace,
+        )),
+    );
     let seeded = crate::embedded::seed(memory.as_ref(), &args.seeds).await?;
     tracing::info!(
         objects = seeded,

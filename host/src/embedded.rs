@@ -40,6 +40,24 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The namespaces `kubectl apply -k deploy/` makes, compiled in.
+const DEPLOY_NAMESPACES: &str = include_str!("../../deploy/namespace.yaml");
+
+/// The namespaces the embedded cluster has (besides those every cluster has): the ones
+/// `deploy/` makes, where its examples live, the controller's own (`--namespaces`) and its
+/// Lease's. A create anywhere else is NotFound, as in a real cluster.
+pub fn namespaces(served: &[String], lease_namespace: &str) -> Vec<String> {
+    let mut names: Vec<String> = parse_documents("namespace.yaml", DEPLOY_NAMESPACES)
+        .unwrap_or_default()
+        .iter()
+        .filter(|object| object["kind"] == "Namespace")
+        .filter_map(|object| object["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    names.extend(served.iter().cloned());
+    names.push(lease_namespace.to_owned());
+    names
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
     #[error("{file}: not YAML: {source}")]
@@ -241,6 +259,14 @@ pub async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, See
 mod tests {
     use super::*;
     use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
+
+    #[test]
+    fn the_namespaces_are_deploys_the_controllers_and_the_leases() {
+        let names = namespaces(&["team-a".to_owned()], "leases");
+        for name in ["cubepod-system", "cubepod-workloads", "team-a", "leases"] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+    }
 
     #[tokio::test]
     async fn the_examples_seed_and_a_seed_with_an_unknown_field_is_refused() {

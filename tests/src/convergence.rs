@@ -22,6 +22,17 @@ pub const IMAGE: &str = "ghcr.io/cubepod/sandbox-base:1.0";
 /// A fake API server over HTTPS with [`TOKEN`], pods starting and stopping after `pod_delay`,
 /// and the fault injector's RNG seeded with `fault_seed`.
 pub fn fake_server(pod_delay: Duration, fault_seed: u64) -> FakeApiServer {
+    fake_server_with_namespaces(pod_delay, fault_seed, &[])
+}
+
+/// [`fake_server`] with `namespaces` too, besides the fake's own.
+pub fn fake_server_with_namespaces(
+    pod_delay: Duration,
+    fault_seed: u64,
+    namespaces: &[&str],
+) -> FakeApiServer {
+    let mut all = FakeOptions::default().namespaces;
+    all.extend(namespaces.iter().map(|n| (*n).to_owned()));
     FakeApiServer::start(FakeOptions {
         token: Some(TOKEN.to_string()),
         cluster_config: MemoryClusterConfig {
@@ -30,6 +41,7 @@ pub fn fake_server(pod_delay: Duration, fault_seed: u64) -> FakeApiServer {
             ..MemoryClusterConfig::default()
         },
         fault_seed,
+        namespaces: all,
         ..FakeOptions::default()
     })
     .expect("fake API server")

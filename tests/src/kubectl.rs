@@ -1,7 +1,8 @@
-//! The real `kubectl` against the real binary's embedded cluster, through the kubeconfig `run`
-//! writes: what a user types, and what they read back.
+//! The real `kubectl` (v1.32; `.ci/run` installs it where it is missing), run against a
+//! kubeconfig with a private HOME for its discovery cache. Without kubectl the tests that use it
+//! fail, naming the fix.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -10,29 +11,18 @@ use crate::Controller;
 /// How long a condition read through kubectl may take to hold.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-/// An embedded controller and the kubeconfig it wrote, with a private HOME for kubectl's
-/// discovery cache.
-pub struct Embedded {
-    pub controller: Controller,
-    pub kubeconfig: PathBuf,
-    home: tempfile::TempDir,
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+    home: PathBuf,
 }
 
-impl Embedded {
-    /// `run --embedded` with `extra` flags, ready.
-    pub fn start(extra: &[&str]) -> Embedded {
-        let home = tempfile::tempdir().expect("temp dir");
-        let kubeconfig = home.path().join("embedded/kubeconfig");
-        let flag = format!("--embedded-kubeconfig={}", kubeconfig.display());
-        let mut flags = vec![flag.as_str()];
-        flags.extend(extra);
-        let controller = Controller::start(&flags);
-        controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
-        assert!(kubeconfig.exists(), "run wrote {}", kubeconfig.display());
-        Embedded {
-            controller,
-            kubeconfig,
-            home,
+impl Kubectl {
+    /// kubectl with `KUBECONFIG=kubeconfig` and `HOME=home` (where it caches discovery and
+    /// where [`Kubectl::write`] puts manifests).
+    pub fn new(kubeconfig: &Path, home: &Path) -> Kubectl {
+        Kubectl {
+            kubeconfig: kubeconfig.to_path_buf(),
+            home: home.to_path_buf(),
         }
     }
 
@@ -41,7 +31,7 @@ impl Embedded {
         command
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.home.path())
+            .env("HOME", &self.home)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null());
         command
@@ -85,10 +75,45 @@ impl Embedded {
         panic!("kubectl {args:?} never met the condition; last output:\n{last}");
     }
 
-    /// Writes `yaml` into the private HOME as `name`, for `kubectl apply -f`.
+    /// Writes a manifest under HOME; its path.
     pub fn write(&self, name: &str, yaml: &str) -> PathBuf {
-        let path = self.home.path().join(name);
+        let path = self.home.join(name);
         std::fs::write(&path, yaml).expect("write manifest");
         path
+    }
+}
+
+/// An embedded controller (`run --embedded`) and kubectl on the kubeconfig it wrote, with a
+/// private HOME.
+pub struct Embedded {
+    pub controller: Controller,
+    pub kubectl: Kubectl,
+    _home: tempfile::TempDir,
+}
+
+impl Embedded {
+    /// `run --embedded` with `extra` flags, ready.
+    pub fn start(extra: &[&str]) -> Embedded {
+        let home = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = home.path().join("embedded/kubeconfig");
+        let flag = format!("--embedded-kubeconfig={}", kubeconfig.display());
+        let mut flags = vec![flag.as_str()];
+        flags.extend(extra);
+        let controller = Controller::start(&flags);
+        controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
+        assert!(kubeconfig.exists(), "run wrote {}", kubeconfig.display());
+        Embedded {
+            controller,
+            kubectl: Kubectl::new(&kubeconfig, home.path()),
+            _home: home,
+        }
+    }
+}
+
+impl std::ops::Deref for Embedded {
+    type Target = Kubectl;
+
+    fn deref(&self) -> &Kubectl {
+        &self.kubectl
     }
 }

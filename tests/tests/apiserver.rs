@@ -16,6 +16,8 @@ use cubepod_tests::apiserver::{
     FakeApiServer, FakeOptions, FaultAction, FaultRule, KubeconfigAuth, PROMETHEUS_TOKEN,
     PROMETHEUS_USER, client_config,
 };
+use cubepod_tests::kubectl::Kubectl;
+use cubepod_tests::refusals;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, WARNING};
@@ -32,10 +34,16 @@ const PODS: &str = "/api/v1/namespaces/ns/pods";
 const SANDBOXES: &str = "/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes";
 const MERGE_PATCH: &str = "application/merge-patch+json";
 
+/// The namespace of these tests' objects, besides the fake's own.
+const NS: &str = "ns";
+
 fn start(options: FakeOptions) -> FakeApiServer {
+    let mut namespaces = options.namespaces.clone();
+    namespaces.push(NS.into());
     FakeApiServer::start(FakeOptions {
         token: Some(TOKEN.into()),
         cluster_config: MemoryClusterConfig::instant(),
+        namespaces,
         ..options
     })
     .expect("fake API server starts")
@@ -791,6 +799,113 @@ async fn plain_http_without_auth() {
     assert_eq!(code, StatusCode::OK);
 }
 
+/// An invalid custom resource is a 422 Status as `errors.NewInvalid` makes it (the kind, not the
+/// resource, in `details`, one cause per field), and nothing is written; a create in a namespace
+/// that does not exist is NotFound; namespaces are read as the API server serves them.
+#[tokio::test]
+async fn an_invalid_sandbox_is_a_422_with_causes_and_namespaces_are_served() {
+    let server = start(FakeOptions::default());
+    let client = Client::http1(&server);
+    let mut bad = sandbox("bad");
+    bad["spec"]["idleTimeoutSeconds"] = json!(-5);
+    bad["spec"]["desiredState"] = json!("Stopped");
+    let (code, refused) = client.call(Method::POST, SANDBOXES, Some(bad)).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_status(&refused, 422, "Invalid");
+    assert_eq!(
+        refused["details"],
+        json!({"name": "bad", "group": "cubepod.io", "kind": "Sandbox", "causes": [
+            {"reason": "FieldValueNotSupported", "field": "spec.desiredState",
+             "message": "Unsupported value: \"Stopped\": supported values: \"Running\", \"Paused\""},
+            {"reason": "FieldValueInvalid", "field": "spec.idleTimeoutSeconds",
+             "message": "Invalid value: -5: spec.idleTimeoutSeconds in body should be greater than or equal to 0"},
+            {"reason": "FieldValueInvalid", "field": "<nil>",
+             "message": "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"},
+        ]})
+    );
+    assert!(
+        refused["message"].as_str().is_some_and(
+            |m| m.starts_with("Sandbox.cubepod.io \"bad\" is invalid: [spec.desiredState: ")
+        ),
+        "{refused}"
+    );
+    assert_eq!(server.cluster().count(Resource::Sandbox), 0);
+
+    let elsewhere = "/apis/cubepod.io/v1alpha1/namespaces/nowhere/sandboxes";
+    let (code, missing) = client
+        .call(Method::POST, elsewhere, Some(sandbox("a")))
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
+    assert_eq!(missing["message"], "namespaces \"nowhere\" not found");
+
+    let (code, created) = client
+        .call(Method::POST, SANDBOXES, Some(sandbox("a")))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["desiredState"], "Running", "defaulted");
+
+    let (code, namespace) = client
+        .call(Method::GET, "/api/v1/namespaces/ns", None)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{namespace}");
+    assert_eq!(namespace["kind"], "Namespace");
+    assert_eq!(namespace["status"]["phase"], "Active");
+    let (code, list) = client.call(Method::GET, "/api/v1/namespaces", None).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "NamespaceList");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cubepod-system",
+            "cubepod-workloads",
+            "default",
+            "kube-node-lease",
+            "kube-public",
+            "kube-system",
+            "ns"
+        ]
+    );
+    let (code, gone) = client
+        .call(Method::GET, "/api/v1/namespaces/nowhere", None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_status(&gone, 404, "NotFound");
+    assert_eq!(gone["message"], "namespaces \"nowhere\" not found");
+    let (code, _) = client
+        .call(
+            Method::POST,
+            "/api/v1/namespaces",
+            Some(json!({"metadata": {"name": "x"}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// The real kubectl against the fake: the same table of refusals as against the embedded
+/// cluster (`tests/tests/kubectl.rs`), the same lines, since both serve `kube::memory::serve`.
+#[test]
+fn kubectl_gets_the_refusals_of_the_embedded_cluster_from_the_fake_too() {
+    let server = FakeApiServer::start(FakeOptions {
+        token: Some(TOKEN.into()),
+        cluster_config: MemoryClusterConfig::instant(),
+        ..FakeOptions::default()
+    })
+    .expect("fake API server starts");
+    let home = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = server
+        .write_kubeconfig(home.path(), &KubeconfigAuth::Token(TOKEN.into()))
+        .expect("kubeconfig written");
+    let kubectl = Kubectl::new(&kubeconfig, home.path());
+    refusals::check(&kubectl);
+    refusals::check_defaults_and_not_found(&kubectl);
+}
+
 #[test]
 fn starts_and_stops_outside_a_runtime_and_writes_a_kubeconfig() {
     let mut server = FakeApiServer::start(FakeOptions::default()).expect("starts");
@@ -820,7 +935,7 @@ fn starts_and_stops_outside_a_runtime_and_writes_a_kubeconfig() {
         .cluster()
         .insert(
             Resource::Secret,
-            json!({"metadata": {"name": "s", "namespace": "ns"}}),
+            json!({"metadata": {"name": "s", "namespace": "cubepod-workloads"}}),
         )
         .expect("seeded");
     let addr = server.addr();

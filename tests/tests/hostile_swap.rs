@@ -15,7 +15,7 @@ use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
 use cubepod_tests::apiserver::{DEFAULT_SEED, KubeconfigAuth};
 use cubepod_tests::bench::process::memory_of;
 use cubepod_tests::convergence::{
-    NS, TOKEN, block, fake_server, metric_sum, sandbox_manifest, until,
+    NS, TOKEN, block, fake_server_with_namespaces, metric_sum, sandbox_manifest, until,
 };
 use cubepod_tests::{Controller, hostile_policy, metric, replace_file};
 use serde_json::{Value, json};
@@ -273,7 +273,11 @@ fn median(mut values: Vec<u64>) -> u64 {
 
 #[test]
 fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_memory() {
-    let fake = fake_server(Duration::from_millis(50), DEFAULT_SEED);
+    let fake = fake_server_with_namespaces(
+        Duration::from_millis(50),
+        DEFAULT_SEED,
+        &[REAP_WRITES_NS, REAP_STRANGERS_NS],
+    );
     let cluster = fake.cluster();
     seed(&cluster);
     let dir = tempfile::tempdir().unwrap();

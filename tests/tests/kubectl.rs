@@ -4,94 +4,14 @@
 //! tests fail, saying so.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cubepod_tests::Controller;
+use cubepod_tests::kubectl::{Embedded, PATIENCE};
+use cubepod_tests::refusals;
 
 const NS: &str = "cubepod-workloads";
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// The embedded controller and the kubeconfig it wrote, with a private HOME for kubectl's
-/// discovery cache.
-struct Embedded {
-    _controller: Controller,
-    kubeconfig: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Embedded {
-    fn start() -> Embedded {
-        let home = tempfile::tempdir().expect("temp dir");
-        let kubeconfig = home.path().join("embedded/kubeconfig");
-        let flag = format!("--embedded-kubeconfig={}", kubeconfig.display());
-        let controller = Controller::start(&[&flag]);
-        controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
-        assert!(kubeconfig.exists(), "run wrote {}", kubeconfig.display());
-        Embedded {
-            _controller: controller,
-            kubeconfig,
-            home,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.home.path())
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(Stdio::null());
-        command
-    }
-
-    /// Runs kubectl; panics (naming the fix) when it is not installed.
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap_or_else(|error| {
-            panic!("kubectl could not run ({error}): install kubectl (.ci/run does)")
-        })
-    }
-
-    /// kubectl's stdout, asserting it succeeded.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Polls `kubectl args` until its stdout satisfies `done`; returns it.
-    fn until(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            let out = self.run(args);
-            last = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            if out.status.success() && done(&String::from_utf8_lossy(&out.stdout)) {
-                return String::from_utf8_lossy(&out.stdout).into_owned();
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("kubectl {args:?} never met the condition; last output:\n{last}");
-    }
-
-    fn write(&self, name: &str, yaml: &str) -> PathBuf {
-        let path = self.home.path().join(name);
-        std::fs::write(&path, yaml).expect("write manifest");
-        path
-    }
-}
 
 /// The words of the line of `table` whose first column is `name`.
 fn row<'a>(table: &'a str, name: &str) -> Option<Vec<&'a str>> {
@@ -122,7 +42,7 @@ fn sandbox_yaml(name: &str, desired: &str, extra_spec: &str) -> String {
 
 #[test]
 fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
-    let cluster = Embedded::start();
+    let cluster = Embedded::start(&[]);
     // The seeded sandboxes converge: dev-alice runs, dev-bob is paused.
     let table = cluster.until(&["get", "sandboxes", "-n", NS], |out| {
         row(out, "dev-alice").is_some_and(|r| r[1] == "Running")
@@ -141,9 +61,10 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
         ],
         "{table}"
     );
+    // GEN is the CRD's default: the example does not name it.
     let alice = row(&table, "dev-alice").unwrap();
-    assert_eq!(alice[2], "Running", "{table}");
-    assert!(alice[3].starts_with("10."), "a pod IP: {table}");
+    assert_eq!(alice[2..4], ["Running", "1"], "{table}");
+    assert!(alice[4].starts_with("10."), "a pod IP: {table}");
     // The wide columns (priority 1) and the short name from the CRD.
     let wide = cluster.ok(&["get", "sbx", "-n", NS, "-o", "wide"]);
     assert_eq!(
@@ -211,7 +132,7 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
 /// `updateStrategy: Recreate` replaces every member.
 #[test]
 fn scale_a_warm_pool_and_change_its_template() {
-    let cluster = Embedded::start();
+    let cluster = Embedded::start(&[]);
     let pool = ["get", "podwarmpool", "python-pool", "-n", NS];
     cluster.until(&pool, |out| {
         row(out, "python-pool").is_some_and(|r| r[2] == "3")
@@ -296,7 +217,7 @@ fn scale_a_warm_pool_and_change_its_template() {
 
 #[test]
 fn apply_patch_and_delete_a_sandbox() {
-    let cluster = Embedded::start();
+    let cluster = Embedded::start(&[]);
     let manifest = cluster.write("made.yaml", &sandbox_yaml("made", "Running", ""));
     let path = manifest.to_str().unwrap();
     let created = cluster.ok(&["apply", "-f", path]);
@@ -401,6 +322,17 @@ fn apply_patch_and_delete_a_sandbox() {
     assert_eq!(deleted.trim(), "podwarmpool.cubepod.io \"extra\" deleted");
 }
 
+/// Every rule of the CRDs is refused as a real API server refuses it, in the words kubectl
+/// prints (the table of `cubepod_tests::refusals`, which the fake API server's test holds the
+/// fake to as well); a user's sandbox shows the CRD's defaults; a missing sandbox or namespace
+/// is NotFound in the API server's words.
+#[test]
+fn every_rule_of_the_crds_is_refused_in_the_api_servers_words() {
+    let cluster = Embedded::start(&[]);
+    refusals::check(&cluster.kubectl);
+    refusals::check_defaults_and_not_found(&cluster.kubectl);
+}
+
 /// Reads `child`'s stdout lines on a thread, to wait for one without blocking forever.
 fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     let (sender, receiver) = mpsc::channel();
@@ -438,7 +370,7 @@ fn wait_line(lines: &mpsc::Receiver<String>, seen: &mut Vec<String>, done: impl 
 
 #[test]
 fn get_watch_shows_changes_as_rows() {
-    let cluster = Embedded::start();
+    let cluster = Embedded::start(&[]);
     cluster.until(&["get", "sandbox", "dev-bob", "-n", NS], |out| {
         row(out, "dev-bob").is_some_and(|r| r[1] == "Paused")
     });

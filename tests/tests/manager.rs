@@ -386,9 +386,14 @@ async fn a_fork_clones_its_source_and_a_claim_adopts_a_member_the_pool_replaces(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_spec_is_reported_in_status_and_fixing_it_recovers() {
     let c = start().await;
+    // February 31st: the API server's `date-time` format checks a day's digits, not the
+    // month's length, so it admits what the controller cannot read.
     c.create(
         Resource::Sandbox,
-        sandbox("bad", json!({"image": "img", "desiredState": "Sleeping"})),
+        sandbox(
+            "bad",
+            json!({"image": "img", "shutdownTime": "2026-02-31T00:00:00Z"}),
+        ),
     )
     .await;
     c.until("the problem is in the status", |c| {
@@ -399,7 +404,7 @@ async fn an_unreadable_spec_is_reported_in_status_and_fixing_it_recovers() {
                     cond["type"] == "SpecValid"
                         && cond["status"] == "False"
                         && cond["message"].as_str().is_some_and(|m| {
-                            m.contains("spec.desiredState") && m.contains("Sleeping")
+                            m.contains("spec.shutdownTime") && m.contains("2026-02-31")
                         })
                 })
             })
@@ -425,7 +430,7 @@ async fn an_unreadable_spec_is_reported_in_status_and_fixing_it_recovers() {
             Resource::Sandbox,
             NS,
             "bad",
-            json!({"spec": {"desiredState": "Running"}}),
+            json!({"spec": {"shutdownTime": null}}),
         )
         .await
         .unwrap();

@@ -56,8 +56,11 @@ async fn create(cluster: &Arc<RestCluster>, prefix: &str, count: usize, in_fligh
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_plain_http_requests_share_kept_alive_connections_and_survive_a_dropped_one() {
+    let mut namespaces = FakeOptions::default().namespaces;
+    namespaces.push("ns".into());
     let fake = FakeApiServer::start(FakeOptions {
         tls: false,
+        namespaces,
         ..FakeOptions::default()
     })
     .expect("fake starts");

@@ -163,6 +163,19 @@ pub struct ApiError {
     pub message: String,
     /// For [`ApiErrorKind::Unavailable`]: when to try again, if the server said (Retry-After).
     pub retry_after: Option<Duration>,
+    /// For [`ApiErrorKind::Invalid`]: each field's error (the Status's `details.causes`).
+    pub causes: Vec<StatusCause>,
+}
+
+/// One entry of a Status's `details.causes`: why one field was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    pub reason: String,
+    /// The error without its field (`Invalid value: -5: ...`).
+    pub message: String,
+    /// `spec.idleTimeoutSeconds`.
+    pub field: String,
 }
 
 impl ApiError {
@@ -171,6 +184,7 @@ impl ApiError {
             kind,
             message: message.into(),
             retry_after: None,
+            causes: Vec::new(),
         }
     }
 

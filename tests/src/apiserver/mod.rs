@@ -46,6 +46,9 @@ pub const KUBECONFIG_FILE: &str = "kubeconfig";
 pub const PROMETHEUS_TOKEN: &str = "fake-prometheus-token";
 pub const PROMETHEUS_USER: &str = "system:serviceaccount:monitoring:prometheus-k8s";
 
+/// The namespaces `kubectl apply -k deploy/` makes: the fake's by default.
+pub const DEPLOY_NAMESPACES: [&str; 2] = ["cubepod-system", "cubepod-workloads"];
+
 #[derive(Clone, Debug)]
 pub struct FakeOptions {
     /// HTTPS with the test CA (default); plain HTTP otherwise.
@@ -53,6 +56,9 @@ pub struct FakeOptions {
     /// The bearer token every request must carry; `None`: no auth.
     pub token: Option<String>,
     pub cluster_config: MemoryClusterConfig,
+    /// The namespaces that exist besides every cluster's (`default`, `kube-system`, ...), added
+    /// to `cluster_config`'s; a create anywhere else is NotFound, as from a real API server.
+    pub namespaces: Vec<String>,
     /// A watch's length when the client names no `timeoutSeconds` (the API server picks
     /// 30 to 60 minutes).
     pub watch_timeout: Duration,
@@ -72,6 +78,7 @@ impl Default for FakeOptions {
             tls: true,
             token: None,
             cluster_config: MemoryClusterConfig::default(),
+            namespaces: DEPLOY_NAMESPACES.iter().map(|n| (*n).to_owned()).collect(),
             watch_timeout: Duration::from_secs(30 * 60),
             bookmark_interval: None,
             fault_seed: faults::DEFAULT_SEED,
@@ -179,7 +186,8 @@ impl FakeApiServer {
             requests: requests::RequestLog::default(),
             watch_true_only: options.watch_true_only,
         });
-        let cluster = MemoryCluster::new(options.cluster_config);
+        let cluster =
+            MemoryCluster::new(options.cluster_config.with_namespaces(options.namespaces));
         let access = cluster.access();
         if let Some(token) = &options.token {
             access.add_token(token, access::admin());

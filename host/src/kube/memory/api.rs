@@ -7,8 +7,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::errors;
+use super::field::FieldError;
 use super::merge::merge_patch;
 use super::meta;
+use super::namespaces;
+use super::schema;
 use super::selector::Selector;
 use super::state::State;
 use super::store::ObjectKey;
@@ -37,8 +40,10 @@ impl State {
     ) -> ApiResult<Arc<Value>> {
         let mut object = strategy::validate_create(resource, namespace, object)?;
         let key = ObjectKey::new(resource, namespace, meta::name(&object).unwrap_or_default());
-        if self.store.get(&key).is_some() {
-            return Err(errors::already_exists(resource, &key.name));
+        // A custom resource is defaulted as it is decoded, before anything else sees it.
+        let crd = schema::of(resource);
+        if let Some(crd) = crd {
+            crd.default(&mut object);
         }
         strategy::prepare_for_create(resource, &mut object)?;
         let uid = meta::new_uid();
@@ -51,6 +56,17 @@ impl State {
         metadata.insert("uid".into(), uid.clone().into());
         metadata.insert("creationTimestamp".into(), meta::now().into());
         metadata.insert("generation".into(), 1.into());
+        // The API server's order: the object's validation, the namespace's existence
+        // (admission), then the store's AlreadyExists.
+        if let Some(crd) = crd {
+            refuse_invalid(&key, crd.validate(&object, None))?;
+        }
+        if !self.namespaces.exists(namespace) {
+            return Err(namespaces::not_found(namespace));
+        }
+        if self.store.get(&key).is_some() {
+            return Err(errors::already_exists(resource, &key.name));
+        }
         let stored = self.add(key.clone(), object);
         if resource == Resource::Pod {
             self.kubelet.pod_created(key, uid);
@@ -127,6 +143,12 @@ impl State {
         restore_system_fields(&current, &mut next);
         strategy::prepare_for_update(key.resource, &mut next)?;
         check_finalizers(key, &current, &next)?;
+        // The object the patch makes is decoded (defaulted) and validated as an update, whichever
+        // part the patch was for: a status is held to the status schema too.
+        if let Some(crd) = schema::of(key.resource) {
+            crd.default(&mut next);
+            refuse_invalid(key, crd.validate(&next, Some(&current)))?;
+        }
         if current.get("spec") != next.get("spec") {
             let generation = meta::metadata(&current)
                 .and_then(|m| m.get("generation"))
@@ -239,7 +261,16 @@ impl State {
 }
 
 fn not_found(key: &ObjectKey) -> ApiError {
-    ApiError::not_found(key.resource, &key.namespace, &key.name)
+    errors::not_found(key.resource, &key.name)
+}
+
+/// The Invalid error of a custom resource's field errors, if it has any.
+fn refuse_invalid(key: &ObjectKey, errors: Vec<FieldError>) -> ApiResult<()> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors::invalid(key.resource, &key.name, &errors))
+    }
 }
 
 fn parse_selector(scope: &Scope) -> ApiResult<Selector> {
@@ -309,10 +340,13 @@ fn check_finalizers(key: &ObjectKey, current: &Value, next: &Value) -> ApiResult
         Some(added) => Err(errors::invalid(
             key.resource,
             &key.name,
-            format!(
-                "metadata.finalizers: Forbidden: no new finalizers can be added if the object \
-                 is being deleted, found new finalizers [\"{added}\"]"
-            ),
+            &[FieldError::forbidden(
+                "metadata.finalizers",
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new \
+                     finalizers [\"{added}\"]"
+                ),
+            )],
         )),
         None => Ok(()),
     }

@@ -1,5 +1,6 @@
 //! The API server's error messages, so that logs and tests read the same against either backend.
 
+use super::field::{self, FieldError};
 use crate::kube::{ApiError, ApiErrorKind, Resource};
 
 /// `pods` for the core group, `sandboxes.cubepod.io` for ours, as the API server names them.
@@ -8,6 +9,14 @@ pub fn qualified(resource: Resource) -> String {
         Some((group, _version)) => format!("{}.{group}", resource.plural()),
         None => resource.plural().to_owned(),
     }
+}
+
+/// `sandboxes.cubepod.io "a" not found`.
+pub fn not_found(resource: Resource, name: &str) -> ApiError {
+    ApiError::new(
+        ApiErrorKind::NotFound,
+        format!("{} \"{name}\" not found", qualified(resource)),
+    )
 }
 
 pub fn already_exists(resource: Resource, name: &str) -> ApiError {
@@ -37,12 +46,9 @@ pub fn uid_precondition(expected: &str, actual: &str) -> ApiError {
     )
 }
 
-/// A 422 Invalid on one field.
-pub fn invalid(resource: Resource, name: &str, detail: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        ApiErrorKind::Invalid,
-        format!("{} \"{name}\" is invalid: {detail}", resource.kind()),
-    )
+/// A 422 Invalid naming each field's error.
+pub fn invalid(resource: Resource, name: &str, errors: &[FieldError]) -> ApiError {
+    field::invalid(resource, name, errors)
 }
 
 /// A 400 Bad Request; the seam has no kind of its own for it.
@@ -76,6 +82,10 @@ mod tests {
         assert_eq!(
             already_exists(Resource::Pod, "a").message,
             "pods \"a\" already exists"
+        );
+        assert_eq!(
+            not_found(Resource::Sandbox, "nope").message,
+            "sandboxes.cubepod.io \"nope\" not found"
         );
     }
 }

@@ -8,11 +8,15 @@
 
 pub mod access;
 mod api;
+mod crds;
 mod errors;
+mod field;
 mod gc;
 mod kubelet;
 mod merge;
 mod meta;
+mod namespaces;
+mod schema;
 mod selector;
 pub mod serve;
 mod state;
@@ -21,6 +25,7 @@ mod strategy;
 mod watch;
 mod writes;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -33,6 +38,7 @@ pub use self::writes::{WriteRecord, WriteVerb};
 use self::access::AccessControl;
 use self::api::Subresource;
 use self::kubelet::{Kubelet, Work};
+use self::namespaces::Namespaces;
 use self::state::State;
 use self::store::ObjectKey;
 use self::watch::WatchHub;
@@ -49,6 +55,9 @@ pub struct MemoryClusterConfig {
     pub watch_history: usize,
     /// Events a watch may have pending beyond its replayed backlog before it is closed.
     pub watch_buffer: usize,
+    /// The namespaces that exist; a create in any other is NotFound. `None`: every namespace
+    /// exists.
+    pub namespaces: Option<BTreeSet<String>>,
 }
 
 impl Default for MemoryClusterConfig {
@@ -58,6 +67,7 @@ impl Default for MemoryClusterConfig {
             pod_stop_delay: Duration::from_millis(100),
             watch_history: 10_000,
             watch_buffer: 4_096,
+            namespaces: None,
         }
     }
 }
@@ -69,6 +79,21 @@ impl MemoryClusterConfig {
             pod_start_delay: Duration::ZERO,
             pod_stop_delay: Duration::ZERO,
             ..Self::default()
+        }
+    }
+
+    /// Only the namespaces every cluster has (`default`, `kube-system`, ...), those already set
+    /// and `names` exist.
+    pub fn with_namespaces<S: Into<String>>(self, names: impl IntoIterator<Item = S>) -> Self {
+        let mut namespaces: BTreeSet<String> = namespaces::BUILT_IN
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect();
+        namespaces.extend(self.namespaces.iter().flatten().cloned());
+        namespaces.extend(names.into_iter().map(Into::into));
+        Self {
+            namespaces: Some(namespaces),
+            ..self
         }
     }
 }
@@ -96,7 +121,7 @@ impl MemoryCluster {
         let kubelet = Kubelet::new(config.pod_start_delay, config.pod_stop_delay);
         Arc::new_cyclic(|this| Self {
             this: this.clone(),
-            state: Mutex::new(State::new(hub, kubelet)),
+            state: Mutex::new(State::new(hub, kubelet, Namespaces::new(config.namespaces))),
             writes: WriteLog::default(),
             access: Arc::default(),
         })
@@ -122,6 +147,21 @@ impl MemoryCluster {
             .scan(resource, "")
             .map(|object| (**object).clone())
             .collect()
+    }
+
+    /// The cluster's namespaces, as Namespace objects, by name.
+    pub fn namespaces(&self) -> Vec<Value> {
+        let mut state = self.lock();
+        let names = state.namespaces.names(&state.store);
+        names
+            .iter()
+            .filter_map(|name| state.namespaces.get(name).ok())
+            .collect()
+    }
+
+    /// The Namespace object of `name`, or NotFound.
+    pub fn namespace(&self, name: &str) -> ApiResult<Value> {
+        self.lock().namespaces.get(name)
     }
 
     pub fn count(&self, resource: Resource) -> usize {
@@ -321,6 +361,86 @@ mod tests {
         assert_eq!(
             cluster.objects(Resource::Pod)[0]["status"]["phase"],
             "Running"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cluster_with_namespaces_has_those_and_the_built_in_ones_only() {
+        let config = MemoryClusterConfig::instant().with_namespaces(["team-a"]);
+        let cluster = MemoryCluster::new(config);
+        let secret = json!({"metadata": {"name": "s"}});
+        for namespace in ["team-a", "default", "kube-system"] {
+            cluster
+                .create(Resource::Secret, namespace, secret.clone())
+                .await
+                .unwrap();
+        }
+        let missing = cluster
+            .create(Resource::Secret, "nope", secret.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(missing.kind, crate::kube::ApiErrorKind::NotFound);
+        assert_eq!(missing.message, "namespaces \"nope\" not found");
+        let names: Vec<Value> = cluster
+            .namespaces()
+            .iter()
+            .map(|n| n["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "default",
+                "kube-node-lease",
+                "kube-public",
+                "kube-system",
+                "team-a"
+            ]
+        );
+        assert!(cluster.namespace("nope").is_err());
+
+        // Without a set, every namespace exists, as the tests that seed anywhere expect.
+        let open = MemoryCluster::new(MemoryClusterConfig::instant());
+        open.create(Resource::Secret, "anywhere", secret)
+            .await
+            .unwrap();
+        assert!(open.namespace("elsewhere").is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_sandbox_is_defaulted_and_an_invalid_write_refused_with_its_causes() {
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let sandbox = json!({"metadata": {"name": "a"}, "spec": {"image": "i"}});
+        let created = cluster
+            .create(Resource::Sandbox, "ns", sandbox)
+            .await
+            .unwrap();
+        assert_eq!(created["spec"]["desiredState"], "Running");
+        assert_eq!(created["spec"]["rootfsGeneration"], 1);
+
+        let patch = json!({"spec": {"idleTimeoutSeconds": -5}});
+        let refused = cluster
+            .patch(Resource::Sandbox, "ns", "a", patch)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.message,
+            "Sandbox.cubepod.io \"a\" is invalid: spec.idleTimeoutSeconds: Invalid value: -5: \
+             spec.idleTimeoutSeconds in body should be greater than or equal to 0"
+        );
+        assert_eq!(refused.causes[0].reason, "FieldValueInvalid");
+        assert_eq!(refused.causes[0].field, "spec.idleTimeoutSeconds");
+
+        let status = json!({"status": {"phase": "Sleeping"}});
+        let refused = cluster
+            .patch_status(Resource::Sandbox, "ns", "a", status)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.causes[0].field, "status.phase");
+        assert_eq!(refused.causes[0].reason, "FieldValueNotSupported");
+        let unchanged = cluster.get(Resource::Sandbox, "ns", "a").await.unwrap();
+        assert_eq!(
+            unchanged["metadata"]["resourceVersion"],
+            created["metadata"]["resourceVersion"]
         );
     }
 }

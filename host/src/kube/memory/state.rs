@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::kubelet::Kubelet;
 use super::meta;
+use super::namespaces::Namespaces;
 use super::store::{ObjectKey, Store};
 use super::watch::{Change, WatchHub};
 use crate::kube::WatchEventType;
@@ -16,14 +17,16 @@ pub struct State {
     pub store: Store,
     pub hub: WatchHub,
     pub kubelet: Kubelet,
+    pub namespaces: Namespaces,
 }
 
 impl State {
-    pub fn new(hub: WatchHub, kubelet: Kubelet) -> Self {
+    pub fn new(hub: WatchHub, kubelet: Kubelet, namespaces: Namespaces) -> Self {
         Self {
             store: Store::default(),
             hub,
             kubelet,
+            namespaces,
         }
     }
 

@@ -131,6 +131,14 @@ impl Store {
             })
     }
 
+    /// The namespaces that hold an object of any kind.
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.objects
+            .values()
+            .flat_map(|namespaces| namespaces.keys().cloned())
+            .collect()
+    }
+
     pub fn count(&self, resource: Resource) -> usize {
         self.objects
             .get(&resource)

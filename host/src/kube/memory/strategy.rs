@@ -5,6 +5,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::errors;
+use super::field::{BadValue, FieldError};
 use super::meta;
 use crate::kube::{ApiResult, Resource};
 
@@ -37,7 +38,10 @@ pub fn validate_create(resource: Resource, namespace: &str, mut object: Value) -
         return Err(errors::invalid(
             resource,
             "",
-            "metadata.name: Required value: name or generateName is required",
+            &[FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
         ));
     }
     if meta::namespace(&object).is_some_and(|ns| ns != namespace) {
@@ -58,7 +62,11 @@ pub fn validate_create(resource: Resource, namespace: &str, mut object: Value) -
                 return Err(errors::invalid(
                     resource,
                     &name,
-                    format!("{field}: Invalid value: {value}: must be {expected}"),
+                    &[FieldError::invalid(
+                        field,
+                        BadValue::Raw(value.to_string()),
+                        format!("must be {expected}"),
+                    )],
                 ));
             }
         }
@@ -139,7 +147,11 @@ fn fold_string_data(secret: &mut Value) -> ApiResult<()> {
         return Err(errors::invalid(
             Resource::Secret,
             &name,
-            "stringData: Invalid value: must be an object of strings",
+            &[FieldError::invalid(
+                "stringData",
+                BadValue::Omit,
+                "must be an object of strings",
+            )],
         ));
     };
     let data = meta::object_mut(fields.entry("data").or_insert_with(|| json!({})));
@@ -148,7 +160,11 @@ fn fold_string_data(secret: &mut Value) -> ApiResult<()> {
             return Err(errors::invalid(
                 Resource::Secret,
                 &name,
-                format!("stringData[{key}]: Invalid value: must be a string"),
+                &[FieldError::invalid(
+                    format!("stringData[{key}]"),
+                    BadValue::Omit,
+                    "must be a string",
+                )],
             ));
         };
         let encoded = base64::engine::general_purpose::STANDARD.encode(text);

@@ -1,12 +1,13 @@
 //! A failed response, or a watch's ERROR event, as an [`ApiError`]: the kind from the HTTP code
-//! (and, for 409, the Status `reason`), the message from the Status `message`.
+//! (and, for 409, the Status `reason`), the message from the Status `message`, an Invalid's
+//! causes from its `details.causes`.
 
 use std::time::Duration;
 
 use hyper::StatusCode;
 use serde_json::Value;
 
-use crate::kube::{ApiError, ApiErrorKind};
+use crate::kube::{ApiError, ApiErrorKind, StatusCause};
 
 /// The longest piece of a non-Status body quoted in a message.
 const MAX_QUOTED_BODY: usize = 512;
@@ -35,7 +36,23 @@ pub fn from_response(status: StatusCode, body: &[u8], retry_after: Option<Durati
         kind,
         message,
         retry_after: retry_after.filter(|_| kind == ApiErrorKind::Unavailable),
+        causes: parsed.as_ref().map(causes).unwrap_or_default(),
     }
+}
+
+/// A Status's `details.causes`: each field an Invalid answer refused.
+fn causes(status: &Value) -> Vec<StatusCause> {
+    let Some(causes) = status.pointer("/details/causes").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    causes
+        .iter()
+        .map(|cause| StatusCause {
+            reason: text(cause, "reason").unwrap_or_default().to_owned(),
+            message: text(cause, "message").unwrap_or_default().to_owned(),
+            field: text(cause, "field").unwrap_or_default().to_owned(),
+        })
+        .collect()
 }
 
 /// The error of a watch ERROR event, whose object is a Status (`code` 410: Gone).
@@ -121,6 +138,25 @@ mod tests {
         assert_eq!(exists.message, "pods \"a\" already exists");
         let conflict = from_response(StatusCode::CONFLICT, &status(409, "Conflict", "m"), None);
         assert_eq!(conflict.kind, ApiErrorKind::Conflict);
+    }
+
+    #[test]
+    fn an_invalid_answer_keeps_its_causes() {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
+            "reason": "Invalid", "message": "Sandbox.cubepod.io \"a\" is invalid: spec: Required value",
+            "details": {"name": "a", "group": "cubepod.io", "kind": "Sandbox", "causes": [
+                {"reason": "FieldValueRequired", "message": "Required value", "field": "spec"}]}})
+        .to_string();
+        let error = from_response(StatusCode::UNPROCESSABLE_ENTITY, body.as_bytes(), None);
+        assert_eq!(error.kind, ApiErrorKind::Invalid);
+        assert_eq!(
+            error.causes,
+            [StatusCause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value".into(),
+                field: "spec".into(),
+            }]
+        );
     }
 
     #[test]

@@ -235,6 +235,7 @@ impl Transport {
                     kind: ApiErrorKind::Unavailable,
                     message: format!("{} (gave up after {retries} retries)", error.message),
                     retry_after: Some(delay),
+                    causes: Vec::new(),
                 });
             }
             tracing::debug!(

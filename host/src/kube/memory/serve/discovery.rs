@@ -4,7 +4,8 @@
 use crate::kube::Resource;
 use serde_json::{Value, json};
 
-use super::{crds, routes};
+use super::routes;
+use crate::kube::memory::crds;
 
 /// `GET /version`: the Kubernetes API level whose semantics the server keeps (1.31), with this
 /// build as semver build metadata, so that `kubectl version` says what it talks to.
@@ -45,6 +46,10 @@ pub fn groups(crds_installed: bool) -> Value {
 }
 
 const VERBS: [&str; 6] = ["create", "delete", "get", "list", "patch", "watch"];
+
+/// What is served of Namespaces (`kubectl get ns`, and kubectl's look-up of a namespace after a
+/// NotFound): reads only.
+const NAMESPACE_VERBS: [&str; 2] = ["get", "list"];
 
 /// What a kind is called besides its plural.
 struct Names {
@@ -103,7 +108,7 @@ pub fn aggregated(core: bool, crds_installed: bool) -> Value {
         if group.is_empty() != core {
             continue;
         }
-        let resources: Vec<Value> = Resource::ALL
+        let mut resources: Vec<Value> = Resource::ALL
             .into_iter()
             .filter(|r| r.api_version() == group_version)
             .map(|resource| {
@@ -139,6 +144,16 @@ pub fn aggregated(core: bool, crds_installed: bool) -> Value {
                 entry
             })
             .collect();
+        if group.is_empty() {
+            resources.push(json!({
+                "resource": "namespaces",
+                "responseKind": { "group": "", "version": "v1", "kind": "Namespace" },
+                "scope": "Cluster",
+                "singularResource": "namespace",
+                "verbs": NAMESPACE_VERBS,
+                "shortNames": ["ns"],
+            }));
+        }
         let mut item = json!({
             "metadata": {},
             "versions": [{ "version": version, "resources": resources, "freshness": "Current" }],
@@ -214,6 +229,16 @@ pub fn resources(group_version: &str) -> Value {
             }));
         }
     }
+    if group_version == "v1" {
+        resources.push(json!({
+            "name": "namespaces",
+            "singularName": "namespace",
+            "namespaced": false,
+            "kind": "Namespace",
+            "verbs": NAMESPACE_VERBS,
+            "shortNames": ["ns"],
+        }));
+    }
     json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -243,6 +268,22 @@ mod tests {
             .unwrap();
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert_eq!(pods["subresources"][0]["subresource"], "status");
+        let namespaces = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "namespaces")
+            .cloned()
+            .unwrap();
+        assert_eq!(namespaces["scope"], "Cluster");
+        assert_eq!(namespaces["shortNames"], json!(["ns"]));
+        assert!(
+            resources("v1")["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["name"] == "namespaces" && r["namespaced"] == false)
+        );
         let groups = aggregated(false, true);
         let names: Vec<&str> = groups["items"]
             .as_array()

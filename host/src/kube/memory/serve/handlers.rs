@@ -23,8 +23,10 @@ use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
 use super::watch::{WatchBody, WatchPlan};
-use super::{Layer, RequestInfo, Verdict, crds, discovery, openapi, scale};
+use super::{Layer, RequestInfo, Verdict, discovery, openapi, scale};
 use crate::kube::memory::MemoryCluster;
+use crate::kube::memory::crds;
+use crate::kube::memory::selector::Selector;
 use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 
 /// The API server's own limit on a request body (3 MiB).
@@ -335,9 +337,69 @@ async fn serve(
                 _ => Err(Failure::method_not_allowed(method)),
             }
         }
+        Route::Namespaces => match *method {
+            Method::GET if query.watch => Err(Failure::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "namespaces are not watched here: the cluster's namespaces never change",
+            )),
+            Method::GET => namespace_list(
+                cluster,
+                &query,
+                &fields,
+                ask.render(query.include_object, true),
+            ),
+            _ => Err(Failure::method_not_allowed(method)),
+        },
+        Route::Namespace { name } => match *method {
+            Method::GET => {
+                let namespace = cluster.namespace(&name).map_err(|error| {
+                    Failure::new(StatusCode::NOT_FOUND, "NotFound", error.message)
+                })?;
+                let render = ask.render(query.include_object, false);
+                let document = match render.table {
+                    Some(include) => table::namespaces(&[&namespace], "1", include),
+                    None if render.metadata => partial::object(&namespace),
+                    None => namespace,
+                };
+                Ok(body::json(StatusCode::OK, &document))
+            }
+            _ => Err(Failure::method_not_allowed(method)),
+        },
         // A discovery path with a verb other than GET.
         _ => Err(Failure::method_not_allowed(method)),
     }
+}
+
+/// `GET /api/v1/namespaces`: the cluster's namespaces, as the request's `Accept` asks.
+fn namespace_list(
+    cluster: &MemoryCluster,
+    query: &Query,
+    fields: &FieldSelector,
+    render: Render,
+) -> Result<Response<Body>, Failure> {
+    let labels = Selector::parse(query.label_selector.as_deref().unwrap_or_default())
+        .map_err(|error| Failure::bad_request(error.to_string()))?;
+    let items: Vec<Value> = cluster
+        .namespaces()
+        .into_iter()
+        .filter(|namespace| labels.matches(namespace) && fields.matches(namespace))
+        .collect();
+    let version = cluster.resource_version();
+    if let Some(include) = render.table {
+        let rows: Vec<&Value> = items.iter().collect();
+        return Ok(body::json(
+            StatusCode::OK,
+            &table::namespaces(&rows, &version, include),
+        ));
+    }
+    let metadata = json!({ "resourceVersion": version });
+    let document = if render.metadata {
+        partial::list(&items, metadata)
+    } else {
+        json!({"kind": "NamespaceList", "apiVersion": "v1", "metadata": metadata, "items": items})
+    };
+    Ok(body::json(StatusCode::OK, &document))
 }
 
 /// How the objects of a GET, and a write's answer, are sent: as Table rows (with what each row
@@ -384,8 +446,18 @@ fn validate(
         .map(|field| format!("unknown field \"{field}\""))
         .collect();
     if validation == FieldValidation::Strict && !unknown.is_empty() {
-        let mut failure =
-            Failure::bad_request(format!("strict decoding error: {}", unknown.join(", ")));
+        // As the API server's decoder words it for a custom resource.
+        let kind = resource.kind();
+        let version = resource
+            .api_version()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        let mut failure = Failure::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding \
+             error: {}",
+            unknown.join(", ")
+        ));
         failure.target = Some((resource, String::new()));
         return Err(failure);
     }

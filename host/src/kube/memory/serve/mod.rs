@@ -6,7 +6,6 @@
 
 mod accept;
 mod body;
-mod crds;
 mod discovery;
 mod fields;
 mod handlers;

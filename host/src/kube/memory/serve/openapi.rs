@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::crds;
 use crate::kube::Resource;
+use crate::kube::memory::crds;
 
 /// The group versions with a document: those of our CRDs.
 fn group_versions(crds_installed: bool) -> Vec<&'static str> {

@@ -36,6 +36,10 @@ pub enum Route {
         /// The `/status` subresource.
         status: bool,
     },
+    /// `GET /api/v1/namespaces`.
+    Namespaces,
+    /// `GET /api/v1/namespaces/{name}`.
+    Namespace { name: String },
     /// The `/scale` subresource of a kind that has one ([`has_scale`]): an autoscaling/v1
     /// Scale over the object's replicas.
     Scale {
@@ -124,6 +128,12 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
         .find(|v| *v == group_version)?;
     let (namespace, plural, name, subresource) = match rest {
         [] => return Some(Route::Resources { group_version }),
+        ["namespaces"] if group_version == "v1" => return Some(Route::Namespaces),
+        ["namespaces", name] if group_version == "v1" => {
+            return Some(Route::Namespace {
+                name: (*name).to_owned(),
+            });
+        }
         // All namespaces: list and watch only.
         [plural] => ("", *plural, None, None),
         ["namespaces", ns, plural] => (*ns, *plural, None, None),
@@ -325,7 +335,14 @@ mod tests {
                 namespace: String::new()
             })
         );
-        assert_eq!(parse("/api/v1/namespaces", true), None);
+        assert_eq!(parse("/api/v1/namespaces", true), Some(Route::Namespaces));
+        assert_eq!(
+            parse("/api/v1/namespaces/default", true),
+            Some(Route::Namespace {
+                name: "default".into()
+            })
+        );
+        assert_eq!(parse("/apis/cubepod.io/v1alpha1/namespaces", true), None);
         assert_eq!(parse("/openapi/v3", true), Some(Route::OpenApiIndex));
         assert_eq!(
             parse("/openapi/v3/apis/cubepod.io/v1alpha1", true),

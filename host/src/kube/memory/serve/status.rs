@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::kube::{ApiError, ApiErrorKind, Resource};
+use crate::kube::{ApiError, ApiErrorKind, Resource, StatusCause};
 use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde_json::{Map, Value, json};
@@ -20,6 +20,9 @@ pub struct Failure {
     pub target: Option<(Resource, String)>,
     /// Seconds, sent as `Retry-After` and `details.retryAfterSeconds`.
     pub retry_after: Option<u64>,
+    /// An Invalid's fields (`details.causes`); its `details.kind` is then the kind, not the
+    /// resource, as `errors.NewInvalid` fills it.
+    pub causes: Box<[StatusCause]>,
 }
 
 impl Failure {
@@ -34,6 +37,7 @@ impl Failure {
             message: message.into(),
             target: None,
             retry_after: None,
+            causes: Box::default(),
         }
     }
 
@@ -68,6 +72,7 @@ impl Failure {
         let mut failure = Self::new(code, reason, error.message.clone());
         failure.target = Some((resource, name.unwrap_or_default().to_owned()));
         failure.retry_after = error.retry_after.map(|d| d.as_secs());
+        failure.causes = error.causes.clone().into_boxed_slice();
         failure
     }
 
@@ -78,6 +83,19 @@ impl Failure {
             .as_ref()
             .map(|(resource, name)| target_details(*resource, name))
             .unwrap_or_default();
+        if !self.causes.is_empty() {
+            if let Some((resource, _)) = &self.target {
+                details.insert("kind".into(), resource.kind().into());
+            }
+            let causes: Vec<Value> = self
+                .causes
+                .iter()
+                .map(|cause| {
+                    json!({"reason": cause.reason, "message": cause.message, "field": cause.field})
+                })
+                .collect();
+            details.insert("causes".into(), causes.into());
+        }
         if let Some(seconds) = self.retry_after {
             details.insert("retryAfterSeconds".into(), seconds.into());
         }

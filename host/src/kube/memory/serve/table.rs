@@ -4,9 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::crds::{self, PrinterColumn};
 use super::partial;
 use crate::kube::Resource;
+use crate::kube::memory::crds::{self, PrinterColumn};
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -176,7 +176,25 @@ pub fn render(
     resource_version: &str,
     include: IncludeObject,
 ) -> Value {
-    let columns = columns(resource);
+    render_columns(&columns(resource), objects, resource_version, include)
+}
+
+/// The Table of Namespaces, with the columns the API server prints for them.
+pub fn namespaces(objects: &[&Value], resource_version: &str, include: IncludeObject) -> Value {
+    let columns = [
+        column("Name", "string", 0, Source::Name),
+        column("Status", "string", 0, path_source(".status.phase")),
+        column("Age", "string", 0, Source::Age),
+    ];
+    render_columns(&columns, objects, resource_version, include)
+}
+
+fn render_columns(
+    columns: &[Column],
+    objects: &[&Value],
+    resource_version: &str,
+    include: IncludeObject,
+) -> Value {
     let definitions: Vec<Value> = columns
         .iter()
         .map(|c| {

@@ -12,11 +12,11 @@ use crate::kube::Resource;
 const FILES: [(&str, &str); 2] = [
     (
         "sandboxes.cubepod.io.yaml",
-        include_str!("../../../../../deploy/crds/sandboxes.cubepod.io.yaml"),
+        include_str!("../../../../deploy/crds/sandboxes.cubepod.io.yaml"),
     ),
     (
         "podwarmpools.cubepod.io.yaml",
-        include_str!("../../../../../deploy/crds/podwarmpools.cubepod.io.yaml"),
+        include_str!("../../../../deploy/crds/podwarmpools.cubepod.io.yaml"),
     ),
 ];
 
