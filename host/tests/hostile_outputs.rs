@@ -130,13 +130,26 @@ async fn a_budget_fails_the_reconcile_is_counted_and_surfaces_once() {
         message.contains("refused by rule budget at events"),
         "{message}"
     );
-    // Nothing of the output was written: no status.
+    // Nothing of the output was written: the status holds only the host's condition saying
+    // the policy failed, and why.
     let sandbox = c
         .cluster
         .get(Resource::Sandbox, NS, "event-flood")
         .await
         .expect("the sandbox");
-    assert!(sandbox.get("status").is_none(), "{sandbox:#}");
+    let status = sandbox["status"].as_object().expect("a status");
+    assert_eq!(
+        status.keys().collect::<Vec<_>>(),
+        ["conditions"],
+        "{sandbox:#}"
+    );
+    let conditions = sandbox["status"]["conditions"]
+        .as_array()
+        .expect("conditions");
+    assert_eq!(conditions.len(), 1, "{sandbox:#}");
+    assert_eq!(conditions[0]["reason"], "PolicyFailed");
+    let said = conditions[0]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("refused by rule budget at events"), "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -124,7 +124,9 @@ fn the_checks_find_what_they_name() {
             if claim == "c" {
                 spec["desiredState"] = json!("Paused");
             }
-            let made = create(Resource::Sandbox, sandbox(claim, spec)).await.unwrap();
+            let made = create(Resource::Sandbox, sandbox(claim, spec))
+                .await
+                .unwrap();
             uids.insert(claim, uid(&made).unwrap().to_string());
         }
         let owner = |kind: &str, name: &str, uid: &str| {
@@ -132,14 +134,14 @@ fn the_checks_find_what_they_name() {
                     "uid": uid, "controller": true}])
         };
         let ready = json!({"phase": "Running", "podIP": "10.0.0.1",
-                           "conditions": [{"type": "Ready", "status": "True", "reason": "PodReady"}]});
+                           "conditions": [{"type": "Ready", "status": "True", "reason": "PodReady",
+                               "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
         // p-0 ready and unclaimed; p-1 claimed by b but named by a and b; p-2 held by the
         // paused c.
         for (member, holder) in [("p-0", None), ("p-1", Some("b")), ("p-2", Some("c"))] {
             let mut object = sandbox(member, json!({"image": "img"}));
             object["metadata"]["labels"] = json!({POOL_LABEL: "p"});
-            object["metadata"]["ownerReferences"] =
-                owner("PodWarmPool", "p", uid(&pool).unwrap());
+            object["metadata"]["ownerReferences"] = owner("PodWarmPool", "p", uid(&pool).unwrap());
             if let Some(holder) = holder {
                 object["metadata"]["labels"][CLAIMED_BY] = json!(holder);
                 object["metadata"]["ownerReferences"] = owner("Sandbox", holder, &uids[holder]);
@@ -152,7 +154,8 @@ fn the_checks_find_what_they_name() {
                 .unwrap();
         }
         let claiming = json!({"status": {"phase": "Pending", "claimedMember": "p-1",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "Claiming"}]}});
+            "conditions": [{"type": "Ready", "status": "False", "reason": "Claiming",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
         let mut running = ready.clone();
         running["claimedMember"] = json!("p-1");
         let mut paused_running = ready.clone();

@@ -14,7 +14,9 @@ use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub use super::reconciler::ReconcileError;
-use super::reconciler::{Carried, Clock, REAP_PAGE, Reconciler, Settings, Tokens};
+use super::reconciler::{
+    Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
+};
 use super::reflector::{self, Reflector};
 use crate::kube::Cluster;
 use crate::kube::boundary::Boundary;
@@ -77,9 +79,6 @@ const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
 
 /// The least time between two heap trims: a trim walks the heap.
 const TRIM_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Passes one worker gives a key that asks to run again at once; past them it is queued.
-const IMMEDIATE_PASSES: usize = 3;
 
 /// How often deletions older than the cache's tombstone TTL are forgotten.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);

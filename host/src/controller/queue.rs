@@ -99,6 +99,10 @@ struct Inner {
     shut_down: bool,
 }
 
+/// How long a pool woken by a change of a member waits before it is queued
+/// ([`WorkQueue::add_woken`]).
+pub const POOL_SETTLE: Duration = Duration::from_millis(100);
+
 /// Which keys go before the others.
 type Urgency = Box<dyn Fn(&WorkKey) -> bool + Send + Sync>;
 
@@ -218,6 +222,27 @@ impl WorkQueue {
         }
         // client-go's delaying queue counts every AddAfter as a retry.
         self.series(&key).retries.inc();
+        self.schedule(key, delay);
+    }
+
+    /// A key a watch event woke. A pool's waits [`POOL_SETTLE`], once: a burst of changes to
+    /// its members (claims adopting one after another) is then one reconcile of the pool, run
+    /// after the burst, rather than one per member in its midst. A sandbox's goes at once.
+    pub fn add_woken(self: &Arc<Self>, key: WorkKey) {
+        if matches!(key, WorkKey::Sandbox(_)) {
+            return self.add(key);
+        }
+        {
+            let inner = self.lock();
+            if inner.shut_down || inner.dirty.contains(&key) || inner.timers.contains_key(&key) {
+                return;
+            }
+        }
+        self.schedule(key, POOL_SETTLE);
+    }
+
+    /// Adds `key` once `delay` has passed, unless it is taken to be processed before.
+    fn schedule(self: &Arc<Self>, key: WorkKey, delay: Duration) {
         if delay.is_zero() {
             return self.add(key);
         }
@@ -480,6 +505,21 @@ mod tests {
                 "sandbox ns/member-0"
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_pool_woken_many_times_is_queued_once_after_it_settles() {
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(Metrics::new()));
+        let pool = WorkKey::Pool(ObjectRef::new("ns", "p"));
+        for _ in 0..50 {
+            queue.add_woken(pool.clone());
+        }
+        queue.add_woken(key("a"));
+        assert_eq!(queue.len(), 1, "a sandbox is queued at once");
+        assert_eq!(queue.next().await.unwrap(), key("a"));
+        tokio::time::sleep(POOL_SETTLE * 3).await;
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue.next().await.unwrap(), pool);
     }
 
     #[test]

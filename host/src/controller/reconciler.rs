@@ -1202,6 +1202,11 @@ impl Reconciler {
 /// the 1 s deadline in a debug build).
 pub const REAP_PAGE: usize = 10_000;
 
+/// Passes a key that asks to run again at once (`requeue` of zero: a claim that adopted its
+/// member, and now reports it) gets in a row, in the loop as in `policy test`; past them it is
+/// queued.
+pub const IMMEDIATE_PASSES: usize = 3;
+
 /// The reason of the `Ready` condition a failure of the policy's sets.
 pub const POLICY_FAILED: &str = "PolicyFailed";
 

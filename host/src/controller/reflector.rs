@@ -204,7 +204,7 @@ impl Reflector {
                             continue;
                         }
                         for key in self.cache.apply(resource, event.kind, &event.object) {
-                            self.queue.add(key);
+                            self.queue.add_woken(key);
                         }
                     }
                 }
@@ -228,7 +228,7 @@ impl EchoFilter for Echoes {
             return false;
         };
         for key in wakes {
-            self.queue.add(key);
+            self.queue.add_woken(key);
         }
         true
     }

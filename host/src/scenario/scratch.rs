@@ -16,7 +16,7 @@ use crate::controller::cache::Cache;
 use crate::controller::output_rules::Refusal;
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconciler::{
-    Carried, Clock, REAP_PAGE, ReconcileError, Reconciler, Settings, Tokens,
+    Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, ReconcileError, Reconciler, Settings, Tokens,
 };
 use crate::controller::reflector;
 use crate::kube::boundary::Boundary;
@@ -230,7 +230,7 @@ impl Scratch {
         let done = self.refresh().and_then(|()| match action {
             Action::Reconcile(name) => {
                 let target = ObjectRef::new(&self.namespace, name);
-                self.carried(self.reconciler.sandbox(&target, &mut result))
+                self.reconcile_sandbox(&target, &mut result)
             }
             Action::Pool(name) => {
                 let target = ObjectRef::new(&self.namespace, name);
@@ -251,6 +251,37 @@ impl Scratch {
             result,
             error: done.err(),
         }
+    }
+
+    /// Reconciles a Sandbox as the control loop does: again at once, up to
+    /// [`IMMEDIATE_PASSES`], while it asks to be (a claim that adopted its member reports it
+    /// in its next pass). `result` holds every pass's calls and Events, the first claim, and
+    /// the last pass's status and requeue.
+    fn reconcile_sandbox(
+        &self,
+        target: &ObjectRef,
+        result: &mut StepResult,
+    ) -> Result<(), StepError> {
+        self.carried(self.reconciler.sandbox(target, result))?;
+        for _ in 1..IMMEDIATE_PASSES {
+            if result.requeue != Some(Duration::ZERO) {
+                break;
+            }
+            let mut next = StepResult {
+                record_status: true,
+                ..StepResult::default()
+            };
+            let done = self.carried(self.reconciler.sandbox(target, &mut next));
+            result.calls.append(&mut next.calls);
+            result.events.append(&mut next.events);
+            result.claim = result.claim.take().or(next.claim);
+            result.status = next.status.or(result.status.take());
+            result.requeue = next.requeue;
+            result.requeue_after_seconds = next.requeue_after_seconds;
+            result.skipped = next.skipped;
+            done?;
+        }
+        Ok(())
     }
 
     fn carried(
