@@ -210,7 +210,7 @@ pub struct RunArgs {
         action = clap::ArgAction::Set,
         num_args = 0..=1,
         default_missing_value = "true",
-        require_equals = true
+        value_name = "BOOL"
     )]
     pub normal_events: bool,
 

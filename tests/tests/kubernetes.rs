@@ -39,10 +39,18 @@ fn a_sandbox_gets_its_children_and_a_true_status_then_goes_with_them() {
     until("a runs", || running(&cluster) == 1);
     assert_converged(&cluster, &["a".to_string()]);
     // Seven writes from the controller for a new sandbox, no more: the finalizer, two PVCs,
-    // the Secret, the NetworkPolicy, the Pod and one status.
+    // the Secret, the NetworkPolicy, the Pod and one status; and one Normal Event, that it
+    // started.
     std::thread::sleep(Duration::from_millis(500));
-    let mut writes: Vec<String> = cluster
+    let (events, others): (Vec<_>, Vec<_>) = cluster
         .writes()
+        .into_iter()
+        .partition(|w| w.resource == Resource::Event);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let posted = cluster.objects(Resource::Event);
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0]["type"], "Normal");
+    let mut writes: Vec<String> = others
         .iter()
         .map(|w| format!("{} {} {}", w.verb, w.resource, w.name))
         .collect();
