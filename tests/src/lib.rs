@@ -450,6 +450,17 @@ impl Drop for Controller {
 
 /// The value of metric `name` with exactly these labels, from Prometheus text; panics if the
 /// text does not parse as the exposition format.
+/// `cubepod_guest_traps_total` of `reconcile-sandbox` for `reason` (`trap`, `timeout`,
+/// `memory`) in a scrape: 0 when not there yet.
+pub fn sandbox_traps(text: &str, reason: &str) -> f64 {
+    metric(
+        text,
+        "cubepod_guest_traps_total",
+        &[("export", "reconcile-sandbox"), ("reason", reason)],
+    )
+    .unwrap_or(0.0)
+}
+
 pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text format");

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cubepod_tests::{Controller, faulty_policy, metric, seed_file};
+use cubepod_tests::{Controller, faulty_policy, metric, sandbox_traps, seed_file};
 
 const SETTLE: Duration = Duration::from_secs(90);
 
@@ -30,15 +30,6 @@ metadata: {name: escape-a, namespace: cubepod-workloads}
 spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
 "#;
 
-fn traps(body: &str, reason: &str) -> f64 {
-    metric(
-        body,
-        "cubepod_guest_traps_total",
-        &[("export", "reconcile-sandbox"), ("reason", reason)],
-    )
-    .unwrap_or(0.0)
-}
-
 #[test]
 fn misbehaving_reconciles_fail_alone_and_the_controller_lives_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,7 +47,9 @@ fn misbehaving_reconciles_fail_alone_and_the_controller_lives_on() {
 
     // Each fault is met, counted under its own reason, and retried.
     let body = controller.wait_for("/metrics", SETTLE, |_, body| {
-        traps(body, "trap") >= 2.0 && traps(body, "timeout") >= 2.0 && traps(body, "memory") >= 2.0
+        sandbox_traps(body, "trap") >= 2.0
+            && sandbox_traps(body, "timeout") >= 2.0
+            && sandbox_traps(body, "memory") >= 2.0
     });
     let refusals = metric(
         &body,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cubepod_host::runtime::DEFAULT_POLICY;
 use cubepod_tests::kubectl::Embedded;
-use cubepod_tests::{faulty_policy, metric, replace_file, seed_file};
+use cubepod_tests::{faulty_policy, replace_file, sandbox_traps, seed_file};
 use serde_json::Value;
 
 const NS: &str = "cubepod-workloads";
@@ -74,15 +74,6 @@ fn warnings(cluster: &Embedded, name: &str, reason: &str) -> Vec<(u64, String)> 
         .collect()
 }
 
-fn traps(body: &str, reason: &str) -> f64 {
-    metric(
-        body,
-        "cubepod_guest_traps_total",
-        &[("export", "reconcile-sandbox"), ("reason", reason)],
-    )
-    .unwrap_or(0.0)
-}
-
 #[test]
 fn each_policy_failure_is_a_condition_and_one_event_until_fixed() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,7 +91,9 @@ fn each_policy_failure_is_a_condition_and_one_event_until_fixed() {
 
     // Each failure retried at least three times, so that a second Event would have shown.
     cluster.controller.wait_for("/metrics", SETTLE, |_, body| {
-        traps(body, "trap") >= 3.0 && traps(body, "timeout") >= 3.0 && traps(body, "memory") >= 3.0
+        sandbox_traps(body, "trap") >= 3.0
+            && sandbox_traps(body, "timeout") >= 3.0
+            && sandbox_traps(body, "memory") >= 3.0
     });
     let expected = [
         (

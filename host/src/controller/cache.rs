@@ -16,7 +16,7 @@ use crate::model::sandbox::SandboxObject;
 use crate::model::{ObjectRef, Unreadable, children, pool, sandbox};
 use crate::runtime::bindings::{
     ConditionStatus, ObservedChildren, ObservedObject, ObservedPod, PoolMember, ReapCandidate,
-    SandboxPhase, WarmPool,
+    Sandbox, SandboxPhase, WarmPool,
 };
 
 #[derive(Debug, Clone)]
@@ -742,16 +742,32 @@ impl Cache {
         visit(&mut members)
     }
 
+    /// Whether a claim of `pool` waits to be served while the pool has a ready, unclaimed
+    /// member to serve it from.
+    pub fn claims_waiting_on(&self, pool: &ObjectRef) -> bool {
+        let inner = self.read();
+        let in_pool = |s: &Sandbox| s.namespace == pool.namespace;
+        let waiting = inner.sandboxes.values().any(|s| {
+            let s = &s.sandbox;
+            in_pool(s) && s.spec.warm_pool.as_deref() == Some(pool.name.as_str()) && awaits_claim(s)
+        });
+        waiting
+            && inner.sandboxes.values().any(|m| {
+                in_pool(&m.sandbox)
+                    && m.sandbox.pool.as_deref() == Some(pool.name.as_str())
+                    && m.sandbox.claimed_by.is_none()
+                    && !m.sandbox.deleting
+                    && is_ready(m)
+            })
+    }
+
     /// Whether `key` is a claim not yet served: it names a pool, and neither a member in its
     /// status nor a volume of its own. The work queue serves these first.
     pub fn awaits_claim(&self, key: &ObjectRef) -> bool {
-        self.read().sandboxes.get(key).is_some_and(|s| {
-            let s = &s.sandbox;
-            s.spec.warm_pool.is_some()
-                && s.status.claimed_member.is_none()
-                && s.status.rootfs_pvc.is_none()
-                && !s.deleting
-        })
+        self.read()
+            .sandboxes
+            .get(key)
+            .is_some_and(|s| awaits_claim(&s.sandbox))
     }
 
     pub fn counts(&self) -> Counts {
@@ -806,6 +822,15 @@ impl Cache {
 }
 
 /// A pool member is ready when its sandbox runs and its Pod is Ready.
+/// A claim not yet served: it names a pool, and neither a member in its status nor a volume of
+/// its own.
+fn awaits_claim(s: &Sandbox) -> bool {
+    s.spec.warm_pool.is_some()
+        && s.status.claimed_member.is_none()
+        && s.status.rootfs_pvc.is_none()
+        && !s.deleting
+}
+
 fn is_ready(s: &SandboxObject) -> bool {
     s.sandbox.status.phase == SandboxPhase::Running
         && s.sandbox

@@ -10,7 +10,7 @@
 //! earlier leader took meanwhile is never taken again.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use foldhash::HashMap;
 
@@ -20,6 +20,9 @@ use crate::model::sandbox::{SandboxObject, egress_name};
 use crate::runtime::bindings::{
     ConditionStatus, EgressMode, ObservedChildren, Sandbox, SandboxPhase, SandboxSpec, ServiceSpec,
 };
+
+/// The longest a pool's refill waits in a row for its claims to be served.
+pub const REFILL_HOLD: Duration = Duration::from_secs(2);
 
 /// Conflicted offers remembered at most: each is one member at one version, dropped once the
 /// member moves on; the bound only matters if members are deleted right after a conflict.
@@ -41,6 +44,8 @@ struct Inner {
     /// When each claim not yet served was first seen (`cubepod_sandbox_claim_seconds`: a
     /// creation time has whole seconds only).
     seen: HashMap<ObjectRef, Instant>,
+    /// Pools whose refill waits for their claims, since when.
+    held_pools: HashMap<ObjectRef, Instant>,
 }
 
 /// What a Sandbox is to the pool it names, for one reconcile.
@@ -196,6 +201,28 @@ impl Claims {
     /// The claim is gone: nothing is kept of it.
     pub fn forget(&self, claim: &ObjectRef) {
         self.lock().seen.remove(claim);
+    }
+
+    /// How long the pool `pool` should wait before its next pass, if it should: while a claim
+    /// of it waits to be served and it has a ready, unclaimed member to serve it from, its
+    /// refill would only compete with the claims. A pool waits [`REFILL_HOLD`] at most in a
+    /// row, so that claims that never stop coming do not stop it.
+    pub fn refill_waits(&self, cache: &Cache, pool: &ObjectRef) -> Option<Duration> {
+        let waiting = cache.claims_waiting_on(pool);
+        let mut inner = self.lock();
+        if !waiting {
+            inner.held_pools.remove(pool);
+            return None;
+        }
+        let since = *inner
+            .held_pools
+            .entry(pool.clone())
+            .or_insert_with(Instant::now);
+        if since.elapsed() >= REFILL_HOLD {
+            inner.held_pools.remove(pool);
+            return None;
+        }
+        Some(super::queue::POOL_SETTLE)
     }
 
     /// Members reserved now, for tests.

@@ -42,6 +42,14 @@ pub fn event_name(object: &str, now: i64) -> String {
     )
 }
 
+/// An Event's `type`, as the API spells it.
+pub fn type_name(kind: EventType) -> &'static str {
+    match kind {
+        EventType::Normal => "Normal",
+        EventType::Warning => "Warning",
+    }
+}
+
 /// A core/v1 Event about `kind` `namespace/name` (uid `uid`).
 pub fn event_object(
     kind: &str,
@@ -62,7 +70,7 @@ pub fn event_object(
         },
         "reason": event.reason,
         "message": event.message,
-        "type": match event.kind { EventType::Normal => "Normal", EventType::Warning => "Warning" },
+        "type": type_name(event.kind),
         "source": {"component": "cubepod-controller"},
         "reportingComponent": "cubepod-controller",
         "firstTimestamp": stamp,
@@ -145,11 +153,10 @@ impl Recorder {
     /// Counts what became of an Event of `kind`.
     pub fn count(&self, kind: EventType, result: &str) {
         if let Some(metrics) = &self.metrics {
-            let kind = match kind {
-                EventType::Normal => "Normal",
-                EventType::Warning => "Warning",
-            };
-            metrics.events.with_label_values(&[kind, result]).inc();
+            metrics
+                .events
+                .with_label_values(&[type_name(kind), result])
+                .inc();
         }
     }
 

@@ -788,6 +788,12 @@ impl Reconciler {
                 )
                 .await;
         };
+        if let Some(wait) = self.claims.refill_waits(&self.cache, target) {
+            // Claims of this pool are being served from its ready members: its refill starts
+            // Pods, which would slow them; it runs once they are served.
+            report.requeue = Some(wait);
+            return Ok(());
+        }
         let now = self.settings.clock.now();
         let input = inputs::pool_input(
             &self.cache,
