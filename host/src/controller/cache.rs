@@ -735,9 +735,10 @@ impl Cache {
         visit: impl FnOnce(&mut dyn Iterator<Item = &SandboxObject>) -> R,
     ) -> R {
         let inner = self.read();
+        // The pool first: most sandboxes have none, and fail it without a compare.
         let mut members = inner.sandboxes.values().map(|s| &**s).filter(|s| {
-            s.sandbox.namespace == pool.namespace
-                && s.sandbox.pool.as_deref() == Some(pool.name.as_str())
+            s.sandbox.pool.as_deref() == Some(pool.name.as_str())
+                && s.sandbox.namespace == pool.namespace
         });
         visit(&mut members)
     }

@@ -46,6 +46,9 @@ struct Inner {
     seen: HashMap<ObjectRef, Instant>,
     /// Pools whose refill waits for their claims, since when.
     held_pools: HashMap<ObjectRef, Instant>,
+    /// The member each claim adopted in this process, until its status names it: found
+    /// again without a scan of the pool (after a restart, the scan finds it by its label).
+    adopted: HashMap<ObjectRef, String>,
 }
 
 /// What a Sandbox is to the pool it names, for one reconcile.
@@ -118,19 +121,26 @@ impl Claims {
         let Some(pool) = sandbox.spec.warm_pool.as_deref() else {
             return ClaimView::Unclaimed;
         };
-        let me = ObjectRef::new(&sandbox.namespace, &sandbox.name);
         // Its status names its member; else the member's label does (an adoption whose status
         // write did not happen yet).
-        let named = sandbox
-            .status
-            .claimed_member
-            .as_ref()
-            .and_then(|name| cache.sandbox(&ObjectRef::new(&sandbox.namespace, name)))
-            .filter(|m| holds(m, &sandbox.name));
-        if let Some(member) = named {
+        let me = ObjectRef::new(&sandbox.namespace, &sandbox.name);
+        let held = |name: &String| {
+            cache
+                .sandbox(&ObjectRef::new(&sandbox.namespace, name))
+                .filter(|m| holds(m, &sandbox.name))
+        };
+        if let Some(member) = sandbox.status.claimed_member.as_ref().and_then(held) {
+            self.lock().adopted.remove(&me);
             return ClaimView::Bound {
                 member: Box::new(member),
                 recovered: false,
+            };
+        }
+        let adopted = self.lock().adopted.get(&me).cloned();
+        if let Some(member) = adopted.as_ref().and_then(held) {
+            return ClaimView::Bound {
+                member: Box::new(member),
+                recovered: true,
             };
         }
         let pool_ref = ObjectRef::new(&sandbox.namespace, pool);
@@ -190,9 +200,11 @@ impl Claims {
             .insert(offer.member_ref.clone(), offer.version.clone());
     }
 
-    /// The claim adopted its member: how long since it was first seen waiting.
-    pub fn served(&self, claim: &ObjectRef) -> Option<f64> {
-        self.lock()
+    /// The claim adopted the member `offer` names: how long since it was first seen waiting.
+    pub fn served(&self, claim: &ObjectRef, offer: &Offer) -> Option<f64> {
+        let mut inner = self.lock();
+        inner.adopted.insert(claim.clone(), offer.member.clone());
+        inner
             .seen
             .remove(claim)
             .map(|at| at.elapsed().as_secs_f64())
@@ -200,7 +212,9 @@ impl Claims {
 
     /// The claim is gone: nothing is kept of it.
     pub fn forget(&self, claim: &ObjectRef) {
-        self.lock().seen.remove(claim);
+        let mut inner = self.lock();
+        inner.seen.remove(claim);
+        inner.adopted.remove(claim);
     }
 
     /// How long the pool `pool` should wait before its next pass, if it should: while a claim
@@ -247,9 +261,6 @@ struct Scan {
 impl Scan {
     fn visit(&mut self, member: &SandboxObject, claim: &Sandbox, me: &ObjectRef, inner: &Inner) {
         let m = &member.sandbox;
-        if m.name == claim.name {
-            return;
-        }
         if holds(member, &claim.name) {
             if self.held.as_ref().is_none_or(|h| m.name < h.sandbox.name) {
                 self.held = Some(member.clone());
@@ -257,6 +268,12 @@ impl Scan {
             return;
         }
         if m.claimed_by.is_some() || m.deleting || !is_ready(m) {
+            return;
+        }
+        // Only a member that would be the new first is compared and looked up: in a pool of
+        // N, about log N of them, rather than every member for every claim. When none is
+        // found free, every member was.
+        if self.best.as_ref().is_some_and(|(name, _)| m.name >= *name) {
             return;
         }
         if let Some(mismatch) = mismatch(&claim.spec, &m.spec) {
@@ -277,9 +294,7 @@ impl Scan {
             self.reserved_elsewhere = true;
             return;
         }
-        if self.best.as_ref().is_none_or(|(name, _)| m.name < *name) {
-            self.best = Some((m.name.clone(), member.resource_version.clone()));
-        }
+        self.best = Some((member_ref.name, member.resource_version.clone()));
     }
 }
 

@@ -492,7 +492,7 @@ impl Reconciler {
             };
             match writer.claim_member(&object.sandbox, offer).await {
                 Ok(()) => {
-                    if let Some(seconds) = self.claims.served(target) {
+                    if let Some(seconds) = self.claims.served(target, offer) {
                         self.metrics.sandbox_claim.observe(seconds);
                     }
                 }
