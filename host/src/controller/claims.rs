@@ -238,11 +238,6 @@ impl Claims {
         }
         Some(super::queue::POOL_SETTLE)
     }
-
-    /// Members reserved now, for tests.
-    pub fn reserved(&self) -> usize {
-        self.lock().reserved.len()
-    }
 }
 
 /// One pass over a pool's members for one claim.
@@ -401,5 +396,103 @@ fn set<T: PartialEq>(
             claim: show(claim),
             member: "unset".to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::kube::{Resource, WatchEventType};
+
+    fn member(cache: &Cache, name: &str, image: &str) {
+        let ready = json!({"type": "Ready", "status": "True", "reason": "PodReady",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        cache.apply(
+            Resource::Sandbox,
+            WatchEventType::Added,
+            &json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1",
+                    "labels": {"cubepod.io/pool": "p"}},
+                "spec": {"image": image},
+                "status": {"phase": "Running", "conditions": [ready]}}),
+        );
+    }
+
+    fn claim(name: &str, image: &str) -> SandboxObject {
+        crate::model::sandbox::from_json(&json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": "2"},
+            "spec": {"image": image, "warmPool": "p"},
+        }))
+        .expect("a claim")
+    }
+
+    fn offered(view: &ClaimView) -> Option<&str> {
+        match view {
+            ClaimView::Offered(offer) => Some(offer.member.as_str()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn concurrent_claims_are_offered_different_members_and_wait_when_all_are_taken() {
+        let cache = Cache::default();
+        member(&cache, "p-0", "img");
+        member(&cache, "p-1", "img");
+        let claims = Claims::default();
+        let none = crate::model::children::empty();
+        let a = claims.view(&cache, &claim("a", "img"), &none);
+        let b = claims.view(&cache, &claim("b", "img"), &none);
+        assert_eq!((offered(&a), offered(&b)), (Some("p-0"), Some("p-1")));
+        // Both members are offered to claims in flight: a third waits rather than start cold.
+        let c = claims.view(&cache, &claim("c", "img"), &none);
+        assert!(matches!(c, ClaimView::Wait));
+        // a's reconcile ends without adopting: its member is offered again.
+        drop(a);
+        let c = claims.view(&cache, &claim("c", "img"), &none);
+        assert_eq!(offered(&c), Some("p-0"));
+    }
+
+    #[test]
+    fn a_member_whose_adoption_conflicted_is_not_offered_again_at_that_version() {
+        let cache = Cache::default();
+        member(&cache, "p-0", "img");
+        let claims = Claims::default();
+        let none = crate::model::children::empty();
+        let first = claims.view(&cache, &claim("a", "img"), &none);
+        let ClaimView::Offered(offer) = &first else {
+            panic!("p-0 is offered");
+        };
+        claims.conflicted(offer);
+        drop(first);
+        assert!(matches!(
+            claims.view(&cache, &claim("a", "img"), &none),
+            ClaimView::Wait
+        ));
+    }
+
+    #[test]
+    fn a_claim_no_member_suits_is_told_which_field_differs() {
+        let cache = Cache::default();
+        member(&cache, "p-0", "python:3.12");
+        let claims = Claims::default();
+        let view = claims.view(
+            &cache,
+            &claim("a", "base:1.0"),
+            &crate::model::children::empty(),
+        );
+        let ClaimView::None {
+            mismatch: Some(mismatch),
+        } = view
+        else {
+            panic!("no member suits");
+        };
+        assert_eq!(mismatch.field, "spec.image");
+        assert_eq!(
+            mismatch.to_string(),
+            "spec.image is \"base:1.0\" here and \"python:3.12\" in the pool's members"
+        );
     }
 }
