@@ -108,6 +108,25 @@ pub fn faulty_policy() -> &'static Path {
     built_once(&PATH, "cubepod-faulty-policy", "cubepod_faulty_policy")
 }
 
+/// A seed file's Sandboxes on which [`faulty_policy`] traps, loops and runs out of memory,
+/// one each; a test appends its own after a `---`.
+pub const FAULTY_SEED: &str = r#"
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: trap-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+---
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: loop-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+---
+apiVersion: cubepod.io/v1alpha1
+kind: Sandbox
+metadata: {name: oom-a, namespace: cubepod-workloads}
+spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
+"#;
+
 /// `tests/policies/hostile` built as a component (once per test run): a well-formed policy
 /// that attacks one containment rule per case, picked by the sandbox's, pool's or reap
 /// candidate's name, and behaves as the default policy otherwise.

@@ -4,26 +4,12 @@
 
 use std::time::Duration;
 
-use cubepod_tests::{Controller, faulty_policy, metric, sandbox_traps, seed_file};
+use cubepod_tests::{Controller, FAULTY_SEED, faulty_policy, metric, sandbox_traps, seed_file};
 
 const SETTLE: Duration = Duration::from_secs(90);
 
-const SEED: &str = r#"
-apiVersion: cubepod.io/v1alpha1
-kind: Sandbox
-metadata: {name: trap-a, namespace: cubepod-workloads}
-spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
----
-apiVersion: cubepod.io/v1alpha1
-kind: Sandbox
-metadata: {name: loop-a, namespace: cubepod-workloads}
-spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
----
-apiVersion: cubepod.io/v1alpha1
-kind: Sandbox
-metadata: {name: oom-a, namespace: cubepod-workloads}
-spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
----
+/// The faulty policy's sandboxes, and one whose write it sends out of the namespace.
+const ESCAPE: &str = r#"---
 apiVersion: cubepod.io/v1alpha1
 kind: Sandbox
 metadata: {name: escape-a, namespace: cubepod-workloads}
@@ -33,7 +19,7 @@ spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
 #[test]
 fn misbehaving_reconciles_fail_alone_and_the_controller_lives_on() {
     let dir = tempfile::tempdir().unwrap();
-    let seed = seed_file(dir.path(), SEED);
+    let seed = seed_file(dir.path(), &format!("{FAULTY_SEED}{ESCAPE}"));
     let policy = format!("--policy={}", faulty_policy().display());
     let seed = format!("--seed={}", seed.display());
     let controller = Controller::start(&[

@@ -8,28 +8,14 @@ use std::time::Duration;
 
 use cubepod_host::runtime::DEFAULT_POLICY;
 use cubepod_tests::kubectl::Embedded;
-use cubepod_tests::{faulty_policy, replace_file, sandbox_traps, seed_file};
+use cubepod_tests::{FAULTY_SEED, faulty_policy, replace_file, sandbox_traps, seed_file};
 use serde_json::Value;
 
 const NS: &str = "cubepod-workloads";
 const SETTLE: Duration = Duration::from_secs(90);
 
-const SEED: &str = r#"
-apiVersion: cubepod.io/v1alpha1
-kind: Sandbox
-metadata: {name: trap-a, namespace: cubepod-workloads}
-spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
----
-apiVersion: cubepod.io/v1alpha1
-kind: Sandbox
-metadata: {name: loop-a, namespace: cubepod-workloads}
-spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
----
-apiVersion: cubepod.io/v1alpha1
-kind: Sandbox
-metadata: {name: oom-a, namespace: cubepod-workloads}
-spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
----
+/// The faulty policy's sandboxes, and one whose volume the boundary refuses.
+const BIG: &str = r#"---
 apiVersion: cubepod.io/v1alpha1
 kind: Sandbox
 metadata: {name: big, namespace: cubepod-workloads}
@@ -77,7 +63,7 @@ fn warnings(cluster: &Embedded, name: &str, reason: &str) -> Vec<(u64, String)> 
 #[test]
 fn each_policy_failure_is_a_condition_and_one_event_until_fixed() {
     let dir = tempfile::tempdir().unwrap();
-    let seed = seed_file(dir.path(), SEED);
+    let seed = seed_file(dir.path(), &format!("{FAULTY_SEED}{BIG}"));
     let policy = dir.path().join("policy.wasm");
     std::fs::copy(faulty_policy(), &policy).unwrap();
     let policy_flag = format!("--policy={}", policy.display());
