@@ -712,7 +712,7 @@ impl Cache {
             })
             .map(|s| PoolMember {
                 name: s.sandbox.name.clone(),
-                ready: is_ready(s),
+                ready: is_ready(&s.sandbox),
                 claimed: s.sandbox.claimed_by.is_some(),
                 deleting: s.sandbox.deleting,
                 template_hash: s
@@ -758,7 +758,7 @@ impl Cache {
                     && m.sandbox.pool.as_deref() == Some(pool.name.as_str())
                     && m.sandbox.claimed_by.is_none()
                     && !m.sandbox.deleting
-                    && is_ready(m)
+                    && is_ready(&m.sandbox)
             })
     }
 
@@ -832,10 +832,10 @@ fn awaits_claim(s: &Sandbox) -> bool {
         && !s.deleting
 }
 
-fn is_ready(s: &SandboxObject) -> bool {
-    s.sandbox.status.phase == SandboxPhase::Running
-        && s.sandbox
-            .status
+/// A pool member a claim may be handed: Running and Ready.
+pub(crate) fn is_ready(s: &Sandbox) -> bool {
+    s.status.phase == SandboxPhase::Running
+        && s.status
             .conditions
             .iter()
             .any(|c| c.kind == "Ready" && c.status == ConditionStatus::True)

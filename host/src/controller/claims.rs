@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use foldhash::HashMap;
 
-use super::cache::Cache;
+use super::cache::{Cache, is_ready};
 use crate::model::ObjectRef;
 use crate::model::sandbox::{SandboxObject, egress_name};
 use crate::runtime::bindings::{
-    ConditionStatus, EgressMode, ObservedChildren, Sandbox, SandboxPhase, SandboxSpec, ServiceSpec,
+    EgressMode, ObservedChildren, Sandbox, SandboxPhase, SandboxSpec, ServiceSpec,
 };
 
 /// The longest a pool's refill waits in a row for its claims to be served.
@@ -297,14 +297,6 @@ impl Scan {
 fn holds(member: &SandboxObject, claim: &str) -> bool {
     let m = &member.sandbox;
     m.claimed_by.as_deref() == Some(claim) && !m.deleting && m.status.phase != SandboxPhase::Failed
-}
-
-fn is_ready(s: &Sandbox) -> bool {
-    s.status.phase == SandboxPhase::Running
-        && s.status
-            .conditions
-            .iter()
-            .any(|c| c.kind == "Ready" && c.status == ConditionStatus::True)
 }
 
 /// Why a member made from `member`'s spec would not be the sandbox `claim` asks for, if it

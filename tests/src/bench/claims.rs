@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::Bytes;
 use cubepod_host::kube::memory::MemoryCluster;
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
+use cubepod_host::kube::{ApiErrorKind, Cluster, Resource};
 use serde_json::{Value, json};
 
 use super::client::ApiClient;
-use super::create::{Perf, QUIET, Setup};
+use super::create::{Perf, QUIET, Setup, first_seen};
 use super::process::ControllerProcess;
 use super::{NS, Protocol, fake_server};
 
@@ -128,62 +128,6 @@ fn name_of(o: &Value) -> String {
         .to_string()
 }
 
-/// Watches Sandboxes from `resource_version` until every name in `names` was seen `done`;
-/// returns when each was first seen so.
-async fn first_seen(
-    cluster: Arc<MemoryCluster>,
-    mut resource_version: String,
-    names: HashSet<String>,
-    done: fn(&Value) -> bool,
-) -> Result<HashMap<String, Instant>> {
-    let scope = Scope {
-        resource: Resource::Sandbox,
-        namespace: NS.to_string(),
-        label_selector: None,
-    };
-    let mut seen = HashMap::new();
-    loop {
-        let mut events = match cluster.watch(&scope, &resource_version).await {
-            Ok(events) => events,
-            Err(_gone) => {
-                let list = cluster
-                    .list(&scope)
-                    .await
-                    .map_err(|e| anyhow!("listing sandboxes: {e}"))?;
-                let now = Instant::now();
-                for o in list.items.iter().filter(|o| done(o)) {
-                    let name = name_of(o);
-                    if names.contains(&name) {
-                        seen.entry(name).or_insert(now);
-                    }
-                }
-                resource_version = list.resource_version;
-                if seen.len() >= names.len() {
-                    return Ok(seen);
-                }
-                continue;
-            }
-        };
-        while let Some(event) = events.recv().await {
-            let Ok(event) = event else { break };
-            if let Some(version) = event.object["metadata"]["resourceVersion"].as_str() {
-                resource_version = version.to_string();
-            }
-            if event.kind == WatchEventType::Deleted || event.kind == WatchEventType::Bookmark {
-                continue;
-            }
-            let name = name_of(&event.object);
-            if names.contains(&name) && done(&event.object) {
-                seen.entry(name).or_insert_with(Instant::now);
-                if seen.len() >= names.len() {
-                    return Ok(seen);
-                }
-            }
-        }
-        // The watch ended (its buffer overflowed): resume from the last version seen.
-    }
-}
-
 /// The pool's members Running, by name.
 fn running_members(cluster: &MemoryCluster) -> Vec<String> {
     cluster
@@ -233,12 +177,17 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
 
     let names: Vec<String> = (0..n).map(claim_name).collect();
     let client = Arc::new(runtime.block_on(ApiClient::connect(&fake, setup.token, CLIENTS))?);
-    let running = runtime.spawn(first_seen(
-        cluster.clone(),
-        cluster.resource_version(),
-        names.iter().cloned().collect(),
-        is_running,
-    ));
+    let running = {
+        let names: HashSet<String> = names.iter().cloned().collect();
+        let count = names.len();
+        runtime.spawn(first_seen(
+            cluster.clone(),
+            Resource::Sandbox,
+            cluster.resource_version(),
+            move |o| names.contains(&name_of(o)) && is_running(o),
+            move |seen| seen >= count,
+        ))
+    };
     let posted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
     let cpu_before = controller.cpu()?;

@@ -4,7 +4,7 @@
 //! writes and requests the controller made, once quiet, and (over HTTP/2) a second controller
 //! over the converged state: its resync's writes and RSS.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -161,16 +161,29 @@ pub fn group(writes: &[WriteRecord], leave_out_sandbox_creates: bool) -> BTreeMa
 async fn reach(
     cluster: Arc<MemoryCluster>,
     resource: Resource,
-    mut resource_version: String,
+    resource_version: String,
     n: usize,
     done: fn(&Value) -> bool,
 ) -> Result<Instant> {
+    let seen = first_seen(cluster, resource, resource_version, done, |seen| seen >= n).await?;
+    Ok(seen.into_values().max().unwrap_or_else(Instant::now))
+}
+
+/// Watches `resource` in [`NS`] from `resource_version` on, and notes when each object was
+/// first seen satisfying `done`, until `enough` holds of how many were; those times, by name.
+pub(super) async fn first_seen(
+    cluster: Arc<MemoryCluster>,
+    resource: Resource,
+    mut resource_version: String,
+    done: impl Fn(&Value) -> bool,
+    enough: impl Fn(usize) -> bool,
+) -> Result<HashMap<String, Instant>> {
     let scope = Scope {
         resource,
         namespace: NS.to_string(),
         label_selector: None,
     };
-    let mut seen = HashSet::new();
+    let mut seen = HashMap::new();
     let name = |o: &Value| {
         o["metadata"]["name"]
             .as_str()
@@ -185,10 +198,13 @@ async fn reach(
                     .list(&scope)
                     .await
                     .map_err(|e| anyhow!("listing {}: {e}", resource.plural()))?;
-                seen.extend(list.items.iter().filter(|o| done(o)).map(name));
+                let now = Instant::now();
+                for o in list.items.iter().filter(|o| done(o)) {
+                    seen.entry(name(o)).or_insert(now);
+                }
                 resource_version = list.resource_version;
-                if seen.len() >= n {
-                    return Ok(Instant::now());
+                if enough(seen.len()) {
+                    return Ok(seen);
                 }
                 continue;
             }
@@ -202,9 +218,9 @@ async fn reach(
                 && event.kind != WatchEventType::Bookmark
                 && done(&event.object)
             {
-                seen.insert(name(&event.object));
-                if seen.len() >= n {
-                    return Ok(Instant::now());
+                seen.entry(name(&event.object)).or_insert_with(Instant::now);
+                if enough(seen.len()) {
+                    return Ok(seen);
                 }
             }
         }
