@@ -34,6 +34,7 @@ pub use self::config::{
 };
 pub use self::error::RestError;
 pub use self::projection::Projection;
+pub use self::tls::client_config;
 
 use self::transport::{Call, Transport};
 use super::{
