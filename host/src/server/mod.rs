@@ -116,8 +116,40 @@ pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<
 pub async fn serve(
     addr: SocketAddr,
     state: ServerState,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    listen(addr, shutdown, "probes", move |stream| {
+        let state = state.clone();
+        async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let response = route(&state, request.method(), request.uri().path());
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(error) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        }
+    })
+    .await
+}
+
+/// Binds `addr` and hands each accepted connection to `connection`, on a task of its own,
+/// until `shutdown` changes; returns the bound address (port 0 picks one) and the accepting
+/// task. `server` names it in the log.
+async fn listen<F, C>(
+    addr: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+    server: &'static str,
+    connection: F,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)>
+where
+    F: Fn(tokio::net::TcpStream) -> C + Send + 'static,
+    C: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -126,27 +158,12 @@ pub async fn serve(
                 accepted = listener.accept() => accepted,
                 _ = shutdown.changed() => return,
             };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    continue;
+            match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(connection(stream));
                 }
-            };
-            let state = state.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let response = route(&state, request.method(), request.uri().path());
-                    async move { Ok::<_, Infallible>(response) }
-                });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                if let Err(error) = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-            });
+                Err(error) => tracing::warn!(server, %error, "accept failed"),
+            }
         }
     });
     Ok((bound, task))

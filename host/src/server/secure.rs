@@ -12,7 +12,6 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
@@ -30,49 +29,34 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     gate: Arc<Gate>,
     metrics: Arc<Metrics>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
     let acceptor = TlsAcceptor::from(tls);
-    let task = tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
-                _ = shutdown.changed() => return,
-            };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "metrics server: accept failed");
-                    continue;
-                }
-            };
-            let (acceptor, gate, metrics) = (acceptor.clone(), gate.clone(), metrics.clone());
-            tokio::spawn(async move {
-                let stream =
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => {
-                            tracing::debug!(%error, "metrics server: TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => return,
-                    };
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let (gate, metrics) = (gate.clone(), metrics.clone());
-                    async move { Ok::<_, Infallible>(answer(&gate, &metrics, &request).await) }
-                });
-                let mut http = hyper::server::conn::http1::Builder::new();
-                http.timer(TokioTimer::new())
-                    .header_read_timeout(HANDSHAKE_TIMEOUT);
-                if let Err(error) = http.serve_connection(TokioIo::new(stream), service).await {
-                    tracing::debug!(%error, "metrics server: connection ended with an error");
-                }
+    super::listen(addr, shutdown, "metrics", move |stream| {
+        let (acceptor, gate, metrics) = (acceptor.clone(), gate.clone(), metrics.clone());
+        async move {
+            let stream =
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "metrics server: TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => return,
+                };
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let (gate, metrics) = (gate.clone(), metrics.clone());
+                async move { Ok::<_, Infallible>(answer(&gate, &metrics, &request).await) }
             });
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT);
+            if let Err(error) = http.serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(%error, "metrics server: connection ended with an error");
+            }
         }
-    });
-    Ok((bound, task))
+    })
+    .await
 }
 
 /// The gate first, whatever the path (as controller-runtime's filter wraps the whole server),
