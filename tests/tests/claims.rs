@@ -97,6 +97,136 @@ fn soak() {
     run_seeds(&seeds, ops);
 }
 
+/// A tenant who may create Sandboxes plants one that looks like a pool's member: the pool's
+/// labels, its template hash, the pool as controller owner, the pool's image. The pool never
+/// counts it, no claim adopts it, and the pool's scale-down does not delete it: membership is
+/// the pool's own record of what the controller created.
+#[test]
+fn a_sandbox_that_only_looks_like_a_member_is_never_counted_claimed_or_deleted() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+        let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
+        let cluster = MemoryCluster::new(MemoryClusterConfig {
+            pod_start_delay: Duration::from_millis(5),
+            pod_stop_delay: Duration::from_millis(5),
+            ..MemoryClusterConfig::default()
+        });
+        let flaky = Arc::new(Flaky {
+            inner: cluster.clone(),
+            share: 0.0,
+            rng: Mutex::new(StdRng::seed_from_u64(1)),
+            writes: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
+        });
+        let knobs = Knobs {
+            concurrency: 4,
+            conflicts: 0.0,
+            pools: Vec::new(),
+        };
+        let controller = Controller::start(flaky.clone(), module, &knobs);
+        let pool = cluster
+            .create(
+                Resource::PodWarmPool,
+                NS,
+                json!({
+                    "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+                    "metadata": {"name": "alpha", "namespace": NS},
+                    "spec": {"replicas": 2, "template": {"image": "img-t"}},
+                }),
+            )
+            .await
+            .unwrap();
+        let filled = Instant::now() + PATIENCE;
+        while Snapshot::take(&cluster).ready_unclaimed("alpha").len() < 2 {
+            assert!(Instant::now() < filled, "the pool never filled");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let real = Snapshot::take(&cluster).ready_unclaimed("alpha")[0].clone();
+        let real = cluster.get(Resource::Sandbox, NS, &real).await.unwrap();
+        let mut planted = sandbox("a-planted", json!({"image": "img-t"}));
+        planted["metadata"]["labels"] = real["metadata"]["labels"].clone();
+        planted["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+            "name": "alpha", "uid": uid(&pool).unwrap(), "controller": true,
+        }]);
+        cluster
+            .create(Resource::Sandbox, NS, planted)
+            .await
+            .unwrap();
+        quiet(&cluster, &controller, || {
+            flaky.writes.load(Ordering::SeqCst)
+        })
+        .await
+        .unwrap();
+        let status = |p: &Value| p["status"]["replicas"].as_u64();
+        let alpha = cluster
+            .get(Resource::PodWarmPool, NS, "alpha")
+            .await
+            .unwrap();
+        assert_eq!(
+            status(&alpha),
+            Some(2),
+            "the planted Sandbox is not counted"
+        );
+
+        // Three claims: two take the pool's members, the third never the planted one.
+        for claim in ["c1", "c2", "c3"] {
+            let spec = json!({"image": "img-t", "warmPool": "alpha"});
+            cluster
+                .create(Resource::Sandbox, NS, sandbox(claim, spec))
+                .await
+                .unwrap();
+        }
+        quiet(&cluster, &controller, || {
+            flaky.writes.load(Ordering::SeqCst)
+        })
+        .await
+        .unwrap();
+        let planted = cluster
+            .get(Resource::Sandbox, NS, "a-planted")
+            .await
+            .unwrap();
+        assert_eq!(
+            label(&planted, CLAIMED_BY),
+            None,
+            "the planted Sandbox was adopted"
+        );
+        for claim in ["c1", "c2", "c3"] {
+            let c = cluster.get(Resource::Sandbox, NS, claim).await.unwrap();
+            assert_ne!(c["status"]["claimedMember"], "a-planted");
+            assert_eq!(phase(&c), "Running", "{claim}: {c}");
+        }
+
+        // Scaled to none: the pool deletes its members, not the planted one.
+        let patch = json!({"spec": {"replicas": 0}});
+        cluster
+            .patch(Resource::PodWarmPool, NS, "alpha", patch)
+            .await
+            .unwrap();
+        quiet(&cluster, &controller, || {
+            flaky.writes.load(Ordering::SeqCst)
+        })
+        .await
+        .unwrap();
+        let planted = cluster.get(Resource::Sandbox, NS, "a-planted").await;
+        assert!(
+            planted.is_ok_and(|p| !terminating(&p)),
+            "the pool deleted it"
+        );
+        let alpha = cluster
+            .get(Resource::PodWarmPool, NS, "alpha")
+            .await
+            .unwrap();
+        assert_eq!(status(&alpha), Some(0));
+        controller.stop().await;
+    });
+}
+
 /// The checks themselves, on a cluster made by hand to break invariants 1 to 4: each names
 /// what it finds, so that a run that passes does so because nothing was wrong.
 #[test]

@@ -2,12 +2,14 @@
 //! records, not whole objects), plus what the controller itself just wrote, so that it does not
 //! write twice before the watch catches up.
 
+use std::collections::BTreeMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use foldhash::{HashMap, HashSet, HashSetExt};
 use serde_json::Value;
 
+use super::membership::{Claimant, Membership, RecordDelta};
 use super::queue::WorkKey;
 use super::small_map::SmallMap;
 use crate::kube::{Resource, WatchEventType};
@@ -74,6 +76,9 @@ struct Inner {
     /// answer, so the watch's echo of the same version changes nothing and reconciles nothing;
     /// an entry goes with its echo or with any newer version.
     own_writes: HashMap<(Resource, ObjectRef), OwnWrite>,
+    /// The pools' records of their members: which Sandboxes are members (`sandbox.pool` is set
+    /// only on those).
+    membership: Membership,
 }
 
 /// An own write awaiting its echo.
@@ -143,6 +148,13 @@ fn version_key_parts(resource: Resource, name: &str) -> [&str; 3] {
 }
 
 impl Inner {
+    /// The Sandboxes `pool`'s record confirms as its members, in name order.
+    fn members<'a>(&'a self, pool: &'a ObjectRef) -> impl Iterator<Item = &'a SandboxObject> {
+        self.membership
+            .members(pool)
+            .filter_map(|member| self.sandboxes.get(member).map(|s| &**s))
+    }
+
     /// When an event of `version` (not a deletion) is the echo of an own write: forgets the
     /// write and returns the keys the echo wakes. Any other event of the object forgets an
     /// older write: its echo, if it comes, is no longer what the cache holds.
@@ -254,7 +266,7 @@ impl Inner {
             keys.push(WorkKey::Sandbox(ObjectRef::new(meta.namespace, claim)));
         }
         if deleted {
-            self.sandboxes.remove(&key);
+            self.drop_sandbox(&key);
             self.unreadable.remove(&key);
             return keys;
         }
@@ -268,14 +280,98 @@ impl Inner {
         match known.map_or_else(|| sandbox::from_json(object), Ok) {
             Ok(read) => {
                 self.unreadable.remove(&key);
-                self.sandboxes.insert(key, Box::new(read));
+                self.put_sandbox(key, read);
             }
             Err(error) => {
-                self.sandboxes.remove(&key);
+                self.drop_sandbox(&key);
                 self.unreadable.insert(key, Unreadable::new(error, object));
             }
         }
         keys
+    }
+
+    /// Holds `read` as the Sandbox `key`, a member of the pool its label names only when that
+    /// pool's record confirms it.
+    fn put_sandbox(&mut self, key: ObjectRef, mut read: SandboxObject) {
+        if let Some(pool) = self
+            .sandboxes
+            .get(&key)
+            .and_then(|s| s.sandbox.pool.clone())
+        {
+            let pool = ObjectRef::new(&key.namespace, &pool);
+            self.membership.index(&pool, &key.name, false);
+        }
+        read.sandbox.pool = self.confirmed_pool(&read);
+        if let Some(pool) = &read.sandbox.pool {
+            let pool = ObjectRef::new(&key.namespace, pool);
+            self.membership.index(&pool, &key.name, true);
+        }
+        self.sandboxes.insert(key, Box::new(read));
+    }
+
+    fn drop_sandbox(&mut self, key: &ObjectRef) {
+        if let Some(label) = self
+            .sandboxes
+            .remove(key)
+            .and_then(|old| old.pool_label.clone())
+        {
+            self.membership
+                .gone(&ObjectRef::new(&key.namespace, &label), &key.name);
+        }
+    }
+
+    /// The pool whose record confirms `s` as its member, if one does.
+    fn confirmed_pool(&self, s: &SandboxObject) -> Option<String> {
+        let label = s.pool_label.as_deref()?;
+        let claimant = Claimant {
+            name: &s.sandbox.name,
+            uid: &s.sandbox.uid,
+            label: Some(label),
+            controller_uid: s.controller_uid.as_deref(),
+        };
+        let pool = ObjectRef::new(&s.sandbox.namespace, label);
+        self.membership
+            .confirms(&pool, &claimant)
+            .then(|| label.to_string())
+    }
+
+    /// Decides again whether the Sandbox `key` is its pool's member.
+    fn resettle(&mut self, key: &ObjectRef) {
+        let Some(s) = self.sandboxes.get(key) else {
+            return;
+        };
+        let confirmed = self.confirmed_pool(s);
+        if let Some(label) = &s.pool_label {
+            let pool = ObjectRef::new(&key.namespace, label);
+            self.membership.index(&pool, &key.name, confirmed.is_some());
+        }
+        if let Some(s) = self.sandboxes.get_mut(key) {
+            s.sandbox.pool = confirmed;
+        }
+    }
+
+    /// The pool `key` as it now is (`None`: gone), and what its record makes of the
+    /// Sandboxes it names (all those labelled for it, for a pool whose status has no record).
+    fn settle_pool(
+        &mut self,
+        key: &ObjectRef,
+        now: Option<(String, Option<BTreeMap<String, String>>)>,
+    ) {
+        let mut names = self.membership.set_pool(key, now);
+        if self.membership.unrecorded(key) {
+            names.extend(
+                self.sandboxes
+                    .values()
+                    .filter(|s| {
+                        s.sandbox.namespace == key.namespace
+                            && s.pool_label.as_deref() == Some(key.name.as_str())
+                    })
+                    .map(|s| s.sandbox.name.clone()),
+            );
+        }
+        for name in names {
+            self.resettle(&ObjectRef::new(&key.namespace, &name));
+        }
     }
 
     /// A PodWarmPool: its record, or why it cannot be read.
@@ -289,6 +385,7 @@ impl Inner {
         if deleted {
             self.pools.remove(&key);
             self.unreadable_pools.remove(&key);
+            self.settle_pool(&key, None);
         } else if !self
             .pools
             .get(&key)
@@ -297,6 +394,7 @@ impl Inner {
             match pool::from_json(object) {
                 Ok(read) => {
                     self.unreadable_pools.remove(&key);
+                    self.settle_pool(&key, Some((read.uid.clone(), pool::member_uids(object))));
                     self.pools.insert(
                         key.clone(),
                         PoolObject {
@@ -307,6 +405,7 @@ impl Inner {
                 }
                 Err(error) => {
                     self.pools.remove(&key);
+                    self.settle_pool(&key, None);
                     self.unreadable_pools
                         .insert(key.clone(), Unreadable::new(error, object));
                 }
@@ -537,7 +636,7 @@ impl Cache {
                     .cloned()
                     .collect();
                 for key in gone {
-                    inner.sandboxes.remove(&key);
+                    inner.drop_sandbox(&key);
                     inner.unreadable.remove(&key);
                     keys.push(WorkKey::Sandbox(key));
                 }
@@ -553,6 +652,7 @@ impl Cache {
                 for key in gone {
                     inner.pools.remove(&key);
                     inner.unreadable_pools.remove(&key);
+                    inner.settle_pool(&key, None);
                     keys.push(WorkKey::Pool(key));
                 }
             }
@@ -700,16 +800,11 @@ impl Cache {
         }
     }
 
-    /// The member Sandboxes of a pool, as the policy sees them.
+    /// The member Sandboxes of a pool, as the policy sees them, in name order.
     pub fn pool_members(&self, pool: &ObjectRef) -> Vec<PoolMember> {
         let inner = self.read();
-        let mut members: Vec<PoolMember> = inner
-            .sandboxes
-            .values()
-            .filter(|s| {
-                s.sandbox.namespace == pool.namespace
-                    && s.sandbox.pool.as_deref() == Some(pool.name.as_str())
-            })
+        inner
+            .members(pool)
             .map(|s| PoolMember {
                 name: s.sandbox.name.clone(),
                 ready: is_ready(&s.sandbox),
@@ -722,25 +817,52 @@ impl Cache {
                     .find(|(key, _)| key == crate::model::names::TEMPLATE_HASH_LABEL)
                     .map(|(_, value)| value.clone()),
             })
-            .collect();
-        members.sort_by(|a, b| a.name.cmp(&b.name));
-        members
+            .collect()
     }
 
-    /// Visits the Sandboxes labelled members of `pool` under one read lock, in no order, so
-    /// that a claim's offer copies only the member it picks.
+    /// Visits the members of `pool` under one read lock, in name order, so that a claim's
+    /// offer copies only the member it picks. A pool's members are found through its record,
+    /// not by a scan of every Sandbox.
     pub fn visit_pool_members<R>(
         &self,
         pool: &ObjectRef,
         visit: impl FnOnce(&mut dyn Iterator<Item = &SandboxObject>) -> R,
     ) -> R {
         let inner = self.read();
-        // The pool first: most sandboxes have none, and fail it without a compare.
-        let mut members = inner.sandboxes.values().map(|s| &**s).filter(|s| {
-            s.sandbox.pool.as_deref() == Some(pool.name.as_str())
-                && s.sandbox.namespace == pool.namespace
-        });
+        let mut members = inner.members(pool);
         visit(&mut members)
+    }
+
+    /// This process created the member `name` of `pool`, of uid `uid`: a member until the
+    /// pool's record holds it, and then as the record says.
+    pub fn record_created(&self, pool: &ObjectRef, name: &str, uid: &str) {
+        let mut inner = self.write();
+        inner.membership.created(pool, name, uid);
+        inner.resettle(&ObjectRef::new(&pool.namespace, name));
+    }
+
+    /// What the next status of `pool` should change in its record of members (see
+    /// [`Membership::delta`]): the members this process created, and the entries whose
+    /// Sandbox is gone, was made again (another uid), or is a claim's that records it itself.
+    pub fn record_delta(&self, pool: &ObjectRef) -> Option<RecordDelta> {
+        let inner = self.read();
+        let sandbox = |name: &str| inner.sandboxes.get(&ObjectRef::new(&pool.namespace, name));
+        inner.membership.delta(
+            pool,
+            |name| sandbox(name).map(|s| s.sandbox.uid.clone()),
+            |name, uid| {
+                let Some(member) = sandbox(name).filter(|s| s.sandbox.uid == uid) else {
+                    return false;
+                };
+                let recorded_by_claim = member
+                    .sandbox
+                    .claimed_by
+                    .as_deref()
+                    .and_then(sandbox)
+                    .is_some_and(|claim| claim.claimed_member_uid.as_deref() == Some(uid));
+                !recorded_by_claim
+            },
+        )
     }
 
     /// Whether a claim of `pool` waits to be served while the pool has a ready, unclaimed
@@ -753,12 +875,8 @@ impl Cache {
             in_pool(s) && s.spec.warm_pool.as_deref() == Some(pool.name.as_str()) && awaits_claim(s)
         });
         waiting
-            && inner.sandboxes.values().any(|m| {
-                in_pool(&m.sandbox)
-                    && m.sandbox.pool.as_deref() == Some(pool.name.as_str())
-                    && m.sandbox.claimed_by.is_none()
-                    && !m.sandbox.deleting
-                    && is_ready(&m.sandbox)
+            && inner.members(pool).any(|m| {
+                m.sandbox.claimed_by.is_none() && !m.sandbox.deleting && is_ready(&m.sandbox)
             })
     }
 

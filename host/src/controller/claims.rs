@@ -129,13 +129,20 @@ impl Claims {
                 .sandbox(&ObjectRef::new(&sandbox.namespace, name))
                 .filter(|m| holds(m, &sandbox.name))
         };
-        if let Some(member) = sandbox.status.claimed_member.as_ref().and_then(held) {
+        if let Some(member) = sandbox
+            .status
+            .claimed_member
+            .as_ref()
+            .and_then(held)
+            .filter(|m| recorded_by(claim, m))
+        {
             self.lock().adopted.remove(&me);
             return ClaimView::Bound {
                 member: Box::new(member),
                 recovered: false,
             };
         }
+        // Adopted by this process, its status not written yet.
         let adopted = self.lock().adopted.get(&me).cloned();
         if let Some(member) = adopted.as_ref().and_then(held) {
             return ClaimView::Bound {
@@ -293,7 +300,19 @@ impl Scan {
     }
 }
 
-/// Whether `member` is held by the claim `claim`: labelled so, and alive.
+/// Whether the claim's own status records `member` as the one the controller adopted for it:
+/// by uid, or (a claim whose status predates the uid) as its controller reference says. A
+/// Sandbox that only carries the claim's label is not its member.
+fn recorded_by(claim: &SandboxObject, member: &SandboxObject) -> bool {
+    match &claim.claimed_member_uid {
+        Some(uid) => *uid == member.sandbox.uid,
+        None => member.controller_uid.as_deref() == Some(claim.sandbox.uid.as_str()),
+    }
+}
+
+/// Whether `member` is labelled held by the claim `claim`, and alive. Who may trust the label
+/// is the caller's to say: a member of the pool's record ([`Cache::visit_pool_members`]), or
+/// one the claim records ([`recorded_by`]).
 fn holds(member: &SandboxObject, claim: &str) -> bool {
     let m = &member.sandbox;
     m.claimed_by.as_deref() == Some(claim) && !m.deleting && m.status.phase != SandboxPhase::Failed
@@ -398,18 +417,93 @@ mod tests {
     use super::*;
     use crate::kube::{Resource, WatchEventType};
 
+    /// A ready member of pool `p`, as the controller creates one (the pool's record names it).
     fn member(cache: &Cache, name: &str, image: &str) {
+        let pool = ObjectRef::new("ns", "p");
+        if cache.pool(&pool).is_none() {
+            cache.apply(
+                Resource::PodWarmPool,
+                WatchEventType::Added,
+                &json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+                    "metadata": {"name": "p", "namespace": "ns", "uid": "pool-uid",
+                        "resourceVersion": "1"},
+                    "spec": {"replicas": 3, "template": {"image": image}}}),
+            );
+        }
         let ready = json!({"type": "Ready", "status": "True", "reason": "PodReady",
             "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        let uid = format!("uid-{name}");
         cache.apply(
             Resource::Sandbox,
             WatchEventType::Added,
             &json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
                 "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1",
-                    "labels": {"cubepod.io/pool": "p"}},
+                    "uid": uid, "labels": {"cubepod.io/pool": "p"}},
                 "spec": {"image": image},
                 "status": {"phase": "Running", "conditions": [ready]}}),
         );
+        cache.record_created(&pool, name, &uid);
+    }
+
+    #[test]
+    fn a_sandbox_that_only_carries_a_pools_labels_is_never_offered() {
+        let cache = Cache::default();
+        member(&cache, "p-0", "img");
+        let ready = json!({"type": "Ready", "status": "True", "reason": "PodReady",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        // A tenant's own Sandbox, labelled and owned as a member would be: first by name.
+        cache.apply(
+            Resource::Sandbox,
+            WatchEventType::Added,
+            &json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "metadata": {"name": "a-planted", "namespace": "ns", "resourceVersion": "1",
+                    "uid": "tenant-uid", "labels": {"cubepod.io/pool": "p"},
+                    "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1",
+                        "kind": "PodWarmPool", "name": "p", "uid": "pool-uid",
+                        "controller": true}]},
+                "spec": {"image": "img"},
+                "status": {"phase": "Running", "conditions": [ready]}}),
+        );
+        let claims = Claims::default();
+        let view = claims.view(&cache, &claim("c", "img"), &crate::model::children::empty());
+        assert_eq!(offered(&view), Some("p-0"));
+        let pool = ObjectRef::new("ns", "p");
+        let members: Vec<String> = cache
+            .pool_members(&pool)
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(members, ["p-0"]);
+        let planted = cache
+            .sandbox(&ObjectRef::new("ns", "a-planted"))
+            .expect("held");
+        assert_eq!(
+            planted.sandbox.pool, None,
+            "not a member to the policy either"
+        );
+    }
+
+    #[test]
+    fn a_sandbox_labelled_as_a_claims_member_is_not_its_member() {
+        let cache = Cache::default();
+        member(&cache, "p-0", "img");
+        // A tenant's Sandbox labelled claimed by c, owned by c: neither in the pool's record
+        // nor in c's status.
+        cache.apply(
+            Resource::Sandbox,
+            WatchEventType::Added,
+            &json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "metadata": {"name": "a-planted", "namespace": "ns", "resourceVersion": "1",
+                    "uid": "tenant-uid",
+                    "labels": {"cubepod.io/pool": "p", "cubepod.io/claimed-by": "c"}},
+                "spec": {"image": "img"}}),
+        );
+        let mut c = claim("c", "img");
+        c.sandbox.status.claimed_member = Some("a-planted".to_string());
+        c.claimed_member_uid = Some("uid-p-0".to_string());
+        let claims = Claims::default();
+        let view = claims.view(&cache, &c, &crate::model::children::empty());
+        assert_eq!(offered(&view), Some("p-0"));
     }
 
     fn claim(name: &str, image: &str) -> SandboxObject {

@@ -10,6 +10,7 @@ pub mod health;
 pub mod inputs;
 pub mod leader;
 pub mod manager;
+pub(crate) mod membership;
 pub mod output_rules;
 pub mod policy;
 pub mod policy_watch;

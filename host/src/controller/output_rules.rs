@@ -213,6 +213,33 @@ pub fn claim(what: &str, member: &str, offered: &[String]) -> Result<(), Refusal
     ))
 }
 
+/// A status names as the Sandbox's member only the one the controller adopted for it (`bound`)
+/// or the one it claims in the same output: the name is what the claim's view of its member,
+/// its Pod and volumes are read from, so a policy may not point it at another Sandbox.
+pub fn claimed_member(
+    what: &str,
+    written: Option<&str>,
+    bound: Option<&str>,
+    claimed: Option<&str>,
+) -> Result<(), Refusal> {
+    let Some(written) = written else {
+        return Ok(());
+    };
+    if Some(written) == bound || Some(written) == claimed {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Rule::Claim,
+        what,
+        "status.claimedMember",
+        format!(
+            "{:?} is not the member the controller adopted for this sandbox ({})",
+            shown(written),
+            bound.map_or("none".to_string(), |b| format!("{b:?}"))
+        ),
+    ))
+}
+
 /// How many members a pool call may create: up to its wanted size, less its active members.
 pub fn member_room(pool: &WarmPool, active_members: usize, max_replicas: u32) -> usize {
     let wanted = pool.spec.replicas.min(max_replicas) as usize;
@@ -704,6 +731,20 @@ mod tests {
         let refusal = admit(&pool, &huge).unwrap_err();
         assert_eq!(refusal.rule, Rule::Budget);
         assert!(refusal.to_string().len() < 256, "{refusal}");
+    }
+
+    #[test]
+    fn a_status_names_only_the_member_the_controller_adopted() {
+        let what = "Sandbox ns/c";
+        assert!(claimed_member(what, None, Some("m1"), None).is_ok());
+        assert!(claimed_member(what, Some("m1"), Some("m1"), None).is_ok());
+        assert!(claimed_member(what, Some("m2"), None, Some("m2")).is_ok());
+        let refusal = claimed_member(what, Some("victim"), Some("m1"), None).unwrap_err();
+        assert_eq!(
+            (refusal.rule, refusal.field.as_str()),
+            (Rule::Claim, "status.claimedMember")
+        );
+        assert!(claimed_member(what, Some("victim"), None, None).is_err());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use rand::RngCore;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::cache::Cache;
 use super::claims::{ClaimView, Claims, Mismatch};
@@ -461,6 +461,10 @@ impl Reconciler {
         let containment = self.containment();
         let budget = &containment.output;
         let what = format!("Sandbox {target}");
+        let bound = match &claim {
+            ClaimView::Bound { member, .. } => Some(&**member),
+            _ => None,
+        };
         let admitted = budget
             .sandbox_status_patch(&what, &out.status, object.sandbox.generation)
             .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
@@ -470,6 +474,16 @@ impl Reconciler {
                     .map(|()| patch)
                     .map_err(ReconcileError::Refused),
                 None => Ok(patch),
+            })
+            .and_then(|patch| {
+                output_rules::claimed_member(
+                    &what,
+                    out.status.claimed_member.as_deref(),
+                    bound.map(|m| m.sandbox.name.as_str()),
+                    out.claim.as_deref(),
+                )
+                .map(|()| patch)
+                .map_err(ReconcileError::Refused)
             });
         let patch = self
             .admitted(
@@ -485,6 +499,11 @@ impl Reconciler {
         // What the API will hold once written: a status that the API renders differently (an
         // empty reason, a time out of range) would otherwise differ on every pass.
         let status = patch.read_back();
+        // The member's uid beside its name: what the claim trusts its member by
+        // (`claims::recorded_by`), which only the controller writes.
+        let member_uid = bound
+            .filter(|m| status.claimed_member.as_deref() == Some(m.sandbox.name.as_str()))
+            .map(|m| m.sandbox.uid.clone());
         if out.claim.is_some() {
             // Admitted, so the one offered: adopted on the version it was offered at.
             let ClaimView::Offered(offer) = &claim else {
@@ -526,8 +545,9 @@ impl Reconciler {
             report.requeue = Some(wait);
             return Ok(());
         }
-        if status != object.sandbox.status {
+        if status != object.sandbox.status || member_uid != object.claimed_member_uid {
             let mut patch = patch;
+            patch.set_claimed_member_uid(member_uid);
             let first_ready = super::startup::first_ready(&object, &status);
             let marked = first_ready.and_then(|_| patch.mark_first_ready(now));
             self.write_sandbox_status(&object, &patch, &status, marked)
@@ -840,16 +860,35 @@ impl Reconciler {
         }
         self.post_events("PodWarmPool", target, &object.pool.uid, &out.events, now)
             .await;
-        if pool::read_back(&patch, &out.status) != object.pool.status {
-            writer
+        // The pool's record of its members goes with its status: the members just created,
+        // and the entries it no longer needs (`controller::membership`).
+        let delta = self.cache.record_delta(target);
+        if delta.is_some() || pool::read_back(&patch, &out.status) != object.pool.status {
+            let mut patch = patch;
+            if let (Some(delta), Some(status)) = (&delta, patch["status"].as_object_mut()) {
+                status.insert(pool::MEMBER_UIDS.to_string(), json!(delta));
+            }
+            let written = writer
                 .write_status(
                     Resource::PodWarmPool,
                     target,
                     Some(&object.resource_version),
                     patch,
                 )
-                .await
-                .map_err(api("writing the pool's status"))?;
+                .await;
+            if let (Err(error), Some(delta)) = (&written, &delta)
+                && error.is(ApiErrorKind::Conflict)
+            {
+                // The record is the controller's alone and its entries commute: it is written
+                // over whatever version the pool is at, so that no member created goes
+                // unrecorded while the rest of the status is computed again.
+                let record = json!({"status": {pool::MEMBER_UIDS: delta}});
+                writer
+                    .write_status(Resource::PodWarmPool, target, None, record)
+                    .await
+                    .map_err(api("recording the pool's members"))?;
+            }
+            written.map_err(api("writing the pool's status"))?;
         }
         Ok(())
     }

@@ -124,6 +124,7 @@ impl Writer<'_> {
         first_ready_at: Option<i64>,
     ) -> ApiResult<()> {
         let sandbox = &object.sandbox;
+        let member_uid = patch.claimed_member_uid();
         let patch = patch.text_over(&object.resource_version).map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Invalid,
@@ -142,7 +143,8 @@ impl Writer<'_> {
             .await
         {
             Ok(updated) => {
-                self.remember_own_sandbox(&updated, object, Some((status, first_ready_at)))
+                let written = (status, first_ready_at, member_uid);
+                self.remember_own_sandbox(&updated, object, Some(written))
                     .await
             }
             Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
@@ -158,7 +160,7 @@ impl Writer<'_> {
         &self,
         answer: &Value,
         base: &SandboxObject,
-        written: Option<(&SandboxStatus, Option<i64>)>,
+        written: Option<(&SandboxStatus, Option<i64>, Option<&str>)>,
     ) -> ApiResult<()> {
         if let Some(read) = sandbox::after_own_write(answer, base, written) {
             self.cache.apply_own_sandbox(answer, read);
@@ -264,7 +266,9 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Creates a pool member from the manifest the core admitted (`output_rules::member`).
+    /// Creates a pool member from the manifest the core admitted (`output_rules::member`), and
+    /// counts it the pool's until the pool's record (written with its status) holds it. A name
+    /// taken already is not the pool's: whoever made it, the controller did not just now.
     pub async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {
         match self
             .cluster
@@ -274,6 +278,10 @@ impl Writer<'_> {
             Ok(created) => {
                 self.cache
                     .apply(Resource::Sandbox, WatchEventType::Added, &created);
+                let meta = crate::model::meta::Meta::read(&created);
+                if !meta.uid.is_empty() {
+                    self.cache.record_created(pool, &meta.name, &meta.uid);
+                }
                 Ok(())
             }
             Err(error) if error.is(ApiErrorKind::AlreadyExists) => Ok(()),

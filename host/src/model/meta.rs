@@ -26,6 +26,17 @@ pub struct Meta {
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// One of `metadata.ownerReferences`: what the controller reads of it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct OwnerReference {
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub controller: bool,
 }
 
 impl Meta {
@@ -34,6 +45,14 @@ impl Meta {
             .get("metadata")
             .and_then(|m| Meta::deserialize(m).ok())
             .unwrap_or_default()
+    }
+
+    /// The uid of the controller reference, if there is one.
+    pub fn controller_uid(&self) -> Option<&str> {
+        self.owner_references
+            .iter()
+            .find(|o| o.controller)
+            .map(|o| o.uid.as_str())
     }
 }
 

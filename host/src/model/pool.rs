@@ -1,5 +1,7 @@
 //! `PodWarmPool` objects as the contract's `warm-pool` record.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -114,6 +116,28 @@ pub fn status_patch(name: &str, status: &WarmPoolStatus, generation: i64) -> Val
         }
     })
 }
+
+/// The pool's record of its members (`status.memberUIDs`): the Sandboxes the controller
+/// created for it, by name, with their uid. A pool with no status yet has none (an empty
+/// record); `None` when a status an earlier controller wrote has no record at all.
+pub fn member_uids(object: &Value) -> Option<BTreeMap<String, String>> {
+    let status = object.get("status").and_then(Value::as_object);
+    let Some(record) = status.and_then(|s| s.get(MEMBER_UIDS)) else {
+        let written = status.is_some_and(|s| s.contains_key("observedGeneration"));
+        return (!written).then(BTreeMap::new);
+    };
+    Some(
+        record
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, uid)| Some((name.clone(), uid.as_str()?.to_string())))
+            .collect(),
+    )
+}
+
+/// The field of a pool's status that records its members.
+pub const MEMBER_UIDS: &str = "memberUIDs";
 
 /// What `patch` (the [`status_patch`] of `status`) reads back as once written.
 pub fn read_back(patch: &Value, status: &WarmPoolStatus) -> WarmPoolStatus {

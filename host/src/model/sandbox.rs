@@ -36,6 +36,14 @@ pub struct SandboxObject {
     /// `status.firstReadyAt`, the host's mark of the status write that first reported the
     /// sandbox Ready (see `controller::startup`).
     pub first_ready_at: Option<i64>,
+    /// The `cubepod.io/pool` label, as anyone who may write the Sandbox set it. The record's
+    /// `sandbox.pool` is the pool only when the pool's record names this Sandbox (the cache
+    /// decides: `controller::cache`); until then it is this label.
+    pub pool_label: Option<String>,
+    /// The uid of `metadata.ownerReferences`' controller reference.
+    pub controller_uid: Option<String>,
+    /// `status.claimedMemberUID`: the uid of the member the controller adopted for this claim.
+    pub claimed_member_uid: Option<String>,
 }
 
 impl SandboxObject {
@@ -120,6 +128,9 @@ struct StatusJson {
     started_at: Option<String>,
     idle_paused_at: Option<String>,
     claimed_member: Option<String>,
+    /// The host's own, beside the policy's `claimedMember`: the adopted member's uid.
+    #[serde(rename = "claimedMemberUID")]
+    claimed_member_uid: Option<String>,
     #[serde(rename = "serviceFQDN")]
     service_fqdn: Option<String>,
     shutdown_in: Option<String>,
@@ -150,7 +161,11 @@ pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
         .first_ready_at
         .as_deref()
         .and_then(|t| time::parse(t).ok());
-    assemble(meta, spec, status_from_json(&status), first_ready_at)
+    let claimed_member_uid = status.claimed_member_uid.clone();
+    assemble(meta, spec, status_from_json(&status), first_ready_at).map(|mut read| {
+        read.claimed_member_uid = claimed_member_uid;
+        read
+    })
 }
 
 /// What a write of the controller's own to the Sandbox `base` (a finalizer, a status) left,
@@ -163,7 +178,7 @@ pub fn from_json(object: &Value) -> Result<SandboxObject, ModelError> {
 pub fn after_own_write(
     answer: &Value,
     base: &SandboxObject,
-    written: Option<(&SandboxStatus, Option<i64>)>,
+    written: Option<(&SandboxStatus, Option<i64>, Option<&str>)>,
 ) -> Option<SandboxObject> {
     let meta = Meta::read(answer);
     let same = meta.name == base.sandbox.name
@@ -173,11 +188,21 @@ pub fn after_own_write(
     if !same {
         return None;
     }
-    let (status, first_ready_at) = match written {
-        Some((status, first_ready_at)) => (status.clone(), first_ready_at.or(base.first_ready_at)),
-        None => (base.sandbox.status.clone(), base.first_ready_at),
+    let (status, first_ready_at, member_uid) = match written {
+        Some((status, first_ready_at, member_uid)) => (
+            status.clone(),
+            first_ready_at.or(base.first_ready_at),
+            member_uid.map(str::to_string),
+        ),
+        None => (
+            base.sandbox.status.clone(),
+            base.first_ready_at,
+            base.claimed_member_uid.clone(),
+        ),
     };
-    assemble(meta, base.sandbox.spec.clone(), status, first_ready_at).ok()
+    let mut read = assemble(meta, base.sandbox.spec.clone(), status, first_ready_at).ok()?;
+    read.claimed_member_uid = member_uid;
+    Some(read)
 }
 
 /// A field of the Sandbox `meta` names that the controller cannot act on.
@@ -211,6 +236,8 @@ fn assemble(
         .creation_timestamp
         .as_deref()
         .and_then(|t| time::parse(t).ok());
+    let controller_uid = meta.controller_uid().map(str::to_string);
+    let pool_label = meta.labels.get(POOL_LABEL).cloned();
     Ok(SandboxObject {
         sandbox: Sandbox {
             pool: meta.labels.get(POOL_LABEL).cloned(),
@@ -231,6 +258,9 @@ fn assemble(
         finalizers: meta.finalizers,
         created_at,
         first_ready_at,
+        pool_label,
+        controller_uid,
+        claimed_member_uid: None,
     })
 }
 
@@ -485,10 +515,21 @@ impl StatusPatch {
             started_at: status.started_at.map(time::format),
             idle_paused_at: status.idle_paused_at.map(time::format),
             claimed_member: status.claimed_member.clone(),
+            claimed_member_uid: None,
             service_fqdn: status.service_fqdn.clone(),
             shutdown_in: status.shutdown_in.clone(),
             first_ready_at: None,
         })
+    }
+
+    /// Records the uid of the member `claimedMember` names, as the controller adopted it.
+    pub fn set_claimed_member_uid(&mut self, uid: Option<String>) {
+        self.0.claimed_member_uid = uid;
+    }
+
+    /// The member uid this status records.
+    pub fn claimed_member_uid(&self) -> Option<&str> {
+        self.0.claimed_member_uid.as_deref()
     }
 
     /// The status as it reads back once written: what the API will hold, which a status the

@@ -356,6 +356,56 @@ pub async fn seed(
                 .map_err(|e| format!("{what}: delete: {e}"))?;
         }
     }
+    record_members(cluster, namespace, objects).await
+}
+
+/// A scenario's pool members are the controller's own: each pool it declares records the
+/// Sandboxes it labels for that pool, as the controller did when it created them, unless the
+/// pool's `status.memberUIDs` is given (a scenario about a Sandbox that only carries a pool's
+/// labels gives the record without it).
+async fn record_members(
+    cluster: &MemoryCluster,
+    namespace: &str,
+    objects: &[SeedObject],
+) -> Result<(), String> {
+    let in_namespace = |seed: &SeedObject| {
+        seed.object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(namespace)
+            .to_string()
+    };
+    for pool in objects
+        .iter()
+        .filter(|s| s.resource == Resource::PodWarmPool)
+    {
+        if pool.object.pointer("/status/memberUIDs").is_some() {
+            continue;
+        }
+        let pool_namespace = in_namespace(pool);
+        let mut record = serde_json::Map::new();
+        for member in objects.iter().filter(|s| {
+            s.resource == Resource::Sandbox
+                && in_namespace(s) == pool_namespace
+                && s.object
+                    .pointer("/metadata/labels/cubepod.io~1pool")
+                    .and_then(Value::as_str)
+                    == Some(pool.name.as_str())
+        }) {
+            if let Ok(held) = cluster
+                .get(Resource::Sandbox, &pool_namespace, &member.name)
+                .await
+                && let Some(uid) = held.pointer("/metadata/uid").and_then(Value::as_str)
+            {
+                record.insert(member.name.clone(), uid.into());
+            }
+        }
+        let patch = json!({"status": {"memberUIDs": record}});
+        cluster
+            .patch_status(Resource::PodWarmPool, &pool_namespace, &pool.name, patch)
+            .await
+            .map_err(|e| format!("PodWarmPool/{}: recording its members: {e}", pool.name))?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,286 @@
+//! Which Sandboxes are a warm pool's members: the ones the controller created for it, as the
+//! pool's own record (`status.memberUIDs`, name to uid) holds them, never what a label says.
+//! Anyone who may create a Sandbox may label it `cubepod.io/pool: <pool>`; only the
+//! controller writes a pool's status. A member is counted, offered to claims and deleted by its
+//! pool only while the record names it with its uid.
+//!
+//! The record is written with the pool's status, after the creates: what this process created
+//! and the record does not hold yet is kept here until it does. A pool whose status an earlier
+//! controller wrote, with no record in it, takes its members as their controller reference
+//! names it, once, and records them with its next status.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
+
+use crate::model::ObjectRef;
+
+/// What the pool records, and what this process created for it since.
+#[derive(Debug, Default)]
+struct PoolEntry {
+    uid: String,
+    /// `None`: the pool's status predates the record (see the module's docs).
+    recorded: Option<BTreeMap<String, String>>,
+    /// Created by this process, not yet in `recorded`.
+    created: BTreeMap<String, String>,
+    /// The Sandboxes confirmed as members now: what a claim's offer scans.
+    confirmed: BTreeSet<ObjectRef>,
+}
+
+/// The pools' records, and the members they confirm.
+#[derive(Debug, Default)]
+pub(crate) struct Membership {
+    pools: HashMap<ObjectRef, PoolEntry>,
+}
+
+/// What a Sandbox shows of itself that membership is decided on.
+pub(crate) struct Claimant<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    /// Its `cubepod.io/pool` label.
+    pub label: Option<&'a str>,
+    /// The uid its controller reference names.
+    pub controller_uid: Option<&'a str>,
+}
+
+/// The change a pool's status makes to its record: a uid to record, or `None` to drop.
+pub type RecordDelta = BTreeMap<String, Option<String>>;
+
+impl Membership {
+    /// Whether the pool `pool` (in the Sandbox's namespace) takes `s` as its member.
+    pub fn confirms(&self, pool: &ObjectRef, s: &Claimant<'_>) -> bool {
+        if s.label != Some(pool.name.as_str()) {
+            return false;
+        }
+        let Some(entry) = self.pools.get(pool) else {
+            return false;
+        };
+        if entry.created.get(s.name).map(String::as_str) == Some(s.uid) {
+            return true;
+        }
+        match &entry.recorded {
+            Some(recorded) => recorded.get(s.name).map(String::as_str) == Some(s.uid),
+            None => !entry.uid.is_empty() && s.controller_uid == Some(entry.uid.as_str()),
+        }
+    }
+
+    /// The pool `pool` as its status now records its members (`None`: the pool is gone).
+    /// Returns the names whose membership may have changed.
+    pub fn set_pool(
+        &mut self,
+        pool: &ObjectRef,
+        now: Option<(String, Option<BTreeMap<String, String>>)>,
+    ) -> BTreeSet<String> {
+        let mut touched: BTreeSet<String> = BTreeSet::new();
+        let before = self.pools.remove(pool);
+        if let Some(before) = &before {
+            touched.extend(before.confirmed.iter().map(|r| r.name.clone()));
+            touched.extend(before.created.keys().cloned());
+        }
+        let Some((uid, recorded)) = now else {
+            return touched;
+        };
+        let mut created = before.map(|b| b.created).unwrap_or_default();
+        if let Some(recorded) = &recorded {
+            touched.extend(recorded.keys().cloned());
+            // Recorded now: no longer only this process's to remember.
+            created.retain(|name, uid| recorded.get(name) != Some(uid));
+        }
+        self.pools.insert(
+            pool.clone(),
+            PoolEntry {
+                uid,
+                recorded,
+                created,
+                confirmed: BTreeSet::new(),
+            },
+        );
+        touched
+    }
+
+    /// Whether the pool's status predates the record: its members are then every Sandbox
+    /// labelled so, which only a scan finds.
+    pub fn unrecorded(&self, pool: &ObjectRef) -> bool {
+        self.pools.get(pool).is_some_and(|e| e.recorded.is_none())
+    }
+
+    /// This process created the member `name` (uid `uid`) of `pool`.
+    pub fn created(&mut self, pool: &ObjectRef, name: &str, uid: &str) {
+        if let Some(entry) = self.pools.get_mut(pool) {
+            entry.created.insert(name.to_string(), uid.to_string());
+        }
+    }
+
+    /// Marks `name` a confirmed member of `pool`, or not.
+    pub fn index(&mut self, pool: &ObjectRef, name: &str, confirmed: bool) {
+        let Some(entry) = self.pools.get_mut(pool) else {
+            return;
+        };
+        let member = ObjectRef::new(&pool.namespace, name);
+        if confirmed {
+            entry.confirmed.insert(member);
+        } else {
+            entry.confirmed.remove(&member);
+        }
+    }
+
+    /// The Sandbox `name` of `pool`'s namespace is gone: what this process created of that
+    /// name is forgotten.
+    pub fn gone(&mut self, pool: &ObjectRef, name: &str) {
+        if let Some(entry) = self.pools.get_mut(pool) {
+            entry
+                .confirmed
+                .remove(&ObjectRef::new(&pool.namespace, name));
+            entry.created.remove(name);
+        }
+    }
+
+    /// `pool`'s confirmed members, in name order.
+    pub fn members(&self, pool: &ObjectRef) -> impl Iterator<Item = &ObjectRef> {
+        self.pools
+            .get(pool)
+            .into_iter()
+            .flat_map(|e| e.confirmed.iter())
+    }
+
+    /// What the pool's next status should change in its record: the members this process
+    /// created, and the entries to drop (`keep` says, of a recorded name and uid, whether the
+    /// record still needs it). `None` when nothing changes; a pool whose status predates the
+    /// record gets one, of its confirmed members.
+    pub fn delta(
+        &self,
+        pool: &ObjectRef,
+        uid_of: impl Fn(&str) -> Option<String>,
+        keep: impl Fn(&str, &str) -> bool,
+    ) -> Option<RecordDelta> {
+        let entry = self.pools.get(pool)?;
+        let mut delta = RecordDelta::new();
+        for (name, uid) in &entry.created {
+            delta.insert(name.clone(), Some(uid.clone()));
+        }
+        match &entry.recorded {
+            Some(recorded) => {
+                for (name, uid) in recorded {
+                    if !keep(name, uid) {
+                        delta.insert(name.clone(), None);
+                    }
+                }
+                (!delta.is_empty()).then_some(delta)
+            }
+            None => {
+                for member in &entry.confirmed {
+                    if let Some(uid) = uid_of(&member.name) {
+                        delta.insert(member.name.clone(), Some(uid));
+                    }
+                }
+                Some(delta)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> ObjectRef {
+        ObjectRef::new("ns", "p")
+    }
+
+    fn claimant<'a>(name: &'a str, uid: &'a str, owner: Option<&'a str>) -> Claimant<'a> {
+        Claimant {
+            name,
+            uid,
+            label: Some("p"),
+            controller_uid: owner,
+        }
+    }
+
+    fn recorded(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
+        Some(
+            entries
+                .iter()
+                .map(|(n, u)| (n.to_string(), u.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn only_the_recorded_uid_is_a_member_whatever_the_labels_and_owner_say() {
+        let mut m = Membership::default();
+        m.set_pool(
+            &pool(),
+            Some(("pool-uid".into(), recorded(&[("m1", "u1")]))),
+        );
+        assert!(m.confirms(&pool(), &claimant("m1", "u1", Some("pool-uid"))));
+        // The same name, made again by someone else: another uid.
+        assert!(!m.confirms(&pool(), &claimant("m1", "u9", Some("pool-uid"))));
+        // Labelled and owned as a member would be, never recorded.
+        assert!(!m.confirms(&pool(), &claimant("m2", "u2", Some("pool-uid"))));
+        // Recorded, but labelled for another pool.
+        let other = Claimant {
+            label: Some("q"),
+            ..claimant("m1", "u1", None)
+        };
+        assert!(!m.confirms(&pool(), &other));
+    }
+
+    #[test]
+    fn a_member_this_process_created_counts_until_the_record_holds_it() {
+        let mut m = Membership::default();
+        m.set_pool(&pool(), Some(("pool-uid".into(), recorded(&[]))));
+        m.created(&pool(), "m1", "u1");
+        assert!(m.confirms(&pool(), &claimant("m1", "u1", None)));
+        let delta = m.delta(&pool(), |_| None, |_, _| true);
+        assert_eq!(
+            delta,
+            Some(RecordDelta::from([("m1".into(), Some("u1".into()))]))
+        );
+        m.set_pool(
+            &pool(),
+            Some(("pool-uid".into(), recorded(&[("m1", "u1")]))),
+        );
+        assert_eq!(m.delta(&pool(), |_| None, |_, _| true), None);
+        assert!(m.confirms(&pool(), &claimant("m1", "u1", None)));
+    }
+
+    #[test]
+    fn entries_the_record_no_longer_needs_are_dropped() {
+        let mut m = Membership::default();
+        m.set_pool(
+            &pool(),
+            Some(("pool-uid".into(), recorded(&[("m1", "u1"), ("m2", "u2")]))),
+        );
+        let delta = m.delta(&pool(), |_| None, |name, _| name != "m2");
+        assert_eq!(delta, Some(RecordDelta::from([("m2".into(), None)])));
+    }
+
+    #[test]
+    fn a_pool_without_a_record_takes_its_owned_members_once_and_records_them() {
+        let mut m = Membership::default();
+        m.set_pool(&pool(), Some(("pool-uid".into(), None)));
+        assert!(m.unrecorded(&pool()));
+        assert!(m.confirms(&pool(), &claimant("m1", "u1", Some("pool-uid"))));
+        assert!(!m.confirms(&pool(), &claimant("m2", "u2", Some("other"))));
+        m.index(&pool(), "m1", true);
+        let delta = m.delta(&pool(), |_| Some("u1".into()), |_, _| true);
+        assert_eq!(
+            delta,
+            Some(RecordDelta::from([("m1".into(), Some("u1".into()))]))
+        );
+    }
+
+    #[test]
+    fn a_gone_pool_confirms_nothing() {
+        let mut m = Membership::default();
+        m.set_pool(
+            &pool(),
+            Some(("pool-uid".into(), recorded(&[("m1", "u1")]))),
+        );
+        m.index(&pool(), "m1", true);
+        let touched = m.set_pool(&pool(), None);
+        assert!(touched.contains("m1"));
+        assert!(!m.confirms(&pool(), &claimant("m1", "u1", None)));
+        assert_eq!(m.members(&pool()).count(), 0);
+    }
+}
