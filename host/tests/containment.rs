@@ -578,7 +578,7 @@ fn policy_test_shows_the_same_refusals() {
         String::from_utf8_lossy(&output.stderr)
     );
     // Its scenarios, after the conformance cases the controller admits it by.
-    let passed = 26 + cubepod_host::scenario::conformance::cases().len();
+    let passed = 27 + cubepod_host::scenario::conformance::cases().len();
     assert!(
         stdout.ends_with(&format!("{passed} passed, 0 failed\n")),
         "{stdout}"

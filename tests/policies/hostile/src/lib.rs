@@ -43,6 +43,8 @@
 //! Outputs (no kube-client call; bounded by the host's reconcile core):
 //!
 //! - `claim-non-candidate`: claims a name not among the pool candidates;
+//! - `claim-status-lie`: a status naming the victim as its `claimedMember`, which the
+//!   controller never adopted for it;
 //! - `huge-status`: 5,000 conditions, one with a 4 MiB message;
 //! - `event-flood`: 5,000 Events with 1 KiB messages;
 //! - `requeue-zero`: `requeue-after-seconds: 0`;
@@ -127,6 +129,7 @@ pub enum Case {
     CleanupForeign,
     CleanupHugeStatus,
     ClaimNonCandidate,
+    ClaimStatusLie,
     HugeStatus,
     EventFlood,
     RequeueZero,
@@ -139,7 +142,7 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 37] = [
+    pub const ALL: &[(&'static str, Case)] = &[
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -168,6 +171,7 @@ impl Case {
         ("cleanup-foreign", Case::CleanupForeign),
         ("cleanup-huge-status", Case::CleanupHugeStatus),
         ("claim-non-candidate", Case::ClaimNonCandidate),
+        ("claim-status-lie", Case::ClaimStatusLie),
         ("huge-status", Case::HugeStatus),
         ("event-flood", Case::EventFlood),
         ("requeue-zero", Case::RequeueZero),
@@ -362,6 +366,11 @@ pub fn reconcile(
         Case::ClaimNonCandidate => {
             let mut out = unchanged(input);
             out.claim = Some("not-a-candidate".to_string());
+            return Ok(out);
+        }
+        Case::ClaimStatusLie => {
+            let mut out = unchanged(input);
+            out.status.claimed_member = Some(VICTIM.to_string());
             return Ok(out);
         }
         Case::HugeStatus => {
