@@ -8,7 +8,8 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::kube::boundary::{
-    self, Containment, KeyAllowlist, KeyKind, OutputBudget, PodSecurity, WIDENABLE_POD_FIELDS,
+    self, Containment, KeyAllowlist, KeyKind, OutputBudget, PodBounds, PodSecurity,
+    WIDENABLE_POD_FIELDS,
 };
 use crate::model::network;
 use crate::runtime::bindings::ClusterNetwork;
@@ -561,6 +562,61 @@ pub struct ContainmentArgs {
     #[arg(long, env = "CUBEPOD_ALLOWED_CONFIG_MAP_REFS", value_delimiter = ',')]
     pub allowed_config_map_refs: Vec<String>,
 
+    /// PriorityClasses a sandbox's Pod may name, where `--allow-pod-field=priorityClassName`
+    /// lets it name one; none by default. A priority class decides whose Pods this one preempts:
+    /// list `system-*` classes only knowing that. Comma-separated.
+    #[arg(long, env = "CUBEPOD_ALLOWED_PRIORITY_CLASSES", value_delimiter = ',')]
+    pub allowed_priority_classes: Vec<String>,
+
+    /// Schedulers a sandbox's Pod may name, where `--allow-pod-field=schedulerName` lets it.
+    /// Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOWED_SCHEDULERS",
+        value_delimiter = ',',
+        default_value = boundary::DEFAULT_SCHEDULER
+    )]
+    pub allowed_schedulers: Vec<String>,
+
+    /// Node keys a sandbox's Pod may tolerate (as taints) and select nodes by (in
+    /// `nodeSelector` and node affinity), where `--allow-pod-field` lets it set those: the
+    /// control plane's (`node-role.kubernetes.io/control-plane`, `.../master`), a cordoned
+    /// node's (`node.kubernetes.io/unschedulable`), a node's name (`kubernetes.io/hostname`,
+    /// and `matchFields`). None by default; a toleration of every taint (no key) is never
+    /// allowed. Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOW_NODE_KEY",
+        value_delimiter = ',',
+        value_name = "KEY",
+        value_parser = PossibleValuesParser::new(boundary::RESERVED_NODE_KEYS)
+    )]
+    pub allow_node_key: Vec<String>,
+
+    /// The longest `terminationGracePeriodSeconds` a sandbox's Pod (or a probe) may have:
+    /// pause, reset, reap and delete wait this long on a VM that ignores SIGTERM.
+    #[arg(long, env = "CUBEPOD_MAX_TERMINATION_GRACE_PERIOD", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub max_termination_grace_period: Duration,
+
+    /// The longest `activeDeadlineSeconds` a sandbox's Pod may have (none is no deadline).
+    #[arg(long, env = "CUBEPOD_MAX_ACTIVE_DEADLINE", default_value = "30days", value_parser = humantime::parse_duration)]
+    pub max_active_deadline: Duration,
+
+    /// The most CPU a sandbox may ask for (a Kubernetes quantity): each request and limit of
+    /// its Pod's containers, the Pod's sum as the scheduler counts it, and the Sandbox's (or a
+    /// pool template's) `spec.resources.cpu`, which past it gets `SpecValid=False`.
+    #[arg(long, env = "CUBEPOD_MAX_SANDBOX_CPU", default_value = "16", value_parser = cpu_quantity)]
+    pub max_sandbox_cpu: u128,
+
+    /// The most memory a sandbox may ask for, as `--max-sandbox-cpu` bounds CPU.
+    #[arg(long, env = "CUBEPOD_MAX_SANDBOX_MEMORY", default_value = "64Gi", value_parser = volume_size)]
+    pub max_sandbox_memory: u128,
+
+    /// The most ephemeral storage a sandbox's Pod may ask for (its containers' and the Pod's
+    /// sum).
+    #[arg(long, env = "CUBEPOD_MAX_SANDBOX_EPHEMERAL_STORAGE", default_value = "100Gi", value_parser = volume_size)]
+    pub max_sandbox_ephemeral_storage: u128,
+
     /// The largest storage a PVC may request (a Kubernetes quantity).
     #[arg(long, env = "CUBEPOD_MAX_VOLUME_SIZE", default_value = "1Ti", value_parser = volume_size)]
     pub max_volume_size: u128,
@@ -604,6 +660,16 @@ impl ContainmentArgs {
             ),
             secret_refs: self.allowed_secret_refs.iter().cloned().collect(),
             config_map_refs: self.allowed_config_map_refs.iter().cloned().collect(),
+            priority_classes: self.allowed_priority_classes.iter().cloned().collect(),
+            schedulers: self.allowed_schedulers.iter().cloned().collect(),
+            node_keys: self.allow_node_key.iter().cloned().collect(),
+            pod_bounds: PodBounds {
+                termination_grace_seconds: self.max_termination_grace_period.as_secs(),
+                active_deadline_seconds: self.max_active_deadline.as_secs(),
+                cpu_milli: self.max_sandbox_cpu,
+                memory_bytes: self.max_sandbox_memory,
+                ephemeral_storage_bytes: self.max_sandbox_ephemeral_storage,
+            },
             max_volume_bytes: self.max_volume_size,
             max_kube_calls: self.max_kube_calls,
             max_manifest_bytes: usize::try_from(self.max_manifest_bytes).unwrap_or(usize::MAX),
@@ -709,6 +775,11 @@ fn pod_annotation(text: &str) -> Result<String, String> {
 
 fn volume_size(text: &str) -> Result<u128, String> {
     boundary::quantity_value(text).map_err(|e| format!("{text:?} {e}"))
+}
+
+/// CPU in millicores.
+fn cpu_quantity(text: &str) -> Result<u128, String> {
+    boundary::quantity_milli(text).map_err(|e| format!("{text:?} {e}"))
 }
 
 #[cfg(test)]
@@ -852,6 +923,48 @@ mod tests {
             "--allow-pod-label=app.kubernetes.io/managed-by",
             "--allow-pod-label=team!",
             "--allow-pod-annotation=io.katacontainers.config.hypervisor.path",
+        ] {
+            let parsed = Cli::try_parse_from(["cubepod-controller", "run", bad]);
+            assert!(parsed.is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_pod_bound_flags_default_to_the_rules_defaults_and_widen_them() {
+        assert_eq!(run(&[]).containment.containment(), Containment::default());
+        let rules = run(&[
+            "--allowed-priority-classes=sandbox-low",
+            "--allowed-schedulers=default-scheduler,kata-scheduler",
+            "--allow-node-key=node-role.kubernetes.io/control-plane",
+            "--max-termination-grace-period=2m",
+            "--max-active-deadline=1h",
+            "--max-sandbox-cpu=1500m",
+            "--max-sandbox-memory=8Gi",
+            "--max-sandbox-ephemeral-storage=1Ti",
+        ])
+        .containment
+        .containment();
+        assert!(rules.priority_classes.contains("sandbox-low"));
+        assert!(rules.schedulers.contains("kata-scheduler"));
+        assert!(
+            rules
+                .node_keys
+                .contains("node-role.kubernetes.io/control-plane")
+        );
+        assert_eq!(
+            rules.pod_bounds,
+            PodBounds {
+                termination_grace_seconds: 120,
+                active_deadline_seconds: 3600,
+                cpu_milli: 1500,
+                memory_bytes: 8 << 30,
+                ephemeral_storage_bytes: 1 << 40,
+            }
+        );
+        for bad in [
+            "--allow-node-key=example.com/dedicated",
+            "--max-sandbox-cpu=lots",
+            "--max-sandbox-memory=-1Gi",
         ] {
             let parsed = Cli::try_parse_from(["cubepod-controller", "run", bad]);
             assert!(parsed.is_err(), "{bad}");

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cubepod_host::controller::cache::Cache;
-use cubepod_host::kube::boundary::{Boundary, Containment, KEPT_PREFIX, Rule};
+use cubepod_host::kube::boundary::{
+    Boundary, Containment, KEPT_PREFIX, Rule, WIDENABLE_POD_FIELDS,
+};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::kube::{Cluster, Resource};
 use cubepod_host::runtime::bindings::{
@@ -67,18 +69,32 @@ fn hostile_wasm() -> &'static Path {
 /// The hostile policy on an engine with the default rules and bounds.
 fn hostile() -> &'static PolicyModule {
     static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| hostile_with(Containment::default()))
+}
+
+/// The hostile policy where the operator allowed every widenable Pod field
+/// (`--allow-pod-field`): what those fields may hold is bounded all the same.
+fn hostile_widened() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
     MODULE.get_or_init(|| {
-        let wasm = hostile_wasm();
-        let engine = PolicyEngine::new(RuntimeConfig {
-            containment: Arc::new(Containment::default()),
-            max_concurrent_calls: 4,
-            ..RuntimeConfig::default()
+        hostile_with(Containment {
+            extra_pod_fields: WIDENABLE_POD_FIELDS.iter().map(|f| f.to_string()).collect(),
+            ..Containment::default()
         })
-        .expect("an engine");
-        engine
-            .load(&std::fs::read(wasm).expect("the component"))
-            .expect("the hostile policy loads")
     })
+}
+
+fn hostile_with(containment: Containment) -> PolicyModule {
+    let wasm = hostile_wasm();
+    let engine = PolicyEngine::new(RuntimeConfig {
+        containment: Arc::new(containment),
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    })
+    .expect("an engine");
+    engine
+        .load(&std::fs::read(wasm).expect("the component"))
+        .expect("the hostile policy loads")
 }
 
 fn managed(resource: Resource, name: &str, sandbox: &str) -> Value {
@@ -235,8 +251,16 @@ impl Harness {
 
 /// `reconcile-sandbox` of a new sandbox named after the case.
 fn reconcile(harness: &Harness, case: &str) -> GuestCall<Result<(), KubeError>> {
+    reconcile_by(hostile(), harness, case)
+}
+
+fn reconcile_by(
+    module: &PolicyModule,
+    harness: &Harness,
+    case: &str,
+) -> GuestCall<Result<(), KubeError>> {
     let input = twin::reconcile_input(&fixtures::sandbox(case).input());
-    hostile()
+    module
         .reconcile_sandbox(&harness.context, input)
         .expect("no trap")
         .map(|value| value.map(drop))
@@ -244,8 +268,13 @@ fn reconcile(harness: &Harness, case: &str) -> GuestCall<Result<(), KubeError>> 
 
 #[track_caller]
 fn refused(case: &str, rule: Rule, field: &str) {
+    refused_by(hostile(), case, rule, field);
+}
+
+#[track_caller]
+fn refused_by(module: &PolicyModule, case: &str, rule: Rule, field: &str) {
     let harness = Harness::new();
-    let call = reconcile(&harness, case);
+    let call = reconcile_by(module, &harness, case);
     assert!(
         matches!(call.value, Err(KubeError::Refused(_))),
         "{case}: {:?}",
@@ -347,6 +376,75 @@ fn a_node_name_is_refused() {
 #[test]
 fn an_unknown_field_is_refused() {
     refused("unknown-field", Rule::Pod, "spec.containers[0].hostDevices");
+}
+
+#[test]
+fn a_preempting_priority_class_is_refused_even_where_the_field_is_allowed() {
+    refused_by(
+        hostile_widened(),
+        "priority-critical",
+        Rule::Pod,
+        "spec.priorityClassName",
+    );
+}
+
+#[test]
+fn a_scheduler_of_the_policys_choosing_is_refused() {
+    refused_by(
+        hostile_widened(),
+        "foreign-scheduler",
+        Rule::Pod,
+        "spec.schedulerName",
+    );
+}
+
+#[test]
+fn a_toleration_of_every_taint_is_refused() {
+    refused_by(
+        hostile_widened(),
+        "tolerate-all",
+        Rule::Pod,
+        "spec.tolerations[0].key",
+    );
+}
+
+#[test]
+fn selecting_control_plane_nodes_is_refused() {
+    refused_by(
+        hostile_widened(),
+        "control-plane",
+        Rule::Pod,
+        "spec.nodeSelector.node-role.kubernetes.io/control-plane",
+    );
+}
+
+#[test]
+fn an_affinity_to_another_sandboxs_pod_is_refused() {
+    refused_by(
+        hostile_widened(),
+        "co-reside",
+        Rule::Pod,
+        "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]\
+         .labelSelector",
+    );
+}
+
+#[test]
+fn a_century_of_grace_is_refused() {
+    refused(
+        "century-grace",
+        Rule::Pod,
+        "spec.terminationGracePeriodSeconds",
+    );
+}
+
+#[test]
+fn resources_past_the_sandbox_bounds_are_refused() {
+    refused(
+        "huge-resources",
+        Rule::Pod,
+        "spec.containers[0].resources.requests.cpu",
+    );
 }
 
 #[test]
@@ -558,11 +656,16 @@ fn a_delete_of_what_the_cache_does_not_hold_sends_nothing() {
 }
 
 /// `policy test` runs the same import: the scenarios of the hostile policy expect each
-/// refusal, with its rule and field, as the controller makes it.
+/// refusal, with its rule and field, as the controller makes it (with every widenable Pod
+/// field allowed, whose values are bounded all the same).
 #[test]
 fn policy_test_shows_the_same_refusals() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_cubepod-controller"))
         .args(["policy", "test"])
+        .arg(format!(
+            "--allow-pod-field={}",
+            WIDENABLE_POD_FIELDS.join(",")
+        ))
         .arg(hostile_wasm())
         .arg("tests/policies/hostile/scenarios")
         .current_dir(workspace())
@@ -578,7 +681,7 @@ fn policy_test_shows_the_same_refusals() {
         String::from_utf8_lossy(&output.stderr)
     );
     // Its scenarios, after the conformance cases the controller admits it by.
-    let passed = 27 + cubepod_host::scenario::conformance::cases().len();
+    let passed = 33 + cubepod_host::scenario::conformance::cases().len();
     assert!(
         stdout.ends_with(&format!("{passed} passed, 0 failed\n")),
         "{stdout}"

@@ -29,7 +29,7 @@ use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use crate::runtime::bindings::{
     ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ReapAction,
-    ReapCandidate, ReapDecision,
+    ReapCandidate, ReapDecision, SandboxSpec,
 };
 use crate::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
@@ -389,7 +389,7 @@ impl Reconciler {
             }
             return Ok(());
         }
-        if let Some(bad) = self.disallowed_runtime_class(&object) {
+        if let Some(bad) = self.refused_sandbox(&object) {
             // A spec the operator does not allow: said in the status, and no Pod is made.
             return self
                 .report_unreadable(Resource::Sandbox, target, &bad, report)
@@ -739,27 +739,69 @@ impl Reconciler {
         self.policy.current().engine().config().containment.clone()
     }
 
-    /// A Sandbox asking for a runtime class the operator does not allow
-    /// (`--allowed-runtime-classes`), as a spec the controller cannot act on.
-    fn disallowed_runtime_class(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
-        let class = object.sandbox.spec.runtime_class.as_deref()?;
+    /// A Sandbox spec (`prefix` `spec`) or a pool's template (`spec.template`) past the
+    /// operator's bounds, as a spec the controller cannot act on: a runtime class outside
+    /// `--allowed-runtime-classes`, or `resources` past `--max-sandbox-cpu` and
+    /// `--max-sandbox-memory`. The field at fault and why.
+    fn refused_spec(&self, spec: &SandboxSpec, prefix: &str) -> Option<(String, String)> {
         let containment = self.containment();
         let allowed = &containment.runtime_classes;
-        if allowed.contains(class) {
-            return None;
+        if let Some(class) = spec.runtime_class.as_deref()
+            && !allowed.contains(class)
+        {
+            return Some((
+                format!("{prefix}.runtimeClassName"),
+                format!(
+                    "{:?} is not an allowed runtime class (allowed: {})",
+                    output_rules::shown(class),
+                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
         }
+        containment
+            .pod_bounds
+            .check_spec(prefix, spec.cpu.as_deref(), spec.memory.as_deref())
+            .err()
+    }
+
+    /// [`Self::refused_spec`] of a Sandbox, as its status and Events say it.
+    fn refused_sandbox(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
+        let s = &object.sandbox;
+        let (field, problem) = self.refused_spec(&s.spec, "spec")?;
         let error = crate::model::ModelError {
             kind: "Sandbox",
-            namespace: object.sandbox.namespace.clone(),
-            name: object.sandbox.name.clone(),
-            field: "spec.runtimeClassName".to_string(),
-            problem: format!(
-                "{:?} is not an allowed runtime class (allowed: {})",
-                output_rules::shown(class),
-                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            field,
+            problem,
         };
-        Some(Unreadable::of_sandbox(error, object))
+        Some(Unreadable::of_record(
+            error,
+            &s.uid,
+            &object.resource_version,
+            s.generation,
+            &s.status.conditions,
+        ))
+    }
+
+    /// [`Self::refused_spec`] of a pool's template: no member is made from it.
+    fn refused_pool(&self, object: &crate::controller::cache::PoolObject) -> Option<Unreadable> {
+        let p = &object.pool;
+        let (field, problem) = self.refused_spec(&p.spec.template, "spec.template")?;
+        let error = crate::model::ModelError {
+            kind: "PodWarmPool",
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            field,
+            problem,
+        };
+        Some(Unreadable::of_record(
+            error,
+            &p.uid,
+            &object.resource_version,
+            p.generation,
+            &p.status.conditions,
+        ))
     }
 
     /// A Sandbox's status, over the version it was computed from: a concurrent write (the
@@ -808,6 +850,13 @@ impl Reconciler {
                 )
                 .await;
         };
+        if let Some(bad) = self.refused_pool(&object) {
+            // A template the operator does not allow: said in the status, and no member is
+            // made from it.
+            return self
+                .report_unreadable(Resource::PodWarmPool, target, &bad, report)
+                .await;
+        }
         if let Some(wait) = self.claims.refill_waits(&self.cache, target) {
             // Claims of this pool are being served from its ready members: its refill starts
             // Pods, which would slow them; it runs once they are served.

@@ -59,20 +59,27 @@ impl Unreadable {
         }
     }
 
-    /// As [`Self::new`], from the cache's record of a Sandbox the controller can read but will
-    /// not act on (a runtime class the operator does not allow).
-    pub fn of_sandbox(error: ModelError, object: &sandbox::SandboxObject) -> Self {
+    /// As [`Self::new`], from the cache's record of an object the controller can read but
+    /// will not act on (a spec past the operator's bounds): its uid, version, generation and
+    /// the conditions of its status.
+    pub fn of_record(
+        error: ModelError,
+        uid: &str,
+        resource_version: &str,
+        generation: i64,
+        conditions: &[crate::runtime::bindings::Condition],
+    ) -> Self {
         let message = error.to_string();
-        let reported = object.sandbox.status.conditions.iter().any(|c| {
+        let reported = conditions.iter().any(|c| {
             c.kind == SPEC_VALID
                 && c.status == crate::runtime::bindings::ConditionStatus::False
                 && c.message == message
         });
         Self {
             error,
-            uid: object.sandbox.uid.clone(),
-            resource_version: object.resource_version.clone(),
-            generation: object.sandbox.generation,
+            uid: uid.to_string(),
+            resource_version: resource_version.to_string(),
+            generation,
             reported,
         }
     }

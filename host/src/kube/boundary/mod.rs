@@ -31,7 +31,9 @@ use std::fmt;
 
 pub use keys::{KeyAllowlist, KeyKind};
 pub use network::SandboxNetwork;
-pub use quantity::{QuantityError, format_bytes, parse_ceil as quantity_value};
+pub use quantity::{
+    QuantityError, format_bytes, parse_ceil as quantity_value, parse_ceil_milli as quantity_milli,
+};
 
 use self::json::{Json, Object};
 use super::Resource;
@@ -215,6 +217,122 @@ pub const WIDENABLE_POD_FIELDS: [&str; 8] = [
     "hostAliases",
 ];
 
+/// Node keys (taint keys and label keys alike) a Pod may neither tolerate nor select its node
+/// by unless the operator lists them (`--allow-node-key`): the control plane's (its taints
+/// keep workloads off it, its labels pick it), a cordoned node's taint, and a node's own name
+/// (choosing the node of another workload). Avoiding them (`NotIn`, `DoesNotExist`) is free.
+pub const RESERVED_NODE_KEYS: [&str; 4] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+    "node.kubernetes.io/unschedulable",
+    "kubernetes.io/hostname",
+];
+
+/// The scheduler a Pod gets when it names none.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// How much a sandbox's Pod may ask of a node and how long it may take to stop: per container
+/// and for the Pod as a whole, and the same for the Sandbox's own `spec.resources`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodBounds {
+    /// The most `terminationGracePeriodSeconds` (the Pod's and a probe's) may be: pause,
+    /// reset, reap and delete wait this long on a VM that ignores SIGTERM.
+    pub termination_grace_seconds: u64,
+    /// The most `activeDeadlineSeconds` may be (absent is no deadline, as Kubernetes has it).
+    pub active_deadline_seconds: u64,
+    /// CPU, in millicores.
+    pub cpu_milli: u128,
+    /// Memory, in bytes.
+    pub memory_bytes: u128,
+    /// Ephemeral storage, in bytes.
+    pub ephemeral_storage_bytes: u128,
+}
+
+impl Default for PodBounds {
+    fn default() -> Self {
+        Self {
+            termination_grace_seconds: 30,
+            active_deadline_seconds: 30 * 24 * 3600,
+            cpu_milli: 16_000,
+            memory_bytes: 64 << 30,
+            ephemeral_storage_bytes: 100 << 30,
+        }
+    }
+}
+
+impl PodBounds {
+    /// The amount `text` of `resource` (`cpu`, `memory`, `ephemeral-storage`), in the unit its
+    /// bound is kept in, if it is a quantity within that bound; else why not.
+    pub fn amount(&self, resource: &str, text: &str) -> Result<u128, String> {
+        let (value, max, flag) = match resource {
+            "cpu" => (
+                quantity::parse_ceil_milli(text),
+                self.cpu_milli,
+                "--max-sandbox-cpu",
+            ),
+            "memory" => (
+                quantity::parse_ceil(text),
+                self.memory_bytes,
+                "--max-sandbox-memory",
+            ),
+            "ephemeral-storage" => (
+                quantity::parse_ceil(text),
+                self.ephemeral_storage_bytes,
+                "--max-sandbox-ephemeral-storage",
+            ),
+            _ => {
+                return Err(format!(
+                    "{resource:?} is not a resource a sandbox may ask for"
+                ));
+            }
+        };
+        let value = value.map_err(|e| format!("{:?} {e}", clip(text, 64)))?;
+        if value > max {
+            return Err(format!(
+                "{:?} is more {resource} than a sandbox may have, {} ({flag})",
+                clip(text, 64),
+                self.show(resource, max)
+            ));
+        }
+        Ok(value)
+    }
+
+    /// `amount` of `resource` as a user writes it.
+    pub fn show(&self, resource: &str, amount: u128) -> String {
+        if resource == "cpu" {
+            quantity::format_milli(amount)
+        } else {
+            format_bytes(amount)
+        }
+    }
+
+    /// The bound of `resource`, in its unit.
+    pub fn max(&self, resource: &str) -> u128 {
+        match resource {
+            "cpu" => self.cpu_milli,
+            "memory" => self.memory_bytes,
+            _ => self.ephemeral_storage_bytes,
+        }
+    }
+
+    /// A Sandbox's (or a pool template's) own `resources`: the field at fault and why, if
+    /// either is past its bound. `prefix` is where the spec sits (`spec`, `spec.template`).
+    pub fn check_spec(
+        &self,
+        prefix: &str,
+        cpu: Option<&str>,
+        memory: Option<&str>,
+    ) -> Result<(), (String, String)> {
+        for (resource, text) in [("cpu", cpu), ("memory", memory)] {
+            if let Some(text) = text {
+                self.amount(resource, text)
+                    .map_err(|why| (format!("{prefix}.resources.{resource}"), why))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The rules of containment and the per-call budgets (one set for `run`, `policy test` and
 /// the hot-swap self-test: `config::ContainmentArgs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,6 +352,14 @@ pub struct Containment {
     pub secret_refs: BTreeSet<String>,
     /// ConfigMaps a Pod may reference.
     pub config_map_refs: BTreeSet<String>,
+    /// PriorityClasses a Pod may name (where `priorityClassName` is allowed).
+    pub priority_classes: BTreeSet<String>,
+    /// Schedulers a Pod may name (where `schedulerName` is allowed).
+    pub schedulers: BTreeSet<String>,
+    /// Keys of [`RESERVED_NODE_KEYS`] a Pod may tolerate and select nodes by.
+    pub node_keys: BTreeSet<String>,
+    /// Grace periods, deadline and resources.
+    pub pod_bounds: PodBounds,
     /// The largest storage request of a PVC, in bytes.
     pub max_volume_bytes: u128,
     /// `kube-client` calls one policy call may make; past it the call traps.
@@ -280,6 +406,10 @@ impl Default for Containment {
             pod_annotations: KeyAllowlist::none(KeyKind::Annotation),
             secret_refs: BTreeSet::new(),
             config_map_refs: BTreeSet::new(),
+            priority_classes: BTreeSet::new(),
+            schedulers: BTreeSet::from([DEFAULT_SCHEDULER.to_string()]),
+            node_keys: BTreeSet::new(),
+            pod_bounds: PodBounds::default(),
             max_volume_bytes: 1 << 40,
             max_kube_calls: 16,
             max_manifest_bytes: 512 << 10,

@@ -11,6 +11,9 @@ use super::{
 };
 use crate::model::names;
 
+#[path = "pod_placement.rs"]
+mod placement;
+
 /// Pod spec fields a sandbox's Pod may set; `WIDENABLE_POD_FIELDS` by flag.
 const SPEC_FIELDS: [&str; 22] = [
     "runtimeClassName",
@@ -193,6 +196,20 @@ impl PodCheck<'_> {
         for key in ["hostNetwork", "hostPID", "hostIPC"] {
             self.must_be_false(spec, key, &sub(&"spec", key))?;
         }
+        self.grace(spec.get("terminationGracePeriodSeconds"), &"spec")?;
+        if let Some(deadline) = spec.get("activeDeadlineSeconds") {
+            let max = self.rules.pod_bounds.active_deadline_seconds;
+            if !deadline.as_u64().is_some_and(|d| (1..=max).contains(&d)) {
+                return Err(self.refuse(
+                    "spec.activeDeadlineSeconds",
+                    format!(
+                        "{} is not a whole number of seconds from 1 to {max}                          (--max-active-deadline)",
+                        short(deadline)
+                    ),
+                ));
+            }
+        }
+        self.placement(spec)?;
         if let Some(pull) = spec.get("imagePullSecrets") {
             for (i, secret) in self
                 .f
@@ -221,6 +238,7 @@ impl PodCheck<'_> {
         if containers.is_empty() {
             return Err(self.refuse("spec.containers", "no container"));
         }
+        let mut total = PodTotal::default();
         for (list, values) in [
             ("containers", Some(containers)),
             (
@@ -231,7 +249,91 @@ impl PodCheck<'_> {
             ),
         ] {
             for (i, container) in values.into_iter().flatten().enumerate() {
-                self.container(container, list, &nth(&sub(&"spec", list), i), pod_context)?;
+                let amounts =
+                    self.container(container, list, &nth(&sub(&"spec", list), i), pod_context)?;
+                total.add(list, container, &amounts);
+            }
+        }
+        self.pod_total(&total)
+    }
+
+    /// A grace period (the Pod's, or a probe's) at `field`: at most the operator's bound.
+    fn grace(&self, value: Option<&Json<'_>>, field: &dyn fmt::Display) -> Result<(), Refusal> {
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            return Ok(());
+        };
+        let max = self.rules.pod_bounds.termination_grace_seconds;
+        if value.as_u64().is_some_and(|g| g <= max) {
+            return Ok(());
+        }
+        Err(self.refuse(
+            sub(&field, "terminationGracePeriodSeconds"),
+            format!(
+                "{} is not a whole number of seconds up to {max} \
+                 (--max-termination-grace-period): stopping, pausing or resetting the sandbox \
+                 waits this long on a VM that ignores SIGTERM",
+                short(value)
+            ),
+        ))
+    }
+
+    /// A container's resources: each amount at most the sandbox's bound; returns them.
+    fn resources(
+        &self,
+        resources: &Json<'_>,
+        field: &dyn fmt::Display,
+    ) -> Result<Amounts, Refusal> {
+        let resources = self.f.object(resources, field, &["requests", "limits"])?;
+        let mut amounts = Amounts::default();
+        for (part, values) in resources {
+            let f = sub(&field, part);
+            let values = self.f.object(values, f, &RESOURCE_NAMES)?;
+            for (resource, value) in values {
+                let text = match value {
+                    Json::String(s) => s.to_string(),
+                    // Kubernetes reads a quantity from a JSON number as from its text.
+                    Json::Number(n) => n.to_string(),
+                    other => {
+                        return Err(self.refuse(
+                            sub(&f, resource),
+                            format!("{} is not a quantity", short(other)),
+                        ));
+                    }
+                };
+                let amount = self
+                    .rules
+                    .pod_bounds
+                    .amount(resource, &text)
+                    .map_err(|why| self.refuse(sub(&f, resource), why))?;
+                let slot = Amounts::index(resource);
+                if part == "requests" {
+                    amounts.requests[slot] = Some(amount);
+                } else {
+                    amounts.limits[slot] = Some(amount);
+                }
+            }
+        }
+        Ok(amounts)
+    }
+
+    /// The Pod's requests and limits as the scheduler counts them: at most the sandbox's bound.
+    fn pod_total(&self, total: &PodTotal) -> Result<(), Refusal> {
+        let bounds = &self.rules.pod_bounds;
+        for (part, sums) in [("requests", total.requests()), ("limits", total.limits())] {
+            for (slot, resource) in RESOURCE_NAMES.iter().enumerate() {
+                let max = bounds.max(resource);
+                if sums[slot] > max {
+                    return Err(self.refuse(
+                        format!("spec.containers[*].resources.{part}.{resource}"),
+                        format!(
+                            "the Pod's {part} come to {} of {resource} (its containers and \
+                             sidecars, or its largest init container, as the scheduler counts \
+                             them), more than a sandbox may have, {} (--max-sandbox-{resource})",
+                            bounds.show(resource, sums[slot]),
+                            bounds.show(resource, max)
+                        ),
+                    ));
+                }
             }
         }
         Ok(())
@@ -564,7 +666,7 @@ impl PodCheck<'_> {
         list: &str,
         field: &dyn fmt::Display,
         pod: Option<Inherited>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Amounts, Refusal> {
         // `restartPolicy` on a container: only init containers have it (native sidecars).
         let init = matches!(list, "initContainers");
         let map = self.f.object_with(container, field, |key| {
@@ -596,13 +698,10 @@ impl PodCheck<'_> {
                 }
             }
         }
-        if let Some(resources) = map.get("resources") {
-            let f = sub(&field, "resources");
-            let resources = self.f.object(resources, f, &["requests", "limits"])?;
-            for (part, amounts) in resources {
-                self.f.object(amounts, sub(&f, part), &RESOURCE_NAMES)?;
-            }
-        }
+        let amounts = match map.get("resources") {
+            Some(resources) => self.resources(resources, &sub(&field, "resources"))?,
+            None => Amounts::default(),
+        };
         if let Some(ports) = map.get("ports") {
             let f = sub(&field, "ports");
             for (i, port) in self.f.array(ports, f)?.iter().enumerate() {
@@ -672,7 +771,8 @@ impl PodCheck<'_> {
                 }
             }
         }
-        self.container_security(map.get("securityContext"), field, pod)
+        self.container_security(map.get("securityContext"), field, pod)?;
+        Ok(amounts)
     }
 
     fn env_var(&self, var: &Json<'_>, field: &dyn fmt::Display) -> Result<(), Refusal> {
@@ -723,6 +823,7 @@ impl PodCheck<'_> {
                 "terminationGracePeriodSeconds",
             ],
         )?;
+        self.grace(map.get("terminationGracePeriodSeconds"), field)?;
         if let Some(grpc) = map.get("grpc") {
             self.f
                 .object(grpc, sub(&field, "grpc"), &["port", "service"])?;
@@ -865,6 +966,86 @@ impl PodCheck<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+/// One container's requests and limits, by [`RESOURCE_NAMES`] slot, in the bounds' units.
+#[derive(Clone, Copy, Debug, Default)]
+struct Amounts {
+    requests: [Option<u128>; 3],
+    limits: [Option<u128>; 3],
+}
+
+impl Amounts {
+    fn index(resource: &str) -> usize {
+        RESOURCE_NAMES
+            .iter()
+            .position(|r| *r == resource)
+            .unwrap_or_default()
+    }
+
+    /// Requests, a missing one taken from the limit (as Kubernetes defaults it).
+    fn requests(&self) -> [u128; 3] {
+        std::array::from_fn(|i| self.requests[i].or(self.limits[i]).unwrap_or_default())
+    }
+
+    fn limits(&self) -> [u128; 3] {
+        std::array::from_fn(|i| self.limits[i].unwrap_or_default())
+    }
+}
+
+/// A Pod's amounts as the scheduler sums them: its containers and sidecars (init containers
+/// with `restartPolicy: Always`) run together; each other init container runs alone, beside
+/// the sidecars started before it.
+#[derive(Clone, Copy, Debug, Default)]
+struct PodTotal {
+    /// Per part (requests, limits): containers, sidecars so far, the peak of init.
+    parts: [Sums; 2],
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Sums {
+    containers: [u128; 3],
+    sidecars: [u128; 3],
+    init_peak: [u128; 3],
+}
+
+impl PodTotal {
+    fn add(&mut self, list: &str, container: &Json<'_>, amounts: &Amounts) {
+        let sidecar = container.get("restartPolicy").and_then(Json::as_str) == Some("Always");
+        for (sums, values) in self
+            .parts
+            .iter_mut()
+            .zip([amounts.requests(), amounts.limits()])
+        {
+            for (i, value) in values.into_iter().enumerate() {
+                if list == "containers" {
+                    sums.containers[i] = sums.containers[i].saturating_add(value);
+                } else if sidecar {
+                    sums.sidecars[i] = sums.sidecars[i].saturating_add(value);
+                    sums.init_peak[i] = sums.init_peak[i].max(sums.sidecars[i]);
+                } else {
+                    let running = sums.sidecars[i].saturating_add(value);
+                    sums.init_peak[i] = sums.init_peak[i].max(running);
+                }
+            }
+        }
+    }
+
+    fn total(sums: &Sums) -> [u128; 3] {
+        std::array::from_fn(|i| {
+            sums.containers[i]
+                .saturating_add(sums.sidecars[i])
+                .max(sums.init_peak[i])
+        })
+    }
+
+    fn requests(&self) -> [u128; 3] {
+        Self::total(&self.parts[0])
+    }
+
+    fn limits(&self) -> [u128; 3] {
+        Self::total(&self.parts[1])
     }
 }
 

@@ -28,6 +28,26 @@ pub fn format_bytes(bytes: u128) -> String {
 /// The quantity in whole units, rounded up ("1.5" is 2, "1m" is 1): a storage request is
 /// compared in bytes, and rounding up never lets a request slip under a bound.
 pub fn parse_ceil(text: &str) -> Result<u128, QuantityError> {
+    parse_scaled(text, 0)
+}
+
+/// The quantity in thousandths, rounded up ("1.5" is 1500, "1m" is 1, "1u" is 1): CPU is
+/// compared in millicores, the finest unit Kubernetes keeps.
+pub fn parse_ceil_milli(text: &str) -> Result<u128, QuantityError> {
+    parse_scaled(text, 3)
+}
+
+/// Millicores as a user writes CPU: whole cores where they are (`16`), else `1500m`.
+pub fn format_milli(milli: u128) -> String {
+    if milli.is_multiple_of(1000) {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
+}
+
+/// The quantity times 10^`shift`, rounded up.
+fn parse_scaled(text: &str, shift: i32) -> Result<u128, QuantityError> {
     let (negative, unsigned) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
@@ -64,10 +84,11 @@ pub fn parse_ceil(text: &str) -> Result<u128, QuantityError> {
         2 => {
             numerator = numerator
                 .checked_mul(power(2, exponent)?)
+                .and_then(|n| n.checked_mul(10u128.checked_pow(shift.unsigned_abs())?))
                 .ok_or(QuantityError::TooLarge)?
         }
         _ => {
-            let exponent = exponent - fraction_digits;
+            let exponent = exponent - fraction_digits + shift;
             if exponent >= 0 {
                 numerator = numerator
                     .checked_mul(power(10, exponent)?)
@@ -169,5 +190,25 @@ mod tests {
             parse_ceil("1000000000000000000000Ei"),
             Err(QuantityError::TooLarge)
         );
+    }
+
+    #[test]
+    fn cpu_in_millicores() {
+        for (text, milli) in [
+            ("1", 1000),
+            ("500m", 500),
+            ("1.5", 1500),
+            ("0.0001", 1),
+            ("1u", 1),
+            ("16", 16_000),
+            ("4096", 4_096_000),
+            ("1k", 1_000_000),
+            ("1Ki", 1_024_000),
+            ("2e3", 2_000_000),
+        ] {
+            assert_eq!(parse_ceil_milli(text), Ok(milli), "{text}");
+        }
+        assert_eq!(format_milli(16_000), "16");
+        assert_eq!(format_milli(1500), "1500m");
     }
 }

@@ -34,6 +34,16 @@
 //! - `foreign-service`: its Service selecting the victim's Pod (`service`; give the sandbox a
 //!   `spec.service`);
 //! - `pod-before-policy`: the default Pod with no NetworkPolicy applied before it (`network`);
+//! - `priority-critical`: the default Pod with `priorityClassName: system-node-critical`, which
+//!   preempts other tenants (`pod`, even where the field is allowed);
+//! - `foreign-scheduler`: the default Pod with a scheduler of its own choosing (`pod`);
+//! - `tolerate-all`: the default Pod tolerating every taint (a toleration without a key), with
+//!   a control-plane nodeSelector (`pod`);
+//! - `control-plane`: the default Pod selecting control-plane nodes (`pod`);
+//! - `co-reside`: the default Pod with a pod affinity to the victim's Pod, on its node (`pod`);
+//! - `century-grace`: the default Pod with a termination grace period of a century (`pod`);
+//! - `huge-resources`: the default Pod requesting 4096 CPUs, 64 Ti of memory and 1 Pi of
+//!   ephemeral storage (`pod`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
 //!   exports that get no cluster access (`scope`);
 //! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`);
@@ -87,6 +97,9 @@ pub const HUGE_MANIFEST_BYTES: usize = 4 << 20;
 /// Bytes of the `unbounded-manifest` case's Pod: more than a call's memory bound holds.
 pub const UNBOUNDED_MANIFEST_BYTES: usize = 64 << 20;
 
+/// The label and taint of control-plane nodes.
+pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+
 /// An unmanaged Secret the `delete-unmanaged` case deletes.
 pub const UNMANAGED_SECRET: &str = "registry-credentials";
 
@@ -124,6 +137,13 @@ pub enum Case {
     OpenEgress,
     ForeignService,
     PodBeforePolicy,
+    PriorityCritical,
+    ForeignScheduler,
+    TolerateAll,
+    ControlPlane,
+    CoReside,
+    CenturyGrace,
+    HugeResources,
     PoolWrites,
     ReapWrites,
     CleanupForeign,
@@ -166,6 +186,13 @@ impl Case {
         ("open-egress", Case::OpenEgress),
         ("foreign-service", Case::ForeignService),
         ("pod-before-policy", Case::PodBeforePolicy),
+        ("priority-critical", Case::PriorityCritical),
+        ("foreign-scheduler", Case::ForeignScheduler),
+        ("tolerate-all", Case::TolerateAll),
+        ("control-plane", Case::ControlPlane),
+        ("co-reside", Case::CoReside),
+        ("century-grace", Case::CenturyGrace),
+        ("huge-resources", Case::HugeResources),
         ("pool-writes", Case::PoolWrites),
         ("reap-writes", Case::ReapWrites),
         ("cleanup-foreign", Case::CleanupForeign),
@@ -432,6 +459,32 @@ fn pod_edit(case: Case) -> Option<fn(&mut Value)> {
         Case::NodeName => |p| p["spec"]["nodeName"] = json!("node-1"),
         Case::UnknownField => |p| {
             p["spec"]["containers"][0]["hostDevices"] = json!(["/dev/kvm"]);
+        },
+        Case::PriorityCritical => |p| {
+            p["spec"]["priorityClassName"] = json!("system-node-critical");
+        },
+        Case::ForeignScheduler => |p| p["spec"]["schedulerName"] = json!("hostile-scheduler"),
+        Case::TolerateAll => |p| {
+            p["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
+            p["spec"]["nodeSelector"] = json!({CONTROL_PLANE: ""});
+        },
+        Case::ControlPlane => |p| p["spec"]["nodeSelector"] = json!({CONTROL_PLANE: ""}),
+        Case::CoReside => |p| {
+            p["spec"]["affinity"] = json!({"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {names::SANDBOX_LABEL: VICTIM}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }],
+            }});
+        },
+        Case::CenturyGrace => |p| {
+            p["spec"]["terminationGracePeriodSeconds"] = json!(100u64 * 365 * 24 * 3600);
+        },
+        Case::HugeResources => |p| {
+            // Requests only: a map's keys go out sorted, and this names cpu first.
+            p["spec"]["containers"][0]["resources"] = json!({"requests": {
+                "cpu": "4096", "ephemeral-storage": "1Pi", "memory": "64Ti",
+            }});
         },
         _ => return None,
     };
