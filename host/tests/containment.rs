@@ -379,6 +379,135 @@ fn an_unknown_field_is_refused() {
 }
 
 #[test]
+fn a_rootfs_pvc_of_a_later_generation_than_the_spec_is_refused() {
+    refused("future-generation", Rule::Scope, "metadata.name");
+}
+
+/// A PVC of `sandbox`'s, as the controller writes it: managed, labelled, and with the
+/// controller reference to the Sandbox of `uid`.
+fn owned(name: &str, sandbox: &str, uid: &str) -> Value {
+    let mut object = managed(Resource::PersistentVolumeClaim, name, sandbox);
+    object["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "cubepod.io/v1alpha1",
+        "kind": "Sandbox",
+        "name": sandbox,
+        "uid": uid,
+        "controller": true,
+    }]);
+    object
+}
+
+#[test]
+fn a_fork_clones_what_its_source_owns_not_what_its_status_names() {
+    let source = fixtures::sandbox("src")
+        // As a lying policy would have written it: the victim's volumes.
+        .with_status(|s| {
+            s.rootfs_pvc = Some("victim-rootfs-g1".into());
+            s.workspace_pvc = Some("victim-workspace".into());
+        })
+        .build();
+    let pvc = Resource::PersistentVolumeClaim;
+    let harness = Harness::with(&[
+        (pvc, owned("src-rootfs-g1", "src", &source.uid)),
+        (pvc, owned("src-workspace", "src", &source.uid)),
+    ]);
+    let mut input = fixtures::sandbox("fork-status-lie")
+        .forked_from("src")
+        .input();
+    input.fork_source = Some(source);
+    let call = hostile()
+        .reconcile_sandbox(&harness.context, twin::reconcile_input(&input))
+        .expect("no trap");
+    assert!(
+        matches!(call.value, Err(KubeError::Refused(_))),
+        "{:?}",
+        call.value
+    );
+    // The clone of what the status names is refused; the clone of the source's own is not.
+    let [lie, truth] = call.calls.as_slice() else {
+        panic!("expected two calls: {:?}", call.calls);
+    };
+    assert_eq!(
+        (lie.op, lie.name.as_str()),
+        ("ensure-pvc", "fork-status-lie-workspace")
+    );
+    let Err(KubeError::Refused(message)) = &lie.result else {
+        panic!("not refused: {lie:?}");
+    };
+    assert!(
+        message.contains("refused by rule pvc at spec.dataSource.name:")
+            && message.contains("\"victim-workspace\""),
+        "{message}"
+    );
+    assert_eq!(truth.name, "fork-status-lie-rootfs-g1");
+    assert_eq!(truth.result, Ok(()));
+    let records = harness.records();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0].rule, Some(Rule::Pvc));
+    assert!(!records[1].refused, "{records:?}");
+    // The one write is the true clone; nothing of the victim's was cloned.
+    let writes = harness.cluster.writes();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(
+        (writes[0].verb, writes[0].name.as_str()),
+        (
+            cubepod_host::kube::memory::WriteVerb::Create,
+            "fork-status-lie-rootfs-g1"
+        )
+    );
+    let created = harness
+        .cluster
+        .objects(pvc)
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == "fork-status-lie-rootfs-g1")
+        .expect("the true clone");
+    assert_eq!(created["spec"]["dataSource"]["name"], "src-rootfs-g1");
+    assert!(
+        harness
+            .cluster
+            .objects(pvc)
+            .iter()
+            .all(|o| o["metadata"]["name"] != "fork-status-lie-workspace")
+    );
+}
+
+#[test]
+fn a_fork_source_owning_nothing_in_the_cache_gives_nothing_to_clone() {
+    // The source's PVCs carry its label but another Sandbox's controller reference: a
+    // relabelled volume is not the source's.
+    let source = fixtures::sandbox("src")
+        .with_status(|s| {
+            s.rootfs_pvc = Some("src-rootfs-g1".into());
+            s.workspace_pvc = Some("src-workspace".into());
+        })
+        .build();
+    let pvc = Resource::PersistentVolumeClaim;
+    let harness = Harness::with(&[
+        (pvc, owned("src-workspace", "src", "uid-victim")),
+        (pvc, owned("src-rootfs-g1", "src", "uid-victim")),
+    ]);
+    let mut input = fixtures::sandbox("fork-status-lie")
+        .forked_from("src")
+        .input();
+    input.fork_source = Some(source);
+    let call = hostile()
+        .reconcile_sandbox(&harness.context, twin::reconcile_input(&input))
+        .expect("no trap");
+    assert_eq!(call.calls.len(), 2, "{:?}", call.calls);
+    for made in &call.calls {
+        let Err(KubeError::Refused(message)) = &made.result else {
+            panic!("not refused: {made:?}");
+        };
+        assert!(
+            message.contains("refused by rule pvc at spec.dataSource.name:"),
+            "{message}"
+        );
+    }
+    assert!(harness.records().iter().all(|r| r.rule == Some(Rule::Pvc)));
+    harness.assert_untouched();
+}
+
+#[test]
 fn a_preempting_priority_class_is_refused_even_where_the_field_is_allowed() {
     refused_by(
         hostile_widened(),
@@ -681,7 +810,7 @@ fn policy_test_shows_the_same_refusals() {
         String::from_utf8_lossy(&output.stderr)
     );
     // Its scenarios, after the conformance cases the controller admits it by.
-    let passed = 33 + cubepod_host::scenario::conformance::cases().len();
+    let passed = 35 + cubepod_host::scenario::conformance::cases().len();
     assert!(
         stdout.ends_with(&format!("{passed} passed, 0 failed\n")),
         "{stdout}"

@@ -40,7 +40,7 @@ const REAP_WRITES_NS: &str = "cubepod-reap-writes";
 const REAP_STRANGERS_NS: &str = "cubepod-reap-strangers";
 
 /// The sandboxes whose reconcile (or cleanup) is a hostile case, in [`NS`].
-const SANDBOX_CASES: [&str; 27] = [
+const SANDBOX_CASES: [&str; 28] = [
     "privileged",
     "host-network",
     "no-runtime-class",
@@ -71,6 +71,7 @@ const SANDBOX_CASES: [&str; 27] = [
     "huge-status",
     "event-flood",
     "requeue-zero",
+    "future-generation",
 ];
 
 /// The pools whose reconcile is a hostile case, in [`NS`].
@@ -485,6 +486,11 @@ fn a_swap_to_the_hostile_module_creates_nothing_outside_the_rules_in_bounded_mem
         let key = key_of(&pvc);
         // No sandbox here forks, so none may clone.
         assert!(pvc["spec"]["dataSource"].is_null(), "{key} clones");
+        // Every sandbox here asks for generation 1: no rootfs PVC of a later one.
+        assert!(
+            !name_of(&pvc).contains("-rootfs-g") || name_of(&pvc).ends_with("-rootfs-g1"),
+            "{key}: a rootfs PVC of a generation the spec does not ask for"
+        );
         assert_ne!(
             pvc["spec"]["resources"]["requests"]["storage"], "1Pi",
             "{key} is over the size bound"

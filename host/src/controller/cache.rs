@@ -27,9 +27,18 @@ pub struct PoolObject {
     pub resource_version: String,
 }
 
+/// A PVC as the cache keeps it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct HeldPvc {
+    deleting: bool,
+    /// The uid of its Sandbox's controller reference, when it is managed and the reference
+    /// names the Sandbox of its label ([`children::controller_uid`]): what a fork may clone.
+    owner_uid: Option<Box<str>>,
+}
+
 #[derive(Debug, Default, Clone)]
 struct Children {
-    pvcs: SmallMap<bool>,
+    pvcs: SmallMap<HeldPvc>,
     pod: Option<ObservedPod>,
     secret: bool,
     network_policy: Option<ObservedObject>,
@@ -453,8 +462,11 @@ impl Inner {
                 entry.pvcs.remove(meta.name);
             }
             Resource::PersistentVolumeClaim => {
-                let pvc = children::pvc(object);
-                entry.pvcs.insert(pvc.name, pvc.deleting);
+                let held = HeldPvc {
+                    deleting: meta.deleting,
+                    owner_uid: children::controller_uid(object).map(Box::from),
+                };
+                entry.pvcs.insert(meta.name.to_string(), held);
             }
             Resource::NetworkPolicy | Resource::Service => {
                 if let Some(slot) = entry.object_slot(resource) {
@@ -788,9 +800,9 @@ impl Cache {
             pvcs: entry
                 .pvcs
                 .iter()
-                .map(|(name, deleting)| crate::runtime::bindings::ObservedPvc {
+                .map(|(name, held)| crate::runtime::bindings::ObservedPvc {
                     name: name.to_string(),
-                    deleting: *deleting,
+                    deleting: held.deleting,
                 })
                 .collect(),
             pod: entry.pod.clone(),
@@ -922,6 +934,27 @@ impl Cache {
             .children
             .get(&ObjectRef::new(namespace, sandbox))
             .is_some_and(|entry| entry.versions.get_joined(&child).is_some())
+    }
+
+    /// The PVCs held under `sandbox` that it owns by the controller's record (managed, with
+    /// the controller reference to `uid`) and that are not being deleted: what a fork of it
+    /// may clone. One lookup.
+    pub fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
+        if uid.is_empty() {
+            return Vec::new();
+        }
+        self.read()
+            .children
+            .get(&ObjectRef::new(namespace, sandbox))
+            .map(|entry| {
+                entry
+                    .pvcs
+                    .iter()
+                    .filter(|(_, held)| !held.deleting && held.owner_uid.as_deref() == Some(uid))
+                    .map(|(name, _)| name.to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
@@ -1136,6 +1169,68 @@ mod tests {
             .collect();
         assert_eq!(names, ["y", "z"]);
         assert_eq!(keys, [WorkKey::Sandbox(owner)]);
+    }
+
+    #[test]
+    fn a_sandbox_owns_the_pvcs_of_its_label_name_and_controller_reference() {
+        let cache = Cache::default();
+        let pvc = |name: &str, sandbox: &str, uid: &str, edit: &dyn Fn(&mut Value)| {
+            let mut object = json!({"metadata": {
+                "name": name, "namespace": "ns", "resourceVersion": "3",
+                "labels": {"app.kubernetes.io/managed-by": "cubepod-controller",
+                           "cubepod.io/sandbox": sandbox},
+                "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                                     "name": sandbox, "uid": uid, "controller": true}],
+            }});
+            edit(&mut object);
+            object
+        };
+        let objects = [
+            pvc("src-workspace", "src", "uid-src", &|_| {}),
+            pvc("src-rootfs-g1", "src", "uid-src", &|_| {}),
+            // Being deleted (a reset's old rootfs): not a source any more.
+            pvc("src-rootfs-g0", "src", "uid-src", &|o| {
+                o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+            }),
+            // Labelled as src's, but owned by the victim: a relabelled volume.
+            pvc("src-rootfs-g2", "src", "uid-victim", &|_| {}),
+            // Its controller reference names another Sandbox than its label.
+            pvc("src-rootfs-g3", "src", "uid-src", &|o| {
+                o["metadata"]["ownerReferences"][0]["name"] = json!("victim")
+            }),
+            // A reference that is not the controller's.
+            pvc("src-rootfs-g4", "src", "uid-src", &|o| {
+                o["metadata"]["ownerReferences"][0]["controller"] = json!(false)
+            }),
+            // Not managed.
+            pvc("src-rootfs-g5", "src", "uid-src", &|o| {
+                o["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("someone")
+            }),
+            pvc("victim-workspace", "victim", "uid-victim", &|_| {}),
+        ];
+        for object in &objects {
+            cache.apply(
+                Resource::PersistentVolumeClaim,
+                WatchEventType::Added,
+                object,
+            );
+        }
+        assert_eq!(
+            cache.owned_pvcs("ns", "src", "uid-src"),
+            ["src-rootfs-g1", "src-workspace"]
+        );
+        // Another Sandbox of the same name (another uid), or another namespace: nothing.
+        assert!(cache.owned_pvcs("ns", "src", "uid-other").is_empty());
+        assert!(cache.owned_pvcs("other", "src", "uid-src").is_empty());
+        assert!(cache.owned_pvcs("ns", "src", "").is_empty());
+        // The policy still observes every PVC labelled as the sandbox's.
+        assert_eq!(cache.observed(&ObjectRef::new("ns", "src")).pvcs.len(), 7);
+        cache.apply(
+            Resource::PersistentVolumeClaim,
+            WatchEventType::Deleted,
+            &objects[0],
+        );
+        assert_eq!(cache.owned_pvcs("ns", "src", "uid-src"), ["src-rootfs-g1"]);
     }
 
     #[test]

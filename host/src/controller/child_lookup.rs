@@ -26,6 +26,10 @@ impl ChildLookup for Cache {
         self.holds_child(resource, namespace, name, sandbox)
     }
 
+    fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
+        Cache::owned_pvcs(self, namespace, sandbox, uid)
+    }
+
     fn written(&self, resource: Resource, object: &serde_json::Value) {
         self.apply_own(resource, object);
     }

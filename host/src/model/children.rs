@@ -1,9 +1,10 @@
-//! What the cache keeps of a sandbox's children: just what the policy is handed.
+//! What the cache keeps of a sandbox's children: what the policy is handed, and of a PVC the
+//! Sandbox that owns it.
 
 use serde_json::Value;
 
 use super::meta::MetaView;
-use crate::runtime::bindings::{ObservedChildren, ObservedObject, ObservedPod, ObservedPvc};
+use crate::runtime::bindings::{ObservedChildren, ObservedObject, ObservedPod};
 
 pub use super::names::{
     GENERATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL, SPEC_HASH_ANNOTATION,
@@ -48,12 +49,32 @@ pub fn pod(object: &Value) -> ObservedPod {
     }
 }
 
-pub fn pvc(object: &Value) -> ObservedPvc {
+/// The uid of the Sandbox whose managed child `object` is: its labels say managed-by and
+/// which Sandbox, and its controller reference names that Sandbox. What a fork may clone is
+/// decided by it (a label alone anyone who can create a PVC may write; a uid only the API
+/// server hands out).
+pub fn controller_uid(object: &Value) -> Option<&str> {
     let meta = MetaView::of(object);
-    ObservedPvc {
-        name: meta.name.to_string(),
-        deleting: meta.deleting,
+    if meta.label(MANAGED_BY_LABEL) != Some(MANAGED_BY) {
+        return None;
     }
+    let sandbox = meta.label(SANDBOX_LABEL)?;
+    let owner = object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|owner| owner.get("controller").and_then(Value::as_bool) == Some(true))?;
+    let is = |key: &str, expected: &str| owner.get(key).and_then(Value::as_str) == Some(expected);
+    if !(is("apiVersion", super::names::API_VERSION)
+        && is("kind", "Sandbox")
+        && is("name", sandbox))
+    {
+        return None;
+    }
+    owner
+        .get("uid")
+        .and_then(Value::as_str)
+        .filter(|uid| !uid.is_empty())
 }
 
 /// A NetworkPolicy or Service: its name, and the spec digest its writer left on it.

@@ -59,6 +59,9 @@ pub trait ChildLookup: Send + Sync {
     fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
     /// Whether it is `sandbox`'s own child: one lookup.
     fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool;
+    /// The PVCs `sandbox` (of `uid`) owns: held under it, managed, with its controller
+    /// reference, and not being deleted. What a fork of it may clone.
+    fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String>;
     /// What the API answered to a write of the call (a create or a patch), or read back of an
     /// object a create found existing.
     fn written(&self, resource: Resource, object: &serde_json::Value);
@@ -195,7 +198,7 @@ impl PolicyModule {
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
         const EXPORT: &str = "reconcile-sandbox";
-        let scope = reconcile_scope(&input, &ctx.boundary);
+        let scope = reconcile_scope(&input, ctx);
         match self.pre() {
             ModulePre::V0_2(pre) => {
                 self.call(EXPORT, Some(ctx), Some(scope), async |store| {
@@ -236,7 +239,10 @@ impl PolicyModule {
         observed: ObservedChildren,
     ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
         const EXPORT: &str = "cleanup-sandbox";
-        let scope = sandbox_scope(&sandbox, &observed, None, &ctx.boundary);
+        let scope = SandboxScope {
+            cleanup: true,
+            ..sandbox_scope(&sandbox, &observed, None, &ctx.boundary)
+        };
         match self.pre() {
             ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
                 self.call(EXPORT, Some(ctx), Some(scope), async |store| {
@@ -433,18 +439,24 @@ pub(crate) fn describe(
 }
 
 /// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the
-/// input carries: what the call may write.
-fn reconcile_scope(input: &ReconcileInput, boundary: &Boundary) -> SandboxScope {
+/// input carries: what the call may write. The source's PVCs are those the cache holds as the
+/// source's (its uid is the API server's); without a cache, none (fail closed).
+fn reconcile_scope(input: &ReconcileInput, ctx: &CallContext) -> SandboxScope {
+    let sandbox = &input.sandbox;
     let fork = input
         .fork_source
         .as_ref()
-        .filter(|source| input.sandbox.spec.fork_from.as_deref() == Some(source.name.as_str()))
+        .filter(|source| {
+            sandbox.spec.fork_from.as_deref() == Some(source.name.as_str())
+                && source.namespace == sandbox.namespace
+        })
         .map(|source| ForkSource {
             name: source.name.clone(),
-            rootfs_pvc: source.status.rootfs_pvc.clone(),
-            workspace_pvc: source.status.workspace_pvc.clone(),
+            pvcs: ctx.children.as_ref().map_or_else(Vec::new, |cache| {
+                cache.owned_pvcs(&source.namespace, &source.name, &source.uid)
+            }),
         });
-    sandbox_scope(&input.sandbox, &input.observed, fork, boundary)
+    sandbox_scope(sandbox, &input.observed, fork, &ctx.boundary)
 }
 
 fn sandbox_scope(
@@ -489,6 +501,7 @@ fn sandbox_scope(
         rootfs_generation: sandbox.spec.rootfs_generation,
         storage_class: sandbox.spec.storage_class.clone(),
         fork,
+        cleanup: false,
         observed: children,
         network: Some(network),
     }

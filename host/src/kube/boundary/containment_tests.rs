@@ -56,11 +56,13 @@ pub(super) fn scope_of(input: &ReconcileInput) -> SandboxScope {
         uid: sandbox.uid.clone(),
         rootfs_generation: sandbox.spec.rootfs_generation,
         storage_class: sandbox.spec.storage_class.clone(),
+        // What the source owns is the cache's to say (`ChildLookup::owned_pvcs`); a test
+        // that forks sets it.
         fork: input.fork_source.as_ref().map(|f| ForkSource {
             name: f.name.clone(),
-            rootfs_pvc: f.status.rootfs_pvc.clone(),
-            workspace_pvc: f.status.workspace_pvc.clone(),
+            pvcs: Vec::new(),
         }),
+        cleanup: false,
         observed: Vec::new(),
         network: Some(network_of(input)),
     }
@@ -171,40 +173,175 @@ fn the_default_policy_complies_with_the_defaults() {
     }
 }
 
-#[test]
-fn a_fork_may_clone_only_its_sources_current_volumes() {
+/// The default policy's PVC writes for a fork of `src` whose status names `rootfs` and
+/// `workspace`, and the scope of the call, the source owning `owned`.
+fn fork_writes(
+    rootfs: &str,
+    workspace: &str,
+    owned: &[&str],
+) -> (SandboxScope, Vec<(Resource, String, Value)>) {
     let mut input = fixtures::sandbox("fork").forked_from("src").input();
     input.fork_source = Some(
         fixtures::sandbox("src")
             .with_status(|s| {
-                s.rootfs_pvc = Some("src-rootfs-g1".into());
-                s.workspace_pvc = Some("src-workspace".into());
+                s.rootfs_pvc = Some(rootfs.into());
+                s.workspace_pvc = Some(workspace.into());
             })
             .build(),
     );
-    let scope = scope_of(&input);
-    let rules = Containment::default();
-    let pvcs: Vec<_> = writes(&input)
+    let mut scope = scope_of(&input);
+    if let Some(fork) = &mut scope.fork {
+        fork.pvcs = owned.iter().map(|p| p.to_string()).collect();
+    }
+    let pvcs = writes(&input)
         .into_iter()
         .filter(|(r, _, _)| *r == Resource::PersistentVolumeClaim)
         .collect();
+    (scope, pvcs)
+}
+
+#[test]
+fn a_fork_may_clone_only_the_pvcs_its_source_owns() {
+    let rules = Containment::default();
+    let owned = ["src-rootfs-g1", "src-rootfs-g2", "src-workspace"];
+    let (scope, pvcs) = fork_writes("src-rootfs-g1", "src-workspace", &owned);
     assert_eq!(pvcs.len(), 2);
     for (resource, name, manifest) in &pvcs {
         assert_eq!(check_in(&rules, &scope, *resource, name, manifest), Ok(()));
-        // The other role's volume, or a stranger's, is not a source.
-        let mut swapped = manifest.clone();
-        swapped["spec"]["dataSource"]["name"] = json!(if name.ends_with("workspace") {
-            "src-rootfs-g1"
-        } else {
-            "src-workspace"
-        });
+        let with_source = |source: &str| {
+            let mut edited = manifest.clone();
+            edited["spec"]["dataSource"]["name"] = json!(source);
+            check_in(&rules, &scope, *resource, name, &edited)
+        };
+        let workspace = name.ends_with("workspace");
+        // Any generation of the source's rootfs it owns: a reset of it may be under way.
+        if !workspace {
+            assert_eq!(with_source("src-rootfs-g2"), Ok(()));
+        }
+        // The other role's volume, a generation it does not own, a second spelling of one
+        // it does, or a stranger's: not a source.
+        for source in [
+            if workspace {
+                "src-rootfs-g1"
+            } else {
+                "src-workspace"
+            },
+            "src-rootfs-g3",
+            "src-rootfs-g01",
+            "victim-workspace",
+        ] {
+            refused(with_source(source), Rule::Pvc, "spec.dataSource.name");
+        }
+    }
+}
+
+#[test]
+fn a_fork_source_status_naming_another_sandboxs_volumes_gives_no_clone_of_them() {
+    let rules = Containment::default();
+    // The source's status is the policy's to write: it names the victim's volumes, which the
+    // source does not own.
+    let owned = ["src-rootfs-g1", "src-workspace"];
+    let (scope, pvcs) = fork_writes("victim-rootfs-g1", "victim-workspace", &owned);
+    assert_eq!(pvcs.len(), 2);
+    for (resource, name, manifest) in &pvcs {
+        let reason = match check_in(&rules, &scope, *resource, name, manifest) {
+            Err(refusal) => refusal.to_string(),
+            Ok(()) => panic!("{name}: a clone of the victim's volume admitted"),
+        };
         refused(
-            check_in(&rules, &scope, *resource, name, &swapped),
+            check_in(&rules, &scope, *resource, name, manifest),
+            Rule::Pvc,
+            "spec.dataSource.name",
+        );
+        // The refusal names what the source does own.
+        let own = if name.ends_with("workspace") {
+            "\"src-workspace\""
+        } else {
+            "\"src-rootfs-g1\""
+        };
+        assert!(reason.contains(own), "{reason}");
+    }
+    // A source the cache holds nothing of (or no cache at all): nothing to clone.
+    let (scope, pvcs) = fork_writes("src-rootfs-g1", "src-workspace", &[]);
+    for (resource, name, manifest) in &pvcs {
+        refused(
+            check_in(&rules, &scope, *resource, name, manifest),
             Rule::Pvc,
             "spec.dataSource.name",
         );
     }
-    // Not a fork: no dataSource at all.
+}
+
+#[test]
+fn a_rootfs_pvc_only_of_the_current_generation_and_deletes_of_no_later_one() {
+    let rules = Containment::default();
+    let mut input = new_sandbox();
+    input.sandbox.spec.rootfs_generation = 3;
+    let scope = scope_of(&input);
+    let (_, _, current) = writes(&input)
+        .into_iter()
+        .find(|(_, name, _)| name == "dev-alice-rootfs-g3")
+        .expect("the default writes the current rootfs PVC");
+    let pvc = Resource::PersistentVolumeClaim;
+    assert_eq!(
+        check_in(&rules, &scope, pvc, "dev-alice-rootfs-g3", &current),
+        Ok(())
+    );
+    for generation in [1, 2, 4, 99] {
+        let name = format!("dev-alice-rootfs-g{generation}");
+        let mut other = current.clone();
+        other["metadata"]["name"] = json!(name);
+        other["metadata"]["labels"]["cubepod.io/rootfs-generation"] = json!(generation.to_string());
+        refused(
+            check_in(&rules, &scope, pvc, &name, &other),
+            Rule::Scope,
+            "metadata.name",
+        );
+    }
+    let reason = match check_in(&rules, &scope, pvc, "dev-alice-rootfs-g4", &{
+        let mut other = current.clone();
+        other["metadata"]["name"] = json!("dev-alice-rootfs-g4");
+        other
+    }) {
+        Err(refusal) => refusal.reason,
+        Ok(()) => panic!("admitted"),
+    };
+    assert!(
+        reason.contains("spec.rootfsGeneration: 3") && reason.contains("\"dev-alice-rootfs-g3\""),
+        "{reason}"
+    );
+    // Deletes: the older generations and the current one; a later one only in cleanup.
+    let delete = |scope: &SandboxScope, generation: u32| {
+        rules
+            .check_delete(
+                scope,
+                pvc,
+                fixtures::NAMESPACE,
+                &format!("dev-alice-rootfs-g{generation}"),
+            )
+            .map(drop)
+    };
+    for generation in [1, 2, 3] {
+        assert_eq!(delete(&scope, generation), Ok(()), "g{generation}");
+    }
+    refused(delete(&scope, 4), Rule::Scope, "name");
+    let cleanup = SandboxScope {
+        cleanup: true,
+        ..scope.clone()
+    };
+    assert_eq!(delete(&cleanup, 4), Ok(()));
+    // Cleanup writes no more than a reconcile does.
+    let mut later = current.clone();
+    later["metadata"]["name"] = json!("dev-alice-rootfs-g4");
+    refused(
+        check_in(&rules, &cleanup, pvc, "dev-alice-rootfs-g4", &later),
+        Rule::Scope,
+        "metadata.name",
+    );
+}
+
+#[test]
+fn a_sandbox_that_is_not_a_fork_clones_nothing() {
     let mut clone = manifest_of(Resource::PersistentVolumeClaim, "dev-alice-workspace");
     clone["spec"]["dataSource"] = json!({"kind": "PersistentVolumeClaim", "name": "bob-workspace"});
     refused(
@@ -251,7 +388,8 @@ fn scope_only_the_sandboxs_own_children() {
             "name",
         );
     }
-    let scope = scope_of(&new_sandbox());
+    let mut scope = scope_of(&new_sandbox());
+    scope.rootfs_generation = 7;
     assert_eq!(
         rules.check_delete(
             &scope,

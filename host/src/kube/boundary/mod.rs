@@ -4,11 +4,12 @@
 //! - [`Boundary::check`]: the configured namespaces only, Pods, PVCs and Secrets only, a valid
 //!   name, and a manifest that is the object the call names;
 //! - [`Containment`]: what one call for Sandbox S may write, as allowlists of what a sandbox
-//!   needs: only S's own children, with S's labels and controller reference, and on the Pod
-//!   the labels and annotations the operator allows ([`keys`]) (rule `scope`);
-//!   a Pod inside the Pod Security Standards level and the sandbox profile (rule `pod`); a
-//!   block PVC of bounded size that clones only S's fork source (rule `pvc`); an Opaque Secret
-//!   of bounded size (rule `secret`); and the per-call budgets (rule `budget`).
+//!   needs: only S's own children (a rootfs PVC only of S's current generation), with S's
+//!   labels and controller reference, and on the Pod the labels and annotations the operator
+//!   allows ([`keys`]) (rule `scope`); a Pod inside the Pod Security Standards level and the
+//!   sandbox profile (rule `pod`); a block PVC of bounded size that clones only a PVC S's fork
+//!   source owns (rule `pvc`); an Opaque Secret of bounded size (rule `secret`); and the
+//!   per-call budgets (rule `budget`).
 //!
 //! A field, kind or value not known to be safe is refused; an operator widens the lists by
 //! flag (`config::ContainmentArgs`). A refusal names its [`Rule`] and the field; it goes back
@@ -424,12 +425,16 @@ pub struct SandboxScope {
     pub namespace: String,
     pub name: String,
     pub uid: String,
-    /// `spec.rootfsGeneration`: the rootfs PVC a Pod may mount.
+    /// `spec.rootfsGeneration`: the one rootfs PVC a call may write and a Pod may mount;
+    /// older ones it may only delete.
     pub rootfs_generation: u32,
     /// `spec.storage.storageClassName`: the only class a PVC may name.
     pub storage_class: Option<String>,
-    /// The Sandbox `spec.forkFrom` names, as the input carries it.
+    /// The Sandbox `spec.forkFrom` names, as the input carries it, and its PVCs.
     pub fork: Option<ForkSource>,
+    /// The call is `cleanup-sandbox`: the Sandbox is going, and every child with it (a rootfs
+    /// PVC of a later generation than the spec's too, which a reconcile may not delete).
+    pub cleanup: bool,
     /// The children the input shows as observed: what a delete may name where no cache
     /// answers (tests, `policy test`).
     pub observed: Vec<(Resource, String)>,
@@ -449,12 +454,15 @@ impl SandboxScope {
     }
 }
 
-/// What a fork may clone: the source's current PVCs, from its status.
+/// What a fork may clone: the PVCs its source owns in the cluster, as the controller's cache
+/// holds them (`runtime::ChildLookup::owned_pvcs`), never a name a status holds: a status is
+/// the policy's to write.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForkSource {
     pub name: String,
-    pub rootfs_pvc: Option<String>,
-    pub workspace_pvc: Option<String>,
+    /// The source's PVCs that are not being deleted: labelled as its, managed, and with its
+    /// controller reference (the source's uid).
+    pub pvcs: Vec<String>,
 }
 
 /// Which child of its Sandbox an object is, by its name.
@@ -480,15 +488,49 @@ impl SandboxScope {
                 Some(ChildRole::NetworkPolicy)
             }
             Resource::Service if name == names::service(s) => Some(ChildRole::Service),
-            Resource::PersistentVolumeClaim if name == names::workspace_pvc(s) => {
-                Some(ChildRole::Workspace)
-            }
-            Resource::PersistentVolumeClaim => names::rootfs_generation_of(s, name)
-                // Only the canonical spelling: `-g03` would be a second name for `-g3`.
-                .filter(|g| names::rootfs_pvc(s, *g) == name)
-                .map(ChildRole::Rootfs),
+            Resource::PersistentVolumeClaim => pvc_role(s, name),
             _ => None,
         }
+    }
+
+    /// A rootfs PVC of a generation a call may not write (any but the spec's) or, outside
+    /// cleanup, delete (a later one: it would be the volume of a reset the spec has not asked
+    /// for, and one the cache may show before the spec that asks for it).
+    fn check_generation(
+        &self,
+        role: ChildRole,
+        delete: bool,
+        what: &dyn fmt::Display,
+        field: &str,
+    ) -> Result<(), Refusal> {
+        let ChildRole::Rootfs(generation) = role else {
+            return Ok(());
+        };
+        let current = self.rootfs_generation;
+        let allowed = if delete {
+            generation <= current || self.cleanup
+        } else {
+            generation == current
+        };
+        if allowed {
+            return Ok(());
+        }
+        let current_pvc = names::rootfs_pvc(&self.name, current);
+        let may = if delete {
+            format!("delete rootfs PVCs up to {current_pvc:?} (a later one goes in its cleanup)")
+        } else {
+            format!("write only the rootfs PVC {current_pvc:?}")
+        };
+        Err(Refusal::new(
+            Rule::Scope,
+            what,
+            field,
+            format!(
+                "generation {generation} is not Sandbox {:?}'s current rootfs generation \
+                 (spec.rootfsGeneration: {current}): a call for it may {may}",
+                self.name,
+            ),
+        ))
     }
 
     /// A Sandbox's children live in its namespace.
@@ -530,6 +572,17 @@ impl SandboxScope {
             names::workspace_pvc(&self.name),
         ]
     }
+}
+
+/// The role of PVC `name` among Sandbox `sandbox`'s children, if it is one of their names.
+fn pvc_role(sandbox: &str, name: &str) -> Option<ChildRole> {
+    if name == names::workspace_pvc(sandbox) {
+        return Some(ChildRole::Workspace);
+    }
+    names::rootfs_generation_of(sandbox, name)
+        // Only the canonical spelling: `-g03` would be a second name for `-g3`.
+        .filter(|g| names::rootfs_pvc(sandbox, *g) == name)
+        .map(ChildRole::Rootfs)
 }
 
 /// What a policy may write: the namespaces the controller serves, Pods, PVCs, Secrets,
@@ -706,10 +759,11 @@ impl Containment {
         name: &str,
     ) -> Result<ChildRole, Refusal> {
         scope.check_namespace(resource, namespace, name)?;
-        scope.child_role(resource, name).ok_or_else(|| {
+        let what = describe(resource, &scope.namespace, name);
+        let role = scope.child_role(resource, name).ok_or_else(|| {
             Refusal::new(
                 Rule::Scope,
-                describe(resource, &scope.namespace, name),
+                what,
                 "name",
                 format!(
                     "not a child name of Sandbox {:?}: a call for it may delete only {}",
@@ -717,7 +771,9 @@ impl Containment {
                     scope.child_names(resource)
                 ),
             )
-        })
+        })?;
+        scope.check_generation(role, true, &what, "name")?;
+        Ok(role)
     }
 
     /// What a call for `scope`'s Sandbox may write: its own child, as the profile of its
@@ -744,6 +800,7 @@ impl Containment {
                 ),
             )
         })?;
+        scope.check_generation(role, false, &what, "metadata.name")?;
         self.check_metadata(scope, resource, &what, object)?;
         match resource {
             Resource::Pod => pod::check(self, scope, &what, object),
@@ -859,8 +916,9 @@ impl Containment {
     }
 }
 
-/// A PVC's `dataSource`: only when the Sandbox is a fork, only the source's current PVC of
-/// the same role.
+/// A PVC's `dataSource`: only when the Sandbox is a fork, only a PVC of the same role that the
+/// source owns in the cluster (any rootfs generation of it that is not being deleted: while a
+/// reset of the source is under way, its status may still name the older one).
 fn check_clone(
     scope: &SandboxScope,
     role: ChildRole,
@@ -889,24 +947,37 @@ fn check_clone(
             ),
         ));
     };
-    let allowed = match role {
-        ChildRole::Workspace => fork.workspace_pvc.as_deref(),
-        ChildRole::Rootfs(_) => fork.rootfs_pvc.as_deref(),
-        _ => None,
+    let same_role = |name: &str| {
+        matches!(
+            (role, pvc_role(&fork.name, name)),
+            (ChildRole::Workspace, Some(ChildRole::Workspace))
+                | (ChildRole::Rootfs(_), Some(ChildRole::Rootfs(_)))
+        )
     };
     let name = source.get("name").and_then(Json::as_str);
-    if name.is_none() || name != allowed {
-        return Err(fields.refuse(
-            format!("{field}.name"),
-            format!(
-                "{} is not the fork source {:?}'s current PVC of this role ({})",
-                source.get("name").map_or("nothing".to_string(), short),
-                fork.name,
-                allowed.map_or("none".to_string(), |a| format!("{a:?}"))
-            ),
-        ));
+    if name.is_some_and(|n| same_role(n) && fork.pvcs.iter().any(|p| p == n)) {
+        return Ok(());
     }
-    Ok(())
+    let allowed: Vec<String> = fork
+        .pvcs
+        .iter()
+        .filter(|p| same_role(p))
+        .map(|p| format!("{p:?}"))
+        .collect();
+    Err(fields.refuse(
+        format!("{field}.name"),
+        format!(
+            "{} is not a PVC of this role that the fork source {:?} owns (its name, labels and \
+             controller reference, as the controller's cache holds them; not being deleted): {}",
+            source.get("name").map_or("nothing".to_string(), short),
+            fork.name,
+            if allowed.is_empty() {
+                "it has none".to_string()
+            } else {
+                allowed.join(", ")
+            }
+        ),
+    ))
 }
 
 fn check_secret(what: &dyn fmt::Display, object: &Json<'_>) -> Result<(), Refusal> {

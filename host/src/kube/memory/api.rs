@@ -38,6 +38,18 @@ impl State {
         namespace: &str,
         object: Value,
     ) -> ApiResult<Arc<Value>> {
+        self.create_as(resource, namespace, object, None)
+    }
+
+    /// [`Self::create`], the object given `uid` rather than a new one (a seed's: see
+    /// [`super::MemoryCluster::insert`]).
+    pub fn create_as(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+        uid: Option<String>,
+    ) -> ApiResult<Arc<Value>> {
         let mut object = strategy::validate_create(resource, namespace, object)?;
         let key = ObjectKey::new(resource, namespace, meta::name(&object).unwrap_or_default());
         // A custom resource is defaulted as it is decoded, before anything else sees it.
@@ -46,7 +58,7 @@ impl State {
             crd.default(&mut object);
         }
         strategy::prepare_for_create(resource, &mut object)?;
-        let uid = meta::new_uid();
+        let uid = uid.unwrap_or_else(meta::new_uid);
         let metadata = meta::metadata_mut(&mut object);
         for field in meta::SYSTEM_FIELDS {
             if !matches!(field, "name" | "namespace") {

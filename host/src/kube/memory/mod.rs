@@ -43,7 +43,10 @@ use self::state::State;
 use self::store::ObjectKey;
 use self::watch::WatchHub;
 use self::writes::WriteLog;
-use super::{ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource, Scope, WatchEvent};
+use super::{
+    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
+    Scope, WatchEvent,
+};
 
 #[derive(Clone, Debug)]
 pub struct MemoryClusterConfig {
@@ -133,11 +136,23 @@ impl MemoryCluster {
     }
 
     /// Creates `object` in its `metadata.namespace` (`default` if unset), as `create` would,
-    /// without logging a client write: for seeding.
+    /// without logging a client write: for seeding. A `metadata.uid` it gives is kept (unless
+    /// another object has it), so that a seed's ownerReferences can name its objects.
     pub fn insert(&self, resource: Resource, object: Value) -> ApiResult<Value> {
         let namespace = meta::namespace(&object).unwrap_or("default").to_owned();
-        self.with_state(|state| state.create(resource, &namespace, object))
-            .map(|stored| (*stored).clone())
+        let uid = meta::uid(&object)
+            .filter(|uid| !uid.is_empty())
+            .map(str::to_owned);
+        self.with_state(|state| {
+            if let Some(uid) = uid.as_deref().filter(|uid| state.store.contains_uid(uid)) {
+                return Err(ApiError::new(
+                    ApiErrorKind::AlreadyExists,
+                    format!("an object with uid {uid:?} already exists"),
+                ));
+            }
+            state.create_as(resource, &namespace, object, uid)
+        })
+        .map(|stored| (*stored).clone())
     }
 
     /// Every object of `resource`, in all namespaces, by namespace and name.
@@ -362,6 +377,30 @@ mod tests {
             cluster.objects(Resource::Pod)[0]["status"]["phase"],
             "Running"
         );
+    }
+
+    #[tokio::test]
+    async fn a_seed_keeps_the_uid_it_gives_and_a_create_never_does() {
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let secret = |name: &str| json!({"metadata": {"name": name, "namespace": "ns", "uid": "seeded-uid"}});
+        let seeded = cluster.insert(Resource::Secret, secret("a")).unwrap();
+        assert_eq!(seeded["metadata"]["uid"], "seeded-uid");
+        // Another object may not take it.
+        let taken = cluster.insert(Resource::Secret, secret("b")).unwrap_err();
+        assert_eq!(taken.kind, ApiErrorKind::AlreadyExists);
+        // A client's create gets a uid of the server's.
+        let created = cluster
+            .create(Resource::Secret, "ns", secret("c"))
+            .await
+            .unwrap();
+        assert_ne!(created["metadata"]["uid"], "seeded-uid");
+        let fresh = cluster
+            .insert(
+                Resource::Secret,
+                json!({"metadata": {"name": "d", "namespace": "ns"}}),
+            )
+            .unwrap();
+        assert!(!fresh["metadata"]["uid"].as_str().unwrap_or("").is_empty());
     }
 
     #[tokio::test]

@@ -46,6 +46,10 @@
 //!   ephemeral storage (`pod`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
 //!   exports that get no cluster access (`scope`);
+//! - `future-generation`: a rootfs PVC of the generation after the spec's (`scope`);
+//! - `fork-status-lie` (give it a `forkFrom`): a workspace PVC cloning what the fork source's
+//!   status names (`pvc` when the status, which a policy writes, names another sandbox's
+//!   volume), then a rootfs PVC cloning the source's own current one (admitted);
 //! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`);
 //! - `cleanup-huge-status` (cleanup-sandbox): the default cleanup, `done`, with the 5,000
 //!   conditions of `huge-status` (the host's output budget: the finalizer stays).
@@ -159,6 +163,8 @@ pub enum Case {
     PoolDeleteStrangers,
     ReapStrangers,
     ReapEarly,
+    FutureGeneration,
+    ForkStatusLie,
 }
 
 impl Case {
@@ -208,6 +214,8 @@ impl Case {
         ("pool-delete-strangers", Case::PoolDeleteStrangers),
         ("reap-strangers", Case::ReapStrangers),
         ("reap-early", Case::ReapEarly),
+        ("future-generation", Case::FutureGeneration),
+        ("fork-status-lie", Case::ForkStatusLie),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -252,6 +260,10 @@ impl<'a> Manifests<'a> {
     }
 
     fn workspace(&self) -> Value {
+        self.workspace_cloning(None)
+    }
+
+    fn workspace_cloning(&self, source: Option<&str>) -> Value {
         let s = &self.sandbox;
         let text = manifest::pvc(
             &names::workspace_pvc(&s.name),
@@ -261,7 +273,23 @@ impl<'a> Manifests<'a> {
             None,
             &s.spec.workspace_size,
             s.spec.storage_class.as_deref(),
-            None,
+            source,
+        );
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    /// The rootfs PVC of `generation`, a clone of `source` if given.
+    fn rootfs(&self, generation: u32, source: Option<&str>) -> Value {
+        let s = &self.sandbox;
+        let text = manifest::pvc(
+            &names::rootfs_pvc(&s.name, generation),
+            &s.namespace,
+            self.owner(),
+            VolumeRole::Rootfs,
+            Some(generation),
+            &s.spec.rootfs_size,
+            s.spec.storage_class.as_deref(),
+            source,
         );
         serde_json::from_str(&text).unwrap_or(Value::Null)
     }
@@ -353,6 +381,24 @@ pub fn reconcile(
             let mut pvc = m.workspace();
             pvc["spec"]["resources"]["requests"]["storage"] = json!("1Pi");
             client.ensure_pvc(ns, &names::workspace_pvc(own), &pvc.to_string())
+        }
+        Case::FutureGeneration => {
+            let generation = sandbox.spec.rootfs_generation.saturating_add(1);
+            let pvc = m.rootfs(generation, None);
+            client.ensure_pvc(ns, &names::rootfs_pvc(own, generation), &pvc.to_string())
+        }
+        Case::ForkStatusLie => {
+            let source = input.fork_source.as_ref();
+            // What the source's status names: a policy wrote it.
+            let said = source.and_then(|s| s.status.workspace_pvc.as_deref());
+            let pvc = m.workspace_cloning(Some(said.unwrap_or_default()));
+            let lied = client.ensure_pvc(ns, &names::workspace_pvc(own), &pvc.to_string());
+            // What the source owns, by the controller's name for it.
+            let truth = source.map(|s| names::rootfs_pvc(&s.name, s.spec.rootfs_generation));
+            let generation = sandbox.spec.rootfs_generation;
+            let pvc = m.rootfs(generation, Some(truth.as_deref().unwrap_or_default()));
+            client.ensure_pvc(ns, &names::rootfs_pvc(own, generation), &pvc.to_string())?;
+            lied
         }
         Case::Squat => {
             let name = names::workspace_pvc(VICTIM);
