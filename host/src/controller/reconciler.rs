@@ -23,7 +23,7 @@ use super::inputs;
 use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
-use crate::kube::boundary::Containment;
+use crate::kube::boundary::{Containment, network};
 use crate::kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
@@ -389,7 +389,7 @@ impl Reconciler {
             }
             return Ok(());
         }
-        if let Some(bad) = self.disallowed_runtime_class(&object) {
+        if let Some(bad) = self.disallowed_spec(&object) {
             // A spec the operator does not allow: said in the status, and no Pod is made.
             return self
                 .report_unreadable(Resource::Sandbox, target, &bad, report)
@@ -719,25 +719,37 @@ impl Reconciler {
         self.policy.current().engine().config().containment.clone()
     }
 
-    /// A Sandbox asking for a runtime class the operator does not allow
-    /// (`--allowed-runtime-classes`), as a spec the controller cannot act on.
-    fn disallowed_runtime_class(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
-        let class = object.sandbox.spec.runtime_class.as_deref()?;
+    /// A Sandbox asking for what the operator does not allow, as a spec the controller cannot
+    /// act on: a runtime class outside `--allowed-runtime-classes`, or an `allowCIDRs` entry
+    /// reaching a protected address (`network::protected`, `--allowed-egress-cidrs`).
+    fn disallowed_spec(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
+        let spec = &object.sandbox.spec;
         let containment = self.containment();
         let allowed = &containment.runtime_classes;
-        if allowed.contains(class) {
-            return None;
-        }
+        let (field, problem) = match spec.runtime_class.as_deref() {
+            Some(class) if !allowed.contains(class) => (
+                "spec.runtimeClassName".to_string(),
+                format!(
+                    "{:?} is not an allowed runtime class (allowed: {})",
+                    output_rules::shown(class),
+                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            _ => {
+                let (i, why) = network::refused_allow_cidr(
+                    &spec.network.allow_cidrs,
+                    &self.settings.cluster_network.cluster_cidrs,
+                    &containment.allowed_egress,
+                )?;
+                (format!("spec.network.allowCIDRs[{i}]"), why)
+            }
+        };
         let error = crate::model::ModelError {
             kind: "Sandbox",
             namespace: object.sandbox.namespace.clone(),
             name: object.sandbox.name.clone(),
-            field: "spec.runtimeClassName".to_string(),
-            problem: format!(
-                "{:?} is not an allowed runtime class (allowed: {})",
-                output_rules::shown(class),
-                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
+            field,
+            problem,
         };
         Some(Unreadable::of_sandbox(error, object))
     }

@@ -34,6 +34,13 @@
 //! - `foreign-service`: its Service selecting the victim's Pod (`service`; give the sandbox a
 //!   `spec.service`);
 //! - `pod-before-policy`: the default Pod with no NetworkPolicy applied before it (`network`);
+//! - `delete-network-policy`: deletes its NetworkPolicy while its Pod exists (`network`);
+//! - `policy-swap-in-call`: applies its NetworkPolicy, deletes it, then creates its Pod in the
+//!   same call (`network`, at the Pod: the NetworkPolicy is gone at that moment);
+//! - `egress-metadata`: its NetworkPolicy also allowing the metadata address in its NAT64 form,
+//!   `64:ff9b::a9fe:a9fe/128`, within `::/0` but carrying 169.254.169.254 (`network`);
+//! - `cleanup-policy-first` (cleanup-sandbox): deletes its NetworkPolicy before its Pod is
+//!   gone (`network`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
 //!   exports that get no cluster access (`scope`);
 //! - `cleanup-foreign` (cleanup-sandbox): deletes the victim's Pod (`scope`);
@@ -136,10 +143,14 @@ pub enum Case {
     PoolDeleteStrangers,
     ReapStrangers,
     ReapEarly,
+    DeleteNetworkPolicy,
+    PolicySwapInCall,
+    EgressMetadata,
+    CleanupPolicyFirst,
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 37] = [
+    pub const ALL: [(&'static str, Case); 41] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -177,6 +188,10 @@ impl Case {
         ("pool-delete-strangers", Case::PoolDeleteStrangers),
         ("reap-strangers", Case::ReapStrangers),
         ("reap-early", Case::ReapEarly),
+        ("delete-network-policy", Case::DeleteNetworkPolicy),
+        ("policy-swap-in-call", Case::PolicySwapInCall),
+        ("egress-metadata", Case::EgressMetadata),
+        ("cleanup-policy-first", Case::CleanupPolicyFirst),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -350,6 +365,20 @@ pub fn reconcile(
             client.apply_service(ns, &names::service(own), &service.to_string())
         }
         Case::PodBeforePolicy => client.ensure_pod(ns, own, &m.pod().to_string()).map(drop),
+        Case::DeleteNetworkPolicy => client.delete_network_policy(ns, &names::network_policy(own)),
+        Case::PolicySwapInCall => {
+            let policy = names::network_policy(own);
+            client.apply_network_policy(ns, &policy, &m.network_policy(input).to_string())?;
+            client.delete_network_policy(ns, &policy)?;
+            client.ensure_pod(ns, own, &m.pod().to_string()).map(drop)
+        }
+        Case::EgressMetadata => {
+            let mut policy = m.network_policy(input);
+            if let Some(peers) = policy["spec"]["egress"][0]["to"].as_array_mut() {
+                peers.push(json!({"ipBlock": {"cidr": "64:ff9b::a9fe:a9fe/128"}}));
+            }
+            client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())
+        }
         Case::DeleteUnmanaged => client.delete_secret(ns, UNMANAGED_SECRET),
         Case::Flood => {
             let secret = m.secret().to_string();
@@ -456,7 +485,8 @@ fn unchanged(input: &ReconcileInput) -> ReconcileOutput {
     }
 }
 
-/// `cleanup-sandbox`: the default, or a delete of the victim's Pod.
+/// `cleanup-sandbox`: the default, a delete of the victim's Pod, or of its own NetworkPolicy
+/// first.
 pub fn cleanup(
     client: &mut impl KubeClient,
     now: Timestamp,
@@ -467,6 +497,13 @@ pub fn cleanup(
         client.delete_pod(&sandbox.namespace, VICTIM)?;
         return Err(KubeError::Other(
             "hostile policy: the host let a cleanup delete another sandbox's Pod".to_string(),
+        ));
+    }
+    if Case::of(&sandbox.name) == Some(Case::CleanupPolicyFirst) {
+        client.delete_network_policy(&sandbox.namespace, &names::network_policy(&sandbox.name))?;
+        return Err(KubeError::Other(
+            "hostile policy: the host let a cleanup delete the NetworkPolicy before the Pod"
+                .to_string(),
         ));
     }
     let mut out = cubepod_policy_sdk::cleanup::cleanup(client, now, sandbox, observed)?;
