@@ -260,8 +260,10 @@ impl PolicyModule {
                 .await
             }
             ModulePre::V0_1(pre) => {
-                // The host's NetworkPolicy goes once the Pod is gone.
+                // The host's NetworkPolicy goes once the Pod is gone, and the cleanup is not
+                // done while it is still seen (the module does not know of it).
                 let policy = v0_1::network_policy_to_delete(&sandbox, &observed);
+                let policy_left = observed.network_policy.is_some();
                 let namespace = sandbox.namespace.clone();
                 let sandbox = v0_1::sandbox(&sandbox);
                 let observed = v0_1::observed(&observed);
@@ -282,7 +284,12 @@ impl PolicyModule {
                             .await
                     })
                     .await?;
-                Ok(call.map(v0_1::cleanup_result))
+                Ok(call.map(|result| {
+                    v0_1::cleanup_result(result).map(|mut out| {
+                        out.done &= !policy_left;
+                        out
+                    })
+                }))
             }
         }
     }
