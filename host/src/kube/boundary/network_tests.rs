@@ -465,7 +465,7 @@ fn cluster_egress_never_reaches_the_metadata_service() {
 
 #[test]
 fn an_apply_that_removes_rules_is_never_wider() {
-    let input = with(|i| served(i));
+    let input = with(served);
     // Rules are allowances: without them the policy denies (narrower, admitted).
     for removed in ["egress", "ingress"] {
         let mut manifest = written(&input, Resource::NetworkPolicy);
@@ -473,7 +473,8 @@ fn an_apply_that_removes_rules_is_never_wider() {
         assert_eq!(policy_check(&input, &manifest), Ok(()), "{removed}");
     }
     // What would widen it when left out is required, or refused in its absence.
-    let removals: [(&str, fn(&mut Value)); 6] = [
+    type Removal = (&'static str, fn(&mut Value));
+    let removals: [Removal; 6] = [
         ("spec.policyTypes", |m| {
             m["spec"].as_object_mut().unwrap().remove("policyTypes");
         }),
