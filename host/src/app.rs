@@ -81,6 +81,8 @@ type Connected = (
     Arc<dyn Cluster>,
     Arc<dyn Reviewer>,
     Option<crate::embedded::Served>,
+    // The API server's addresses, as CIDRs (`model::network::api_server_cidrs`).
+    Vec<String>,
 );
 
 /// The cluster to reconcile: the Kubernetes API when a kubeconfig or in-cluster environment is
@@ -98,9 +100,12 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartEr
             request_metrics: Some(metrics.rest_client_requests.clone()),
             ..RestOptions::default()
         };
+        let api_server = crate::model::network::api_server_cidrs(&connection.server, |name| {
+            std::env::var(name).ok()
+        });
         let rest = RestCluster::new(connection, options)?;
         preflight(rest.as_ref(), &args.namespaces).await?;
-        return Ok((rest.clone(), rest, None));
+        return Ok((rest.clone(), rest, None, api_server));
     }
     let memory = MemoryCluster::new(
         MemoryClusterConfig {
@@ -128,7 +133,7 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartEr
     // The one line a newcomer needs, on stdout whatever the log format.
     println!("export KUBECONFIG={}", kubeconfig.display());
     let reviewer = memory.access().clone();
-    Ok((memory, reviewer, Some(served)))
+    Ok((memory, reviewer, Some(served), Vec::new()))
 }
 
 /// Fails fast, with the command that fixes it, when the CRDs are missing or the controller may
@@ -278,7 +283,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     let admission = Admission::new(engine.clone(), keys);
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
-    let (cluster, reviewer, served) = connect(&args, &metrics).await?;
+    let (cluster, reviewer, served, api_server) = connect(&args, &metrics).await?;
     let embedded = served.is_some();
     let listen = args.listen(embedded);
     let metrics_secure = args.metrics_secure(embedded);
@@ -318,7 +323,12 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             backoff: Backoff::default(),
             status_coalesce: args.status_coalesce,
             normal_events: args.normal_events,
-            cluster_network: args.network.cluster_network(),
+            // The API server is among the cluster's ranges: no sandbox reaches it but by
+            // `egress: cluster` or `--allowed-egress-cidrs`.
+            cluster_network: crate::model::network::with_api_server(
+                args.network.cluster_network(),
+                &api_server,
+            ),
             ..ManagerConfig::for_namespaces(Vec::new())
         },
         metrics.clone(),

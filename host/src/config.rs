@@ -629,6 +629,17 @@ pub struct ContainmentArgs {
     #[arg(long, env = "CUBEPOD_MAX_MANIFEST_BYTES", default_value_t = 512 << 10, value_parser = clap::value_parser!(u64).range(1024..=(64 << 20)))]
     pub max_manifest_bytes: u64,
 
+    /// Addresses a sandbox may reach although the host protects them: the cloud metadata
+    /// service and link-local, the cluster's ranges (`--cluster-cidr`) and the API server, in
+    /// any IPv4, IPv4-mapped or NAT64 form. CIDRs, comma-separated; default none.
+    #[arg(
+        long,
+        env = "CUBEPOD_ALLOWED_EGRESS_CIDRS",
+        value_delimiter = ',',
+        value_parser = cidr
+    )]
+    pub allowed_egress_cidrs: Vec<String>,
+
     /// Bytes of the status one policy call returns, as written.
     #[arg(long, env = "CUBEPOD_MAX_STATUS_BYTES", default_value_t = 64 << 10, value_parser = clap::value_parser!(u64).range(1024..=(1 << 20)))]
     pub max_status_bytes: u64,
@@ -673,6 +684,14 @@ impl ContainmentArgs {
             max_volume_bytes: self.max_volume_size,
             max_kube_calls: self.max_kube_calls,
             max_manifest_bytes: usize::try_from(self.max_manifest_bytes).unwrap_or(usize::MAX),
+            // Each parsed by the flag's own parser already.
+            allowed_egress: self
+                .allowed_egress_cidrs
+                .iter()
+                .filter_map(|c| boundary::ipset::Cidr::parse(c).ok())
+                .fold(boundary::ipset::IpSet::default(), |set, c| {
+                    set.union(&boundary::ipset::IpSet::of(c))
+                }),
             output: OutputBudget {
                 status_bytes: usize::try_from(self.max_status_bytes).unwrap_or(usize::MAX),
                 conditions: self.max_conditions as usize,

@@ -732,6 +732,113 @@ fn a_pod_before_its_network_policy_is_refused() {
     refused("pod-before-policy", Rule::Network, "kind");
 }
 
+/// Sandbox `sandbox`'s Pod and NetworkPolicy, in the cluster and the cache.
+fn running(sandbox: &str) -> Vec<(Resource, Value)> {
+    let mut policy = managed(
+        Resource::NetworkPolicy,
+        &format!("{sandbox}-network"),
+        sandbox,
+    );
+    policy["apiVersion"] = json!("networking.k8s.io/v1");
+    policy["spec"] = json!({
+        "podSelector": {"matchLabels": {"cubepod.io/sandbox": sandbox}},
+        "policyTypes": ["Ingress", "Egress"],
+    });
+    vec![
+        (Resource::Pod, managed(Resource::Pod, sandbox, sandbox)),
+        (Resource::NetworkPolicy, policy),
+    ]
+}
+
+#[test]
+fn deleting_the_network_policy_while_the_pod_exists_is_refused() {
+    let harness = Harness::with(&running("delete-network-policy"));
+    let call = reconcile(&harness, "delete-network-policy");
+    assert!(
+        matches!(call.value, Err(KubeError::Refused(_))),
+        "{:?}",
+        call.value
+    );
+    harness.assert_refused(&call, Rule::Network, "name");
+}
+
+#[test]
+fn a_cleanup_may_not_delete_the_network_policy_before_the_pod_is_gone() {
+    // The input shows no Pod, the cache does: the cache is what the rule asks.
+    let harness = Harness::with(&running("cleanup-policy-first"));
+    let sandbox = twin::sandbox(&fixtures::sandbox("cleanup-policy-first").deleting().build());
+    let observed = cubepod_host::model::children::empty();
+    let call = hostile()
+        .cleanup_sandbox(&harness.context, fixtures::NOW, sandbox, observed)
+        .expect("no trap");
+    assert!(matches!(call.value, Err(KubeError::Refused(_))));
+    harness.assert_refused(&call, Rule::Network, "name");
+}
+
+#[test]
+fn a_pod_after_its_network_policy_was_deleted_in_the_call_is_refused() {
+    let harness = Harness::new();
+    let call = reconcile(&harness, "policy-swap-in-call");
+    let ops: Vec<&str> = call.calls.iter().map(|c| c.op).collect();
+    assert_eq!(
+        ops,
+        [
+            "apply-network-policy",
+            "delete-network-policy",
+            "ensure-pod"
+        ]
+    );
+    assert!(call.calls[0].result.is_ok() && call.calls[1].result.is_ok());
+    let Err(KubeError::Refused(message)) = &call.calls[2].result else {
+        panic!("not refused: {:?}", call.calls[2]);
+    };
+    assert!(
+        message.contains("refused by rule network at kind:"),
+        "{message}"
+    );
+    let records = harness.records();
+    assert_eq!(records.last().and_then(|r| r.rule), Some(Rule::Network));
+    // The NetworkPolicy came and went; no Pod was sent.
+    assert_eq!(Harness::objects(&harness.cluster), harness.before);
+}
+
+#[test]
+fn a_network_policy_reaching_the_metadata_address_in_nat64_form_is_refused() {
+    refused(
+        "egress-metadata",
+        Rule::Network,
+        "spec.egress[0].to[2].ipBlock",
+    );
+}
+
+#[test]
+fn a_network_policy_reaching_a_protected_allow_cidr_is_refused() {
+    // The controller refuses such a spec before the policy runs; the boundary refuses the
+    // NetworkPolicy all the same (here the default's own, through the runtime alone).
+    let harness = Harness::new();
+    let sandbox = fixtures::sandbox("dev-carol").with_spec(|s| {
+        s.network.allow_cidrs = vec!["169.254.169.254/32".into()];
+    });
+    let input = twin::reconcile_input(&sandbox.input());
+    let call = hostile()
+        .reconcile_sandbox(&harness.context, input)
+        .expect("no trap");
+    let refused = call.calls.last().expect("calls");
+    assert_eq!(refused.op, "apply-network-policy");
+    let Err(KubeError::Refused(message)) = &refused.result else {
+        panic!("not refused: {refused:?}");
+    };
+    assert!(
+        message.contains("refused by rule network at spec.egress[0].to[2].ipBlock:"),
+        "{message}"
+    );
+    assert!(
+        Harness::objects(&harness.cluster)
+            .iter()
+            .all(|o| o["kind"] != "Pod" || o["metadata"]["name"] != "dev-carol")
+    );
+}
+
 #[test]
 fn a_well_behaved_sandbox_still_gets_its_children() {
     let harness = Harness::new();
@@ -810,7 +917,7 @@ fn policy_test_shows_the_same_refusals() {
         String::from_utf8_lossy(&output.stderr)
     );
     // Its scenarios, after the conformance cases the controller admits it by.
-    let passed = 35 + cubepod_host::scenario::conformance::cases().len();
+    let passed = 40 + cubepod_host::scenario::conformance::cases().len();
     assert!(
         stdout.ends_with(&format!("{passed} passed, 0 failed\n")),
         "{stdout}"

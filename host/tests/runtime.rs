@@ -376,11 +376,12 @@ fn new_sandbox_creates(name: &str) -> Vec<String> {
     ]
 }
 
-/// What a 0.1 module creates for a new sandbox: the same but the NetworkPolicy, which its
-/// contract has not.
+/// What a 0.1 module's call creates for a new sandbox: the host's NetworkPolicy first (its
+/// contract has none), then the module's four.
 fn creates_of_a_0_1_module(name: &str) -> Vec<String> {
     let mut creates = new_sandbox_creates(name);
-    creates.retain(|c| !c.starts_with("create networkpolicies "));
+    let policy = creates.remove(3);
+    creates.insert(0, policy);
     creates
 }
 
@@ -1152,15 +1153,17 @@ fn the_0_1_module_reconciles_a_new_sandbox_through_the_same_import() {
     let call = tokio_runtime().block_on(blocking).unwrap().unwrap();
     let output = call.value.unwrap();
     assert_eq!(cluster.creates(), creates_of_a_0_1_module("old-alice"));
+    // The module's four calls; the host's NetworkPolicy is an effect and a request, not one
+    // of its calls.
     assert_eq!(call.host_calls, 4);
-    assert_eq!(call.effects.len(), 4);
+    assert_eq!(call.effects.len(), 5);
     let ops: Vec<&str> = call.calls.iter().map(|c| c.op).collect();
     assert_eq!(
         ops,
         ["ensure-pvc", "ensure-pvc", "ensure-secret", "ensure-pod"]
     );
     assert!(call.calls.iter().all(|c| c.result.is_ok()));
-    assert_eq!(records.lock().unwrap().len(), 4);
+    assert_eq!(records.lock().unwrap().len(), 5);
     // The Pod's IP came back through 0.1's `ensure-pod`; 0.2's new status fields are empty.
     assert_eq!(output.status.pod_ip.as_deref(), Some(POD_IP));
     assert_eq!(
@@ -1190,6 +1193,11 @@ fn the_0_1_module_is_held_to_the_same_boundary() {
             other => panic!("{:?}: expected a refusal, got {other:?}", module.contract()),
         }
         assert!(call.effects.is_empty());
+        if module.contract() == Contract::V0_1 {
+            // The host's own NetworkPolicy is refused first, and the module is not run.
+            assert!(call.calls.is_empty(), "{:?}", call.calls);
+            continue;
+        }
         assert!(
             matches!(
                 call.calls.first().map(|c| &c.result),
@@ -1225,7 +1233,14 @@ fn the_0_1_module_is_held_to_the_same_calls_budget() {
             "{:?}: {err:?}",
             module.contract()
         );
-        assert_eq!(cluster.creates().len(), 2, "{:?}", module.contract());
+        // A 0.1 module's first create is the host's NetworkPolicy, outside its budget.
+        let host_made = usize::from(module.contract() == Contract::V0_1);
+        assert_eq!(
+            cluster.creates().len(),
+            2 + host_made,
+            "{:?}",
+            module.contract()
+        );
     }
 }
 
@@ -1381,6 +1396,94 @@ fn the_0_1_module_cleans_up_through_the_same_import() {
     );
     assert_eq!(output.status.phase, SandboxPhase::Terminating);
     assert_eq!(output.status.service_fqdn, None);
+}
+
+#[test]
+fn the_host_keeps_a_0_1_modules_network_policy_while_its_pod_exists() {
+    let cluster = Arc::new(StubCluster::default());
+    let ctx = context(&cluster);
+    let module = fixture_0_1();
+    let first = module
+        .reconcile_sandbox(&ctx, new_sandbox_input("old-carol"))
+        .unwrap();
+    first.value.unwrap();
+    // The NetworkPolicy the spec renders, the SDK's, with its digest: before the Pod.
+    let Some(Effect::Applied { object, .. }) = first.effects.first() else {
+        panic!("{:?}", first.effects);
+    };
+    assert_eq!(object["kind"], "NetworkPolicy");
+    assert_eq!(object["metadata"]["name"], "old-carol-network");
+    assert_eq!(
+        object["spec"]["podSelector"]["matchLabels"]["cubepod.io/sandbox"],
+        "old-carol"
+    );
+    let hash = object["metadata"]["annotations"]["cubepod.io/spec-hash"]
+        .as_str()
+        .expect("a spec-hash")
+        .to_string();
+    let policy = ObservedObject {
+        name: "old-carol-network".to_string(),
+        deleting: false,
+        spec_hash: Some(hash),
+    };
+    // Converged: the cache shows the same digest, and the host writes nothing.
+    let mut input = new_sandbox_input("old-carol");
+    input.observed.network_policy = Some(policy.clone());
+    let before = cluster.log().len();
+    let again = module.reconcile_sandbox(&ctx, input).unwrap();
+    assert!(
+        !cluster.log()[before..]
+            .iter()
+            .any(|l| l.contains("networkpolicies")),
+        "{:?}",
+        cluster.log()
+    );
+    assert!(again.effects.iter().all(|e| !matches!(
+        e,
+        Effect::Applied {
+            resource: Resource::NetworkPolicy,
+            ..
+        }
+    )));
+
+    // Cleanup: kept while the Pod is there, deleted by the host once it is gone.
+    let mut deleting = sandbox("old-carol");
+    deleting.deleting = true;
+    let mut observed = new_sandbox_input("old-carol").observed;
+    observed.network_policy = Some(policy);
+    observed.pod = Some(ObservedPod {
+        name: "old-carol".to_string(),
+        deleting: true,
+        ip: None,
+        ready: false,
+        rootfs_generation: Some(1),
+    });
+    let before = cluster.log().len();
+    module
+        .cleanup_sandbox(&ctx, 1_800_000_100, deleting.clone(), observed.clone())
+        .unwrap()
+        .value
+        .unwrap();
+    assert!(
+        !cluster.log()[before..]
+            .iter()
+            .any(|l| l.contains("networkpolicies")),
+        "{:?}",
+        cluster.log()
+    );
+    observed.pod = None;
+    module
+        .cleanup_sandbox(&ctx, 1_800_000_200, deleting, observed)
+        .unwrap()
+        .value
+        .unwrap();
+    assert!(
+        cluster
+            .log()
+            .contains(&format!("delete networkpolicies {NS}/old-carol-network")),
+        "{:?}",
+        cluster.log()
+    );
 }
 
 #[test]

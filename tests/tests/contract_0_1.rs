@@ -136,8 +136,38 @@ fn a_controller_started_on_the_0_1_module_runs_a_new_sandbox() {
             .get("serviceFQDN")
             .is_none_or(Value::is_null)
     );
+    // Its contract has no NetworkPolicy: the host applied the one the spec renders, the
+    // default policy's, before the Pod.
+    let policy = get(
+        &started.api,
+        Resource::NetworkPolicy,
+        "old-contract-network",
+    )
+    .expect("the host's NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"]["cubepod.io/sandbox"],
+        "old-contract"
+    );
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert!(
+        policy["metadata"]["annotations"]["cubepod.io/spec-hash"].is_string(),
+        "{policy}"
+    );
     let (_, body) = started.controller.get("/metrics").unwrap();
     assert_eq!(failed_reconciles(&body), 0.0, "{body}");
+
+    // Deleted: the Pod goes, then the host's NetworkPolicy, then the Sandbox.
+    block(started.api.delete(Resource::Sandbox, NS, "old-contract")).expect("delete");
+    until("old-contract and its children gone", PATIENCE, || {
+        get(&started.api, Resource::Sandbox, "old-contract").is_none()
+            && get(&started.api, Resource::Pod, "old-contract").is_none()
+            && get(
+                &started.api,
+                Resource::NetworkPolicy,
+                "old-contract-network",
+            )
+            .is_none()
+    });
 }
 
 #[test]

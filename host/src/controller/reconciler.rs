@@ -23,7 +23,7 @@ use super::inputs;
 use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
-use crate::kube::boundary::Containment;
+use crate::kube::boundary::{Containment, network};
 use crate::kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use crate::metrics::Metrics;
 use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
@@ -741,8 +741,9 @@ impl Reconciler {
 
     /// A Sandbox spec (`prefix` `spec`) or a pool's template (`spec.template`) past the
     /// operator's bounds, as a spec the controller cannot act on: a runtime class outside
-    /// `--allowed-runtime-classes`, or `resources` past `--max-sandbox-cpu` and
-    /// `--max-sandbox-memory`. The field at fault and why.
+    /// `--allowed-runtime-classes`, `resources` past `--max-sandbox-cpu` and
+    /// `--max-sandbox-memory`, or an `allowCIDRs` entry reaching a protected address
+    /// (`network::protected`, `--allowed-egress-cidrs`). The field at fault and why.
     fn refused_spec(&self, spec: &SandboxSpec, prefix: &str) -> Option<(String, String)> {
         let containment = self.containment();
         let allowed = &containment.runtime_classes;
@@ -757,6 +758,13 @@ impl Reconciler {
                     allowed.iter().cloned().collect::<Vec<_>>().join(", ")
                 ),
             ));
+        }
+        if let Some((i, why)) = network::refused_allow_cidr(
+            &spec.network.allow_cidrs,
+            &self.settings.cluster_network.cluster_cidrs,
+            &containment.allowed_egress,
+        ) {
+            return Some((format!("{prefix}.network.allowCIDRs[{i}]"), why));
         }
         containment
             .pod_bounds

@@ -214,10 +214,21 @@ impl PolicyModule {
                 .await
             }
             ModulePre::V0_1(pre) => {
+                // Its contract has no NetworkPolicy: the host applies the one the spec renders
+                // first, so that its Pod never runs without one.
+                let policy = v0_1::network_policy(&input);
+                let namespace = input.sandbox.namespace.clone();
                 let input = v0_1::reconcile_input(&input);
-                let scope = scope.without_network();
                 let call = self
                     .call(EXPORT, Some(ctx), Some(scope), async |store| {
+                        if let Some((name, manifest)) = &policy
+                            && let Err(e) = store
+                                .data_mut()
+                                .apply_host_network_policy(&namespace, name, manifest)
+                                .await
+                        {
+                            return Ok(Err(v0_1::kube_error_to_0_1(e)));
+                        }
                         pre.instantiate_async(&mut *store)
                             .await?
                             .cubepod_controller_policy()
@@ -255,11 +266,23 @@ impl PolicyModule {
                 .await
             }
             ModulePre::V0_1(pre) => {
+                // The host's NetworkPolicy goes once the Pod is gone, and the cleanup is not
+                // done while it is still seen (the module does not know of it).
+                let policy = v0_1::network_policy_to_delete(&sandbox, &observed);
+                let policy_left = observed.network_policy.is_some();
+                let namespace = sandbox.namespace.clone();
                 let sandbox = v0_1::sandbox(&sandbox);
                 let observed = v0_1::observed(&observed);
-                let scope = scope.without_network();
                 let call = self
                     .call(EXPORT, Some(ctx), Some(scope), async |store| {
+                        if let Some(name) = &policy
+                            && let Err(e) = store
+                                .data_mut()
+                                .delete_host_network_policy(&namespace, name)
+                                .await
+                        {
+                            return Ok(Err(v0_1::kube_error_to_0_1(e)));
+                        }
                         pre.instantiate_async(&mut *store)
                             .await?
                             .cubepod_controller_policy()
@@ -267,7 +290,12 @@ impl PolicyModule {
                             .await
                     })
                     .await?;
-                Ok(call.map(v0_1::cleanup_result))
+                Ok(call.map(|result| {
+                    v0_1::cleanup_result(result).map(|mut out| {
+                        out.done &= !policy_left;
+                        out
+                    })
+                }))
             }
         }
     }

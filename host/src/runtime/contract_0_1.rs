@@ -9,6 +9,12 @@
 //! countdown in a status, a pool's `ready`/`members` as `ready-replicas`/`replicas`, and every
 //! reaper decision an idle pause. The bounds, the scope and the boundary of a call are the
 //! current contract's, unchanged (`call.rs`, `host/kube_client.rs`).
+//!
+//! 0.1 has no NetworkPolicy, so the host keeps one for each of its sandboxes: before each
+//! reconcile it applies the NetworkPolicy the sandbox's spec renders (the SDK's renderer, the
+//! default policy's), when the cache does not show that one already, so that the module's Pod
+//! is admitted as any other (never without its NetworkPolicy); in cleanup it deletes it once
+//! the Pod is gone.
 
 use super::bindings::cubepod::controller::kube_client::Host as Current;
 use super::bindings::{self as cur, v0_1 as old};
@@ -177,7 +183,7 @@ pub(super) fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::Rea
         .collect()
 }
 
-fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
+pub(super) fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
     match error {
         cur::KubeError::NotFound(m) => old::KubeError::NotFound(m),
         cur::KubeError::Conflict(m) => old::KubeError::Conflict(m),
@@ -189,6 +195,74 @@ fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
         }),
         cur::KubeError::Other(m) => old::KubeError::Other(m),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host's NetworkPolicy for a 0.1 module's sandbox
+
+/// The NetworkPolicy the host applies before a 0.1 module's reconcile, as (name, manifest):
+/// what the sandbox's spec renders, unless the cache shows that one (by its spec digest).
+pub(super) fn network_policy(input: &cur::ReconcileInput) -> Option<(String, String)> {
+    use cubepod_policy_sdk::{bindings as sdk, manifest};
+    let sandbox = &input.sandbox;
+    let spec = &sandbox.spec;
+    let network = sdk::NetworkSpec {
+        egress: match spec.network.egress {
+            cur::EgressMode::Internet => sdk::EgressMode::Internet,
+            cur::EgressMode::None => sdk::EgressMode::None,
+            cur::EgressMode::Cluster => sdk::EgressMode::Cluster,
+        },
+        allow_cidrs: spec.network.allow_cidrs.clone(),
+        deny_cidrs: spec.network.deny_cidrs.clone(),
+    };
+    let service = spec.service.as_ref().map(|service| sdk::ServiceSpec {
+        ports: service
+            .ports
+            .iter()
+            .map(|p| sdk::ServicePort {
+                name: p.name.clone(),
+                port: p.port,
+                protocol: match p.protocol {
+                    cur::ServiceProtocol::Tcp => sdk::ServiceProtocol::Tcp,
+                    cur::ServiceProtocol::Udp => sdk::ServiceProtocol::Udp,
+                    cur::ServiceProtocol::Sctp => sdk::ServiceProtocol::Sctp,
+                },
+            })
+            .collect(),
+    });
+    let net = &input.cluster_network;
+    let cluster = sdk::ClusterNetwork {
+        cluster_cidrs: net.cluster_cidrs.clone(),
+        dns_namespace: net.dns_namespace.clone(),
+        dns_pod_labels: net.dns_pod_labels.clone(),
+        ingress_from: net.ingress_from.clone(),
+        cluster_domain: net.cluster_domain.clone(),
+    };
+    let owner = manifest::Owner {
+        kind: "Sandbox",
+        name: &sandbox.name,
+        uid: &sandbox.uid,
+    };
+    let planned = manifest::plan_network_policy_of(owner, &network, service.as_ref(), &cluster);
+    let observed = input.observed.network_policy.as_ref();
+    if observed.is_some_and(|p| !p.deleting && p.spec_hash.as_deref() == Some(planned.spec_hash()))
+    {
+        return None;
+    }
+    let name = crate::model::names::network_policy(&sandbox.name);
+    Some((name, planned.render(&sandbox.namespace).manifest))
+}
+
+/// The NetworkPolicy the host deletes in a 0.1 module's cleanup: once the Pod is gone.
+pub(super) fn network_policy_to_delete(
+    sandbox: &cur::Sandbox,
+    observed: &cur::ObservedChildren,
+) -> Option<String> {
+    let held = observed
+        .network_policy
+        .as_ref()
+        .is_some_and(|p| !p.deleting);
+    (observed.pod.is_none() && held).then(|| crate::model::names::network_policy(&sandbox.name))
 }
 
 // ---------------------------------------------------------------------------------------------

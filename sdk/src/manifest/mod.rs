@@ -14,7 +14,9 @@ mod service;
 mod writer;
 
 pub use meta::Owner;
-pub use network_policy::{BLOCKED_FOR_INTERNET, network_policy, plan_network_policy};
+pub use network_policy::{
+    BLOCKED_FOR_INTERNET, network_policy, plan_network_policy, plan_network_policy_of,
+};
 pub use planned::{Planned, Rendered, spec_hash};
 pub use pod::pod;
 pub use pvc::{VolumeRole, pvc};

@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use super::meta::Owner;
 use super::planned::{Planned, Rendered};
-use crate::bindings::{ClusterNetwork, EgressMode, SandboxSpec, ServiceProtocol};
+use crate::bindings::{
+    ClusterNetwork, EgressMode, NetworkSpec, SandboxSpec, ServiceProtocol, ServiceSpec,
+};
 use crate::cidr::{self, Cidr};
 use crate::names;
 
@@ -23,12 +25,23 @@ pub fn plan_network_policy<'a>(
     spec: &SandboxSpec,
     cluster: &ClusterNetwork,
 ) -> Planned<'a> {
+    plan_network_policy_of(owner, &spec.network, spec.service.as_ref(), cluster)
+}
+
+/// [`plan_network_policy`] from the two parts of the spec it reads: the host renders a 0.1
+/// module's sandboxes' NetworkPolicy with it, the one renderer there is.
+pub fn plan_network_policy_of<'a>(
+    owner: Owner<'a>,
+    network: &NetworkSpec,
+    service: Option<&ServiceSpec>,
+    cluster: &ClusterNetwork,
+) -> Planned<'a> {
     Planned::new(
         "NetworkPolicy",
         "networking.k8s.io/v1",
         names::network_policy(owner.name),
         owner,
-        &policy_spec(owner, spec, cluster),
+        &policy_spec(owner, network, service, cluster),
     )
 }
 
@@ -102,12 +115,13 @@ struct Port {
 
 fn policy_spec<'a>(
     owner: Owner<'a>,
-    spec: &'a SandboxSpec,
+    network: &'a NetworkSpec,
+    service: Option<&'a ServiceSpec>,
     cluster: &'a ClusterNetwork,
 ) -> PolicySpec<'a> {
     PolicySpec {
-        egress: egress(spec, cluster),
-        ingress: ingress(spec, cluster),
+        egress: egress(network, cluster),
+        ingress: ingress(service, cluster),
         pod_selector: Selector {
             match_labels: Some(BTreeMap::from([(names::SANDBOX_LABEL, owner.name)])),
         },
@@ -136,8 +150,11 @@ pub fn protocol(protocol: ServiceProtocol) -> &'static str {
 
 /// From the `--ingress-from` pods of any namespace, to the Service's ports only; nothing
 /// without a Service or without `--ingress-from`.
-fn ingress<'a>(spec: &'a SandboxSpec, cluster: &'a ClusterNetwork) -> Vec<IngressRule<'a>> {
-    let Some(service) = &spec.service else {
+fn ingress<'a>(
+    service: Option<&'a ServiceSpec>,
+    cluster: &'a ClusterNetwork,
+) -> Vec<IngressRule<'a>> {
+    let Some(service) = service else {
         return Vec::new();
     };
     if service.ports.is_empty() || cluster.ingress_from.is_empty() {
@@ -202,8 +219,7 @@ fn ip_block<'a>(cidr: Cidr, text: &'a str, cuts: &[(Cidr, &'a str)]) -> Option<P
     })
 }
 
-fn egress<'a>(spec: &'a SandboxSpec, cluster: &'a ClusterNetwork) -> Vec<EgressRule<'a>> {
-    let network = &spec.network;
+fn egress<'a>(network: &'a NetworkSpec, cluster: &'a ClusterNetwork) -> Vec<EgressRule<'a>> {
     let deny = parsed(&network.deny_cidrs);
     let mut peers: Vec<Peer<'a>> = Vec::new();
     match network.egress {

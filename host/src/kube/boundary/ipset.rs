@@ -98,6 +98,89 @@ impl IpSet {
     pub fn is_subset(&self, other: &IpSet) -> bool {
         self.minus(other).is_empty()
     }
+
+    /// Some address of `self` is in `other`.
+    pub fn intersects(&self, other: &IpSet) -> bool {
+        self.minus(other) != *self
+    }
+
+    /// The IPv4 part alone.
+    pub fn v4_only(&self) -> IpSet {
+        IpSet {
+            v4: self.v4.clone(),
+            v6: Vec::new(),
+        }
+    }
+
+    /// `self` with each of its IPv4 ranges also in the IPv6 forms that carry an IPv4 address:
+    /// IPv4-mapped (`::ffff:a.b.c.d`) and NAT64's well-known prefix (`64:ff9b::a.b.c.d`). A
+    /// parser that reads a mapped address as the IPv4 one, or a NAT64 gateway, takes such an
+    /// address to the IPv4 one it carries.
+    pub fn with_v4_forms(&self) -> IpSet {
+        let mut forms = self.clone();
+        for prefix in CARRIERS {
+            let carried: Vec<(u128, u128)> = self
+                .v4
+                .iter()
+                .map(|&(first, last)| (prefix | first, prefix | last))
+                .collect();
+            forms.v6 = union(&forms.v6, &carried);
+        }
+        forms
+    }
+}
+
+/// The /96 prefixes whose last 32 bits are an IPv4 address: IPv4-mapped (`::ffff:0:0/96`) and
+/// NAT64's well-known prefix (`64:ff9b::/96`, RFC 6052).
+pub const CARRIERS: [u128; 2] = [0xffff << 32, 0x64_ff9b << 96];
+
+/// NAT64's local-use prefix (`64:ff9b:1::/48`, RFC 8215): where in it an IPv4 address sits is
+/// the operator's choice, so none of it can be read as one.
+pub const NAT64_LOCAL: Cidr = Cidr {
+    v6: true,
+    first: 0x64_ff9b_0001 << 80,
+    last: (0x64_ff9b_0001 << 80) | ((1 << 80) - 1),
+};
+
+impl Cidr {
+    /// The IPv4 range a CIDR inside one of the [`CARRIERS`] carries; `None` for any other.
+    pub fn carried_v4(self) -> Option<Cidr> {
+        if !self.v6 {
+            return None;
+        }
+        let low = (1u128 << 32) - 1;
+        CARRIERS
+            .iter()
+            .find(|&&prefix| self.first & !low == prefix && self.last & !low == prefix)
+            .map(|_| Cidr {
+                v6: false,
+                first: self.first & low,
+                last: self.last & low,
+            })
+    }
+
+    /// Every address of `other` is in `self`.
+    pub fn contains(self, other: Cidr) -> bool {
+        self.v6 == other.v6 && self.first <= other.first && other.last <= self.last
+    }
+}
+
+impl IpSet {
+    /// The IPv4 addresses that the parts of `self` within `carrier` (a CIDR inside one of the
+    /// [`CARRIERS`]) carry.
+    pub fn carried_v4(&self, carrier: Cidr) -> IpSet {
+        let low = (1u128 << 32) - 1;
+        let v4 = self
+            .v6
+            .iter()
+            .filter(|&&(first, last)| first >= carrier.first && last <= carrier.last)
+            .map(|&(first, last)| (first & low, last & low))
+            .collect::<Vec<_>>();
+        IpSet {
+            v4: union(&v4, &[]),
+            v6: Vec::new(),
+        }
+    }
 }
 
 /// Sorted, merged intervals of both lists (adjacent ones joined).
@@ -210,5 +293,46 @@ mod tests {
         assert_eq!(joined, set(&["10.0.0.0/8"]));
         assert!(joined.minus(&set(&["10.0.0.0/8"])).is_empty());
         assert!(set(&["10.0.0.0/8"]).minus(&set(&["10.0.0.0/9"])) == set(&["10.128.0.0/9"]));
+        assert!(set(&["10.0.0.0/8"]).intersects(&set(&["10.1.0.0/16"])));
+        assert!(!set(&["10.0.0.0/8"]).intersects(&set(&["11.0.0.0/8", "::/0"])));
+    }
+
+    #[test]
+    fn ipv4_ranges_in_their_mapped_and_nat64_forms() {
+        let metadata = set(&["169.254.169.254/32"]).with_v4_forms();
+        for form in [
+            "169.254.169.254/32",
+            "::ffff:169.254.169.254/128",
+            "::ffff:a9fe:a9fe/128",
+            "64:ff9b::169.254.169.254/128",
+            "64:ff9b::a9fe:a9fe/128",
+        ] {
+            assert!(set(&[form]).is_subset(&metadata), "{form}");
+        }
+        assert!(!set(&["::ffff:8.8.8.8/128"]).intersects(&metadata));
+        assert!(set(&["::ffff:0:0/96"]).intersects(&metadata));
+        assert!(set(&["64:ff9b::/64"]).intersects(&metadata));
+        // What a CIDR inside a carrier carries; none for any other.
+        let carried = |text: &str| Cidr::parse(text).unwrap().carried_v4();
+        assert_eq!(
+            carried("::ffff:10.0.0.0/104"),
+            Some(Cidr::parse("10.0.0.0/8").unwrap())
+        );
+        assert_eq!(
+            carried("64:ff9b::a9fe:a9fe/128"),
+            Some(Cidr::parse("169.254.169.254/32").unwrap())
+        );
+        assert_eq!(
+            carried("64:ff9b::/96"),
+            Some(Cidr::parse("0.0.0.0/0").unwrap())
+        );
+        assert_eq!(carried("64:ff9b::/64"), None);
+        assert_eq!(carried("::/0"), None);
+        assert_eq!(carried("10.0.0.0/8"), None);
+        assert_eq!(carried("2001:db8::/32"), None);
+        let local = NAT64_LOCAL;
+        assert!(local.contains(Cidr::parse("64:ff9b:1:a9fe:a9::/80").unwrap()));
+        assert_eq!(local, Cidr::parse("64:ff9b:1::/48").unwrap());
+        assert!(!local.contains(Cidr::parse("64:ff9b::/96").unwrap()));
     }
 }

@@ -367,6 +367,9 @@ pub struct Containment {
     pub max_kube_calls: u32,
     /// Bytes of one manifest, checked before it is parsed.
     pub max_manifest_bytes: usize,
+    /// Addresses the operator lets sandboxes reach although they are protected (the metadata
+    /// service, link-local, the cluster's ranges and the API server: `network::protected`).
+    pub allowed_egress: ipset::IpSet,
     /// What one call's output may hold (checked by the reconcile core).
     pub output: OutputBudget,
 }
@@ -414,6 +417,7 @@ impl Default for Containment {
             max_volume_bytes: 1 << 40,
             max_kube_calls: 16,
             max_manifest_bytes: 512 << 10,
+            allowed_egress: ipset::IpSet::default(),
             output: OutputBudget::default(),
         }
     }
@@ -438,20 +442,8 @@ pub struct SandboxScope {
     /// The children the input shows as observed: what a delete may name where no cache
     /// answers (tests, `policy test`).
     pub observed: Vec<(Resource, String)>,
-    /// What the Sandbox's NetworkPolicy may allow. `None` for a policy whose contract has no
-    /// network (0.1): it writes no NetworkPolicy, and its Pods need none first.
+    /// What the Sandbox's NetworkPolicy may allow; `None` (tests only) allows none.
     pub network: Option<SandboxNetwork>,
-}
-
-impl SandboxScope {
-    /// The scope of a policy whose contract has no network (0.1): it writes no NetworkPolicy,
-    /// so its Pods need none first (docs/policy-authoring.md says what such a module lacks).
-    pub fn without_network(self) -> Self {
-        Self {
-            network: None,
-            ..self
-        }
-    }
 }
 
 /// What a fork may clone: the PVCs its source owns in the cluster, as the controller's cache
@@ -806,7 +798,7 @@ impl Containment {
             Resource::Pod => pod::check(self, scope, &what, object),
             Resource::PersistentVolumeClaim => self.check_pvc(scope, role, &what, object),
             Resource::Secret => check_secret(&what, object),
-            Resource::NetworkPolicy => network::check(scope, &what, object),
+            Resource::NetworkPolicy => network::check(self, scope, &what, object),
             Resource::Service => service::check(scope, &what, object),
             _ => Err(Refusal::new(Rule::Kind, what, "kind", "not a child kind")),
         }

@@ -4,13 +4,21 @@
 //! compared as address sets (CIDR minus excepts, within the allowed set); selector peers must
 //! be one of the few the host knows: the cluster's DNS pods (port 53 only), the
 //! `--ingress-from` pods (the Service's ports only) and, for `egress: cluster`, every pod.
+//!
+//! Some addresses no sandbox reaches unless the operator lists them (`--allowed-egress-cidrs`),
+//! whatever its spec or policy says: the cloud metadata service and link-local, and, but for
+//! `egress: cluster`, the cluster's ranges (`--cluster-cidr`, with the API server's address).
+//! An `ipBlock` inside an IPv6 prefix that carries an IPv4 address (IPv4-mapped, NAT64) is
+//! held to the rules of the IPv4 addresses it carries too, and NAT64's local-use prefix is
+//! refused outright; a tenant's `allowCIDRs` entry that reaches any of these, in any form, is
+//! refused before the policy runs ([`refused_allow_cidr`]).
 
 use std::fmt;
 use std::sync::LazyLock;
 
-use super::ipset::{Cidr, IpSet};
+use super::ipset::{Cidr, IpSet, NAT64_LOCAL};
 use super::json::Json;
-use super::{Fields, Refusal, Rule, SANDBOX_LABEL, SandboxScope, nth, short, sub};
+use super::{Containment, Fields, Refusal, Rule, SANDBOX_LABEL, SandboxScope, nth, short, sub};
 use crate::model::names::{BLOCKED_FOR_INTERNET, NAMESPACE_NAME_LABEL};
 use crate::runtime::bindings::{ClusterNetwork, EgressMode, ServiceProtocol};
 
@@ -41,6 +49,59 @@ static INTERNET: LazyLock<IpSet> = LazyLock::new(|| {
     everything.minus(&set_of(BLOCKED_FOR_INTERNET, |_| {}))
 });
 
+/// The cloud metadata service (169.254.169.254, and AWS's IPv6 fd00:ec2::254) and the
+/// link-local ranges it lives in: never reached unless the operator lists them.
+pub const METADATA: [&str; 4] = [
+    "169.254.169.254/32",
+    "169.254.0.0/16",
+    "fd00:ec2::254/128",
+    "fe80::/10",
+];
+
+static METADATA_SET: LazyLock<IpSet> = LazyLock::new(|| set_of(METADATA, |_| {}));
+
+/// What no sandbox reaches unless the operator lists it, in any form: the metadata service and
+/// link-local, the cluster's ranges, each IPv4 range also as IPv4-mapped and NAT64 addresses,
+/// and NAT64's local-use prefix; less `exempt` (`--allowed-egress-cidrs`).
+pub fn protected(cluster: &IpSet, exempt: &IpSet) -> IpSet {
+    METADATA_SET
+        .union(cluster)
+        .with_v4_forms()
+        .union(&IpSet::of(NAT64_LOCAL))
+        .minus(exempt)
+}
+
+/// The first entry of a Sandbox's `spec.network.allowCIDRs` that reaches a [`protected`]
+/// address, with why: the host refuses such a spec before the policy runs (`SpecValid`
+/// False). An entry that does not parse is the policy's to refuse.
+pub fn refused_allow_cidr(
+    allow_cidrs: &[String],
+    cluster_cidrs: &[String],
+    exempt: &IpSet,
+) -> Option<(usize, String)> {
+    if allow_cidrs.is_empty() {
+        return None;
+    }
+    let cluster = set_of(cluster_cidrs.iter().map(String::as_str), |_| {});
+    let protected = protected(&cluster, exempt);
+    allow_cidrs.iter().enumerate().find_map(|(i, text)| {
+        let entry = IpSet::of(Cidr::parse(text).ok()?);
+        entry.intersects(&protected).then(|| {
+            let reached = entry.minus(&entry.minus(&protected));
+            (
+                i,
+                format!(
+                    "{:?} reaches {reached}, which no sandbox may reach: the cloud metadata \
+                     service and link-local, the cluster's pod and service ranges and the API \
+                     server (--cluster-cidr), in any IPv4, IPv4-mapped or NAT64 form, unless the \
+                     operator lists them (--allowed-egress-cidrs)",
+                    super::clip(text, 64)
+                ),
+            )
+        })
+    })
+}
+
 fn set_of<'a>(cidrs: impl IntoIterator<Item = &'a str>, mut bad: impl FnMut(&'a str)) -> IpSet {
     let mut set = IpSet::default();
     for text in cidrs {
@@ -53,9 +114,12 @@ fn set_of<'a>(cidrs: impl IntoIterator<Item = &'a str>, mut bad: impl FnMut(&'a 
 }
 
 impl SandboxNetwork {
-    /// The addresses egress may reach by `ipBlock`. A deny CIDR or a cluster CIDR that does
-    /// not parse leaves nothing checkable: an error, so that nothing is admitted.
-    pub fn allowed_addresses(&self) -> Result<IpSet, String> {
+    /// The addresses egress may reach by `ipBlock`: what the mode allows and `allowCIDRs`,
+    /// less `denyCIDRs`, and never the metadata service and link-local, nor the cluster's
+    /// ranges but for `egress: cluster`, unless `exempt` (`--allowed-egress-cidrs`) holds
+    /// them. A deny CIDR or a cluster CIDR that does not parse leaves nothing checkable: an
+    /// error, so that nothing is admitted.
+    pub fn allowed_addresses(&self, exempt: &IpSet) -> Result<IpSet, String> {
         let mut problem = None;
         let deny = set_of(self.deny_cidrs.iter().map(String::as_str), |c| {
             problem.get_or_insert_with(|| format!("spec.network.denyCIDRs holds {c:?}"));
@@ -70,17 +134,18 @@ impl SandboxNetwork {
         }
         // An allow CIDR that does not parse allows nothing.
         let allow = set_of(self.allow_cidrs.iter().map(String::as_str), |_| {});
-        let base = match self.egress {
+        let (base, never) = match self.egress {
             EgressMode::None => return Ok(IpSet::default()),
-            EgressMode::Internet => INTERNET.minus(&cluster),
-            EgressMode::Cluster => cluster,
+            EgressMode::Internet => (INTERNET.minus(&cluster), METADATA_SET.union(&cluster)),
+            EgressMode::Cluster => (cluster, METADATA_SET.clone()),
         };
-        Ok(base.union(&allow).minus(&deny))
+        Ok(base.union(&allow).minus(&deny).minus(&never.minus(exempt)))
     }
 }
 
 /// Checks a NetworkPolicy manifest for `scope`'s Sandbox.
 pub(super) fn check(
+    rules: &Containment,
     scope: &SandboxScope,
     what: &dyn fmt::Display,
     object: &Json<'_>,
@@ -114,13 +179,15 @@ pub(super) fn check(
              open",
         ));
     }
+    let exempt = &rules.allowed_egress;
     let allowed = network
-        .allowed_addresses()
+        .allowed_addresses(exempt)
         .map_err(|why| fields.refuse("spec.egress", why))?;
+    let bounds = Bounds { allowed, exempt };
     if let Some(rules) = spec.get("egress") {
         let rules = fields.array(rules, "spec.egress")?;
         for (i, rule) in rules.iter().enumerate() {
-            check_egress_rule(&fields, network, &allowed, rule, &nth(&"spec.egress", i))?;
+            check_egress_rule(&fields, network, &bounds, rule, &nth(&"spec.egress", i))?;
         }
     }
     if let Some(rules) = spec.get("ingress") {
@@ -256,10 +323,59 @@ fn ports(
     Ok(Some(out))
 }
 
+/// What an `ipBlock` may reach: the sandbox's allowed addresses, and what the operator exempts.
+struct Bounds<'a> {
+    allowed: IpSet,
+    exempt: &'a IpSet,
+}
+
+impl Bounds<'_> {
+    /// Why `reached` (the CIDR `cidr` less its excepts) is beyond the bounds, if it is.
+    fn beyond(&self, network: &SandboxNetwork, cidr: Cidr, reached: &IpSet) -> Option<String> {
+        let allowed = &self.allowed;
+        let mode = || {
+            if allowed.is_empty() {
+                "nothing".to_string()
+            } else {
+                format!("egress {:?}", network.egress)
+            }
+        };
+        if NAT64_LOCAL.contains(cidr) && !reached.is_subset(self.exempt) {
+            return Some(format!(
+                "reaches {} in NAT64's local-use prefix 64:ff9b:1::/48, which may carry any \
+                 IPv4 address (the operator may list it: --allowed-egress-cidrs)",
+                reached.minus(self.exempt)
+            ));
+        }
+        if !reached.is_subset(allowed) {
+            return Some(format!(
+                "reaches {}, beyond what spec.network allows ({}), or an address no sandbox \
+                 reaches unless the operator lists it (--allowed-egress-cidrs)",
+                reached.minus(allowed),
+                mode()
+            ));
+        }
+        // An IPv4-mapped or NAT64 address reaches the IPv4 address it carries.
+        if cidr.carried_v4().is_some() {
+            let carried = reached.carried_v4(cidr);
+            if !carried.is_subset(allowed) {
+                return Some(format!(
+                    "carries the IPv4 addresses {}, beyond what spec.network allows ({}), or \
+                     addresses no sandbox reaches unless the operator lists them \
+                     (--allowed-egress-cidrs)",
+                    carried.minus(allowed),
+                    mode()
+                ));
+            }
+        }
+        None
+    }
+}
+
 fn check_egress_rule(
     fields: &Fields<'_>,
     network: &SandboxNetwork,
-    allowed: &IpSet,
+    bounds: &Bounds<'_>,
     rule: &Json<'_>,
     at: &dyn fmt::Display,
 ) -> Result<(), Refusal> {
@@ -282,20 +398,9 @@ fn check_egress_rule(
         let field = nth(&to_at, i);
         if let Some(block) = peer.get("ipBlock") {
             fields.object(peer, field, &["ipBlock"])?;
-            let reached = ip_block(fields, block, &sub(&field, "ipBlock"))?;
-            if !reached.is_subset(allowed) {
-                return Err(fields.refuse(
-                    sub(&field, "ipBlock"),
-                    format!(
-                        "reaches {}, beyond what spec.network allows ({})",
-                        reached.minus(allowed),
-                        if allowed.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            format!("egress {:?}", network.egress)
-                        }
-                    ),
-                ));
+            let (cidr, reached) = ip_block(fields, block, &sub(&field, "ipBlock"))?;
+            if let Some(why) = bounds.beyond(network, cidr, &reached) {
+                return Err(fields.refuse(sub(&field, "ipBlock"), why));
             }
             continue;
         }
@@ -336,30 +441,29 @@ fn check_egress_rule(
     Ok(())
 }
 
-/// The addresses an `ipBlock` reaches: its CIDR without its excepts.
+/// An `ipBlock`'s CIDR, and the addresses it reaches: the CIDR without its excepts.
 fn ip_block(
     fields: &Fields<'_>,
     block: &Json<'_>,
     at: &dyn fmt::Display,
-) -> Result<IpSet, Refusal> {
+) -> Result<(Cidr, IpSet), Refusal> {
     fields.object(block, at, &["cidr", "except"])?;
     let parse = |value: &Json<'_>, field: &dyn fmt::Display| {
         let text = value
             .as_str()
             .ok_or_else(|| fields.refuse(field, "not a string"))?;
-        Cidr::parse(text)
-            .map(IpSet::of)
-            .map_err(|e| fields.refuse(field, e.to_string()))
+        Cidr::parse(text).map_err(|e| fields.refuse(field, e.to_string()))
     };
     let cidr_at = sub(at, "cidr");
-    let mut reached = parse(fields.required(block, at, "cidr")?, &cidr_at)?;
+    let cidr = parse(fields.required(block, at, "cidr")?, &cidr_at)?;
+    let mut reached = IpSet::of(cidr);
     if let Some(except) = block.get("except") {
         let except_at = sub(at, "except");
         for (i, cut) in fields.array(except, except_at)?.iter().enumerate() {
-            reached = reached.minus(&parse(cut, &nth(&except_at, i))?);
+            reached = reached.minus(&IpSet::of(parse(cut, &nth(&except_at, i))?));
         }
     }
-    Ok(reached)
+    Ok((cidr, reached))
 }
 
 fn check_ingress_rule(

@@ -355,3 +355,214 @@ fn deletes_name_only_the_sandboxs_own_network_policy_and_service() {
         );
     }
 }
+
+/// A peer added to the default's first egress rule, for the sandbox `input`.
+fn with_peer(input: &ReconcileInput, cidr: &str) -> Value {
+    let mut manifest = written(input, Resource::NetworkPolicy);
+    manifest["spec"]["egress"][0]["to"]
+        .as_array_mut()
+        .expect("the default's first rule has peers")
+        .push(json!({"ipBlock": {"cidr": cidr}}));
+    manifest
+}
+
+fn exempting(cidrs: &[&str]) -> Containment {
+    Containment {
+        allowed_egress: cidrs
+            .iter()
+            .map(|c| IpSet::of(ipset::Cidr::parse(c).unwrap()))
+            .fold(IpSet::default(), |a, b| a.union(&b)),
+        ..Containment::default()
+    }
+}
+
+use super::ipset::{self, IpSet};
+
+#[test]
+fn protected_addresses_are_refused_in_their_mapped_and_nat64_forms() {
+    let input = with(|_| {});
+    let at = "spec.egress[0].to[2].ipBlock";
+    for reach in [
+        // The metadata service, in every form.
+        "169.254.169.254/32",
+        "fd00:ec2::254/128",
+        "::ffff:169.254.169.254/128",
+        "::ffff:a9fe:a9fe/128",
+        "64:ff9b::a9fe:a9fe/128",
+        "64:ff9b::169.254.0.0/112",
+        // The cluster's ranges and the RFC 1918 space the internet mode leaves out.
+        "::ffff:10.96.0.1/128",
+        "64:ff9b::a60:1/128",
+        "64:ff9b::10.0.0.0/104",
+        // Everything a carrier prefix carries.
+        "::ffff:0:0/96",
+        "64:ff9b::/96",
+        // NAT64's local-use prefix, whatever it carries.
+        "64:ff9b:1::/48",
+        "64:ff9b:1:a9fe:a9::/80",
+    ] {
+        let manifest = with_peer(&input, reach);
+        refused(policy_check(&input, &manifest), Rule::Network, at);
+    }
+    // The internet in the same forms: admitted.
+    for reach in [
+        "::ffff:8.8.8.8/128",
+        "64:ff9b::808:808/128",
+        "2001:db8::/32",
+    ] {
+        let manifest = with_peer(&input, reach);
+        assert_eq!(policy_check(&input, &manifest), Ok(()), "{reach}");
+    }
+}
+
+#[test]
+fn allow_cidrs_reach_protected_addresses_only_when_the_operator_lists_them() {
+    // (`egress: none` renders no egress at all, whatever allowCIDRs say.)
+    for mode in [EgressMode::Internet, EgressMode::Cluster] {
+        for allow in ["169.254.169.254/32", "10.96.0.1/32", "fe80::1/128"] {
+            let input = with(|i| {
+                i.sandbox.spec.network.egress = mode;
+                i.sandbox.spec.network.allow_cidrs = vec![allow.into()];
+            });
+            let policy = written(&input, Resource::NetworkPolicy);
+            let scope = scope_of(&input);
+            let name = names::network_policy(S);
+            let check = |rules: &Containment| {
+                check_in(rules, &scope, Resource::NetworkPolicy, &name, &policy)
+            };
+            // `egress: cluster` reaches the cluster's ranges by itself; nothing else does.
+            if mode == EgressMode::Cluster && allow == "10.96.0.1/32" {
+                assert_eq!(check(&Containment::default()), Ok(()));
+            } else {
+                let refusal = check(&Containment::default()).expect_err(allow);
+                assert_eq!(refusal.rule, Rule::Network, "{refusal}");
+                assert!(
+                    refusal.reason.contains("--allowed-egress-cidrs"),
+                    "{refusal}"
+                );
+            }
+            assert_eq!(check(&exempting(&[allow])), Ok(()), "{mode:?} {allow}");
+        }
+    }
+}
+
+#[test]
+fn cluster_egress_never_reaches_the_metadata_service() {
+    let input = with(|i| {
+        i.sandbox.spec.network.egress = EgressMode::Cluster;
+        i.cluster_network
+            .cluster_cidrs
+            .push("169.254.0.0/16".into());
+    });
+    let policy = written(&input, Resource::NetworkPolicy);
+    let refusal = policy_check(&input, &policy).expect_err("metadata inside a cluster CIDR");
+    assert_eq!(refusal.rule, Rule::Network);
+    assert!(
+        refusal.reason.contains("169.254.0.0-169.254.255.255"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn an_apply_that_removes_rules_is_never_wider() {
+    let input = with(served);
+    // Rules are allowances: without them the policy denies (narrower, admitted).
+    for removed in ["egress", "ingress"] {
+        let mut manifest = written(&input, Resource::NetworkPolicy);
+        manifest["spec"].as_object_mut().unwrap().remove(removed);
+        assert_eq!(policy_check(&input, &manifest), Ok(()), "{removed}");
+    }
+    // What would widen it when left out is required, or refused in its absence.
+    type Removal = (&'static str, fn(&mut Value));
+    let removals: [Removal; 6] = [
+        ("spec.policyTypes", |m| {
+            m["spec"].as_object_mut().unwrap().remove("policyTypes");
+        }),
+        ("spec.podSelector", |m| {
+            m["spec"].as_object_mut().unwrap().remove("podSelector");
+        }),
+        ("spec.egress[0].to", |m| {
+            m["spec"]["egress"][0].as_object_mut().unwrap().remove("to");
+        }),
+        ("spec.egress[0].to[0].ipBlock", |m| {
+            m["spec"]["egress"][0]["to"][0]["ipBlock"]
+                .as_object_mut()
+                .unwrap()
+                .remove("except");
+        }),
+        ("spec.ingress[0].from", |m| {
+            m["spec"]["ingress"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("from");
+        }),
+        ("spec.ingress[0].ports", |m| {
+            m["spec"]["ingress"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("ports");
+        }),
+    ];
+    for (field, edit) in removals {
+        policy_refused(&input, edit, field);
+    }
+}
+
+#[test]
+fn a_tenants_allow_cidrs_are_held_to_the_protected_ranges() {
+    let cluster: Vec<String> = ["10.244.0.0/16", "10.96.0.0/12"]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let entries = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let none = IpSet::default();
+    // The list: the metadata service first.
+    let (i, why) = network::refused_allow_cidr(
+        &entries(&["169.254.169.254/32", "10.96.0.1/32", "10.0.0.0/8"]),
+        &cluster,
+        &none,
+    )
+    .expect("refused");
+    assert_eq!(i, 0);
+    assert!(why.contains("\"169.254.169.254/32\""), "{why}");
+    assert!(why.contains("--allowed-egress-cidrs"), "{why}");
+    for bad in [
+        "10.96.0.1/32",
+        "10.0.0.0/8",
+        "fe80::/64",
+        "::/0",
+        "::ffff:169.254.169.254/128",
+        "::ffff:10.244.1.0/120",
+        "64:ff9b::a9fe:a9fe/128",
+        "64:ff9b::/96",
+        "64:ff9b:1::/48",
+        "fd00:ec2::254/128",
+    ] {
+        let found = network::refused_allow_cidr(&entries(&["10.0.5.0/24", bad]), &cluster, &none);
+        assert_eq!(found.map(|(i, _)| i), Some(1), "{bad}");
+    }
+    for fine in [
+        "10.0.5.0/24",
+        "8.8.8.8/32",
+        "2001:db8::/32",
+        "::ffff:8.8.8.8/128",
+        "nonsense",
+    ] {
+        assert_eq!(
+            network::refused_allow_cidr(&entries(&[fine]), &cluster, &none),
+            None,
+            "{fine}"
+        );
+    }
+    // What the operator lists, in every form it is asked for.
+    let exempt = exempting(&["169.254.169.254/32", "10.96.0.1/32"]).allowed_egress;
+    assert_eq!(
+        network::refused_allow_cidr(
+            &entries(&["169.254.169.254/32", "10.96.0.1/32"]),
+            &cluster,
+            &exempt
+        ),
+        None
+    );
+    assert!(network::refused_allow_cidr(&entries(&["10.96.0.0/12"]), &cluster, &exempt).is_some());
+}

@@ -277,9 +277,70 @@ impl HostState {
             None => {
                 self.containment
                     .check_delete(scope, resource, namespace, name)?;
+                if resource == Resource::NetworkPolicy {
+                    self.no_pod_without_its_policy(namespace, name)?;
+                }
             }
         }
         Ok(())
+    }
+
+    /// What this call last did to an object: `Some(true)` written, `Some(false)` deleted,
+    /// `None` neither.
+    fn last_done(&self, resource: Resource, namespace: &str, name: &str) -> Option<bool> {
+        self.effects.iter().rev().find_map(|e| match e {
+            Effect::Applied {
+                resource: r,
+                namespace: n,
+                name: m,
+                ..
+            } if *r == resource && n == namespace && m == name => Some(true),
+            Effect::Deleted {
+                resource: r,
+                namespace: n,
+                name: m,
+            } if *r == resource && n == namespace && m == name => Some(false),
+            _ => None,
+        })
+    }
+
+    /// Whether the call's Sandbox holds `resource` `name` as its own child, as the cache says
+    /// (or, without one, the input's observed children): one lookup.
+    fn held(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return false;
+        };
+        match &ctx.children {
+            Some(cache) => cache.holds(resource, namespace, name, &scope.name),
+            None => scope
+                .observed
+                .iter()
+                .any(|(r, n)| *r == resource && n == name),
+        }
+    }
+
+    /// A delete of S's NetworkPolicy only once S's Pod is gone: not while the cache holds it
+    /// (a Pod deleted, in this call or before, still runs until the watch says it is gone)
+    /// nor when this call created it. Otherwise the Pod would run on the namespace's network.
+    fn no_pod_without_its_policy(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
+        let Some(scope) = &self.scope else {
+            return Ok(());
+        };
+        let pod = crate::model::names::pod(&scope.name);
+        // Written or deleted in this call: it exists, or is still terminating.
+        let touched = self.last_done(Resource::Pod, namespace, &pod).is_some();
+        if !touched && !self.held(Resource::Pod, namespace, &pod) {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            Rule::Network,
+            describe(Resource::NetworkPolicy, namespace, name),
+            "name",
+            format!(
+                "Pod {pod:?} exists (in the cache, terminating, or created in this call): its \
+                 NetworkPolicy is deleted only once the Pod is gone"
+            ),
+        ))
     }
 
     /// Logs and counts a refusal, and turns it into the guest's error.
@@ -429,29 +490,24 @@ impl HostState {
         }
     }
 
-    /// For a 0.2 policy, a Pod only once its NetworkPolicy exists (checked after the Pod's
-    /// manifest, so that a bad Pod is refused for what is wrong with it): in the controller's cache
-    /// (or, without one, among the input's observed children), or applied earlier in this
-    /// call. Otherwise the Pod would run, if briefly, with the namespace's network.
+    /// A Pod only while its NetworkPolicy exists (checked after the Pod's manifest, so that a
+    /// bad Pod is refused for what is wrong with it): the last this call did to it was an
+    /// apply, or it did nothing to it and the controller's cache holds it (or, without one, the
+    /// input's observed children show it). Otherwise the Pod would run, if briefly, with the
+    /// namespace's network. For every contract: a 0.1 module's is applied by the host.
     fn network_policy_first(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
-        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+        let Some(scope) = &self.scope else {
             // The boundary refuses the call itself.
             return Ok(());
         };
-        if scope.network.is_none() {
-            return Ok(());
-        }
         let policy = crate::model::names::network_policy(&scope.name);
         // Only "is it this sandbox's own": one lookup, not the scan that tells another
         // sandbox's child from none (every new Pod passes here).
-        let held = || match &ctx.children {
-            Some(cache) => cache.holds(Resource::NetworkPolicy, namespace, &policy, &scope.name),
-            None => scope
-                .observed
-                .iter()
-                .any(|(r, n)| *r == Resource::NetworkPolicy && *n == policy),
+        let present = match self.last_done(Resource::NetworkPolicy, namespace, &policy) {
+            Some(applied) => applied,
+            None => self.held(Resource::NetworkPolicy, namespace, &policy),
         };
-        if self.written(Resource::NetworkPolicy, namespace, &policy) || held() {
+        if present {
             return Ok(());
         }
         Err(Refusal::new(
@@ -459,10 +515,33 @@ impl HostState {
             describe(Resource::Pod, namespace, name),
             "kind",
             format!(
-                "no Pod before its NetworkPolicy: apply {policy:?} first (it is neither in the \
-                 cache nor applied earlier in this call)"
+                "no Pod before its NetworkPolicy: apply {policy:?} first (it is not in the \
+                 cache and not applied in this call, or this call deleted it)"
             ),
         ))
+    }
+
+    /// The host's own NetworkPolicy for a module whose contract has none (0.1), applied
+    /// before the module runs: through the same boundary, cluster and effects as a policy's
+    /// apply, outside the module's calls budget and call log.
+    pub(crate) async fn apply_host_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<(), KubeError> {
+        self.apply(Resource::NetworkPolicy, namespace, name, manifest)
+            .await
+    }
+
+    /// The host's delete of that NetworkPolicy in cleanup, under the same rule as a policy's:
+    /// only once the Pod is gone.
+    pub(crate) async fn delete_host_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        self.delete(Resource::NetworkPolicy, namespace, name).await
     }
 
     /// The Pod's IP after an ensure: from the created object, or read back when it existed.

@@ -44,6 +44,13 @@
 //! - `century-grace`: the default Pod with a termination grace period of a century (`pod`);
 //! - `huge-resources`: the default Pod requesting 4096 CPUs, 64 Ti of memory and 1 Pi of
 //!   ephemeral storage (`pod`);
+//! - `delete-network-policy`: deletes its NetworkPolicy while its Pod exists (`network`);
+//! - `policy-swap-in-call`: applies its NetworkPolicy, deletes it, then creates its Pod in the
+//!   same call (`network`, at the Pod: the NetworkPolicy is gone at that moment);
+//! - `egress-metadata`: its NetworkPolicy also allowing the metadata address in its NAT64 form,
+//!   `64:ff9b::a9fe:a9fe/128`, within `::/0` but carrying 169.254.169.254 (`network`);
+//! - `cleanup-policy-first` (cleanup-sandbox): deletes its NetworkPolicy before its Pod is
+//!   gone (`network`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
 //!   exports that get no cluster access (`scope`);
 //! - `future-generation`: a rootfs PVC of the generation after the spec's (`scope`);
@@ -165,6 +172,10 @@ pub enum Case {
     ReapEarly,
     FutureGeneration,
     ForkStatusLie,
+    DeleteNetworkPolicy,
+    PolicySwapInCall,
+    EgressMetadata,
+    CleanupPolicyFirst,
 }
 
 impl Case {
@@ -216,6 +227,10 @@ impl Case {
         ("reap-early", Case::ReapEarly),
         ("future-generation", Case::FutureGeneration),
         ("fork-status-lie", Case::ForkStatusLie),
+        ("delete-network-policy", Case::DeleteNetworkPolicy),
+        ("policy-swap-in-call", Case::PolicySwapInCall),
+        ("egress-metadata", Case::EgressMetadata),
+        ("cleanup-policy-first", Case::CleanupPolicyFirst),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -427,6 +442,20 @@ pub fn reconcile(
             client.apply_service(ns, &names::service(own), &service.to_string())
         }
         Case::PodBeforePolicy => client.ensure_pod(ns, own, &m.pod().to_string()).map(drop),
+        Case::DeleteNetworkPolicy => client.delete_network_policy(ns, &names::network_policy(own)),
+        Case::PolicySwapInCall => {
+            let policy = names::network_policy(own);
+            client.apply_network_policy(ns, &policy, &m.network_policy(input).to_string())?;
+            client.delete_network_policy(ns, &policy)?;
+            client.ensure_pod(ns, own, &m.pod().to_string()).map(drop)
+        }
+        Case::EgressMetadata => {
+            let mut policy = m.network_policy(input);
+            if let Some(peers) = policy["spec"]["egress"][0]["to"].as_array_mut() {
+                peers.push(json!({"ipBlock": {"cidr": "64:ff9b::a9fe:a9fe/128"}}));
+            }
+            client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())
+        }
         Case::DeleteUnmanaged => client.delete_secret(ns, UNMANAGED_SECRET),
         Case::Flood => {
             let secret = m.secret().to_string();
@@ -564,7 +593,8 @@ fn unchanged(input: &ReconcileInput) -> ReconcileOutput {
     }
 }
 
-/// `cleanup-sandbox`: the default, or a delete of the victim's Pod.
+/// `cleanup-sandbox`: the default, a delete of the victim's Pod, or of its own NetworkPolicy
+/// first.
 pub fn cleanup(
     client: &mut impl KubeClient,
     now: Timestamp,
@@ -575,6 +605,13 @@ pub fn cleanup(
         client.delete_pod(&sandbox.namespace, VICTIM)?;
         return Err(KubeError::Other(
             "hostile policy: the host let a cleanup delete another sandbox's Pod".to_string(),
+        ));
+    }
+    if Case::of(&sandbox.name) == Some(Case::CleanupPolicyFirst) {
+        client.delete_network_policy(&sandbox.namespace, &names::network_policy(&sandbox.name))?;
+        return Err(KubeError::Other(
+            "hostile policy: the host let a cleanup delete the NetworkPolicy before the Pod"
+                .to_string(),
         ));
     }
     let mut out = cubepod_policy_sdk::cleanup::cleanup(client, now, sandbox, observed)?;
