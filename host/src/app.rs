@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
+use crate::admission::{Admission, Admitted, Candidate, FileError, REFUSAL_REASONS, Refused};
 use crate::config::RunArgs;
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
@@ -176,13 +176,16 @@ pub async fn admit_policy(
     path: Option<&PathBuf>,
 ) -> Result<Admitted, StartError> {
     let candidate = match path {
-        Some(path) => admission
-            .read(path)
-            .await
-            .map_err(|source| StartError::PolicyFile {
+        Some(path) => admission.read(path).await.map_err(|error| match error {
+            FileError::Io { source, .. } => StartError::PolicyFile {
                 path: path.clone(),
                 source,
-            })?,
+            },
+            refused => StartError::PolicyRefused {
+                what: path.display().to_string(),
+                source: Refused::File(refused),
+            },
+        })?,
         None => Candidate::builtin(),
     };
     let what = candidate.what.clone();
@@ -275,7 +278,8 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
              of the binary, not verified)"
         );
     }
-    let admission = Admission::new(engine.clone(), keys);
+    let admission =
+        Admission::new(engine.clone(), keys).with_max_module_bytes(args.max_policy_bytes);
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
     let (cluster, reviewer, served) = connect(&args, &metrics).await?;

@@ -55,6 +55,11 @@ pub struct RunArgs {
     )]
     pub policy_verify_keys: Vec<PathBuf>,
 
+    /// The most a policy module file may hold, in bytes: a larger file (or anything but a
+    /// regular file) is refused unread (reason `file`). A ConfigMap holds at most 1 MiB.
+    #[arg(long, env = "CUBEPOD_MAX_POLICY_BYTES", default_value_t = crate::admission::DEFAULT_MAX_MODULE_BYTES, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    pub max_policy_bytes: u64,
+
     /// How often the policy file is checked for a new module, besides on file events.
     #[arg(long, env = "CUBEPOD_POLICY_POLL_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub policy_poll_interval: Duration,
