@@ -13,6 +13,7 @@ use super::contract_0_1 as v0_1;
 use super::host::HostState;
 use super::module::{ModulePre, PreV0_2};
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
+use crate::kube::boundary::rates::Deferral;
 use crate::kube::boundary::{Boundary, ForkSource, Rule, SandboxScope};
 use crate::kube::{Cluster, Resource};
 
@@ -166,6 +167,8 @@ pub struct GuestCall<T> {
     pub host_calls: u32,
     /// Those calls, in order.
     pub calls: Vec<KubeCall>,
+    /// Writes not sent because their Sandbox was past its write rate.
+    pub deferred: Option<Deferral>,
 }
 
 impl<T> GuestCall<T> {
@@ -176,6 +179,7 @@ impl<T> GuestCall<T> {
             effects: self.effects,
             host_calls: self.host_calls,
             calls: self.calls,
+            deferred: self.deferred,
         }
     }
 }
@@ -532,6 +536,7 @@ async fn call<R>(
                 effects: state.effects,
                 host_calls: state.host_calls,
                 calls: state.calls,
+                deferred: state.deferred,
             })
         }
         Err(error) => Err(failure(engine.config(), export, store.data(), error)),

@@ -24,6 +24,7 @@ pub mod network;
 mod network_tests;
 mod pod;
 mod quantity;
+pub mod rates;
 mod service;
 
 use std::collections::BTreeSet;
@@ -242,6 +243,8 @@ pub struct Containment {
     pub max_manifest_bytes: usize,
     /// What one call's output may hold (checked by the reconcile core).
     pub output: OutputBudget,
+    /// What may be written for one object over time, across calls.
+    pub rates: rates::Rates,
 }
 
 /// How much of one policy output the reconcile core acts on
@@ -284,6 +287,7 @@ impl Default for Containment {
             max_kube_calls: 16,
             max_manifest_bytes: 512 << 10,
             output: OutputBudget::default(),
+            rates: rates::Rates::default(),
         }
     }
 }

@@ -54,6 +54,15 @@
 //! - `reap-strangers` (a candidate's name): decisions about sandboxes not handed, and about
 //!   another namespace.
 //!
+//! Rates (within every rule of one call, but unbounded across calls; the host defers what is
+//! past the Sandbox's rate and tells it once):
+//!
+//! - `churn`: the default, then its NetworkPolicy of [`CHURN_BYTES`] (one egress peer per
+//!   public /32), changed at every pass (its `cubepod.io/spec-hash` is the time), every second
+//!   (`--max-write-bytes-per-minute`);
+//! - `event-churn`: the default, then a Warning Event with a new reason and message at every
+//!   pass, every second (`--event-burst`).
+//!
 //! `scenarios/refusals.yaml` expects some of these refusals through `policy test` (which runs
 //! the same import as the controller).
 //!
@@ -84,6 +93,9 @@ pub const HUGE_MANIFEST_BYTES: usize = 4 << 20;
 
 /// Bytes of the `unbounded-manifest` case's Pod: more than a call's memory bound holds.
 pub const UNBOUNDED_MANIFEST_BYTES: usize = 64 << 20;
+
+/// About the bytes of the `churn` case's NetworkPolicy.
+pub const CHURN_BYTES: usize = 500 << 10;
 
 /// An unmanaged Secret the `delete-unmanaged` case deletes.
 pub const UNMANAGED_SECRET: &str = "registry-credentials";
@@ -136,10 +148,12 @@ pub enum Case {
     PoolDeleteStrangers,
     ReapStrangers,
     ReapEarly,
+    Churn,
+    EventChurn,
 }
 
 impl Case {
-    pub const ALL: [(&'static str, Case); 37] = [
+    pub const ALL: [(&'static str, Case); 39] = [
         ("privileged", Case::Privileged),
         ("host-network", Case::HostNetwork),
         ("no-runtime-class", Case::NoRuntimeClass),
@@ -177,6 +191,8 @@ impl Case {
         ("pool-delete-strangers", Case::PoolDeleteStrangers),
         ("reap-strangers", Case::ReapStrangers),
         ("reap-early", Case::ReapEarly),
+        ("churn", Case::Churn),
+        ("event-churn", Case::EventChurn),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -383,6 +399,32 @@ pub fn reconcile(
         Case::RequeueZero => {
             let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
             out.requeue_after_seconds = Some(0);
+            return Ok(out);
+        }
+        Case::Churn => {
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
+            let mut policy = m.network_policy(input);
+            policy["metadata"]["annotations"][names::SPEC_HASH_ANNOTATION] =
+                json!(format!("churn-{}", input.now));
+            // 8.0.0.0/8 is public: within `egress: Internet`; ~37 bytes a peer.
+            let peers: Vec<Value> = (0..CHURN_BYTES / 37)
+                .map(|i| json!({"ipBlock": {"cidr": format!("8.{}.{}.{}/32", i >> 16 & 255, i >> 8 & 255, i & 255)}}))
+                .collect();
+            if let Some(egress) = policy["spec"]["egress"].as_array_mut() {
+                egress.push(json!({"to": peers}));
+            }
+            client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())?;
+            out.requeue_after_seconds = Some(1);
+            return Ok(out);
+        }
+        Case::EventChurn => {
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
+            out.events.push(Event {
+                kind: EventType::Warning,
+                reason: format!("Churn{}", input.now),
+                message: format!("pass at {}", input.now),
+            });
+            out.requeue_after_seconds = Some(1);
             return Ok(out);
         }
         // Cases of other exports: here, the default.
