@@ -232,7 +232,12 @@ async fn a_churning_policy_is_held_to_its_sandboxes_write_rate_and_told_once() {
     let per_minute = 1u64 << 20;
     let started = std::time::Instant::now();
     let (mut sent, mut deferred) = (0usize, 0usize);
-    for _ in 0..6 {
+    // Until three writes were deferred: a pass that ran past its deadline on a loaded machine
+    // sent nothing, and is passed again.
+    for _ in 0..30 {
+        if deferred >= 3 {
+            break;
+        }
         let mut report = Carried::default();
         let result = c.manager.reconciler.sandbox(&target, &mut report).await;
         let (s, d) = sent_and_deferred(&report);

@@ -13,7 +13,7 @@ use super::contract_0_1 as v0_1;
 use super::host::HostState;
 use super::module::{ModulePre, PreV0_2};
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
-use crate::kube::boundary::rates::Deferral;
+use crate::kube::boundary::rates::{Deferral, WriteBuckets};
 use crate::kube::boundary::{Boundary, ForkSource, Rule, SandboxScope};
 use crate::kube::{Cluster, Resource};
 
@@ -79,6 +79,8 @@ pub struct CallContext {
     pub observer: Option<HostCallObserver>,
     /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
     pub children: Option<Arc<dyn ChildLookup>>,
+    /// Each Sandbox's write rate, across the calls of this context (`--max-write-bytes-per-minute`).
+    pub write_rates: Arc<WriteBuckets>,
 }
 
 impl CallContext {
@@ -95,6 +97,7 @@ impl CallContext {
             host_call_timeout: super::RuntimeConfig::default().host_call_timeout,
             observer: None,
             children: None,
+            write_rates: Arc::default(),
         }
     }
 

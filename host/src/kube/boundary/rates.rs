@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::model::ObjectRef;
@@ -22,57 +22,40 @@ pub const DEFAULT_EVENT_BURST: u32 = 25;
 /// After the burst, an object gets one Event per this (client-go's `defaultSpamQPS`).
 pub const EVENT_REFILL: Duration = Duration::from_secs(300);
 
-/// The rates of the policy's writes for each Sandbox: the bound, and the buckets of every
-/// object, shared by every call (and every clone) of one controller.
-#[derive(Clone)]
+/// The bounds of what may be written for one object over time.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rates {
     /// Bytes of manifests a policy may have written for one Sandbox in a minute (and at once).
     pub write_bytes_per_minute: u64,
     /// Events one object may get at once; then one per [`EVENT_REFILL`].
     pub event_burst: u32,
-    writes: Arc<TokenBuckets<ObjectRef>>,
 }
+
+/// The write buckets of one controller (one call context: shared by all its calls, apart
+/// from any other controller, `policy test` run or self-test), made at its first write.
+pub type WriteBuckets = OnceLock<TokenBuckets<ObjectRef>>;
 
 impl Rates {
     pub fn new(write_bytes_per_minute: u64, event_burst: u32) -> Self {
         Self {
             write_bytes_per_minute,
             event_burst,
-            writes: Arc::new(TokenBuckets::per(
-                write_bytes_per_minute as f64,
-                Duration::from_secs(60),
-            )),
         }
     }
 
-    /// Charges a write of `bytes` for `sandbox`'s children, now.
-    pub fn take_write(&self, sandbox: &ObjectRef, bytes: usize) -> Take {
-        self.writes.take(sandbox, bytes as f64, Instant::now())
+    /// Charges a write of `bytes` for `sandbox`'s children, now, to `buckets`.
+    pub fn take_write(&self, buckets: &WriteBuckets, sandbox: &ObjectRef, bytes: usize) -> Take {
+        buckets
+            .get_or_init(|| {
+                TokenBuckets::per(self.write_bytes_per_minute as f64, Duration::from_secs(60))
+            })
+            .take(sandbox, bytes as f64, Instant::now())
     }
 }
 
 impl Default for Rates {
     fn default() -> Self {
         Self::new(DEFAULT_WRITE_BYTES_PER_MINUTE, DEFAULT_EVENT_BURST)
-    }
-}
-
-/// Two `Rates` are the same rules when their bounds are (the buckets are state, not rules).
-impl PartialEq for Rates {
-    fn eq(&self, other: &Self) -> bool {
-        (self.write_bytes_per_minute, self.event_burst)
-            == (other.write_bytes_per_minute, other.event_burst)
-    }
-}
-
-impl Eq for Rates {}
-
-impl std::fmt::Debug for Rates {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rates")
-            .field("write_bytes_per_minute", &self.write_bytes_per_minute)
-            .field("event_burst", &self.event_burst)
-            .finish_non_exhaustive()
     }
 }
 

@@ -296,12 +296,13 @@ impl HostState {
         name: &str,
         bytes: usize,
     ) -> Result<(), KubeError> {
-        let Some(scope) = &self.scope else {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
             return Ok(());
         };
         let sandbox = crate::model::ObjectRef::new(&scope.namespace, &scope.name);
         let rates = &self.containment.rates;
-        let Take::Deferred { wait, first } = rates.take_write(&sandbox, bytes) else {
+        let Take::Deferred { wait, first } = rates.take_write(&ctx.write_rates, &sandbox, bytes)
+        else {
             return Ok(());
         };
         let what = describe(resource, namespace, name);
