@@ -5,8 +5,11 @@
 //! module that fails a step is refused with a reason; nothing of it has run but `describe` and
 //! the self-test, both in the sandboxed runtime.
 
+use std::io::Read as _;
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 
@@ -25,6 +28,53 @@ pub enum Refused {
     SelfTest(#[from] SelfTestError),
     #[error("the check ended abnormally: {0}")]
     Panic(String),
+    #[error("{0}")]
+    File(FileError),
+}
+
+/// The most a module file may hold unless `--max-policy-bytes` says otherwise: a ConfigMap
+/// holds at most 1 MiB, and a release build of a policy is a few hundred KiB; a debug build
+/// of the default policy fits too.
+pub const DEFAULT_MAX_MODULE_BYTES: u64 = 16 << 20;
+
+/// The most a `.sig` may hold: a signature is under 100 bytes of base64 (a DER ECDSA P-256
+/// signature is at most 72 bytes, an Ed25519 one 64).
+pub const MAX_SIGNATURE_BYTES: u64 = 4 << 10;
+
+/// How long one read of a module or its signature may take: a file on a stuck network or
+/// FUSE mount must not hold the watcher.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a module file (or its signature) was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Missing, or not permitted: not a refusal; the next look may find it.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A FIFO, a device, a socket or a directory where the file should be.
+    #[error("{} is {what}, not a regular file: only a regular file (or a symlink to one) is read", path.display())]
+    NotRegular { path: PathBuf, what: &'static str },
+    #[error("{} holds {size} bytes, more than the {max} a {role} may ({bound})", path.display())]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        max: u64,
+        role: &'static str,
+        bound: &'static str,
+    },
+    #[error("{} was not read within {timeout:?}", path.display())]
+    Timeout { path: PathBuf, timeout: Duration },
+}
+
+impl FileError {
+    /// Whether the file is refused (reason `file`) rather than just not readable now.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, FileError::Io { .. })
+    }
 }
 
 /// Every `reason` a refusal can have (besides `applied`, the `result` values of
@@ -40,6 +90,7 @@ pub const REFUSAL_REASONS: &[&str] = &[
     "memory",
     "self_test",
     "panic",
+    "file",
 ];
 
 impl Refused {
@@ -52,6 +103,7 @@ impl Refused {
             Refused::Load(error) => error.metric_label(),
             Refused::SelfTest(_) => "self_test",
             Refused::Panic(_) => "panic",
+            Refused::File(_) => "file",
         }
     }
 }
@@ -154,6 +206,7 @@ impl Examination {
 pub struct Admission {
     engine: PolicyEngine,
     keys: Arc<KeyRing>,
+    max_module_bytes: u64,
 }
 
 impl Admission {
@@ -161,7 +214,14 @@ impl Admission {
         Self {
             engine,
             keys: Arc::new(keys),
+            max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
         }
+    }
+
+    /// The most a module file may hold (`--max-policy-bytes`).
+    pub fn with_max_module_bytes(mut self, max: u64) -> Self {
+        self.max_module_bytes = max;
+        self
     }
 
     pub fn engine(&self) -> &PolicyEngine {
@@ -172,19 +232,31 @@ impl Admission {
         &self.keys
     }
 
-    /// Reads the module at `path` and, when keys are configured, `<path>.sig` beside it. A
-    /// module that cannot be read is an error; a signature that cannot be read is kept as such,
-    /// and refuses the module when it is checked.
-    pub async fn read(&self, path: &Path) -> std::io::Result<Candidate> {
-        let bytes = tokio::fs::read(path).await?;
+    /// Reads the module at `path` and, when keys are configured, `<path>.sig` beside it, each
+    /// only if it is a regular file within its bound ([`read_bounded`]). A module that cannot
+    /// be read is an error, a refusal (reason `file`) when it is not a file to read; a
+    /// signature that is missing is kept as such, and refuses the module when it is checked.
+    pub async fn read(&self, path: &Path) -> Result<Candidate, FileError> {
+        let bytes = read_bounded(
+            path,
+            self.max_module_bytes,
+            "policy module",
+            "--max-policy-bytes",
+        )
+        .await?;
         let signature = if self.keys.is_empty() {
             SignatureFile::NotChecked
         } else {
             let sig = signature_path(path);
-            let content = tokio::fs::read(&sig).await.map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => "no such file".to_string(),
-                _ => e.to_string(),
-            });
+            let content = match read_bounded(&sig, MAX_SIGNATURE_BYTES, "signature", "4 KiB").await
+            {
+                Ok(bytes) => Ok(bytes),
+                Err(FileError::Io { source, .. }) => Err(match source.kind() {
+                    std::io::ErrorKind::NotFound => "no such file".to_string(),
+                    _ => source.to_string(),
+                }),
+                Err(refused) => return Err(refused),
+            };
             SignatureFile::Read { path: sig, content }
         };
         Ok(Candidate {
@@ -253,5 +325,143 @@ impl Admission {
         tokio::task::spawn_blocking(move || admission.check(&candidate, &handle))
             .await
             .map_err(|e| Refused::Panic(e.to_string()))?
+    }
+}
+
+/// Reads `path` whole if it is a regular file of at most `max` bytes, on a blocking thread,
+/// within [`READ_TIMEOUT`]. Opened without blocking (`O_NONBLOCK`: opening a FIFO would wait
+/// for a writer) and following symlinks (a ConfigMap volume's file is a symlink through
+/// `..data`), then judged by what was opened (`fstat`), so that a file swapped in between is
+/// not read unchecked; at most `max + 1` bytes are read, in case it grew since.
+pub async fn read_bounded(
+    path: &Path,
+    max: u64,
+    role: &'static str,
+    bound: &'static str,
+) -> Result<Vec<u8>, FileError> {
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || read_file(&owned, max, role, bound));
+    match tokio::time::timeout(READ_TIMEOUT, read).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(FileError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(join.to_string()),
+        }),
+        Err(_) => Err(FileError::Timeout {
+            path: path.to_path_buf(),
+            timeout: READ_TIMEOUT,
+        }),
+    }
+}
+
+fn read_file(
+    path: &Path,
+    max: u64,
+    role: &'static str,
+    bound: &'static str,
+) -> Result<Vec<u8>, FileError> {
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    let metadata = file.metadata().map_err(io)?;
+    let kind = metadata.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else {
+        Some("not a file")
+    };
+    if let Some(what) = what {
+        return Err(FileError::NotRegular {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
+    let too_large = |size| FileError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        max,
+        role,
+        bound,
+    };
+    let size = metadata.len();
+    if size > max {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(read_bounded(
+                path,
+                max,
+                "policy module",
+                "--max-policy-bytes",
+            ))
+    }
+
+    #[test]
+    fn only_a_regular_file_within_its_bound_is_read_through_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("..2026");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("m"), b"module").unwrap();
+        std::os::unix::fs::symlink("..2026", dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/m", dir.path().join("m")).unwrap();
+        assert_eq!(read(&dir.path().join("m"), 6).unwrap(), b"module");
+        assert!(matches!(
+            read(&dir.path().join("m"), 5),
+            Err(FileError::TooLarge {
+                size: 6,
+                max: 5,
+                ..
+            })
+        ));
+        // A device that never ends is refused for what it is, not read.
+        assert!(matches!(
+            read(Path::new("/dev/zero"), 5),
+            Err(FileError::NotRegular {
+                what: "a device",
+                ..
+            })
+        ));
+        assert!(matches!(
+            read(&data, 5),
+            Err(FileError::NotRegular {
+                what: "a directory",
+                ..
+            })
+        ));
+        let missing = read(&dir.path().join("gone"), 5).unwrap_err();
+        assert!(!missing.is_refusal(), "{missing}");
+        assert_eq!(Refused::File(read(&data, 5).unwrap_err()).reason(), "file");
     }
 }

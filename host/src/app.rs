@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
+use crate::admission::{Admission, Admitted, Candidate, FileError, REFUSAL_REASONS, Refused};
 use crate::config::RunArgs;
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
@@ -181,13 +181,16 @@ pub async fn admit_policy(
     path: Option<&PathBuf>,
 ) -> Result<Admitted, StartError> {
     let candidate = match path {
-        Some(path) => admission
-            .read(path)
-            .await
-            .map_err(|source| StartError::PolicyFile {
+        Some(path) => admission.read(path).await.map_err(|error| match error {
+            FileError::Io { source, .. } => StartError::PolicyFile {
                 path: path.clone(),
                 source,
-            })?,
+            },
+            refused => StartError::PolicyRefused {
+                what: path.display().to_string(),
+                source: Refused::File(refused),
+            },
+        })?,
         None => Candidate::builtin(),
     };
     let what = candidate.what.clone();
@@ -280,7 +283,8 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
              of the binary, not verified)"
         );
     }
-    let admission = Admission::new(engine.clone(), keys);
+    let admission =
+        Admission::new(engine.clone(), keys).with_max_module_bytes(args.max_policy_bytes);
     // Before the cluster is touched: see admit_policy.
     let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
     let (cluster, reviewer, served, api_server) = connect(&args, &metrics).await?;
@@ -308,6 +312,18 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     // Every result shows from the start, so that a rate() over them is defined.
     for result in std::iter::once(&"applied").chain(REFUSAL_REASONS) {
         metrics.policy_swaps.with_label_values(&[result]).inc_by(0);
+    }
+    for resource in [
+        Resource::PersistentVolumeClaim,
+        Resource::Pod,
+        Resource::Secret,
+        Resource::NetworkPolicy,
+        Resource::Service,
+    ] {
+        metrics
+            .policy_writes_deferred
+            .with_label_values(&[resource.plural()])
+            .inc_by(0);
     }
     let manager = ControllerManager::new(
         cluster,

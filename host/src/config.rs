@@ -56,6 +56,11 @@ pub struct RunArgs {
     )]
     pub policy_verify_keys: Vec<PathBuf>,
 
+    /// The most a policy module file may hold, in bytes: a larger file (or anything but a
+    /// regular file) is refused unread (reason `file`). A ConfigMap holds at most 1 MiB.
+    #[arg(long, env = "CUBEPOD_MAX_POLICY_BYTES", default_value_t = crate::admission::DEFAULT_MAX_MODULE_BYTES, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    pub max_policy_bytes: u64,
+
     /// How often the policy file is checked for a new module, besides on file events.
     #[arg(long, env = "CUBEPOD_POLICY_POLL_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub policy_poll_interval: Duration,
@@ -655,6 +660,18 @@ pub struct ContainmentArgs {
     /// Bytes of one Event's message.
     #[arg(long, env = "CUBEPOD_MAX_EVENT_MESSAGE_BYTES", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(64..=(32 << 10)))]
     pub max_event_message_bytes: u32,
+
+    /// Bytes of manifests a policy may have written for one Sandbox per minute (and at once):
+    /// a write past it is not sent but deferred until the rate allows, counted
+    /// (`cubepod_policy_writes_deferred_total`) and told once on the Sandbox.
+    #[arg(long, env = "CUBEPOD_MAX_WRITE_BYTES_PER_MINUTE", default_value_t = boundary::rates::DEFAULT_WRITE_BYTES_PER_MINUTE, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_write_bytes_per_minute: u64,
+
+    /// Events one object may get at once (new or counted repeats, the policy's and the
+    /// controller's each), then one per 5 minutes; the rest are counted, not written, and the
+    /// first of them told once.
+    #[arg(long, env = "CUBEPOD_EVENT_BURST", default_value_t = boundary::rates::DEFAULT_EVENT_BURST, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub event_burst: u32,
 }
 
 impl ContainmentArgs {
@@ -698,6 +715,7 @@ impl ContainmentArgs {
                 events: self.max_events_per_call as usize,
                 event_message_bytes: self.max_event_message_bytes as usize,
             },
+            rates: boundary::rates::Rates::new(self.max_write_bytes_per_minute, self.event_burst),
         }
     }
 }

@@ -34,6 +34,9 @@ pub struct Metrics {
     /// Events recorded, by `type` and what was written: a new Event, a repeat counted on an
     /// earlier one, one past its object's rate, or a write that failed.
     pub events: IntCounterVec,
+    /// The policy's writes not sent because their Sandbox was past its write rate, by
+    /// `resource`.
+    pub policy_writes_deferred: IntCounterVec,
     pub policy_swaps: IntCounterVec,
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
     /// folder, `poll`: the poll interval).
@@ -276,6 +279,13 @@ impl Metrics {
                 "Events recorded on Sandboxes and PodWarmPools, by type and result: created, \
                  aggregated (a repeat counted on an earlier Event), rate_limited, failed.",
                 &["type", "result"]
+            )),
+            policy_writes_deferred: register!(counter(
+                "cubepod_policy_writes_deferred_total",
+                "A policy's kube-client writes not sent because their Sandbox was past its \
+                 write rate (--max-write-bytes-per-minute), by resource: each is retried when \
+                 the rate allows.",
+                &["resource"]
             )),
             policy_swaps: register!(counter(
                 "cubepod_policy_swaps_total",

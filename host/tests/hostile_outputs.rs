@@ -14,7 +14,7 @@ use std::time::Duration;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::Carried;
+use cubepod_host::controller::reconciler::{Carried, Clock};
 use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::kube::{Cluster, Resource, WatchEventType};
 use cubepod_host::metrics::Metrics;
@@ -52,6 +52,10 @@ struct Controller {
 
 /// A manager whose cache is fed by hand (no reflectors): each test hands it the objects.
 fn controller() -> Controller {
+    controller_with(Clock::System)
+}
+
+fn controller_with(clock: Clock) -> Controller {
     let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
     let metrics = Arc::new(Metrics::new());
     let manager = ControllerManager::new(
@@ -60,6 +64,7 @@ fn controller() -> Controller {
         ManagerConfig {
             // A just-started sandbox's status is not held: the requeue is the policy's.
             status_coalesce: Duration::ZERO,
+            clock,
             ..ManagerConfig::for_namespaces(vec![NS.to_string()])
         },
         metrics.clone(),
@@ -198,5 +203,135 @@ async fn a_requeue_of_zero_seconds_waits_one_second() {
         report.requeue,
         Some(Duration::from_secs(1)),
         "the controller's"
+    );
+}
+
+/// Bytes of the manifests the policy's `kube-client` calls of one pass had sent, and how many
+/// of its writes were deferred.
+fn sent_and_deferred(report: &Carried) -> (usize, usize) {
+    use cubepod_host::runtime::bindings::KubeError;
+    let mut sent = 0;
+    let mut deferred = 0;
+    for call in &report.calls {
+        match &call.result {
+            Ok(()) => sent += call.manifest.as_ref().map_or(0, String::len),
+            Err(KubeError::Retryable(r)) if r.message.contains("deferred") => deferred += 1,
+            Err(_) => {}
+        }
+    }
+    (sent, deferred)
+}
+
+/// `churn` rewrites a 500 KiB NetworkPolicy at every pass, a second apart: past its Sandbox's
+/// write rate (1 MiB a minute, at once) each write is deferred, not sent, the Sandbox asked
+/// back for when the rate allows, each deferral counted, and the Sandbox told once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_churning_policy_is_held_to_its_sandboxes_write_rate_and_told_once() {
+    let c = controller();
+    let target = c.sandbox("churn").await;
+    let per_minute = 1u64 << 20;
+    let started = std::time::Instant::now();
+    let (mut sent, mut deferred) = (0usize, 0usize);
+    // Until three writes were deferred: a pass that ran past its deadline on a loaded machine
+    // sent nothing, and is passed again.
+    for _ in 0..30 {
+        if deferred >= 3 {
+            break;
+        }
+        let mut report = Carried::default();
+        let result = c.manager.reconciler.sandbox(&target, &mut report).await;
+        let (s, d) = sent_and_deferred(&report);
+        sent += s;
+        deferred += d;
+        if d > 0 {
+            // Asked back once the rate allows a 500 KiB write: half a minute, not at once.
+            let retry = result
+                .err()
+                .and_then(|e| e.retry_after())
+                .expect("the policy's error asks for the delay");
+            assert!(retry >= Duration::from_secs(10), "{retry:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let allowed = per_minute as f64 * (1.0 + started.elapsed().as_secs_f64() / 60.0);
+    assert!(
+        (sent as f64) <= allowed,
+        "{sent} bytes sent in {:?}",
+        started.elapsed()
+    );
+    assert!(sent >= 900 << 10, "the first writes pass: {sent}");
+    assert!(deferred >= 3, "{deferred} deferred");
+    assert_eq!(
+        c.metrics
+            .policy_writes_deferred
+            .with_label_values(&["networkpolicies"])
+            .get(),
+        deferred as u64
+    );
+    let told: Vec<Value> = c
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == "WritesDeferred")
+        .collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
+    let message = told[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("--max-write-bytes-per-minute") && message.contains("NetworkPolicy"),
+        "{message}"
+    );
+    assert_eq!(told[0]["type"], "Warning");
+    assert_eq!(
+        told[0]["count"], 1,
+        "told once, not once per deferred write"
+    );
+}
+
+/// `event-churn` asks for an Event with a new reason at every pass: its Sandbox gets the
+/// burst and no more (each new reason would be an Event object of its own), the rest are
+/// counted, and the Sandbox is told once, by an Event of the controller's own bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_churning_events_gets_its_objects_burst_and_is_told_once() {
+    let c = controller_with(Clock::fixed(1_767_225_600));
+    let target = c.sandbox("event-churn").await;
+    let passes = 40;
+    for _ in 0..passes {
+        let mut report = Carried::default();
+        c.manager
+            .reconciler
+            .sandbox(&target, &mut report)
+            .await
+            .expect("the reconcile succeeds");
+        // A new second for each pass: a new reason, so no two aggregate.
+        c.manager
+            .reconciler
+            .settings
+            .clock
+            .set(c.manager.reconciler.settings.clock.now() + 1);
+    }
+    let events = c.events();
+    // The policy's: its `Started` of the first pass, and a `Churn...` of each.
+    let churned = events
+        .iter()
+        .filter(|e| e["reason"] != "EventsRateLimited")
+        .count();
+    let burst = cubepod_host::kube::boundary::rates::DEFAULT_EVENT_BURST as usize;
+    assert_eq!(
+        churned,
+        burst,
+        "{:?}",
+        events.iter().map(|e| &e["reason"]).collect::<Vec<_>>()
+    );
+    let told: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["reason"] == "EventsRateLimited")
+        .collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(told[0]["count"], 1);
+    assert_eq!(
+        c.metrics
+            .events
+            .with_label_values(&["Warning", "rate_limited"])
+            .get(),
+        (passes + 1 - burst) as u64
     );
 }

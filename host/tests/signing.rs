@@ -338,3 +338,127 @@ fn policy_inspect_gives_the_signature_verdict() {
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("signature: valid: verified by"), "{stdout}");
 }
+
+/// A ConfigMap volume as the kubelet lays it out: `policy.wasm -> ..data/policy.wasm`,
+/// `..data -> ..<timestamp>`, the files in the timestamped folder.
+fn config_map_volume(dir: &Path) -> PathBuf {
+    let data = dir.join("..2026_01_01_00_00_00.000000000");
+    std::fs::create_dir(&data).unwrap();
+    std::os::unix::fs::symlink(data.file_name().unwrap(), dir.join("..data")).unwrap();
+    for name in ["policy.wasm", "policy.wasm.sig"] {
+        std::os::unix::fs::symlink(format!("..data/{name}"), dir.join(name)).unwrap();
+    }
+    data
+}
+
+/// The policy file watcher over a FIFO, a directory, a module past its bound and a `.sig` past
+/// its bound, each in the place of a ConfigMap volume's file: each is refused unread, with
+/// reason `file`, counted, told on `/readyz`, and at once (a FIFO opened for reading would
+/// wait for a writer); the watcher then admits a good module put there.
+#[test]
+fn the_watcher_refuses_what_is_not_a_file_within_its_bound_and_goes_on() {
+    use std::sync::Arc;
+
+    use cubepod_host::controller::health::Health;
+    use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+    use cubepod_host::controller::policy_watch::{PolicyWatcher, SwapOutcome};
+    use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
+    use cubepod_host::metrics::Metrics;
+
+    let keys = Keys::new();
+    let runtime = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let data = config_map_volume(dir.path());
+    let (module, sig) = (data.join("policy.wasm"), data.join("policy.wasm.sig"));
+    let path = dir.path().join("policy.wasm");
+    // A module of its own bytes (a custom section more), so that it is not the running one.
+    let mut good = DEFAULT_POLICY.to_vec();
+    good.extend_from_slice(&[0, 5, 4, b't', b'e', b's', b't']);
+    let bound = good.len() as u64 + 16;
+    let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
+    let admission =
+        Admission::new(engine.clone(), ring(&[keys.public("ec")])).with_max_module_bytes(bound);
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::default());
+    let manager = runtime.block_on(async {
+        ControllerManager::new(
+            MemoryCluster::new(MemoryClusterConfig::instant()),
+            engine.load(DEFAULT_POLICY).unwrap(),
+            ManagerConfig::for_namespaces(vec!["ns".to_string()]),
+            metrics.clone(),
+            health.clone(),
+        )
+    });
+    let mut watcher = PolicyWatcher::new(
+        path.clone(),
+        admission,
+        manager.clone(),
+        std::time::Duration::from_secs(600),
+    );
+    // A refusal is at once (the good module's compile and self-test take longer).
+    let check = |watcher: &mut PolicyWatcher| runtime.block_on(watcher.check());
+    let refusing = |watcher: &mut PolicyWatcher| {
+        let started = std::time::Instant::now();
+        let outcome = check(watcher);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "a refusal took {:?}",
+            started.elapsed()
+        );
+        outcome
+    };
+    let refused = |outcome: SwapOutcome, says: &str| match outcome {
+        SwapOutcome::Refused { why, .. } => {
+            assert_eq!(why.reason(), "file", "{why}");
+            assert!(why.to_string().contains(says), "{why}");
+            let line = health.policy_file().expect("/readyz says why");
+            assert!(line.starts_with("refused (file): "), "{line}");
+            assert!(line.contains(says), "{line}");
+        }
+        other => panic!("not refused: {other:?}"),
+    };
+
+    sh(&format!("mkfifo {}", q(&module)));
+    refused(refusing(&mut watcher), "is a FIFO, not a regular file");
+    // Told once: the same refusal at the next poll is not counted again.
+    refused(refusing(&mut watcher), "is a FIFO");
+    std::fs::remove_file(&module).unwrap();
+
+    std::fs::create_dir(&module).unwrap();
+    refused(refusing(&mut watcher), "is a directory, not a regular file");
+    std::fs::remove_dir(&module).unwrap();
+
+    // Past the bound: refused from its size, not read (a sparse file of 1 GiB reads as zeros).
+    let huge = std::fs::File::create(&module).unwrap();
+    huge.set_len(1 << 30).unwrap();
+    drop(huge);
+    refused(refusing(&mut watcher), "more than the");
+    std::fs::write(&module, vec![0u8; bound as usize + 1]).unwrap();
+    refused(
+        refusing(&mut watcher),
+        &format!("holds {} bytes", bound + 1),
+    );
+
+    std::fs::write(&module, &good).unwrap();
+    let sig_file = std::fs::File::create(&sig).unwrap();
+    sig_file.set_len(512 << 20).unwrap();
+    drop(sig_file);
+    refused(refusing(&mut watcher), "a signature may (4 KiB)");
+
+    std::fs::remove_file(&sig).unwrap();
+    std::fs::write(&sig, openssl_p256_signature(&keys.private("ec"), &module)).unwrap();
+    match check(&mut watcher) {
+        SwapOutcome::Applied { .. } => {}
+        other => panic!("the good module was not admitted: {other:?}"),
+    }
+    assert_eq!(health.policy_file(), None, "the refusal is no longer told");
+    assert_eq!(
+        metrics.policy_swaps.with_label_values(&["file"]).get(),
+        5,
+        "each distinct refusal counted once"
+    );
+    assert_eq!(
+        metrics.policy_swaps.with_label_values(&["applied"]).get(),
+        1
+    );
+}

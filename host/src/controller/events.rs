@@ -3,13 +3,14 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use foldhash::HashMap;
 use rand::RngCore;
 
 use serde_json::{Value, json};
 
+use crate::kube::boundary::rates::{DEFAULT_EVENT_BURST, EVENT_REFILL, Take, TokenBuckets};
 use crate::model::{ObjectRef, time};
 use crate::runtime::bindings::{Event, EventType};
 
@@ -81,12 +82,6 @@ pub fn event_object(
 
 /// Events remembered for aggregation at most, as client-go's correlator's LRU.
 const REMEMBERED: usize = 4096;
-/// Objects whose rate is tracked at most; the oldest buckets go first.
-const BUCKETS: usize = 4096;
-/// Each object's Events: this many at once, then one per [`REFILL`], as client-go's spam
-/// filter (`defaultSpamBurst`, `defaultSpamQPS`).
-const BURST: f64 = 25.0;
-const REFILL: Duration = Duration::from_secs(300);
 
 /// What makes two Events the same one, as client-go's aggregator keys them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -105,10 +100,12 @@ struct Posted {
     count: u64,
 }
 
-/// One object's token bucket.
-struct Bucket {
-    tokens: f64,
-    at: Instant,
+/// Whose Events a bucket counts: the policy's and the controller's own have one bucket each
+/// per object, so that a policy's flood never silences what the controller has to say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    Policy,
+    Controller,
 }
 
 /// What the recorder does with one Event.
@@ -118,19 +115,27 @@ pub enum Record {
     Create(Value),
     /// A repeat: the Event `name` gets this `count` and `lastTimestamp`.
     Repeat { name: String, patch: Value },
-    /// Past the object's rate: counted, not written.
-    RateLimited,
+    /// Past the object's rate: counted, not written. `first` for the first since the
+    /// object's bucket was last full: the one to tell of.
+    RateLimited { first: bool },
 }
 
 /// Events as client-go's recorder posts them: a repeat of an Event (the same object, type,
 /// reason and message) increments the first one's `count` and `lastTimestamp` rather than
-/// creating another object, and each object gets [`BURST`] Events at once, then one per
-/// [`REFILL`]; the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
-#[derive(Default)]
+/// creating another object, and each object gets `--event-burst` Events at once, then one per
+/// [`EVENT_REFILL`], whatever their reasons and messages (the bucket is the object's, per
+/// [`Source`]); the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
 pub struct Recorder {
     inner: Mutex<RecorderState>,
+    buckets: TokenBuckets<(String, ObjectRef, Source)>,
     /// Where each Event's result is counted (`cubepod_events_total`).
     metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::with_burst(None, DEFAULT_EVENT_BURST)
+    }
 }
 
 #[derive(Default)]
@@ -138,15 +143,20 @@ struct RecorderState {
     posted: HashMap<EventKey, Posted>,
     /// `posted`'s keys, oldest first.
     order: VecDeque<EventKey>,
-    buckets: HashMap<(String, ObjectRef), Bucket>,
-    bucket_order: VecDeque<(String, ObjectRef)>,
 }
 
 impl Recorder {
-    pub fn new(metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+    pub fn new(metrics: std::sync::Arc<crate::metrics::Metrics>, burst: u32) -> Self {
+        Self::with_burst(Some(metrics), burst)
+    }
+
+    fn with_burst(metrics: Option<std::sync::Arc<crate::metrics::Metrics>>, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
         Self {
             inner: Mutex::default(),
-            metrics: Some(metrics),
+            // One token per EVENT_REFILL after the burst.
+            buckets: TokenBuckets::new(burst, 1.0 / EVENT_REFILL.as_secs_f64()),
+            metrics,
         }
     }
 
@@ -160,20 +170,30 @@ impl Recorder {
         }
     }
 
+    /// Events an object may get at once (`--event-burst`).
+    pub fn burst(&self) -> u32 {
+        self.buckets.capacity() as u32
+    }
+
     fn lock(&self) -> MutexGuard<'_, RecorderState> {
         // Each mutation below leaves the maps consistent: a panic under the lock cannot tear them.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What to write for `event` about `kind` `target` (uid `uid`) at `now`.
+    /// What to write for `event` of `source` about `kind` `target` (uid `uid`) at `now`.
     pub fn record(
         &self,
         kind: &str,
         target: &ObjectRef,
         uid: &str,
         event: &Event,
+        source: Source,
         now: i64,
     ) -> Record {
+        let bucket = (kind.to_string(), target.clone(), source);
+        if let Take::Deferred { first, .. } = self.buckets.take(&bucket, 1.0, Instant::now()) {
+            return Record::RateLimited { first };
+        }
         let mut state = self.lock();
         let key = EventKey {
             kind: kind.to_string(),
@@ -183,9 +203,6 @@ impl Recorder {
             reason: event.reason.clone(),
             message: event.message.clone(),
         };
-        if !state.take_token(kind, target) {
-            return Record::RateLimited;
-        }
         if let Some(posted) = state.posted.get_mut(&key) {
             posted.count += 1;
             return Record::Repeat {
@@ -218,33 +235,6 @@ impl Recorder {
     }
 }
 
-impl RecorderState {
-    fn take_token(&mut self, kind: &str, target: &ObjectRef) -> bool {
-        let key = (kind.to_string(), target.clone());
-        let now = Instant::now();
-        if !self.buckets.contains_key(&key) {
-            if self.bucket_order.len() >= BUCKETS
-                && let Some(oldest) = self.bucket_order.pop_front()
-            {
-                self.buckets.remove(&oldest);
-            }
-            self.bucket_order.push_back(key.clone());
-        }
-        let bucket = self.buckets.entry(key).or_insert(Bucket {
-            tokens: BURST,
-            at: now,
-        });
-        let refilled = now.duration_since(bucket.at).as_secs_f64() / REFILL.as_secs_f64();
-        bucket.tokens = (bucket.tokens + refilled).min(BURST);
-        bucket.at = now;
-        if bucket.tokens < 1.0 {
-            return false;
-        }
-        bucket.tokens -= 1.0;
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -271,14 +261,15 @@ mod tests {
     fn a_repeat_counts_on_the_first_event_and_another_message_is_another_event() {
         let recorder = Recorder::default();
         let target = ObjectRef::new("ns", "a");
-        let Record::Create(first) = recorder.record("Sandbox", &target, "u", &warning("x"), 10)
+        let Record::Create(first) =
+            recorder.record("Sandbox", &target, "u", &warning("x"), Source::Policy, 10)
         else {
             panic!("the first is created");
         };
         let name = first["metadata"]["name"].as_str().unwrap().to_string();
         for count in 2..=4u64 {
             assert_eq!(
-                recorder.record("Sandbox", &target, "u", &warning("x"), 20),
+                recorder.record("Sandbox", &target, "u", &warning("x"), Source::Policy, 20),
                 Record::Repeat {
                     name: name.clone(),
                     patch: json!({"count": count, "lastTimestamp": time::format(20)}),
@@ -286,33 +277,76 @@ mod tests {
             );
         }
         assert!(matches!(
-            recorder.record("Sandbox", &target, "u", &warning("y"), 20),
+            recorder.record("Sandbox", &target, "u", &warning("y"), Source::Policy, 20),
             Record::Create(_)
         ));
         // Once its repeat could not be written, the next is a new Event.
         recorder.forget(&name);
         assert!(matches!(
-            recorder.record("Sandbox", &target, "u", &warning("x"), 30),
+            recorder.record("Sandbox", &target, "u", &warning("x"), Source::Policy, 30),
             Record::Create(_)
         ));
     }
 
     #[test]
-    fn each_object_gets_a_burst_then_is_rate_limited_alone() {
+    fn each_object_gets_a_burst_whatever_its_reasons_then_is_rate_limited_alone() {
         let recorder = Recorder::default();
         let (a, b) = (ObjectRef::new("ns", "a"), ObjectRef::new("ns", "b"));
+        // A new reason and message each time: each would be an Event of its own, but the
+        // bucket is the object's.
         let records: Vec<Record> = (0..30)
-            .map(|i| recorder.record("Sandbox", &a, "u", &warning(&i.to_string()), 1))
+            .map(|i| {
+                let event = Event {
+                    kind: EventType::Warning,
+                    reason: format!("Reason{i}"),
+                    message: i.to_string(),
+                };
+                recorder.record("Sandbox", &a, "u", &event, Source::Policy, 1)
+            })
             .collect();
-        let limited = records
+        let limited: Vec<&Record> = records
             .iter()
-            .filter(|r| **r == Record::RateLimited)
-            .count();
-        assert_eq!(limited, 30 - BURST as usize);
+            .filter(|r| matches!(r, Record::RateLimited { .. }))
+            .collect();
+        assert_eq!(limited.len(), 30 - DEFAULT_EVENT_BURST as usize);
+        // The first past the burst is the one to tell of, and only it.
+        assert_eq!(*limited[0], Record::RateLimited { first: true });
+        assert!(
+            limited[1..]
+                .iter()
+                .all(|r| **r == Record::RateLimited { first: false })
+        );
         assert!(matches!(
-            recorder.record("Sandbox", &b, "v", &warning("0"), 1),
+            recorder.record("Sandbox", &b, "v", &warning("0"), Source::Policy, 1),
             Record::Create(_)
         ));
+        // The controller's own Events on the flooded object are still written.
+        assert!(matches!(
+            recorder.record("Sandbox", &a, "u", &warning("0"), Source::Controller, 1),
+            Record::Create(_)
+        ));
+    }
+
+    #[test]
+    fn the_burst_is_the_operators() {
+        let recorder = Recorder::with_burst(None, 3);
+        let a = ObjectRef::new("ns", "a");
+        let created = (0..10)
+            .filter(|i| {
+                matches!(
+                    recorder.record(
+                        "Sandbox",
+                        &a,
+                        "u",
+                        &warning(&i.to_string()),
+                        Source::Policy,
+                        1
+                    ),
+                    Record::Create(_)
+                )
+            })
+            .count();
+        assert_eq!(created, 3);
     }
 
     #[test]

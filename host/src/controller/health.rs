@@ -35,6 +35,9 @@ pub struct Health {
     heartbeat: AtomicI64,
     synced: AtomicBool,
     policy: RwLock<Option<ActivePolicy>>,
+    /// What the last look at the policy file found, when it was not a module to run: a
+    /// refusal or an unreadable file. The running module stays; `/readyz` says why.
+    policy_file: RwLock<Option<String>>,
 }
 
 fn now_millis() -> i64 {
@@ -48,6 +51,7 @@ impl Default for Health {
             heartbeat: AtomicI64::default(),
             synced: AtomicBool::default(),
             policy: RwLock::default(),
+            policy_file: RwLock::default(),
         }
     }
 }
@@ -77,6 +81,18 @@ impl Health {
 
     pub fn policy(&self) -> Option<ActivePolicy> {
         self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn set_policy_file(&self, problem: Option<String>) {
+        *self.policy_file.write().unwrap_or_else(|p| p.into_inner()) = problem;
+    }
+
+    /// Why the policy file's last look did not give a module to run, if it did not.
+    pub fn policy_file(&self) -> Option<String> {
+        self.policy_file
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()

@@ -119,6 +119,12 @@ impl ControllerManager {
                 .with_host_call_timeout(config.host_call_timeout)
                 .with_children(cache.clone())
                 .with_observer(Arc::new(move |record: HostCallRecord| {
+                    if record.result == "deferred" {
+                        refusals
+                            .policy_writes_deferred
+                            .with_label_values(&[record.resource.plural()])
+                            .inc();
+                    }
                     if record.refused {
                         let rule = record.rule.map_or("unknown", |r| r.label());
                         refusals

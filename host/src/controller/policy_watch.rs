@@ -117,10 +117,39 @@ impl PolicyWatcher {
         let started = Instant::now();
         let candidate = match self.admission.read(&self.path).await {
             Ok(candidate) => candidate,
+            Err(error) if error.is_refusal() => {
+                // Not a file to read (a FIFO, a directory, past its bound, a read that did not
+                // end): refused unread, told once per distinct refusal, and looked at again at
+                // the next event or poll.
+                let why = SwapRefused::File(error);
+                let said = why.to_string();
+                if self.last_unreadable.as_deref() != Some(said.as_str()) {
+                    self.manager
+                        .metrics
+                        .policy_swaps
+                        .with_label_values(&[why.reason()])
+                        .inc();
+                    tracing::warn!(
+                        reason = why.reason(),
+                        "policy module refused, the running one stays: {said}"
+                    );
+                    self.manager
+                        .health
+                        .set_policy_file(Some(format!("refused ({}): {said}", why.reason())));
+                    self.last_unreadable = Some(said);
+                }
+                return SwapOutcome::Refused {
+                    digest: String::new(),
+                    why,
+                };
+            }
             Err(error) => {
-                let why = format!("{}: {error}", self.path.display());
+                let why = error.to_string();
                 if self.last_unreadable.as_deref() != Some(why.as_str()) {
                     tracing::warn!("policy file unreadable, the running module stays: {why}");
+                    self.manager
+                        .health
+                        .set_policy_file(Some(format!("unreadable: {why}")));
                     self.last_unreadable = Some(why.clone());
                 }
                 return SwapOutcome::Unreadable(why);
@@ -132,7 +161,11 @@ impl PolicyWatcher {
         let active = self.manager.policy.current();
         // The running module stays whatever its signature file does now: it was verified when
         // it was admitted. A refusal is not sticky: a new signature is a new identity.
-        if digest == active.digest() || self.last_refused.as_ref() == Some(&identity) {
+        if digest == active.digest() {
+            self.manager.health.set_policy_file(None);
+            return SwapOutcome::Unchanged;
+        }
+        if self.last_refused.as_ref() == Some(&identity) {
             return SwapOutcome::Unchanged;
         }
         tracing::info!(digest = %digest, path = %self.path.display(), "new policy module: checking it");
@@ -158,6 +191,7 @@ impl PolicyWatcher {
                     .set(1);
                 metrics.policy_swaps.with_label_values(&["applied"]).inc();
                 self.manager.health.set_policy(next.clone());
+                self.manager.health.set_policy_file(None);
                 self.last_refused = None;
                 let took = started.elapsed();
                 tracing::info!(
@@ -182,6 +216,10 @@ impl PolicyWatcher {
                     reason = why.reason(),
                     "policy module refused, the running one stays: {why}"
                 );
+                self.manager.health.set_policy_file(Some(format!(
+                    "refused ({}): sha256 {digest}: {why}",
+                    why.reason()
+                )));
                 self.last_refused = Some(identity);
                 SwapOutcome::Refused { digest, why }
             }

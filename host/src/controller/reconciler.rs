@@ -18,11 +18,12 @@ use serde_json::{Value, json};
 use super::cache::Cache;
 use super::claims::{ClaimView, Claims, Mismatch};
 use super::coalesce::HeldStatuses;
-use super::events::Recorder;
+use super::events::{Recorder, Source};
 use super::inputs;
 use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
+use crate::kube::boundary::rates::Deferral;
 use crate::kube::boundary::{Containment, network};
 use crate::kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use crate::metrics::Metrics;
@@ -242,7 +243,16 @@ impl Reconciler {
             held_statuses: HeldStatuses::new(settings.status_coalesce),
             surfaced: Surfaced::default(),
             claims: Claims::default(),
-            events: Recorder::new(metrics.clone()),
+            events: Recorder::new(
+                metrics.clone(),
+                policy
+                    .current()
+                    .engine()
+                    .config()
+                    .containment
+                    .rates
+                    .event_burst,
+            ),
             cluster,
             cache,
             policy,
@@ -350,6 +360,14 @@ impl Reconciler {
             report.calls = call.calls;
             self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
                 .await;
+            self.surface_deferral(
+                target,
+                &object.sandbox.uid,
+                call.deferred.as_ref(),
+                report,
+                now,
+            )
+            .await;
             let mut out = call.value.map_err(ReconcileError::Guest)?;
             clear_policy_failure(&mut out.status.conditions);
             report.done = Some(out.done);
@@ -450,6 +468,15 @@ impl Reconciler {
         report.calls = call.calls;
         self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
             .await;
+        let deferred = call.deferred.as_ref().map(|d| d.wait);
+        self.surface_deferral(
+            target,
+            &object.sandbox.uid,
+            call.deferred.as_ref(),
+            report,
+            now,
+        )
+        .await;
         let mut out = call.value.map_err(ReconcileError::Guest)?;
         clear_policy_failure(&mut out.status.conditions);
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
@@ -568,6 +595,10 @@ impl Reconciler {
             // A requeue sooner than this would spin the controller on one key.
             Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
         });
+        // A deferred write is written when the rate allows, whatever the policy answered.
+        if let Some(wait) = deferred {
+            report.requeue = Some(report.requeue.map_or(wait, |r| r.min(wait)));
+        }
         Ok(())
     }
 
@@ -646,7 +677,15 @@ impl Reconciler {
                 message,
             };
             self.writer()
-                .post_events(resource.kind(), target, &uid, &[event], true, now)
+                .post_events(
+                    resource.kind(),
+                    target,
+                    &uid,
+                    &[event],
+                    Source::Controller,
+                    true,
+                    now,
+                )
                 .await;
         }
     }
@@ -729,7 +768,15 @@ impl Reconciler {
             message,
         };
         self.writer()
-            .post_events("Sandbox", &target, &s.uid, &[event], true, now)
+            .post_events(
+                "Sandbox",
+                &target,
+                &s.uid,
+                &[event],
+                Source::Controller,
+                true,
+                now,
+            )
             .await;
     }
 
@@ -1186,7 +1233,7 @@ impl Reconciler {
                 message,
             };
             self.writer()
-                .post_events(kind, target, uid, &[event], true, now)
+                .post_events(kind, target, uid, &[event], Source::Controller, true, now)
                 .await;
         }
         Err(error)
@@ -1217,9 +1264,57 @@ impl Reconciler {
             .collect();
         if !refused.is_empty() {
             self.writer()
-                .post_events(kind, target, uid, &refused, true, now)
+                .post_events(kind, target, uid, &refused, Source::Controller, true, now)
                 .await;
         }
+    }
+
+    /// Writes of the policy's that its Sandbox's rate deferred: the Sandbox is looked at again
+    /// when the rate allows (an error the policy returns asks for the same delay), and the
+    /// first deferral of an episode (since the rate was last unused for a minute) is told, by
+    /// a log line and a Warning Event, not each deferred write.
+    async fn surface_deferral(
+        &self,
+        target: &ObjectRef,
+        uid: &str,
+        deferred: Option<&Deferral>,
+        report: &mut Carried,
+        now: i64,
+    ) {
+        let Some(deferred) = deferred else {
+            return;
+        };
+        report.requeue = Some(deferred.wait);
+        if !deferred.first {
+            return;
+        }
+        let per_minute = self.containment().rates.write_bytes_per_minute;
+        let message = clip_message(&format!(
+            "the policy's writes for this Sandbox are past its rate of {} a minute \
+             (--max-write-bytes-per-minute): {} and {} more deferred, each written when the rate \
+             allows (the next in {} s); counted in cubepod_policy_writes_deferred_total",
+            crate::kube::boundary::format_bytes(u128::from(per_minute)),
+            deferred.what,
+            deferred.count.saturating_sub(1),
+            deferred.wait.as_secs().max(1),
+        ));
+        tracing::warn!(%target, what = %deferred.what, wait = ?deferred.wait, "{message}");
+        let event = Event {
+            kind: EventType::Warning,
+            reason: "WritesDeferred".to_string(),
+            message,
+        };
+        self.writer()
+            .post_events(
+                "Sandbox",
+                target,
+                uid,
+                &[event],
+                Source::Controller,
+                true,
+                now,
+            )
+            .await;
     }
 
     /// `cubepod_boundary_refusals_total` of a refused output (verb `output`, or `reap`).
@@ -1239,7 +1334,15 @@ impl Reconciler {
         now: i64,
     ) {
         self.writer()
-            .post_events(kind, target, uid, events, self.settings.normal_events, now)
+            .post_events(
+                kind,
+                target,
+                uid,
+                events,
+                Source::Policy,
+                self.settings.normal_events,
+                now,
+            )
             .await;
     }
 
@@ -1292,7 +1395,15 @@ impl Reconciler {
             message: bad.error.to_string(),
         };
         writer
-            .post_events(resource.kind(), target, &bad.uid, &[event], true, now)
+            .post_events(
+                resource.kind(),
+                target,
+                &bad.uid,
+                &[event],
+                Source::Controller,
+                true,
+                now,
+            )
             .await;
         Ok(())
     }

@@ -9,7 +9,7 @@ use tokio::runtime::Handle;
 use wasmtime::component::Component;
 
 use super::{self as cli, CliError};
-use crate::admission::{Admission, Candidate, Extent, Refused};
+use crate::admission::{Admission, Candidate, Extent, FileError, Refused};
 use crate::config::PolicyInspectArgs;
 use crate::runtime::{CONTRACT_PACKAGE, Contract, RuntimeError, targeted_version};
 use crate::scenario::conformance;
@@ -257,9 +257,15 @@ pub fn run(
         // blocking one, outside the runtime.
         handle
             .block_on(admission.read(&args.module))
-            .map_err(|source| CliError::Read {
+            .map_err(|error| CliError::Read {
                 path: args.module.clone(),
-                source,
+                source: match error {
+                    FileError::Io { source, .. } => source,
+                    refused => std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("refused (file): {refused}"),
+                    ),
+                },
             })?
     };
     let found = inspect(&admission, &candidate, handle);

@@ -13,6 +13,7 @@ use super::contract_0_1 as v0_1;
 use super::host::HostState;
 use super::module::{ModulePre, PreV0_2};
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
+use crate::kube::boundary::rates::{Deferral, WriteBuckets};
 use crate::kube::boundary::{Boundary, ForkSource, Rule, SandboxScope};
 use crate::kube::{Cluster, Resource};
 
@@ -81,6 +82,8 @@ pub struct CallContext {
     pub observer: Option<HostCallObserver>,
     /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
     pub children: Option<Arc<dyn ChildLookup>>,
+    /// Each Sandbox's write rate, across the calls of this context (`--max-write-bytes-per-minute`).
+    pub write_rates: Arc<WriteBuckets>,
 }
 
 impl CallContext {
@@ -97,6 +100,7 @@ impl CallContext {
             host_call_timeout: super::RuntimeConfig::default().host_call_timeout,
             observer: None,
             children: None,
+            write_rates: Arc::default(),
         }
     }
 
@@ -169,6 +173,8 @@ pub struct GuestCall<T> {
     pub host_calls: u32,
     /// Those calls, in order.
     pub calls: Vec<KubeCall>,
+    /// Writes not sent because their Sandbox was past its write rate.
+    pub deferred: Option<Deferral>,
 }
 
 impl<T> GuestCall<T> {
@@ -179,6 +185,7 @@ impl<T> GuestCall<T> {
             effects: self.effects,
             host_calls: self.host_calls,
             calls: self.calls,
+            deferred: self.deferred,
         }
     }
 }
@@ -573,6 +580,7 @@ async fn call<R>(
                 effects: state.effects,
                 host_calls: state.host_calls,
                 calls: state.calls,
+                deferred: state.deferred,
             })
         }
         Err(error) => Err(failure(engine.config(), export, store.data(), error)),

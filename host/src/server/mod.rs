@@ -81,7 +81,11 @@ pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<
                 "cache: syncing"
             };
             let leader_line = state.health.leadership.state().describe();
-            let body = format!("{policy_line}\n{cache_line}\n{leader_line}\n");
+            let mut body = format!("{policy_line}\n{cache_line}\n{leader_line}\n");
+            // Not a readiness failure: the running module stays and reconciles.
+            if let Some(problem) = state.health.policy_file() {
+                body.push_str(&format!("policy file: {problem}\n"));
+            }
             let status = if policy.is_some() && synced {
                 StatusCode::OK
             } else {

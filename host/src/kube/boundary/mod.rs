@@ -25,6 +25,7 @@ pub mod network;
 mod network_tests;
 mod pod;
 mod quantity;
+pub mod rates;
 mod service;
 
 use std::collections::BTreeSet;
@@ -372,6 +373,8 @@ pub struct Containment {
     pub allowed_egress: ipset::IpSet,
     /// What one call's output may hold (checked by the reconcile core).
     pub output: OutputBudget,
+    /// What may be written for one object over time, across calls.
+    pub rates: rates::Rates,
 }
 
 /// How much of one policy output the reconcile core acts on
@@ -419,6 +422,7 @@ impl Default for Containment {
             max_manifest_bytes: 512 << 10,
             allowed_egress: ipset::IpSet::default(),
             output: OutputBudget::default(),
+            rates: rates::Rates::default(),
         }
     }
 }

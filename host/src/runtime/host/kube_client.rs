@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::HostState;
+use crate::kube::boundary::rates::{Deferral, Take};
 use crate::kube::boundary::{KEPT_PREFIX, Refusal, Rule, clip, describe};
 use crate::kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
 use crate::runtime::bindings::{self, KubeError, RetryAfter};
@@ -84,6 +85,7 @@ impl HostState {
         manifest: &str,
     ) -> Result<Ensured, KubeError> {
         self.admit(resource, "create", namespace, name, Some(manifest))?;
+        self.within_rate(resource, namespace, name, manifest.len())?;
         // The text the boundary read is the text sent (one copy; the call record keeps the
         // guest's own): it is parsed into a value only when it existed already.
         let text = manifest.to_string();
@@ -343,6 +345,56 @@ impl HostState {
         ))
     }
 
+    /// Charges an admitted write of `bytes` to its Sandbox's write rate
+    /// (`--max-write-bytes-per-minute`, across calls). Past it the write is not sent: the
+    /// guest is told to retry when the rate allows, the call keeps the deferral for the
+    /// reconcile core (which requeues the Sandbox then, and tells it once), and the observer
+    /// counts it.
+    fn within_rate(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        bytes: usize,
+    ) -> Result<(), KubeError> {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Ok(());
+        };
+        let sandbox = crate::model::ObjectRef::new(&scope.namespace, &scope.name);
+        let rates = &self.containment.rates;
+        let Take::Deferred { wait, first } = rates.take_write(&ctx.write_rates, &sandbox, bytes)
+        else {
+            return Ok(());
+        };
+        let what = describe(resource, namespace, name);
+        self.observe(HostCallRecord {
+            verb: "create",
+            resource,
+            duration: Duration::ZERO,
+            result: "deferred",
+            refused: false,
+            rule: None,
+        });
+        let deferral = self.deferred.get_or_insert(Deferral {
+            wait,
+            first: false,
+            what: what.to_string(),
+            count: 0,
+        });
+        deferral.wait = deferral.wait.max(wait);
+        deferral.first |= first;
+        deferral.count += 1;
+        let delay_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        Err(KubeError::Retryable(RetryAfter {
+            delay_ms,
+            message: format!(
+                "{what}: deferred: Sandbox {sandbox} is past its write rate of {} bytes a \
+                 minute (--max-write-bytes-per-minute); retry in {delay_ms} ms",
+                rates.write_bytes_per_minute
+            ),
+        }))
+    }
+
     /// Logs and counts a refusal, and turns it into the guest's error.
     fn refuse(&self, verb: &'static str, resource: Resource, refusal: Refusal) -> KubeError {
         tracing::warn!(
@@ -444,6 +496,7 @@ impl HostState {
         manifest: &str,
     ) -> Result<(), KubeError> {
         self.admit(resource, "create", namespace, name, Some(manifest))?;
+        self.within_rate(resource, namespace, name, manifest.len())?;
         let text = manifest.to_string();
         let created = self
             .request(resource, "create", namespace, name, |cluster| {

@@ -32,6 +32,7 @@ use wasmtime_wasi::WasiCtx;
 use super::bindings;
 use super::call::{CallContext, Effect, KubeCall};
 use super::{Contract, RuntimeConfig};
+use crate::kube::boundary::rates::Deferral;
 use crate::kube::boundary::{Containment, SandboxScope};
 pub(crate) use limits::Limits;
 pub(crate) use wasi::ALLOWED_WASI;
@@ -75,6 +76,8 @@ pub(crate) struct HostState {
     pub(crate) effects: Vec<Effect>,
     pub(crate) host_calls: u32,
     pub(crate) calls: Vec<KubeCall>,
+    /// Writes past their Sandbox's rate, not sent (`--max-write-bytes-per-minute`).
+    pub(crate) deferred: Option<Deferral>,
     started: Instant,
     in_host_calls: Duration,
     /// Time the call spent yielded to the runtime's other tasks at epoch ticks, in nanoseconds:
@@ -100,6 +103,7 @@ impl HostState {
             effects: Vec::new(),
             host_calls: 0,
             calls: Vec::new(),
+            deferred: None,
             started: Instant::now(),
             in_host_calls: Duration::ZERO,
             yielded: Arc::new(AtomicU64::new(0)),

@@ -77,6 +77,15 @@
 //! - `reap-strangers` (a candidate's name): decisions about sandboxes not handed, and about
 //!   another namespace.
 //!
+//! Rates (within every rule of one call, but unbounded across calls; the host defers what is
+//! past the Sandbox's rate and tells it once):
+//!
+//! - `churn`: the default, then its NetworkPolicy of [`CHURN_BYTES`] (one egress peer per
+//!   public /32), changed at every pass (its `cubepod.io/spec-hash` is the time), every second
+//!   (`--max-write-bytes-per-minute`);
+//! - `event-churn`: the default, then a Warning Event with a new reason and message at every
+//!   pass, every second (`--event-burst`).
+//!
 //! `scenarios/refusals.yaml` expects some of these refusals through `policy test` (which runs
 //! the same import as the controller).
 //!
@@ -110,6 +119,8 @@ pub const UNBOUNDED_MANIFEST_BYTES: usize = 64 << 20;
 
 /// The label and taint of control-plane nodes.
 pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+/// About the bytes of the `churn` case's NetworkPolicy.
+pub const CHURN_BYTES: usize = 500 << 10;
 
 /// An unmanaged Secret the `delete-unmanaged` case deletes.
 pub const UNMANAGED_SECRET: &str = "registry-credentials";
@@ -176,6 +187,8 @@ pub enum Case {
     PolicySwapInCall,
     EgressMetadata,
     CleanupPolicyFirst,
+    Churn,
+    EventChurn,
 }
 
 impl Case {
@@ -231,6 +244,8 @@ impl Case {
         ("policy-swap-in-call", Case::PolicySwapInCall),
         ("egress-metadata", Case::EgressMetadata),
         ("cleanup-policy-first", Case::CleanupPolicyFirst),
+        ("churn", Case::Churn),
+        ("event-churn", Case::EventChurn),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -494,6 +509,45 @@ pub fn reconcile(
         Case::RequeueZero => {
             let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
             out.requeue_after_seconds = Some(0);
+            return Ok(out);
+        }
+        Case::Churn => {
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
+            let mut policy = m.network_policy(input);
+            policy["metadata"]["annotations"][names::SPEC_HASH_ANNOTATION] =
+                json!(format!("churn-{}", input.now));
+            if let Some(egress) = policy["spec"]["egress"].as_array_mut() {
+                egress.push(json!({"to": "PEERS"}));
+            }
+            // 8.0.0.0/8 is public: within `egress: Internet`; ~37 bytes a peer, written as
+            // text (a tree of them takes the guest longer than its deadline in a debug host).
+            let mut peers = String::with_capacity(CHURN_BYTES + 64);
+            peers.push('[');
+            for i in 0..CHURN_BYTES / 37 {
+                if i > 0 {
+                    peers.push(',');
+                }
+                peers.push_str(&format!(
+                    "{{\"ipBlock\":{{\"cidr\":\"8.{}.{}.{}/32\"}}}}",
+                    i >> 16 & 255,
+                    i >> 8 & 255,
+                    i & 255
+                ));
+            }
+            peers.push(']');
+            let text = policy.to_string().replacen("\"PEERS\"", &peers, 1);
+            client.apply_network_policy(ns, &names::network_policy(own), &text)?;
+            out.requeue_after_seconds = Some(1);
+            return Ok(out);
+        }
+        Case::EventChurn => {
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
+            out.events.push(Event {
+                kind: EventType::Warning,
+                reason: format!("Churn{}", input.now),
+                message: format!("pass at {}", input.now),
+            });
+            out.requeue_after_seconds = Some(1);
             return Ok(out);
         }
         // Cases of other exports: here, the default.
