@@ -841,7 +841,7 @@ mod tests {
         assert_eq!(Case::of("privilegedx"), None);
         assert_eq!(Case::of("dev-alice"), None);
         assert_eq!(Case::of(VICTIM), None);
-        for (name, case) in Case::ALL {
+        for &(name, case) in Case::ALL {
             assert_eq!(Case::of(name), Some(case), "{name}");
         }
     }
