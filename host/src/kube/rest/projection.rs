@@ -64,9 +64,10 @@ const CHILD: Shape = Shape::Except {
     skip: &["spec", "data", "stringData", "binaryData"],
     inner: &[("metadata", METADATA), ("status", STATUS)],
 };
-/// What `model::children` and the cache read of a child's metadata. A real API server's
-/// `managedFields`, `ownerReferences`, `uid` and timestamps are read past: in a write's answer
-/// or a watch event they were most of the allocations of the metadata.
+/// What `model::children` and the cache read of a child's metadata: of its owner references
+/// only which one is the controller, by uid (a fork clones only what its source owns). A real
+/// API server's `managedFields`, `uid` and timestamps are read past: in a write's answer or a
+/// watch event they were most of the allocations of the metadata.
 const METADATA: Shape = Shape::Only(&[
     ("name", Shape::All),
     ("namespace", Shape::All),
@@ -74,7 +75,9 @@ const METADATA: Shape = Shape::Only(&[
     ("deletionTimestamp", Shape::All),
     ("labels", Shape::All),
     ("annotations", Shape::All),
+    ("ownerReferences", Shape::Each(&OWNER_REFERENCE)),
 ]);
+const OWNER_REFERENCE: Shape = Shape::Only(&[("uid", Shape::All), ("controller", Shape::All)]);
 const STATUS: Shape = Shape::Only(&[
     ("phase", Shape::All),
     ("podIP", Shape::All),
@@ -379,6 +382,7 @@ mod tests {
                     "deletionTimestamp": "2026-12-01T00:10:00Z",
                     "labels": {"cubepod.io/sandbox": "dev-alice", "cubepod.io/rootfs-generation": "2"},
                     "annotations": {"cubepod.io/spec-hash": "h1"},
+                    "ownerReferences": [{"uid": "u", "controller": true}],
                     "resourceVersion": "7",
                 },
                 "status": {
