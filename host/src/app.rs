@@ -267,12 +267,16 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         max_concurrent_calls: args.concurrency.saturating_add(8),
         containment: Arc::new(args.containment.containment()),
         address_space: args.guest_address_space,
+        calls_memory_budget_bytes: usize::try_from(args.calls_memory_budget).unwrap_or(usize::MAX),
         ..RuntimeConfig::default()
     })
     .map_err(|source| StartError::Policy {
         what: "engine".to_string(),
         source,
     })?;
+    engine
+        .memory_budget()
+        .report_to(metrics.calls_memory_charged.clone());
     let keys = KeyRing::load(&args.policy_verify_keys)?;
     for key in keys.keys() {
         tracing::info!(key = %key.describe(), "policy modules must be signed by a configured key");

@@ -129,6 +129,14 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub guest_memory_mib: u32,
 
+    /// Memory all policy calls in flight may hold together (a Kubernetes quantity): each
+    /// charges twice its guest memory (the guest's pages and the host's copy of what it
+    /// passes) and 8 times each manifest it sends, and fails (reason `memory`, retried) past
+    /// it. Sized for the Deployment's 512Mi limit (docs/architecture.md, "Host memory across
+    /// calls"); it must hold one call at its bounds.
+    #[arg(long, env = "CUBEPOD_CALLS_MEMORY_BUDGET", default_value = "256Mi", value_parser = volume_size)]
+    pub calls_memory_budget: u128,
+
     /// How a policy call's linear memory sits in the address space: `guarded` reserves 4 GiB
     /// and a guard region per memory slot, so the compiled code checks no bounds (about 4 GiB
     /// of address space per slot, two slots per concurrent call); `compact` reserves only the

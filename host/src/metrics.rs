@@ -43,6 +43,8 @@ pub struct Metrics {
     pub policy_file_checks: IntCounterVec,
     pub policy_info: IntGaugeVec,
     pub queue_depth: IntGauge,
+    /// What the policy calls in flight hold of `--calls-memory-budget`, in bytes.
+    pub calls_memory_charged: IntGauge,
     pub controller: ControllerMetrics,
     pub workqueue: WorkqueueMetrics,
     pub rest_client_requests: RestClientRequests,
@@ -308,6 +310,10 @@ impl Metrics {
             queue_depth: register!(gauge(
                 "cubepod_queue_depth",
                 "Keys waiting in the work queue."
+            )),
+            calls_memory_charged: register!(gauge(
+                "cubepod_calls_memory_charged_bytes",
+                "Bytes the policy calls in flight hold of --calls-memory-budget."
             )),
             controller: ControllerMetrics {
                 reconcile_total: register!(counter(

@@ -623,6 +623,56 @@ fn a_flood_of_calls_fails_the_call_at_its_budget_and_writes_nothing_after() {
     assert_eq!(records[budget].rule, Some(Rule::Budget));
 }
 
+/// `memory-fill` fills its memory near the call's bound: the call charges the calls' budget
+/// for it while it runs and gives it back when it ends; with the budget held by others, the
+/// same call fails as a memory failure (retried by the controller), and holds nothing after.
+#[test]
+fn a_call_filling_its_memory_is_charged_to_the_calls_budget_and_refused_past_it() {
+    use cubepod_host::runtime::budget::{Charge, GUEST_MEMORY_CHARGE};
+    /// The hostile policy's `MEMORY_FILL_BYTES`.
+    const MEMORY_FILL_BYTES: usize = 26 << 20;
+
+    let config = RuntimeConfig {
+        max_concurrent_calls: 2,
+        ..RuntimeConfig::default()
+    };
+    let bound = config.call_charge_bound();
+    let engine = PolicyEngine::new(RuntimeConfig {
+        calls_memory_budget_bytes: bound,
+        ..config
+    })
+    .expect("an engine");
+    let module = engine
+        .load(&std::fs::read(hostile_wasm()).expect("the component"))
+        .expect("the hostile policy loads");
+    let budget = engine.memory_budget().clone();
+    assert_eq!(budget.charged(), 0, "describe at load gave its charge back");
+
+    let harness = Harness::new();
+    let call = reconcile_by(&module, &harness, "memory-fill");
+    assert_eq!(call.value, Ok(()));
+    assert_eq!(budget.charged(), 0, "the call gave its charge back");
+
+    // Others hold all but what the fill needs: the call cannot grow.
+    let mut others = Charge::new(budget.clone());
+    assert!(others.grow(bound - MEMORY_FILL_BYTES * GUEST_MEMORY_CHARGE));
+    let input = twin::reconcile_input(&fixtures::sandbox("memory-fill").input());
+    let error = module
+        .reconcile_sandbox(&harness.context, input)
+        .expect_err("the call fails");
+    assert!(
+        matches!(error, RuntimeError::MemoryBudget { .. }),
+        "{error}"
+    );
+    assert_eq!(error.metric_label(), "memory");
+    assert_eq!(budget.charged(), others.bytes());
+    // Once they end, it runs.
+    drop(others);
+    let call = reconcile_by(&module, &harness, "memory-fill");
+    assert_eq!(call.value, Ok(()));
+    assert_eq!(budget.charged(), 0);
+}
+
 #[test]
 fn reconcile_pool_gets_no_cluster_access() {
     let harness = Harness::new();

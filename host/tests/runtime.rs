@@ -1294,6 +1294,8 @@ fn the_0_1_module_is_held_to_the_same_memory_limit_and_deadline() {
         call_deadline: Duration::from_millis(100),
         epoch_tick: Duration::from_millis(1),
         memory_limit_bytes: 512 << 20,
+        // The calls' budget must hold one call at that bound.
+        calls_memory_budget_bytes: 2 << 30,
         ..RuntimeConfig::default()
     })
     .unwrap();

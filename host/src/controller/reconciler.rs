@@ -698,6 +698,11 @@ impl Reconciler {
                 "exceeded its memory limit of {} in {export} (--guest-memory-mib)",
                 crate::kube::boundary::format_bytes(*limit as u128)
             ),
+            ReconcileError::Runtime(RuntimeError::MemoryBudget { export, budget }) => format!(
+                "could not grow its memory in {export}: the policy calls in flight hold the \
+                 controller's memory budget of {} (--calls-memory-budget); retried",
+                crate::kube::boundary::format_bytes(*budget as u128)
+            ),
             ReconcileError::Runtime(
                 e @ (RuntimeError::Trap { .. }
                 | RuntimeError::DeadlineExceeded { .. }

@@ -82,13 +82,17 @@ pub fn engine(
     memory_mib: u32,
     containment: &ContainmentArgs,
 ) -> Result<PolicyEngine, CliError> {
-    PolicyEngine::new(RuntimeConfig {
+    let mut config = RuntimeConfig {
         call_deadline: deadline,
         memory_limit_bytes: memory_mib as usize * 1024 * 1024,
         containment: Arc::new(containment.containment()),
         ..RuntimeConfig::default()
-    })
-    .map_err(CliError::Engine)
+    };
+    // One call at a time: the budget of calls in flight only has to hold it.
+    config.calls_memory_budget_bytes = config
+        .calls_memory_budget_bytes
+        .max(config.call_charge_bound());
+    PolicyEngine::new(config).map_err(CliError::Engine)
 }
 
 /// Runs one `policy` subcommand; `Ok(true)` on success, `Ok(false)` when a scenario failed or

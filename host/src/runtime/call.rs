@@ -554,7 +554,10 @@ async fn call<R>(
 ) -> Result<GuestCall<R>, RuntimeError> {
     let config = engine.config();
     let deadline = config.call_deadline;
-    let mut store = Store::new(engine.engine(), HostState::new(ctx.cloned(), scope, config));
+    let mut store = Store::new(
+        engine.engine(),
+        HostState::new(ctx.cloned(), scope, config, engine.memory_budget().clone()),
+    );
     store.limiter(|state| &mut state.limits);
     // A store's deadline starts at 0, which would interrupt at once. One tick: a guest that
     // runs on past it yields to the runtime's other tasks (watches, leases, other calls) at
@@ -597,6 +600,12 @@ fn failure(
     tracing::debug!(export, error = ?error, "policy call failed");
     if let Some(budget) = &state.budget_exceeded {
         return RuntimeError::Budget(format!("{export}: {budget}"));
+    }
+    if state.limits.budget_refused {
+        return RuntimeError::MemoryBudget {
+            export,
+            budget: state.limits.charge.budget().limit(),
+        };
     }
     if state.limits.memory_refused {
         return RuntimeError::MemoryExhausted {

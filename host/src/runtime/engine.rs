@@ -10,6 +10,9 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
+use super::budget::{
+    DEFAULT_CALLS_MEMORY_BUDGET_MIB, GUEST_MEMORY_CHARGE, MANIFEST_PARSE_CHARGE, MemoryBudget,
+};
 use super::host::{self, HostState};
 use super::{Contract, RuntimeError};
 use crate::kube::boundary::Containment;
@@ -40,6 +43,26 @@ pub struct RuntimeConfig {
     pub containment: Arc<Containment>,
     /// How a call's linear memory is laid out in the address space.
     pub address_space: AddressSpace,
+    /// What all calls in flight together may charge (`--calls-memory-budget`): guest memory
+    /// and the host's copies of it, and the manifests the host parses. At least
+    /// [`Self::call_charge_bound`], so that one call at its bounds can always run.
+    pub calls_memory_budget_bytes: usize,
+}
+
+impl RuntimeConfig {
+    /// What one call charges the calls' budget with its linear memory at its bound and its
+    /// every `kube-client` call sending a manifest at its bound: what the budget must hold for
+    /// a call to be sure to run.
+    pub fn call_charge_bound(&self) -> usize {
+        let manifests = self
+            .containment
+            .max_manifest_bytes
+            .saturating_mul(MANIFEST_PARSE_CHARGE)
+            .saturating_mul(self.containment.max_kube_calls as usize);
+        memory_slot_bytes(self)
+            .saturating_mul(GUEST_MEMORY_CHARGE)
+            .saturating_add(manifests)
+    }
 }
 
 /// How each slot of the instance pool lays out a linear memory (`--guest-address-space`). The
@@ -76,6 +99,7 @@ impl Default for RuntimeConfig {
             max_concurrent_calls: 32,
             containment: Arc::new(Containment::default()),
             address_space: AddressSpace::default(),
+            calls_memory_budget_bytes: (DEFAULT_CALLS_MEMORY_BUDGET_MIB as usize) << 20,
         }
     }
 }
@@ -94,6 +118,7 @@ struct EngineInner {
     linker: Linker<HostState>,
     linker_0_1: Linker<HostState>,
     config: RuntimeConfig,
+    budget: Arc<MemoryBudget>,
     _ticker: Ticker,
 }
 
@@ -101,6 +126,20 @@ impl PolicyEngine {
     pub fn new(mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
         // A zero tick would spin the ticker thread.
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
+        let bound = config.call_charge_bound();
+        if config.calls_memory_budget_bytes < bound {
+            return Err(RuntimeError::Engine {
+                why: format!(
+                    "the calls' memory budget of {} MiB cannot hold one call at its bounds \
+                     ({} MiB: {GUEST_MEMORY_CHARGE} x --guest-memory-mib, and \
+                     {MANIFEST_PARSE_CHARGE} x --max-manifest-bytes per --max-kube-calls); \
+                     raise --calls-memory-budget or lower those",
+                    config.calls_memory_budget_bytes >> 20,
+                    bound.div_ceil(1 << 20),
+                ),
+            });
+        }
+        let budget = MemoryBudget::new(config.calls_memory_budget_bytes);
         let engine = Engine::new(&wasmtime_config(&config)).map_err(|e| RuntimeError::Engine {
             why: match config.address_space {
                 AddressSpace::Guarded => format!(
@@ -125,6 +164,7 @@ impl PolicyEngine {
                 linker,
                 linker_0_1,
                 config,
+                budget,
                 _ticker: ticker,
             }),
         })
@@ -136,6 +176,11 @@ impl PolicyEngine {
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// The memory budget every call of this engine charges.
+    pub fn memory_budget(&self) -> &Arc<MemoryBudget> {
+        &self.inner.budget
     }
 
     /// The linker of modules of `contract`.
@@ -265,5 +310,30 @@ mod tests {
         // Dropping the last clone joins the ticker thread: it must end at once, not at a tick.
         drop(engine);
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_budget_that_cannot_hold_one_call_is_refused() {
+        let config = RuntimeConfig::default();
+        let bound = config.call_charge_bound();
+        // The defaults hold one call: 2 x 32 MiB of guest memory, 16 manifests of 8 x 512 KiB.
+        assert_eq!(bound, 128 << 20);
+        assert!(config.calls_memory_budget_bytes >= bound);
+        let refused = PolicyEngine::new(RuntimeConfig {
+            calls_memory_budget_bytes: bound - 1,
+            ..RuntimeConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            refused.to_string().contains("--calls-memory-budget"),
+            "{refused}"
+        );
+        let engine = PolicyEngine::new(RuntimeConfig {
+            calls_memory_budget_bytes: bound,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        assert_eq!(engine.memory_budget().limit(), bound);
+        assert_eq!(engine.memory_budget().charged(), 0);
     }
 }

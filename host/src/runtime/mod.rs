@@ -23,6 +23,7 @@
 //!   on each host call.
 
 pub mod bindings;
+pub mod budget;
 mod cache;
 mod call;
 mod contract_0_1;
@@ -135,6 +136,13 @@ pub enum RuntimeError {
     /// The guest tried to grow its memory past the limit.
     #[error("policy exceeded its memory limit of {limit} bytes in {export}")]
     MemoryExhausted { export: &'static str, limit: usize },
+    /// The calls in flight together had spent the memory budget of all calls
+    /// (`--calls-memory-budget`) when this one grew its memory or sent a manifest: the call
+    /// fails, to be retried once others have ended.
+    #[error(
+        "the policy calls in flight had spent their memory budget of {budget} bytes in {export}"
+    )]
+    MemoryBudget { export: &'static str, budget: usize },
     /// The guest went past one of its fixed budgets (kube-client calls per call, and the
     /// reconcile core's output budgets): the call is failed and nothing after that point is
     /// carried out. The message names the budget and its bound.
@@ -165,7 +173,7 @@ impl RuntimeError {
         match self {
             RuntimeError::Trap { .. } => "trap",
             RuntimeError::DeadlineExceeded { .. } => "timeout",
-            RuntimeError::MemoryExhausted { .. } => "memory",
+            RuntimeError::MemoryExhausted { .. } | RuntimeError::MemoryBudget { .. } => "memory",
             RuntimeError::Budget(_) => "budget",
             RuntimeError::Compile { .. } => "compile",
             RuntimeError::Engine { .. } => "engine",
@@ -179,7 +187,8 @@ impl RuntimeError {
         match self {
             RuntimeError::Trap { export, .. }
             | RuntimeError::DeadlineExceeded { export, .. }
-            | RuntimeError::MemoryExhausted { export, .. } => Some(export),
+            | RuntimeError::MemoryExhausted { export, .. }
+            | RuntimeError::MemoryBudget { export, .. } => Some(export),
             _ => None,
         }
     }

@@ -13,6 +13,7 @@ use crate::kube::boundary::rates::{Deferral, Take};
 use crate::kube::boundary::{KEPT_PREFIX, Refusal, Rule, clip, describe};
 use crate::kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
 use crate::runtime::bindings::{self, KubeError, RetryAfter};
+use crate::runtime::budget::MANIFEST_PARSE_CHARGE;
 use crate::runtime::call::{ChildHeld, Effect, HostCallRecord, KubeCall};
 
 /// The delay a guest is told to wait after a host call that timed out.
@@ -73,6 +74,31 @@ impl HostState {
         });
         self.budget_exceeded = Some(message.clone());
         Err(wasmtime::Error::msg(message))
+    }
+
+    /// Charges the calls' memory budget for a manifest the host parses and keeps until the
+    /// call ends (its parsed value, the text sent, the object the API returns); past the
+    /// budget, the guest traps (reason `memory`). One past its size bound is refused before
+    /// it is parsed: only its bound is charged.
+    fn charge_manifest(&mut self, manifest: &str) -> wasmtime::Result<()> {
+        let held = manifest.len().min(self.containment.max_manifest_bytes);
+        if self
+            .limits
+            .charge
+            .grow(held.saturating_mul(MANIFEST_PARSE_CHARGE))
+        {
+            return Ok(());
+        }
+        self.limits.budget_refused = true;
+        tracing::debug!(
+            bytes = manifest.len(),
+            budget = self.limits.charge.budget().limit(),
+            "the calls' memory budget cannot cover a manifest"
+        );
+        Err(wasmtime::format_err!(
+            "the policy calls' memory budget cannot cover a manifest of {} bytes",
+            manifest.len()
+        ))
     }
 
     /// An `ensure-*`: create the object, AlreadyExists being success. On success the last
@@ -710,6 +736,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         manifest: String,
     ) -> Answer<()> {
         self.count(Resource::PersistentVolumeClaim, "create")?;
+        self.charge_manifest(&manifest)?;
         let result = self
             .ensure(
                 Resource::PersistentVolumeClaim,
@@ -737,6 +764,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         manifest: String,
     ) -> Answer<Option<String>> {
         self.count(Resource::Pod, "create")?;
+        self.charge_manifest(&manifest)?;
         let result = match self
             .ensure(Resource::Pod, &namespace, &name, &manifest)
             .await
@@ -760,6 +788,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         manifest: String,
     ) -> Answer<()> {
         self.count(Resource::Secret, "create")?;
+        self.charge_manifest(&manifest)?;
         let result = self
             .ensure(Resource::Secret, &namespace, &name, &manifest)
             .await
@@ -780,6 +809,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         manifest: String,
     ) -> Answer<()> {
         self.count(Resource::NetworkPolicy, "create")?;
+        self.charge_manifest(&manifest)?;
         let result = self
             .apply(Resource::NetworkPolicy, &namespace, &name, &manifest)
             .await;
@@ -807,6 +837,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         manifest: String,
     ) -> Answer<()> {
         self.count(Resource::Service, "create")?;
+        self.charge_manifest(&manifest)?;
         let result = self
             .apply(Resource::Service, &namespace, &name, &manifest)
             .await;

@@ -90,12 +90,13 @@ impl HostState {
         ctx: Option<CallContext>,
         scope: Option<SandboxScope>,
         config: &RuntimeConfig,
+        budget: Arc<crate::runtime::budget::MemoryBudget>,
     ) -> Self {
         Self {
             wasi: None,
             table: ResourceTable::new(),
             stderr: StderrTail::default(),
-            limits: Limits::new(config.memory_limit_bytes),
+            limits: Limits::new(config.memory_limit_bytes, budget),
             ctx,
             scope,
             containment: config.containment.clone(),

@@ -86,6 +86,14 @@
 //! - `event-churn`: the default, then a Warning Event with a new reason and message at every
 //!   pass, every second (`--event-burst`).
 //!
+//! Memory (within every bound of one call, but many calls at their bounds at once would take
+//! the controller past its container's limit; the host's budget of all calls in flight,
+//! `--calls-memory-budget`, fails those it cannot cover, reason `memory`, and retries them):
+//!
+//! - `memory-fill`: fills [`MEMORY_FILL_BYTES`] of its memory (every page touched), then the
+//!   default, with a condition whose message is [`MEMORY_FILL_MESSAGE_BYTES`] (within the
+//!   status budget), requeued every second.
+//!
 //! `scenarios/refusals.yaml` expects some of these refusals through `policy test` (which runs
 //! the same import as the controller).
 //!
@@ -116,6 +124,13 @@ pub const HUGE_MANIFEST_BYTES: usize = 4 << 20;
 
 /// Bytes of the `unbounded-manifest` case's Pod: more than a call's memory bound holds.
 pub const UNBOUNDED_MANIFEST_BYTES: usize = 64 << 20;
+
+/// Bytes the `memory-fill` case fills: near the default 32 MiB bound of a call, with room
+/// for the code, the input and the output.
+pub const MEMORY_FILL_BYTES: usize = 26 << 20;
+
+/// Bytes of the message of the `memory-fill` case's condition.
+pub const MEMORY_FILL_MESSAGE_BYTES: usize = 16 << 10;
 
 /// The label and taint of control-plane nodes.
 pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
@@ -189,6 +204,7 @@ pub enum Case {
     CleanupPolicyFirst,
     Churn,
     EventChurn,
+    MemoryFill,
 }
 
 impl Case {
@@ -246,6 +262,7 @@ impl Case {
         ("cleanup-policy-first", Case::CleanupPolicyFirst),
         ("churn", Case::Churn),
         ("event-churn", Case::EventChurn),
+        ("memory-fill", Case::MemoryFill),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -546,6 +563,35 @@ pub fn reconcile(
                 kind: EventType::Warning,
                 reason: format!("Churn{}", input.now),
                 message: format!("pass at {}", input.now),
+            });
+            out.requeue_after_seconds = Some(1);
+            return Ok(out);
+        }
+        Case::MemoryFill => {
+            let mut fill = vec![0u8; MEMORY_FILL_BYTES];
+            // One byte a page: each page is made resident.
+            for page in fill.chunks_mut(4096) {
+                page[0] = 1;
+            }
+            std::hint::black_box(&fill);
+            drop(fill);
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
+            const KIND: &str = "MemoryFilled";
+            // The same condition at every pass: the status is written once.
+            let since = input
+                .sandbox
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.kind == KIND)
+                .map_or(input.now, |c| c.last_transition_time);
+            out.status.conditions.retain(|c| c.kind != KIND);
+            out.status.conditions.push(Condition {
+                kind: KIND.to_string(),
+                status: ConditionStatus::True,
+                reason: "Filled".to_string(),
+                message: "m".repeat(MEMORY_FILL_MESSAGE_BYTES),
+                last_transition_time: since,
             });
             out.requeue_after_seconds = Some(1);
             return Ok(out);
