@@ -65,7 +65,7 @@ const CHILD: Shape = Shape::Except {
     inner: &[("metadata", METADATA), ("status", STATUS)],
 };
 /// What `model::children` and the cache read of a child's metadata: of its owner references
-/// only which one is the controller, by uid (a fork clones only what its source owns). A real
+/// only the controller's, which Sandbox it is (a fork clones only what its source owns). A real
 /// API server's `managedFields`, `uid` and timestamps are read past: in a write's answer or a
 /// watch event they were most of the allocations of the metadata.
 const METADATA: Shape = Shape::Only(&[
@@ -77,7 +77,13 @@ const METADATA: Shape = Shape::Only(&[
     ("annotations", Shape::All),
     ("ownerReferences", Shape::Each(&OWNER_REFERENCE)),
 ]);
-const OWNER_REFERENCE: Shape = Shape::Only(&[("uid", Shape::All), ("controller", Shape::All)]);
+const OWNER_REFERENCE: Shape = Shape::Only(&[
+    ("apiVersion", Shape::All),
+    ("kind", Shape::All),
+    ("name", Shape::All),
+    ("uid", Shape::All),
+    ("controller", Shape::All),
+]);
 const STATUS: Shape = Shape::Only(&[
     ("phase", Shape::All),
     ("podIP", Shape::All),
@@ -382,7 +388,8 @@ mod tests {
                     "deletionTimestamp": "2026-12-01T00:10:00Z",
                     "labels": {"cubepod.io/sandbox": "dev-alice", "cubepod.io/rootfs-generation": "2"},
                     "annotations": {"cubepod.io/spec-hash": "h1"},
-                    "ownerReferences": [{"uid": "u", "controller": true}],
+                    "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                        "name": "dev-alice", "uid": "u", "controller": true}],
                     "resourceVersion": "7",
                 },
                 "status": {
