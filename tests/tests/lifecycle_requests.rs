@@ -111,11 +111,14 @@ async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> Reconcil
     .unwrap();
     let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
     let module = engine.load(DEFAULT_POLICY).unwrap();
+    // As the controller runs a call: with its cache to answer what S's children are.
+    let cache = Arc::new(cache);
     let context = CallContext::new(
         cluster,
         Arc::new(Boundary::new([NS.to_string()])),
         tokio::runtime::Handle::current(),
-    );
+    )
+    .with_children(cache.clone());
     let object = sandbox::from_json(&target).unwrap();
     let observed = cache.observed(&ObjectRef::new(NS, &object.sandbox.name));
     let claim = Claims::default().view(&cache, &object, &observed);
@@ -333,7 +336,18 @@ async fn fork_from_populates_data_source_on_both_pvcs() {
         .await;
     let mut source = sandbox_object("a", json!({"image": "img", "rootfsGeneration": 3}));
     source["status"] = json!({"rootfsPVC": "a-rootfs-g3", "workspacePVC": "a-workspace"});
-    let cache = cache_with(&[(Resource::Sandbox, source)]);
+    // What a fork may clone is what its source owns: its PVCs, with its controller reference.
+    let owned = |name: &str| {
+        let mut pvc = child("PersistentVolumeClaim", name, "a", json!({}));
+        pvc["metadata"]["ownerReferences"] = json!([{"apiVersion": "cubepod.io/v1alpha1",
+            "kind": "Sandbox", "name": "a", "uid": "uid-a", "controller": true}]);
+        pvc
+    };
+    let cache = cache_with(&[
+        (Resource::Sandbox, source),
+        (Resource::PersistentVolumeClaim, owned("a-workspace")),
+        (Resource::PersistentVolumeClaim, owned("a-rootfs-g3")),
+    ]);
     reconcile(
         &server,
         cache,
