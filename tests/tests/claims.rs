@@ -111,18 +111,7 @@ fn a_sandbox_that_only_looks_like_a_member_is_never_counted_claimed_or_deleted()
     runtime.block_on(async {
         let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
         let module = engine.load(default_policy::DEFAULT_POLICY).unwrap();
-        let cluster = MemoryCluster::new(MemoryClusterConfig {
-            pod_start_delay: Duration::from_millis(5),
-            pod_stop_delay: Duration::from_millis(5),
-            ..MemoryClusterConfig::default()
-        });
-        let flaky = Arc::new(Flaky {
-            inner: cluster.clone(),
-            share: 0.0,
-            rng: Mutex::new(StdRng::seed_from_u64(1)),
-            writes: AtomicU64::new(0),
-            injected: AtomicU64::new(0),
-        });
+        let (cluster, flaky) = Flaky::over_new_cluster(0.0, 1);
         let knobs = Knobs {
             concurrency: 4,
             conflicts: 0.0,
@@ -572,6 +561,24 @@ struct Flaky {
 }
 
 impl Flaky {
+    /// A new MemoryCluster whose Pods start and stop in 5 ms, and this view of it refusing
+    /// `share` of the controller's patches, drawn from `seed`.
+    fn over_new_cluster(share: f64, seed: u64) -> (Arc<MemoryCluster>, Arc<Flaky>) {
+        let cluster = MemoryCluster::new(MemoryClusterConfig {
+            pod_start_delay: Duration::from_millis(5),
+            pod_stop_delay: Duration::from_millis(5),
+            ..MemoryClusterConfig::default()
+        });
+        let flaky = Arc::new(Flaky {
+            inner: cluster.clone(),
+            share,
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            writes: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
+        });
+        (cluster, flaky)
+    }
+
     fn write(&self) {
         self.writes.fetch_add(1, Ordering::SeqCst);
     }
@@ -830,18 +837,7 @@ impl World {
 
 /// One seed's run: `Err` holds the report of every violation.
 async fn run(plan: &Plan, module: PolicyModule) -> Result<(), String> {
-    let cluster = MemoryCluster::new(MemoryClusterConfig {
-        pod_start_delay: Duration::from_millis(5),
-        pod_stop_delay: Duration::from_millis(5),
-        ..MemoryClusterConfig::default()
-    });
-    let flaky = Arc::new(Flaky {
-        inner: cluster.clone(),
-        share: plan.knobs.conflicts,
-        rng: Mutex::new(StdRng::seed_from_u64(plan.seed ^ 0x5eed)),
-        writes: AtomicU64::new(0),
-        injected: AtomicU64::new(0),
-    });
+    let (cluster, flaky) = Flaky::over_new_cluster(plan.knobs.conflicts, plan.seed ^ 0x5eed);
     let world = Arc::new(World {
         cluster: cluster.clone(),
         started: Instant::now(),
