@@ -358,9 +358,7 @@ impl Reconciler {
                 })
                 .await?;
             report.calls = call.calls;
-            self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
-                .await;
-            self.surface_deferral(
+            self.surface_calls(
                 target,
                 &object.sandbox.uid,
                 call.deferred.as_ref(),
@@ -466,10 +464,8 @@ impl Reconciler {
             })
             .await?;
         report.calls = call.calls;
-        self.surface_refused_calls("Sandbox", target, &object.sandbox.uid, &report.calls, now)
-            .await;
         let deferred = call.deferred.as_ref().map(|d| d.wait);
-        self.surface_deferral(
+        self.surface_calls(
             target,
             &object.sandbox.uid,
             call.deferred.as_ref(),
@@ -1244,11 +1240,26 @@ impl Reconciler {
         Err(error)
     }
 
-    /// Each `kube-client` call the boundary refused, surfaced once as a Warning Event (the
-    /// guest got the refusal back and decided what to do with it).
+    /// What a Sandbox call's `kube-client` calls (`report.calls`) met at the boundary: its
+    /// refusals and its deferral, each told as below.
+    async fn surface_calls(
+        &self,
+        target: &ObjectRef,
+        uid: &str,
+        deferred: Option<&Deferral>,
+        report: &mut Carried,
+        now: i64,
+    ) {
+        self.surface_refused_calls(target, uid, &report.calls, now)
+            .await;
+        self.surface_deferral(target, uid, deferred, report, now)
+            .await;
+    }
+
+    /// Each `kube-client` call the boundary refused, surfaced once as a Warning Event on the
+    /// Sandbox (the guest got the refusal back and decided what to do with it).
     async fn surface_refused_calls(
         &self,
-        kind: &'static str,
         target: &ObjectRef,
         uid: &str,
         calls: &[KubeCall],
@@ -1269,7 +1280,15 @@ impl Reconciler {
             .collect();
         if !refused.is_empty() {
             self.writer()
-                .post_events(kind, target, uid, &refused, Source::Controller, true, now)
+                .post_events(
+                    "Sandbox",
+                    target,
+                    uid,
+                    &refused,
+                    Source::Controller,
+                    true,
+                    now,
+                )
                 .await;
         }
     }
