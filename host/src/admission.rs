@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
-use crate::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeError};
 use crate::scenario::conformance::{self, SelfTestError};
 use crate::signing::{KeyRing, SignatureError, VerifyingKey, signature_path};
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeError};
 
 /// Why a module was refused.
 #[derive(Debug, thiserror::Error)]

@@ -13,22 +13,22 @@ use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
 use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
-use crate::kube::instrumented::InstrumentedCluster;
-use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use crate::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
-use crate::kube::review::Reviewer;
-use crate::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
+use crate::instrumented::InstrumentedCluster;
 use crate::metrics::Metrics;
-use crate::runtime::{PolicyEngine, RuntimeConfig};
 use crate::server::auth::Gate;
 use crate::server::cert::{Certificate, Source};
 use crate::server::{self, ServerState};
 use crate::signing::KeyRing;
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
+use cubepod_kube::review::Reviewer;
+use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
+use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("Kubernetes connection: {0}")]
-    Kube(#[from] crate::kube::rest::RestError),
+    Kube(#[from] cubepod_kube::rest::RestError),
     #[error(
         "the {kind} CRD is not installed in this cluster ({why}): install it with \
          `kubectl apply -k deploy/` (or `kubectl apply -f deploy/crds/`)"
@@ -48,7 +48,7 @@ pub enum StartError {
     #[error("policy {what}: {source}")]
     Policy {
         what: String,
-        source: crate::runtime::RuntimeError,
+        source: cubepod_policy_host::runtime::RuntimeError,
     },
     #[error("policy module {what} refused ({}): {source}", source.reason())]
     PolicyRefused {
@@ -100,9 +100,10 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartEr
             request_metrics: Some(metrics.rest_client_requests.clone()),
             ..RestOptions::default()
         };
-        let api_server = crate::model::network::api_server_cidrs(&connection.server, |name| {
-            std::env::var(name).ok()
-        });
+        let api_server =
+            cubepod_policy_host::model::network::api_server_cidrs(&connection.server, |name| {
+                std::env::var(name).ok()
+            });
         let rest = RestCluster::new(connection, options)?;
         preflight(rest.as_ref(), &args.namespaces).await?;
         return Ok((rest.clone(), rest, None, api_server));
@@ -345,7 +346,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             normal_events: args.normal_events,
             // The API server is among the cluster's ranges: no sandbox reaches it but by
             // `egress: cluster` or `--allowed-egress-cidrs`.
-            cluster_network: crate::model::network::with_api_server(
+            cluster_network: cubepod_policy_host::model::network::with_api_server(
                 args.network.cluster_network(),
                 &api_server,
             ),

@@ -7,13 +7,13 @@ use std::time::Duration;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::kube::boundary::{
+use cubepod_policy_host::containment::{
     self, Containment, KeyAllowlist, KeyKind, OutputBudget, PodBounds, PodSecurity,
     WIDENABLE_POD_FIELDS,
 };
-use crate::model::network;
-use crate::runtime::bindings::ClusterNetwork;
-use crate::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
+use cubepod_policy_host::model::network;
+use cubepod_policy_host::runtime::bindings::ClusterNetwork;
+use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -587,7 +587,7 @@ pub struct ContainmentArgs {
         long,
         env = "CUBEPOD_ALLOWED_SCHEDULERS",
         value_delimiter = ',',
-        default_value = boundary::DEFAULT_SCHEDULER
+        default_value = containment::DEFAULT_SCHEDULER
     )]
     pub allowed_schedulers: Vec<String>,
 
@@ -602,7 +602,7 @@ pub struct ContainmentArgs {
         env = "CUBEPOD_ALLOW_NODE_KEY",
         value_delimiter = ',',
         value_name = "KEY",
-        value_parser = PossibleValuesParser::new(boundary::RESERVED_NODE_KEYS)
+        value_parser = PossibleValuesParser::new(containment::RESERVED_NODE_KEYS)
     )]
     pub allow_node_key: Vec<String>,
 
@@ -672,13 +672,13 @@ pub struct ContainmentArgs {
     /// Bytes of manifests a policy may have written for one Sandbox per minute (and at once):
     /// a write past it is not sent but deferred until the rate allows, counted
     /// (`cubepod_policy_writes_deferred_total`) and told once on the Sandbox.
-    #[arg(long, env = "CUBEPOD_MAX_WRITE_BYTES_PER_MINUTE", default_value_t = boundary::rates::DEFAULT_WRITE_BYTES_PER_MINUTE, value_parser = clap::value_parser!(u64).range(1024..))]
+    #[arg(long, env = "CUBEPOD_MAX_WRITE_BYTES_PER_MINUTE", default_value_t = containment::rates::DEFAULT_WRITE_BYTES_PER_MINUTE, value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_write_bytes_per_minute: u64,
 
     /// Events one object may get at once (new or counted repeats, the policy's and the
     /// controller's each), then one per 5 minutes; the rest are counted, not written, and the
     /// first of them told once.
-    #[arg(long, env = "CUBEPOD_EVENT_BURST", default_value_t = boundary::rates::DEFAULT_EVENT_BURST, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, env = "CUBEPOD_EVENT_BURST", default_value_t = containment::rates::DEFAULT_EVENT_BURST, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub event_burst: u32,
 }
 
@@ -713,9 +713,9 @@ impl ContainmentArgs {
             allowed_egress: self
                 .allowed_egress_cidrs
                 .iter()
-                .filter_map(|c| boundary::ipset::Cidr::parse(c).ok())
-                .fold(boundary::ipset::IpSet::default(), |set, c| {
-                    set.union(&boundary::ipset::IpSet::of(c))
+                .filter_map(|c| containment::ipset::Cidr::parse(c).ok())
+                .fold(containment::ipset::IpSet::default(), |set, c| {
+                    set.union(&containment::ipset::IpSet::of(c))
                 }),
             output: OutputBudget {
                 status_bytes: usize::try_from(self.max_status_bytes).unwrap_or(usize::MAX),
@@ -723,7 +723,10 @@ impl ContainmentArgs {
                 events: self.max_events_per_call as usize,
                 event_message_bytes: self.max_event_message_bytes as usize,
             },
-            rates: boundary::rates::Rates::new(self.max_write_bytes_per_minute, self.event_burst),
+            rates: containment::rates::Rates::new(
+                self.max_write_bytes_per_minute,
+                self.event_burst,
+            ),
         }
     }
 }
@@ -782,7 +785,7 @@ impl NetworkArgs {
 }
 
 fn cidr(text: &str) -> Result<String, String> {
-    boundary::ipset::Cidr::parse(text)
+    containment::ipset::Cidr::parse(text)
         .map(|_| text.to_string())
         .map_err(|e| e.to_string())
 }
@@ -811,20 +814,20 @@ fn selector(text: &str) -> Result<Labels, String> {
 }
 
 fn pod_label(text: &str) -> Result<String, String> {
-    boundary::keys::parse_entry(KeyKind::Label, text)
+    containment::keys::parse_entry(KeyKind::Label, text)
 }
 
 fn pod_annotation(text: &str) -> Result<String, String> {
-    boundary::keys::parse_entry(KeyKind::Annotation, text)
+    containment::keys::parse_entry(KeyKind::Annotation, text)
 }
 
 fn volume_size(text: &str) -> Result<u128, String> {
-    boundary::quantity_value(text).map_err(|e| format!("{text:?} {e}"))
+    containment::quantity_value(text).map_err(|e| format!("{text:?} {e}"))
 }
 
 /// CPU in millicores.
 fn cpu_quantity(text: &str) -> Result<u128, String> {
-    boundary::quantity_milli(text).map_err(|e| format!("{text:?} {e}"))
+    containment::quantity_milli(text).map_err(|e| format!("{text:?} {e}"))
 }
 
 #[cfg(test)]

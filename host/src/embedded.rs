@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::kube::memory::MemoryCluster;
-use crate::kube::memory::serve::{ApiServer, KubeconfigAuth, ServeError, ServeOptions};
-use crate::kube::{ApiErrorKind, Cluster, Resource};
+use cubepod_apiserver::MemoryCluster;
+use cubepod_apiserver::serve::{ApiServer, KubeconfigAuth, ServeError, ServeOptions};
+use cubepod_kube::{ApiErrorKind, Cluster, Resource};
 
 /// The kubeconfig's cluster, user and context.
 pub const CONTEXT: &str = "cubepod-embedded";
@@ -127,7 +127,7 @@ pub fn serve(
     // Its holder is the cluster's administrator: kubectl, and the reviews of `/metrics`.
     cluster
         .access()
-        .add_token(&token, crate::kube::memory::access::admin());
+        .add_token(&token, cubepod_apiserver::access::admin());
     let server = ApiServer::start(
         listener,
         cluster,
@@ -258,7 +258,7 @@ pub async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, See
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
+    use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 
     #[test]
     fn the_namespaces_are_deploys_the_controllers_and_the_leases() {

@@ -9,9 +9,6 @@
 //! coalescing, Event objects, metrics instrumentation of the cluster, scenario diffs and JUnit)
 //! are the crate's own.
 
-// `model::names` is the SDK's own file, which names `alloc` (the SDK is `no_std`).
-extern crate alloc;
-
 pub mod admission;
 pub mod allocator;
 pub mod app;
@@ -19,11 +16,9 @@ pub mod colour;
 pub mod config;
 pub mod controller;
 pub(crate) mod embedded;
-pub mod kube;
+pub(crate) mod instrumented;
 pub mod metrics;
-pub mod model;
 pub mod policy_cli;
-pub mod runtime;
 pub mod scenario;
 pub(crate) mod server;
 pub mod signing;

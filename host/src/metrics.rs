@@ -3,6 +3,7 @@
 //! client-go's `rest_client_requests_total`), with their names, labels and buckets, so that
 //! the dashboards and alerts written for those work here too.
 
+use cubepod_kube::rest::RestClientRequests;
 use prometheus::{
     Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -74,23 +75,6 @@ pub struct WorkqueueMetrics {
     pub unfinished_work: GaugeVec,
     pub longest_running_processor: GaugeVec,
     pub retries: IntCounterVec,
-}
-
-/// client-go's `rest_client_requests_total{code,method,host}`: one per HTTP attempt, `code`
-/// the status or `<error>` when no response came.
-#[derive(Clone)]
-pub struct RestClientRequests(IntCounterVec);
-
-impl RestClientRequests {
-    pub fn inc(&self, code: &str, method: &str, host: &str) {
-        self.0.with_label_values(&[code, method, host]).inc();
-    }
-}
-
-impl std::fmt::Debug for RestClientRequests {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RestClientRequests")
-    }
 }
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
@@ -386,7 +370,7 @@ impl Metrics {
                     queue
                 )),
             },
-            rest_client_requests: RestClientRequests(register!(counter(
+            rest_client_requests: RestClientRequests::new(register!(counter(
                 "rest_client_requests_total",
                 "Number of HTTP requests, partitioned by status code, method, and host.",
                 &["code", "method", "host"]

@@ -9,24 +9,24 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::cache::Cache;
-use cubepod_host::kube::boundary::{
+use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::containment::{
     Boundary, Containment, KEPT_PREFIX, Rule, WIDENABLE_POD_FIELDS,
 };
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{Cluster, Resource};
-use cubepod_host::runtime::bindings::{
+use cubepod_policy_host::runtime::bindings::{
     KubeError, PoolInput, ReapCandidate, ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec,
     WarmPoolStatus,
 };
-use cubepod_host::runtime::{
+use cubepod_policy_host::runtime::{
     CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
 };
 use cubepod_policy_sdk::fixtures;
 use serde_json::{Value, json};
 
 mod wasm_build {
-    include!("../wasm_build.rs");
+    include!("../policy/wasm_build.rs");
 }
 
 /// The default policy's inputs as the host's bindings type them (the benchmarks' own file).
@@ -451,7 +451,7 @@ fn a_fork_clones_what_its_source_owns_not_what_its_status_names() {
     assert_eq!(
         (writes[0].verb, writes[0].name.as_str()),
         (
-            cubepod_host::kube::memory::WriteVerb::Create,
+            cubepod_apiserver::WriteVerb::Create,
             "fork-status-lie-rootfs-g1"
         )
     );
@@ -628,7 +628,7 @@ fn a_flood_of_calls_fails_the_call_at_its_budget_and_writes_nothing_after() {
 /// same call fails as a memory failure (retried by the controller), and holds nothing after.
 #[test]
 fn a_call_filling_its_memory_is_charged_to_the_calls_budget_and_refused_past_it() {
-    use cubepod_host::runtime::budget::{Charge, GUEST_MEMORY_CHARGE};
+    use cubepod_policy_host::runtime::budget::{Charge, GUEST_MEMORY_CHARGE};
     /// The hostile policy's `MEMORY_FILL_BYTES`.
     const MEMORY_FILL_BYTES: usize = 26 << 20;
 
@@ -731,7 +731,7 @@ fn reap_gets_no_cluster_access() {
 fn a_cleanup_may_not_delete_another_sandboxs_child() {
     let harness = Harness::new();
     let sandbox = twin::sandbox(&fixtures::sandbox("cleanup-foreign").deleting().build());
-    let observed = cubepod_host::model::children::empty();
+    let observed = cubepod_policy_host::model::children::empty();
     let call = hostile()
         .cleanup_sandbox(&harness.context, fixtures::NOW, sandbox, observed)
         .expect("no trap");
@@ -817,7 +817,7 @@ fn a_cleanup_may_not_delete_the_network_policy_before_the_pod_is_gone() {
     // The input shows no Pod, the cache does: the cache is what the rule asks.
     let harness = Harness::with(&running("cleanup-policy-first"));
     let sandbox = twin::sandbox(&fixtures::sandbox("cleanup-policy-first").deleting().build());
-    let observed = cubepod_host::model::children::empty();
+    let observed = cubepod_policy_host::model::children::empty();
     let call = hostile()
         .cleanup_sandbox(&harness.context, fixtures::NOW, sandbox, observed)
         .expect("no trap");
@@ -920,8 +920,8 @@ fn a_delete_of_what_the_cache_does_not_hold_sends_nothing() {
         "spec": {"containers": [{"name": "c", "image": "i"}]},
     });
     let harness = Harness::with(&[(Resource::Pod, squatter)]);
-    let mut observed = cubepod_host::model::children::empty();
-    observed.pod = Some(cubepod_host::runtime::bindings::ObservedPod {
+    let mut observed = cubepod_policy_host::model::children::empty();
+    observed.pod = Some(cubepod_policy_host::runtime::bindings::ObservedPod {
         name: "dev-bob".to_string(),
         deleting: false,
         ip: None,

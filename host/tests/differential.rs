@@ -12,25 +12,25 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
 use cubepod_host::controller::reconciler::{Carried, Clock, Tokens};
 use cubepod_host::controller::reflector;
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{Cluster, Resource};
 use cubepod_host::metrics::Metrics;
-use cubepod_host::model::ObjectRef;
-use cubepod_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
 use cubepod_host::scenario::format::{self, Action, ReapTarget, Scenario};
 use cubepod_host::scenario::scratch::{self, FRESH_TOKEN, Scratch};
+use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 mod wasm_build {
-    include!("../wasm_build.rs");
+    include!("../policy/wasm_build.rs");
 }
 
 fn workspace() -> &'static Path {
@@ -201,7 +201,7 @@ fn wall_clock(value: &mut Value) {
     match value {
         Value::Object(fields) => fields.values_mut().for_each(wall_clock),
         Value::Array(items) => items.iter_mut().for_each(wall_clock),
-        Value::String(text) if cubepod_host::model::time::parse(text).is_ok() => {
+        Value::String(text) if cubepod_policy_host::model::time::parse(text).is_ok() => {
             *text = "<wall clock>".to_string();
         }
         _ => {}

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use cubepod_host::runtime::CONTRACT_VERSION;
+use cubepod_policy_host::runtime::CONTRACT_VERSION;
 
 mod wasm_build {
-    include!("../wasm_build.rs");
+    include!("../policy/wasm_build.rs");
 }
 
 const SCENARIOS: &str = "examples/policies/guarded/scenarios";

@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use cubepod_host::controller::cache::Cache;
-use cubepod_host::controller::output_rules;
-use cubepod_host::kube::boundary::json::Json;
-use cubepod_host::kube::boundary::{Boundary, Containment, SandboxScope};
-use cubepod_host::kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
-use cubepod_host::model::{ObjectRef, pool, sandbox};
-use cubepod_host::runtime::bindings::{
+use cubepod_kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
+use cubepod_kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
+use cubepod_policy_host::containment::json::Json;
+use cubepod_policy_host::containment::output_rules;
+use cubepod_policy_host::containment::{Boundary, Containment, SandboxScope};
+use cubepod_policy_host::model::{ObjectRef, pool, sandbox};
+use cubepod_policy_host::runtime::bindings::{
     Condition, ConditionStatus, SandboxPhase, SandboxStatus, WarmPoolStatus,
 };
 use proptest::prelude::*;
@@ -1393,13 +1393,11 @@ fn well_formed_watch_streams_arrive_whole_whatever_the_frames() {
                 let mut received = Vec::new();
                 while let Some(item) = tokio::time::timeout(Duration::from_secs(5), receiver.recv())
                     .await
-                    .map_err(|_| {
-                        cubepod_host::kube::ApiError::new(ApiErrorKind::Other, "stream hung")
-                    })?
+                    .map_err(|_| cubepod_kube::ApiError::new(ApiErrorKind::Other, "stream hung"))?
                 {
                     received.push(item?);
                 }
-                Ok::<_, cubepod_host::kube::ApiError>(received)
+                Ok::<_, cubepod_kube::ApiError>(received)
             });
             let received =
                 received.map_err(|e| TestCaseError::fail(format!("a valid stream failed: {e}")))?;

@@ -11,19 +11,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
 use cubepod_host::controller::reconciler::{Carried, Clock};
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{Cluster, Resource, WatchEventType};
 use cubepod_host::metrics::Metrics;
-use cubepod_host::model::ObjectRef;
-use cubepod_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig};
+use cubepod_kube::{Cluster, Resource, WatchEventType};
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig};
 use serde_json::{Value, json};
 
 mod wasm_build {
-    include!("../wasm_build.rs");
+    include!("../policy/wasm_build.rs");
 }
 
 const NS: &str = "cubepod-workloads";
@@ -209,7 +209,7 @@ async fn a_requeue_of_zero_seconds_waits_one_second() {
 /// Bytes of the manifests the policy's `kube-client` calls of one pass had sent, and how many
 /// of its writes were deferred.
 fn sent_and_deferred(report: &Carried) -> (usize, usize) {
-    use cubepod_host::runtime::bindings::KubeError;
+    use cubepod_policy_host::runtime::bindings::KubeError;
     let mut sent = 0;
     let mut deferred = 0;
     for call in &report.calls {
@@ -314,7 +314,7 @@ async fn a_policy_churning_events_gets_its_objects_burst_and_is_told_once() {
         .iter()
         .filter(|e| e["reason"] != "EventsRateLimited")
         .count();
-    let burst = cubepod_host::kube::boundary::rates::DEFAULT_EVENT_BURST as usize;
+    let burst = cubepod_policy_host::containment::rates::DEFAULT_EVENT_BURST as usize;
     assert_eq!(
         churned,
         burst,

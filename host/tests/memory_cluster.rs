@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig, WriteVerb};
-use cubepod_host::kube::{
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig, WriteVerb};
+use cubepod_kube::{
     ApiErrorKind, ApiResult, Cluster, PageRequest, Resource, Scope, WatchEvent, WatchEventType,
 };
 use serde_json::{Value, json};

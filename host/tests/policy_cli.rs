@@ -11,11 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cubepod_host::runtime::{CONTRACT_VERSION, DEFAULT_POLICY};
+use cubepod_policy_host::runtime::{CONTRACT_VERSION, DEFAULT_POLICY};
 use sha2::{Digest, Sha256};
 
 mod wasm_build {
-    include!("../wasm_build.rs");
+    include!("../policy/wasm_build.rs");
 }
 
 fn workspace() -> &'static Path {

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use bytes::Bytes;
-use cubepod_host::kube::rest::{
+use cubepod_kube::rest::{
     ConnectionConfig, Credentials, Projection, RestCluster, RestOptions, Token,
 };
-use cubepod_host::kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
+use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
 use http_body_util::Full;
 use hyper::{Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};

@@ -12,18 +12,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::kube::boundary::Containment;
-use cubepod_host::kube::{
+use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
 };
-use cubepod_host::runtime::bindings::{
+use cubepod_policy_host::containment::Boundary;
+use cubepod_policy_host::containment::Containment;
+use cubepod_policy_host::runtime::bindings::{
     DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ObservedObject,
     ObservedPod, ObservedPvc, PoolInput, ReapAction, ReapCandidate, ReconcileInput, Sandbox,
     SandboxPhase, SandboxSpec, SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool,
     WarmPoolSpec, WarmPoolStatus,
 };
-use cubepod_host::runtime::{
+use cubepod_policy_host::runtime::{
     AddressSpace, CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord,
     PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError, wasmtime_config,
 };
@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 mod wasm_build {
-    include!("../wasm_build.rs");
+    include!("../policy/wasm_build.rs");
 }
 
 const NS: &str = "cubepod-workloads";
@@ -362,7 +362,7 @@ fn new_sandbox_input(name: &str) -> ReconcileInput {
         pool_candidates: Vec::new(),
         claimed_member: None,
         fresh_token: "token-0123456789abcdef".to_string(),
-        cluster_network: cubepod_host::model::network::default_cluster_network(),
+        cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
     }
 }
 
@@ -1100,7 +1100,7 @@ fn the_default_component_imports_only_stderr_of_wasi() {
 #[test]
 fn a_page_of_reap_candidates_fits_the_default_bounds() {
     use cubepod_host::controller::reconciler::REAP_PAGE;
-    use cubepod_host::runtime::bindings::ReapCandidate;
+    use cubepod_policy_host::runtime::bindings::ReapCandidate;
     let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
     let module = engine.load(DEFAULT_POLICY).unwrap();
     let now = 1_800_000_000;
@@ -1511,7 +1511,7 @@ fn the_0_1_module_fills_a_pool_and_its_status_reads_as_0_2() {
     let input = PoolInput {
         now: 1_800_000_000,
         pool,
-        members: vec![cubepod_host::runtime::bindings::PoolMember {
+        members: vec![cubepod_policy_host::runtime::bindings::PoolMember {
             name: "old-pool-ready".to_string(),
             ready: true,
             claimed: false,

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use cubepod_host::admission::{Admission, Refused};
-use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 use cubepod_host::signing::{KeyRing, SigningKey, signature_path};
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 
 /// Runs a shell pipeline; panics with its stderr when it fails. Returns stdout.
 fn sh(script: &str) -> Vec<u8> {
@@ -359,10 +359,10 @@ fn config_map_volume(dir: &Path) -> PathBuf {
 fn the_watcher_refuses_what_is_not_a_file_within_its_bound_and_goes_on() {
     use std::sync::Arc;
 
+    use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
     use cubepod_host::controller::health::Health;
     use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
     use cubepod_host::controller::policy_watch::{PolicyWatcher, SwapOutcome};
-    use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
     use cubepod_host::metrics::Metrics;
 
     let keys = Keys::new();

@@ -13,10 +13,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::Resource;
-use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::runtime::bindings as host;
-use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, wasmtime_config};
+use cubepod_kube::Resource;
+use cubepod_policy_host::containment::Boundary;
+use cubepod_policy_host::runtime::bindings as host;
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, wasmtime_config};
 use cubepod_policy_sdk::bindings as guest;
 use cubepod_policy_sdk::client::{KubeClient, KubeResult};
 use cubepod_policy_sdk::{fixtures, reconcile};

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{Cluster, Resource};
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_kube::{Cluster, Resource};
 use serde_json::{Value, json};
 
 use crate::apiserver::{FakeApiServer, FakeOptions};

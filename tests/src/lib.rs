@@ -31,13 +31,22 @@ pub fn binary() -> PathBuf {
     }
 }
 
-/// The latest modification time of the controller's sources (`host/src`, the default policy's
-/// `guest/src` and `sdk/src`, `wit`): a binary older than this was not built from them.
+/// The latest modification time of the controller's sources (the crates under `host/`, the
+/// default policy's `guest/src` and `sdk/src`, `wit`): a binary older than this was not built
+/// from them.
 pub fn newest_source() -> Option<std::time::SystemTime> {
-    ["host/src", "guest/src", "sdk/src", "wit"]
-        .iter()
-        .filter_map(|dir| newest_file(&workspace().join(dir)))
-        .max()
+    [
+        "host/src",
+        "host/kube/src",
+        "host/apiserver/src",
+        "host/policy/src",
+        "guest/src",
+        "sdk/src",
+        "wit",
+    ]
+    .iter()
+    .filter_map(|dir| newest_file(&workspace().join(dir)))
+    .max()
 }
 
 /// The latest modification time of any file under `dir`.
@@ -57,7 +66,7 @@ fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
 }
 
 mod wasm_build {
-    include!("../../host/wasm_build.rs");
+    include!("../../host/policy/wasm_build.rs");
 }
 /// Cargo inside the tests' cargo, and the workspace's target dir (for crates built outside the
 /// workspace, such as `policy new`'s).

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cubepod_host::kube::rest::{self, TlsSettings};
+use cubepod_kube::rest::{self, TlsSettings};
 use rustls::pki_types::ServerName;
 
 /// The REST client's configuration with `insecure-skip-tls-verify`, speaking HTTP/1.1.

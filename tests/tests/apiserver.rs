@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cubepod_host::kube::memory::MemoryClusterConfig;
-use cubepod_host::kube::memory::access::Subject;
-use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
-use cubepod_host::kube::review::{Decision, NonResourceRequest, Reviewer, UserInfo};
-use cubepod_host::kube::{ApiErrorKind, Resource};
+use cubepod_apiserver::MemoryClusterConfig;
+use cubepod_apiserver::access::Subject;
+use cubepod_kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_kube::review::{Decision, NonResourceRequest, Reviewer, UserInfo};
+use cubepod_kube::{ApiErrorKind, Resource};
 use cubepod_tests::apiserver::{
     FakeApiServer, FakeOptions, FaultAction, FaultRule, KubeconfigAuth, PROMETHEUS_TOKEN,
     PROMETHEUS_USER, client_config,

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use cubepod_host::runtime::DEFAULT_POLICY;
+use cubepod_policy_host::runtime::DEFAULT_POLICY;
 use cubepod_tests::{Controller, faulty_policy_variant, p256_key_pair};
 
 const PATIENCE: Duration = Duration::from_secs(60);

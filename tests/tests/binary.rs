@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cubepod_host::runtime::DEFAULT_POLICY;
+use cubepod_policy_host::runtime::DEFAULT_POLICY;
 use cubepod_tests::bench::report::TARGET_COMPONENT_KIB;
 use cubepod_tests::{Controller, metric};
 

@@ -36,16 +36,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::Backoff;
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{
+use cubepod_host::metrics::Metrics;
+use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
     Scope, WatchEvent,
 };
-use cubepod_host::metrics::Metrics;
-use cubepod_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
+use cubepod_policy_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};

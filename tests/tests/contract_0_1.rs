@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
-use cubepod_host::kube::{Cluster, Resource};
-use cubepod_host::runtime::CONTRACT_VERSION;
-use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
+use cubepod_kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::runtime::CONTRACT_VERSION;
+use cubepod_policy_host::runtime::default_policy::DEFAULT_POLICY;
 use cubepod_tests::convergence::{NS, block, sandbox_manifest, until};
 use cubepod_tests::{Controller, metric, replace_file, seed_file, workspace};
 use serde_json::{Value, json};

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::Resource;
-use cubepod_host::kube::review::{SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
+use cubepod_kube::Resource;
+use cubepod_kube::review::{SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
 use cubepod_tests::Controller;
 use cubepod_tests::apiserver::{DEFAULT_SEED, FaultAction, FaultRule, KubeconfigAuth};
 use cubepod_tests::convergence::{TOKEN, create_sandbox, fake_server, running, until};

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use cubepod_host::kube::Resource;
+use cubepod_kube::Resource;
 use cubepod_tests::faults::{Report, Scenario, env_count, rules};
 use hyper::Method;
 
@@ -217,14 +217,14 @@ mod bugs {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
     use cubepod_host::controller::cache::Cache;
     use cubepod_host::controller::events::Recorder;
     use cubepod_host::controller::writer::Writer;
-    use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-    use cubepod_host::kube::{
+    use cubepod_kube::{
         ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent, WatchEventType,
     };
-    use cubepod_host::model::ObjectRef;
+    use cubepod_policy_host::model::ObjectRef;
     use cubepod_tests::Controller;
     use cubepod_tests::apiserver::{FakeApiServer, FaultAction, FaultRule, KubeconfigAuth};
     use cubepod_tests::convergence::{NS, TOKEN, block, fake_server, sandbox_manifest};
@@ -434,16 +434,14 @@ mod races {
     use std::sync::{Arc, OnceLock};
     use std::time::Duration;
 
+    use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
     use cubepod_host::controller::cache::Cache;
     use cubepod_host::controller::health::Health;
     use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
-    use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-    use cubepod_host::kube::{
-        ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
-    };
     use cubepod_host::metrics::Metrics;
-    use cubepod_host::model::ObjectRef;
-    use cubepod_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};
+    use cubepod_kube::{ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent};
+    use cubepod_policy_host::model::ObjectRef;
+    use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};
     use cubepod_tests::convergence::{NS, sandbox_manifest};
     use serde_json::{Value, json};
     use tokio::sync::mpsc;

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::memory::{MemoryCluster, WriteRecord};
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource};
-use cubepod_host::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL};
-use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
+use cubepod_apiserver::{MemoryCluster, WriteRecord};
+use cubepod_kube::{ApiErrorKind, Cluster, Resource};
+use cubepod_policy_host::model::sandbox::{CLAIMED_BY_LABEL, FINALIZER, POOL_LABEL};
+use cubepod_policy_host::runtime::default_policy::DEFAULT_POLICY;
 use cubepod_tests::apiserver::{DEFAULT_SEED, KubeconfigAuth};
 use cubepod_tests::bench::process::memory_of;
 use cubepod_tests::convergence::{

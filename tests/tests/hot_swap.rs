@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use cubepod_host::admission::REFUSAL_REASONS;
-use cubepod_host::runtime::default_policy::DEFAULT_POLICY;
 use cubepod_host::signing::{SigningKey, signature_path};
+use cubepod_policy_host::runtime::default_policy::DEFAULT_POLICY;
 use cubepod_tests::{
     Controller, faulty_policy, faulty_policy_variant, metric, p256_key_pair, replace_file,
     seed_file,
@@ -31,7 +31,7 @@ fn other_contract_version() -> Vec<u8> {
     let mut bytes = DEFAULT_POLICY.to_vec();
     let from = b"cubepod:controller/";
     // The current contract's names (`@0.2.0`) become `@0.9.0`, a version no host supports.
-    let current = format!("@{}", cubepod_host::runtime::CONTRACT_VERSION);
+    let current = format!("@{}", cubepod_policy_host::runtime::CONTRACT_VERSION);
     let mut i = 0;
     while let Some(at) = bytes[i..].windows(from.len()).position(|w| w == from) {
         let start = i + at + from.len();

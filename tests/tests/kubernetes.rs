@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use cubepod_host::kube::memory::MemoryClusterConfig;
-use cubepod_host::kube::{Cluster, Resource};
+use cubepod_apiserver::MemoryClusterConfig;
+use cubepod_kube::{Cluster, Resource};
 use cubepod_tests::Controller;
 use cubepod_tests::apiserver::{DEFAULT_SEED, FakeApiServer, FakeOptions, KubeconfigAuth};
 use cubepod_tests::convergence::{

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::leader::{ElectionConfig, LeaderElection, LeaderState, Leadership};
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use tokio::sync::watch;
 
 fn config(identity: &str) -> ElectionConfig {

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::claims::Claims;
 use cubepod_host::controller::inputs;
-use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
-use cubepod_host::kube::{Resource, WatchEventType};
-use cubepod_host::model::{ObjectRef, sandbox};
-use cubepod_host::runtime::bindings::{ReconcileOutput, SandboxPhase};
-use cubepod_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
+use cubepod_kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_kube::{Resource, WatchEventType};
+use cubepod_policy_host::containment::Boundary;
+use cubepod_policy_host::model::{ObjectRef, sandbox};
+use cubepod_policy_host::runtime::bindings::{ReconcileOutput, SandboxPhase};
+use cubepod_policy_host::runtime::{CallContext, DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
@@ -129,7 +129,7 @@ async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> Reconcil
         &claim,
         NOW,
         "token".to_string(),
-        &cubepod_host::model::network::default_cluster_network(),
+        &cubepod_policy_host::model::network::default_cluster_network(),
     );
     tokio::task::spawn_blocking(move || module.reconcile_sandbox(&context, input))
         .await

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{Cluster, Resource};
 use cubepod_host::metrics::Metrics;
-use cubepod_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};
+use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -219,7 +219,7 @@ async fn a_sandbox_lives_through_pause_resume_reset_and_delete() {
 /// it in place (same object, same Pod), and it goes only after the Pod on delete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_network_policy_precedes_the_pod_and_is_patched_in_place() {
-    use cubepod_host::kube::memory::WriteVerb;
+    use cubepod_apiserver::WriteVerb;
     let c = start().await;
     c.create(Resource::Sandbox, sandbox("n", json!({"image": "img"})))
         .await;

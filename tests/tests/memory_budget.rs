@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::Resource;
+use cubepod_kube::Resource;
 use cubepod_tests::apiserver::{DEFAULT_SEED, KubeconfigAuth};
 use cubepod_tests::bench::process::memory_of;
 use cubepod_tests::convergence::{NS, TOKEN, fake_server, metric_sum, sandbox_manifest, until};

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use cubepod_host::kube::{Cluster, Resource};
+use cubepod_kube::{Cluster, Resource};
 use cubepod_tests::apiserver::{DEFAULT_SEED, KubeconfigAuth};
 use cubepod_tests::convergence::{NS, TOKEN, block, create_sandbox, fake_server};
 use cubepod_tests::{Controller, backticked, hostile_policy, workspace};

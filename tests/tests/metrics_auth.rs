@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cubepod_host::kube::memory::access::Subject;
-use cubepod_host::kube::review::{SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, UserInfo};
+use cubepod_apiserver::access::Subject;
+use cubepod_kube::review::{SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, UserInfo};
 use cubepod_tests::apiserver::{FakeApiServer, KubeconfigAuth, PROMETHEUS_TOKEN};
 use cubepod_tests::convergence::{TOKEN, fake_server};
 use cubepod_tests::{Controller, binary, http_get, metric};

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use cubepod_host::runtime::DEFAULT_POLICY;
+use cubepod_policy_host::runtime::DEFAULT_POLICY;
 use cubepod_tests::kubectl::Embedded;
 use cubepod_tests::{FAULTY_SEED, faulty_policy, replace_file, sandbox_traps, seed_file};
 use serde_json::Value;

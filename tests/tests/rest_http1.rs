@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cubepod_host::kube::rest::{ConnectionConfig, RestCluster, RestOptions};
-use cubepod_host::kube::{Cluster, Resource};
+use cubepod_kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_kube::{Cluster, Resource};
 use cubepod_tests::apiserver::{FakeApiServer, FakeOptions, FaultAction, FaultRule};
 use hyper::{Method, Version};
 use serde_json::{Value, json};

@@ -12,11 +12,11 @@ use serde_json::Value;
 use super::membership::{Claimant, Membership, RecordDelta};
 use super::queue::WorkKey;
 use super::small_map::SmallMap;
-use crate::kube::{Resource, WatchEventType};
-use crate::model::meta::MetaView;
-use crate::model::sandbox::SandboxObject;
-use crate::model::{ObjectRef, Unreadable, children, pool, sandbox};
-use crate::runtime::bindings::{
+use cubepod_kube::{Resource, WatchEventType};
+use cubepod_policy_host::model::meta::MetaView;
+use cubepod_policy_host::model::sandbox::SandboxObject;
+use cubepod_policy_host::model::{ObjectRef, Unreadable, children, pool, sandbox};
+use cubepod_policy_host::runtime::bindings::{
     ConditionStatus, ObservedChildren, ObservedObject, ObservedPod, PoolMember, ReapCandidate,
     Sandbox, SandboxPhase, WarmPool,
 };
@@ -508,7 +508,7 @@ impl Cache {
     }
 
     /// [`Self::apply`]'s check for an echo, on an event not yet decoded (see
-    /// [`crate::kube::EchoFilter`]): when it is the echo of an own write, the keys it wakes.
+    /// [`cubepod_kube::EchoFilter`]): when it is the echo of an own write, the keys it wakes.
     pub fn take_echo(
         &self,
         resource: Resource,
@@ -800,10 +800,12 @@ impl Cache {
             pvcs: entry
                 .pvcs
                 .iter()
-                .map(|(name, held)| crate::runtime::bindings::ObservedPvc {
-                    name: name.to_string(),
-                    deleting: held.deleting,
-                })
+                .map(
+                    |(name, held)| cubepod_policy_host::runtime::bindings::ObservedPvc {
+                        name: name.to_string(),
+                        deleting: held.deleting,
+                    },
+                )
                 .collect(),
             pod: entry.pod.clone(),
             secret: entry.secret,
@@ -826,7 +828,7 @@ impl Cache {
                     .sandbox
                     .labels
                     .iter()
-                    .find(|(key, _)| key == crate::model::names::TEMPLATE_HASH_LABEL)
+                    .find(|(key, _)| key == cubepod_policy_host::model::names::TEMPLATE_HASH_LABEL)
                     .map(|(_, value)| value.clone()),
             })
             .collect()

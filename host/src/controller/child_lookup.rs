@@ -3,8 +3,8 @@
 //! of a policy's writes as the API answers it.
 
 use super::cache::Cache;
-use crate::kube::Resource;
-use crate::runtime::{ChildHeld, ChildLookup};
+use cubepod_kube::Resource;
+use cubepod_policy_host::runtime::{ChildHeld, ChildLookup};
 
 impl ChildLookup for Cache {
     fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld {
@@ -40,7 +40,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::kube::WatchEventType;
+    use cubepod_kube::WatchEventType;
 
     fn secret(name: &str, sandbox: &str) -> serde_json::Value {
         json!({

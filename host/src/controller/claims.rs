@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use foldhash::HashMap;
 
 use super::cache::{Cache, is_ready};
-use crate::model::ObjectRef;
-use crate::model::sandbox::{SandboxObject, egress_name};
-use crate::runtime::bindings::{
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::model::sandbox::{SandboxObject, egress_name};
+use cubepod_policy_host::runtime::bindings::{
     EgressMode, ObservedChildren, Sandbox, SandboxPhase, SandboxSpec, ServiceSpec,
 };
 
@@ -415,7 +415,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::kube::{Resource, WatchEventType};
+    use cubepod_kube::{Resource, WatchEventType};
 
     /// A ready member of pool `p`, as the controller creates one (the pool's record names it).
     fn member(cache: &Cache, name: &str, image: &str) {
@@ -465,7 +465,11 @@ mod tests {
                 "status": {"phase": "Running", "conditions": [ready]}}),
         );
         let claims = Claims::default();
-        let view = claims.view(&cache, &claim("c", "img"), &crate::model::children::empty());
+        let view = claims.view(
+            &cache,
+            &claim("c", "img"),
+            &cubepod_policy_host::model::children::empty(),
+        );
         assert_eq!(offered(&view), Some("p-0"));
         let pool = ObjectRef::new("ns", "p");
         let members: Vec<String> = cache
@@ -502,12 +506,12 @@ mod tests {
         c.sandbox.status.claimed_member = Some("a-planted".to_string());
         c.claimed_member_uid = Some("uid-p-0".to_string());
         let claims = Claims::default();
-        let view = claims.view(&cache, &c, &crate::model::children::empty());
+        let view = claims.view(&cache, &c, &cubepod_policy_host::model::children::empty());
         assert_eq!(offered(&view), Some("p-0"));
     }
 
     fn claim(name: &str, image: &str) -> SandboxObject {
-        crate::model::sandbox::from_json(&json!({
+        cubepod_policy_host::model::sandbox::from_json(&json!({
             "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
             "metadata": {"name": name, "namespace": "ns", "resourceVersion": "2"},
             "spec": {"image": image, "warmPool": "p"},
@@ -528,7 +532,7 @@ mod tests {
         member(&cache, "p-0", "img");
         member(&cache, "p-1", "img");
         let claims = Claims::default();
-        let none = crate::model::children::empty();
+        let none = cubepod_policy_host::model::children::empty();
         let a = claims.view(&cache, &claim("a", "img"), &none);
         let b = claims.view(&cache, &claim("b", "img"), &none);
         assert_eq!((offered(&a), offered(&b)), (Some("p-0"), Some("p-1")));
@@ -546,7 +550,7 @@ mod tests {
         let cache = Cache::default();
         member(&cache, "p-0", "img");
         let claims = Claims::default();
-        let none = crate::model::children::empty();
+        let none = cubepod_policy_host::model::children::empty();
         let first = claims.view(&cache, &claim("a", "img"), &none);
         let ClaimView::Offered(offer) = &first else {
             panic!("p-0 is offered");
@@ -567,7 +571,7 @@ mod tests {
         let view = claims.view(
             &cache,
             &claim("a", "base:1.0"),
-            &crate::model::children::empty(),
+            &cubepod_policy_host::model::children::empty(),
         );
         let ClaimView::None {
             mismatch: Some(mismatch),

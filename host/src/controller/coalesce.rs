@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use foldhash::{HashMap, HashMapExt};
 
-use crate::model::ObjectRef;
-use crate::runtime::bindings::{SandboxPhase, SandboxStatus};
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::runtime::bindings::{SandboxPhase, SandboxStatus};
 
 /// When each sandbox's Pending status was first held back. Kept here rather than read from
 /// the status: a status that was never written has no start time to measure the window from,

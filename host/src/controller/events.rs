@@ -10,9 +10,11 @@ use rand::RngCore;
 
 use serde_json::{Value, json};
 
-use crate::kube::boundary::rates::{DEFAULT_EVENT_BURST, EVENT_REFILL, Take, TokenBuckets};
-use crate::model::{ObjectRef, time};
-use crate::runtime::bindings::{Event, EventType};
+use cubepod_policy_host::containment::rates::{
+    DEFAULT_EVENT_BURST, EVENT_REFILL, Take, TokenBuckets,
+};
+use cubepod_policy_host::model::{ObjectRef, time};
+use cubepod_policy_host::runtime::bindings::{Event, EventType};
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 

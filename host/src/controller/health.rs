@@ -5,8 +5,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::leader::{LeaderState, Leadership};
-use crate::model::time;
-use crate::runtime::PolicyModule;
+use cubepod_policy_host::model::time;
+use cubepod_policy_host::runtime::PolicyModule;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActivePolicy {

@@ -3,8 +3,8 @@
 
 use super::cache::Cache;
 use super::claims::ClaimView;
-use crate::model::ObjectRef;
-use crate::runtime::bindings::{
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::runtime::bindings::{
     ClusterNetwork, ObservedChildren, PoolInput, ReconcileInput, Sandbox, WarmPool,
 };
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::kube::{ApiErrorKind, ApiResult, Cluster, Resource};
+use cubepod_kube::{ApiErrorKind, ApiResult, Cluster, Resource};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaderState {

@@ -18,12 +18,12 @@ use super::reconciler::{
     Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
 };
 use super::reflector::{self, Reflector};
-use crate::kube::Cluster;
-use crate::kube::boundary::Boundary;
 use crate::metrics::Metrics;
-use crate::model::ObjectRef;
-use crate::runtime::bindings::ClusterNetwork;
-use crate::runtime::{CallContext, HostCallRecord, PolicyModule};
+use cubepod_kube::Cluster;
+use cubepod_policy_host::containment::Boundary;
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::runtime::bindings::ClusterNetwork;
+use cubepod_policy_host::runtime::{CallContext, HostCallRecord, PolicyModule};
 
 #[derive(Clone, Debug)]
 pub struct ManagerConfig {
@@ -68,7 +68,7 @@ impl ManagerConfig {
             clock: Clock::System,
             tokens: Tokens::Random,
             reap_page: REAP_PAGE,
-            cluster_network: crate::model::network::default_cluster_network(),
+            cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
         }
     }
 }

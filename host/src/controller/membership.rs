@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::HashMap;
 
-use crate::model::ObjectRef;
+use cubepod_policy_host::model::ObjectRef;
 
 /// What the pool records, and what this process created for it since.
 #[derive(Debug, Default)]

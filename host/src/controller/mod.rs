@@ -11,7 +11,6 @@ pub mod inputs;
 pub mod leader;
 pub mod manager;
 pub(crate) mod membership;
-pub mod output_rules;
 pub mod policy;
 pub mod policy_watch;
 pub mod queue;

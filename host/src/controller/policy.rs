@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::runtime::PolicyModule;
+use cubepod_policy_host::runtime::PolicyModule;
 
 pub struct PolicySlot {
     current: RwLock<Arc<PolicyModule>>,

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use prometheus::{Gauge, Histogram, IntCounter, IntGauge};
 
 use crate::metrics::Metrics;
-use crate::model::ObjectRef;
+use cubepod_policy_host::model::ObjectRef;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkKey {

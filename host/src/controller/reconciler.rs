@@ -20,19 +20,19 @@ use super::claims::{ClaimView, Claims, Mismatch};
 use super::coalesce::HeldStatuses;
 use super::events::{Recorder, Source};
 use super::inputs;
-use super::output_rules::{self, Refusal, Rule, Surfaced};
 use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
-use crate::kube::boundary::rates::Deferral;
-use crate::kube::boundary::{Containment, network};
-use crate::kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use crate::metrics::Metrics;
-use crate::model::{ObjectRef, Unreadable, pool, sandbox, time};
-use crate::runtime::bindings::{
+use cubepod_kube::{ApiError, ApiErrorKind, Cluster, Resource};
+use cubepod_policy_host::containment::output_rules::{self, Refusal, Rule, Surfaced};
+use cubepod_policy_host::containment::rates::Deferral;
+use cubepod_policy_host::containment::{Containment, network};
+use cubepod_policy_host::model::{ObjectRef, Unreadable, pool, sandbox, time};
+use cubepod_policy_host::runtime::bindings::{
     ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ReapAction,
     ReapCandidate, ReapDecision, SandboxSpec,
 };
-use crate::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
+use cubepod_policy_host::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
 #[derive(Debug, thiserror::Error)]
@@ -655,7 +655,7 @@ impl Reconciler {
             });
             let json: Vec<_> = conditions
                 .iter()
-                .map(|c| crate::model::status::condition_to_json(c, generation))
+                .map(|c| cubepod_policy_host::model::status::condition_to_json(c, generation))
                 .collect();
             let patch = serde_json::json!({"status": {"conditions": json}});
             if let Err(error) = self
@@ -692,12 +692,12 @@ impl Reconciler {
         let what = match error {
             ReconcileError::Runtime(RuntimeError::MemoryExhausted { export, limit }) => format!(
                 "exceeded its memory limit of {} in {export} (--guest-memory-mib)",
-                crate::kube::boundary::format_bytes(*limit as u128)
+                cubepod_policy_host::containment::format_bytes(*limit as u128)
             ),
             ReconcileError::Runtime(RuntimeError::MemoryBudget { export, budget }) => format!(
                 "could not grow its memory in {export}: the policy calls in flight hold the \
                  controller's memory budget of {} (--calls-memory-budget); retried",
-                crate::kube::boundary::format_bytes(*budget as u128)
+                cubepod_policy_host::containment::format_bytes(*budget as u128)
             ),
             ReconcileError::Runtime(
                 e @ (RuntimeError::Trap { .. }
@@ -824,7 +824,7 @@ impl Reconciler {
     fn refused_sandbox(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
         let s = &object.sandbox;
         let (field, problem) = self.refused_spec(&s.spec, "spec")?;
-        let error = crate::model::ModelError {
+        let error = cubepod_policy_host::model::ModelError {
             kind: "Sandbox",
             namespace: s.namespace.clone(),
             name: s.name.clone(),
@@ -844,7 +844,7 @@ impl Reconciler {
     fn refused_pool(&self, object: &crate::controller::cache::PoolObject) -> Option<Unreadable> {
         let p = &object.pool;
         let (field, problem) = self.refused_spec(&p.spec.template, "spec.template")?;
-        let error = crate::model::ModelError {
+        let error = cubepod_policy_host::model::ModelError {
             kind: "PodWarmPool",
             namespace: p.namespace.clone(),
             name: p.name.clone(),
@@ -866,7 +866,7 @@ impl Reconciler {
         &self,
         object: &sandbox::SandboxObject,
         patch: &sandbox::StatusPatch,
-        status: &crate::runtime::bindings::SandboxStatus,
+        status: &cubepod_policy_host::runtime::bindings::SandboxStatus,
         first_ready_at: Option<i64>,
     ) -> Result<(), ReconcileError> {
         self.writer()
@@ -1132,9 +1132,9 @@ impl Reconciler {
     /// only of its members. Returns the status patch and the objects to create.
     fn admit_pool_output(
         &self,
-        pool: &crate::runtime::bindings::WarmPool,
-        members: &[crate::runtime::bindings::PoolMember],
-        out: &crate::runtime::bindings::PoolOutput,
+        pool: &cubepod_policy_host::runtime::bindings::WarmPool,
+        members: &[cubepod_policy_host::runtime::bindings::PoolMember],
+        out: &cubepod_policy_host::runtime::bindings::PoolOutput,
     ) -> Result<(Value, Vec<Value>), ReconcileError> {
         let containment = self.containment();
         let budget = &containment.output;
@@ -1275,7 +1275,7 @@ impl Reconciler {
             .map(|why| Event {
                 kind: EventType::Warning,
                 reason: "PolicyRefused".to_string(),
-                message: crate::kube::boundary::clip(why, EVENT_MESSAGE_BYTES),
+                message: cubepod_policy_host::containment::clip(why, EVENT_MESSAGE_BYTES),
             })
             .collect();
         if !refused.is_empty() {
@@ -1317,7 +1317,7 @@ impl Reconciler {
             "the policy's writes for this Sandbox are past its rate of {} a minute \
              (--max-write-bytes-per-minute): {} and {} more deferred, each written when the rate \
              allows (the next in {} s); counted in cubepod_policy_writes_deferred_total",
-            crate::kube::boundary::format_bytes(u128::from(per_minute)),
+            cubepod_policy_host::containment::format_bytes(u128::from(per_minute)),
             deferred.what,
             deferred.count.saturating_sub(1),
             deferred.wait.as_secs().max(1),
@@ -1456,7 +1456,7 @@ fn clear_policy_failure(conditions: &mut Vec<Condition>) {
 
 /// A condition's message or an Event's, at most [`EVENT_MESSAGE_BYTES`].
 fn clip_message(message: &str) -> String {
-    crate::kube::boundary::clip(message, EVENT_MESSAGE_BYTES)
+    cubepod_policy_host::containment::clip(message, EVENT_MESSAGE_BYTES)
 }
 
 /// How soon a claim whose suitable members are all offered to claims in flight looks again:

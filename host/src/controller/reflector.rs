@@ -10,16 +10,16 @@ use tokio::sync::watch;
 
 use super::cache::Cache;
 use super::queue::{Backoff, WorkQueue};
-use crate::kube::{
+use cubepod_kube::{
     ApiErrorKind, Cluster, EchoFilter, PageRequest, Resource, Scope, WatchEventType,
 };
-use crate::model::ObjectRef;
-use crate::model::meta::MetaView;
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::model::meta::MetaView;
 
 /// What the controller watches in one namespace: our resources, and the children of every
 /// sandbox by label.
 pub fn scopes(namespace: &str) -> Vec<Scope> {
-    let children = Some(crate::model::children::selector());
+    let children = Some(cubepod_policy_host::model::children::selector());
     [
         (Resource::Sandbox, None),
         (Resource::PodWarmPool, None),
@@ -250,7 +250,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::kube::{ApiError, ApiResult, BoxFuture, ObjectList, WatchEvent};
+    use cubepod_kube::{ApiError, ApiResult, BoxFuture, ObjectList, WatchEvent};
 
     /// A server whose watches end at once with nothing in them; counts the requests. It serves
     /// nothing else: a reflector only lists and watches.

@@ -9,8 +9,8 @@
 //! Sandboxes made before `firstReadyAt` existed and Ready since are not counted either; one
 //! that was never Ready then is counted once, from its creation, when it first is.
 
-use crate::model::sandbox::SandboxObject;
-use crate::runtime::bindings::{ConditionStatus, SandboxStatus};
+use cubepod_policy_host::model::sandbox::SandboxObject;
+use cubepod_policy_host::runtime::bindings::{ConditionStatus, SandboxStatus};
 
 /// `warm` or `cold` when writing `written` over `object`'s status is its first report of
 /// Ready; `None` otherwise.
@@ -45,7 +45,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::sandbox::from_json;
+    use cubepod_policy_host::model::sandbox::from_json;
 
     fn object(labels: serde_json::Value, status: serde_json::Value) -> SandboxObject {
         from_json(&json!({
@@ -59,7 +59,7 @@ mod tests {
 
     fn ready(mut status: SandboxStatus, claimed: Option<&str>) -> SandboxStatus {
         status.claimed_member = claimed.map(str::to_string);
-        status.conditions = vec![crate::runtime::bindings::Condition {
+        status.conditions = vec![cubepod_policy_host::runtime::bindings::Condition {
             kind: "Ready".into(),
             status: ConditionStatus::True,
             reason: "PodReady".into(),

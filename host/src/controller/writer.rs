@@ -7,10 +7,14 @@ use serde_json::{Value, json};
 use super::cache::Cache;
 use super::claims::Offer;
 use super::events::{Record, Recorder, Source};
-use crate::kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
-use crate::model::ObjectRef;
-use crate::model::sandbox::{self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject, StatusPatch};
-use crate::runtime::bindings::{DesiredState, Event, EventType, Sandbox, SandboxStatus};
+use cubepod_kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::model::sandbox::{
+    self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject, StatusPatch,
+};
+use cubepod_policy_host::runtime::bindings::{
+    DesiredState, Event, EventType, Sandbox, SandboxStatus,
+};
 
 /// What a finalizer write found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +86,7 @@ impl Writer<'_> {
                 // The last finalizer off an object being deleted deletes it: the response is
                 // its final state, and keeping it in the cache would count a gone sandbox
                 // until a relist if the watch's DELETED came first.
-                let meta = crate::model::meta::Meta::read(&updated);
+                let meta = cubepod_policy_host::model::meta::Meta::read(&updated);
                 if meta.deletion_timestamp.is_some() && meta.finalizers.is_empty() {
                     self.cache
                         .apply(Resource::Sandbox, WatchEventType::Deleted, &updated);
@@ -278,7 +282,7 @@ impl Writer<'_> {
             Ok(created) => {
                 self.cache
                     .apply(Resource::Sandbox, WatchEventType::Added, &created);
-                let meta = crate::model::meta::Meta::read(&created);
+                let meta = cubepod_policy_host::model::meta::Meta::read(&created);
                 if !meta.uid.is_empty() {
                     self.cache.record_created(pool, &meta.name, &meta.uid);
                 }
@@ -337,7 +341,7 @@ impl Writer<'_> {
             Err(error) if error.is(ApiErrorKind::NotFound) => return Ok(()),
             Err(error) => return Err(error),
         };
-        let meta = crate::model::meta::Meta::read(&current);
+        let meta = cubepod_policy_host::model::meta::Meta::read(&current);
         if meta.resource_version != version {
             return Err(ApiError::new(
                 ApiErrorKind::Conflict,
@@ -483,10 +487,10 @@ impl Posted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
-    use crate::kube::{BoxFuture, ObjectList, Scope, WatchEvent};
-    use crate::model::sandbox::StatusPatch;
-    use crate::runtime::bindings::{Condition, ConditionStatus, SandboxPhase};
+    use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+    use cubepod_kube::{BoxFuture, ObjectList, Scope, WatchEvent};
+    use cubepod_policy_host::model::sandbox::StatusPatch;
+    use cubepod_policy_host::runtime::bindings::{Condition, ConditionStatus, SandboxPhase};
 
     /// The record an own write leaves in the cache, made from the answer's metadata and what
     /// was written, is the record of the object read whole: otherwise the echo, which is

@@ -11,9 +11,9 @@ use wasmtime::component::Component;
 use super::{self as cli, CliError};
 use crate::admission::{Admission, Candidate, Extent, FileError, Refused};
 use crate::config::PolicyInspectArgs;
-use crate::runtime::{CONTRACT_PACKAGE, Contract, RuntimeError, targeted_version};
 use crate::scenario::conformance;
 use crate::signing::KeyRing;
+use cubepod_policy_host::runtime::{CONTRACT_PACKAGE, Contract, RuntimeError, targeted_version};
 
 /// What inspection found.
 #[derive(Debug, Clone, Serialize)]

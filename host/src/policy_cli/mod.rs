@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 
 use crate::config::{ContainmentArgs, PolicyCommand};
-use crate::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, RuntimeError};
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, RuntimeError};
 
 /// The MODULE argument that names the policy embedded in the binary.
 pub const BUILTIN_DEFAULT: &str = "builtin:default";

@@ -15,10 +15,10 @@ use tokio::runtime::Handle;
 use super::{CliError, engine, read_module};
 use crate::admission::{Admission, Extent};
 use crate::config::PolicyTestArgs;
-use crate::runtime::{Contract, PolicyModule};
 use crate::scenario::runner::{self, Report};
 use crate::scenario::{conformance, format, junit};
 use crate::signing::KeyRing;
+use cubepod_policy_host::runtime::{Contract, PolicyModule};
 
 /// Every scenario file under the given paths: files as given, folders searched (recursively)
 /// for `*.yaml` and `*.yml`, in name order.

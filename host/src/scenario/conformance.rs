@@ -19,7 +19,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::format::{self, Action, FormatError, ReapTarget, Scenario};
 use super::scratch::{Scratch, StepError, StepOutcome, StepResult, summary};
-use crate::runtime::{KubeCall, PolicyModule, RuntimeError};
+use cubepod_policy_host::runtime::{KubeCall, PolicyModule, RuntimeError};
 
 /// Passes a policy gets to converge a sandbox, or to finish a cleanup.
 const MAX_PASSES: usize = 5;

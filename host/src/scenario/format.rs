@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::kube::Resource;
+use cubepod_kube::Resource;
 
 /// The namespace a scenario runs in unless it names another.
 pub const DEFAULT_NAMESPACE: &str = "cubepod-workloads";

@@ -29,7 +29,7 @@ pub use runner::Report;
 pub(crate) mod test_support {
     use std::sync::OnceLock;
 
-    use crate::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
+    use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
 
     pub fn runtime() -> &'static tokio::runtime::Runtime {
         static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();

@@ -10,7 +10,7 @@ use tokio::runtime::Handle;
 use super::expect;
 use super::format::{Action, ReapTarget, Scenario};
 use super::scratch::Scratch;
-use crate::runtime::PolicyModule;
+use cubepod_policy_host::runtime::PolicyModule;
 
 /// How one scenario went.
 #[derive(Debug, Clone)]
@@ -161,7 +161,7 @@ steps:
         }
         assert_eq!(counts, [0, 1, 1, 1, 1, 1, 1, 1]);
         let object = scratch
-            .get(crate::kube::Resource::Sandbox, &scenario.namespace, "a")
+            .get(cubepod_kube::Resource::Sandbox, &scenario.namespace, "a")
             .unwrap();
         assert_eq!(object["status"]["firstReadyAt"], "2026-01-01T00:00:00Z");
         assert_eq!(object["status"]["phase"], "Running", "resumed: {object}");

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-use crate::kube::Resource;
+use cubepod_kube::Resource;
 
 /// The built-in kinds' schemas, one file per API group (`.ci/vendor-k8s-schemas`).
 const BUILT_IN: [&str; 2] = [

@@ -13,18 +13,18 @@ use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
 use crate::controller::cache::Cache;
-use crate::controller::output_rules::Refusal;
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconciler::{
     Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, ReconcileError, Reconciler, Settings, Tokens,
 };
 use crate::controller::reflector;
-use crate::kube::boundary::Boundary;
-use crate::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use crate::kube::{ApiError, Cluster, Resource};
 use crate::metrics::Metrics;
-use crate::model::{ObjectRef, children};
-use crate::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_kube::{ApiError, Cluster, Resource};
+use cubepod_policy_host::containment::Boundary;
+use cubepod_policy_host::containment::output_rules::Refusal;
+use cubepod_policy_host::model::{ObjectRef, children};
+use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 
 pub use crate::controller::reconciler::describe_kube_error as kube_error;
 
@@ -115,7 +115,7 @@ impl Scratch {
                 clock: Clock::fixed(0),
                 tokens: Tokens::Fixed(FRESH_TOKEN),
                 reap_page: REAP_PAGE,
-                cluster_network: crate::model::network::default_cluster_network(),
+                cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
             },
         );
         Self {

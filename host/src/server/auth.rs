@@ -19,7 +19,7 @@ use hyper::header::{AUTHORIZATION, HeaderMap};
 use hyper::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use crate::kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer, UserInfo};
+use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer, UserInfo};
 
 /// How long a token's review is kept, authenticated or not (controller-runtime's `CacheTTL`).
 pub const TOKEN_TTL: Duration = Duration::from_secs(60);
@@ -215,8 +215,8 @@ mod tests {
     use hyper::header::HeaderValue;
 
     use super::*;
-    use crate::kube::memory::access::{AccessControl, Subject};
-    use crate::kube::{ApiError, ApiErrorKind, ApiResult, BoxFuture};
+    use cubepod_apiserver::access::{AccessControl, Subject};
+    use cubepod_kube::{ApiError, ApiErrorKind, ApiResult, BoxFuture};
 
     /// The in-memory cluster's rules, counting the reviews asked, or failing them all.
     struct Counting {

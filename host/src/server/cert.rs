@@ -14,7 +14,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 
-use crate::kube::memory::serve::provider;
+use cubepod_apiserver::serve::provider;
 
 /// How often the files are checked for a change (controller-runtime's certwatcher polls as often).
 const POLL: Duration = Duration::from_secs(10);

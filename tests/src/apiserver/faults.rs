@@ -5,9 +5,9 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use cubepod_host::kube::Resource;
+use cubepod_kube::Resource;
 // The server's own verdict: what the rules make of a request, once delays are waited out.
-pub(crate) use cubepod_host::kube::memory::serve::Verdict as Outcome;
+pub(crate) use cubepod_apiserver::serve::Verdict as Outcome;
 use hyper::Method;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

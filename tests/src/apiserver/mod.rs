@@ -7,7 +7,7 @@
 //! `#[tokio::test]`s use it alike, and dropping it stops every connection and watch at once.
 
 //! The tests' fake Kubernetes API server: the host's served [`MemoryCluster`]
-//! (`cubepod_host::kube::memory::serve`, the same server `run` gives the embedded cluster) with
+//! (`cubepod_apiserver::serve`, the same server `run` gives the embedded cluster) with
 //! a test layer around every request: fault injection, a request log, and an emulator mode that
 //! reads `watch=` as some third-party API emulators do.
 //!
@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cubepod_host::kube::BoxFuture;
-use cubepod_host::kube::memory::access::{self, AccessControl, Subject};
-use cubepod_host::kube::memory::serve::{ApiServer, Layer, RequestInfo, ServeOptions, Verdict};
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::review::UserInfo;
+use cubepod_apiserver::access::{self, AccessControl, Subject};
+use cubepod_apiserver::serve::{ApiServer, Layer, RequestInfo, ServeOptions, Verdict};
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_kube::BoxFuture;
+use cubepod_kube::review::UserInfo;
 use hyper::http::request::Parts;
 use rustls::pki_types::CertificateDer;
 use tokio::runtime::Runtime;
@@ -35,7 +35,7 @@ use tokio::runtime::Runtime;
 pub use self::faults::{DEFAULT_SEED, FaultAction, FaultInjector, FaultMatcher, FaultRule};
 pub use self::requests::RequestRecord;
 pub use self::tls::client_config;
-pub use cubepod_host::kube::memory::serve::{KubeconfigAuth, ServeError, TlsError};
+pub use cubepod_apiserver::serve::{KubeconfigAuth, ServeError, TlsError};
 
 /// The file name `write_kubeconfig` writes in the directory given.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";

@@ -2,7 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use cubepod_host::kube::Resource;
+use cubepod_kube::Resource;
 use hyper::{Method, Version};
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! A client config trusting one server's CA, for tests that talk to the server themselves.
 
-use cubepod_host::kube::memory::serve::{TlsError, provider};
+use cubepod_apiserver::serve::{TlsError, provider};
 use rustls::pki_types::CertificateDer;
 
 /// A client config that trusts only `ca` and offers `alpn` (e.g. `[b"h2", b"http/1.1"]`).

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::Bytes;
-use cubepod_host::kube::memory::MemoryCluster;
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource};
+use cubepod_apiserver::MemoryCluster;
+use cubepod_kube::{ApiErrorKind, Cluster, Resource};
 use serde_json::{Value, json};
 
 use super::client::ApiClient;

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::Bytes;
-use cubepod_host::kube::memory::{MemoryCluster, WriteRecord};
-use cubepod_host::kube::{Cluster, Resource, Scope, WatchEventType};
+use cubepod_apiserver::{MemoryCluster, WriteRecord};
+use cubepod_kube::{Cluster, Resource, Scope, WatchEventType};
 use serde_json::Value;
 use tokio::runtime::Runtime;
 

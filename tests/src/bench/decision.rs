@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use cubepod_host::kube::boundary::Boundary;
-use cubepod_host::runtime::{CallContext, PolicyModule};
+use cubepod_policy_host::containment::Boundary;
+use cubepod_policy_host::runtime::{CallContext, PolicyModule};
 use cubepod_policy_sdk::bindings as guest;
 use cubepod_policy_sdk::fixtures;
 use cubepod_policy_sdk::reconcile;

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use cubepod_host::kube::{
+use cubepod_kube::{
     ApiError, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
 };
 

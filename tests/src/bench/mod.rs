@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
-use cubepod_host::kube::memory::MemoryClusterConfig;
-use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
+use cubepod_apiserver::MemoryClusterConfig;
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -405,7 +405,7 @@ impl Machine {
                     ""
                 }
             ),
-            date: cubepod_host::model::time::format(cubepod_host::model::time::now()),
+            date: cubepod_policy_host::model::time::format(cubepod_policy_host::model::time::now()),
             load_before: std::fs::read_to_string("/proc/loadavg")
                 .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
                 .unwrap_or_default(),
@@ -449,7 +449,7 @@ pub struct Results {
 async fn capacity(writes: usize) -> Result<f64> {
     let fake = fake_server(Duration::ZERO, true, TOKEN)?;
     let client = Arc::new(client::ApiClient::connect(&fake, TOKEN, 4).await?);
-    let path = cubepod_host::kube::Resource::Secret.collection_path(NS);
+    let path = cubepod_kube::Resource::Secret.collection_path(NS);
     let items: Vec<(String, Bytes)> = (0..writes)
         .map(|i| {
             let body = serde_json::json!({

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::kube::{Cluster, Resource};
 use cubepod_host::metrics::Metrics;
-use cubepod_host::runtime::PolicyModule;
+use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::runtime::PolicyModule;
 use cubepod_policy_sdk::names::SPEC_HASH_ANNOTATION;
 use serde_json::{Value, json};
 
@@ -48,8 +48,8 @@ pub fn sandbox_manifest(name: &str) -> Value {
             "name": name,
             "namespace": NS,
             "annotations": {
-                "cubepod.io/last-activity": cubepod_host::model::time::format(
-                    cubepod_host::model::time::now()
+                "cubepod.io/last-activity": cubepod_policy_host::model::time::format(
+                    cubepod_policy_host::model::time::now()
                 ),
             },
         },

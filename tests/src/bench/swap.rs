@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::admission::Admission;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::policy_watch::{PolicyWatcher, sha256_hex};
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::metrics::Metrics;
-use cubepod_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 use cubepod_host::signing::KeyRing;
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 
 use super::NS;
 

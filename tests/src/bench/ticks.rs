@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::kube::Resource;
-use cubepod_host::kube::memory::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::metrics::Metrics;
-use cubepod_host::model::ObjectRef;
-use cubepod_host::runtime::PolicyModule;
+use cubepod_kube::Resource;
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::runtime::PolicyModule;
 use serde_json::json;
 
 use super::NS;

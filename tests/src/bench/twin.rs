@@ -4,7 +4,7 @@
 
 use cubepod_policy_sdk::bindings as guest;
 
-use cubepod_host::runtime::bindings as host;
+use cubepod_policy_host::runtime::bindings as host;
 
 pub fn reconcile_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
     let observed = &input.observed;

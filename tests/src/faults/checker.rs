@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cubepod_host::kube::Resource;
-use cubepod_host::kube::memory::MemoryCluster;
+use cubepod_apiserver::MemoryCluster;
+use cubepod_kube::Resource;
 use serde_json::Value;
 
 use super::workload::{Ledger, Misbehaviour, Role};

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::Resource;
+use cubepod_kube::Resource;
 use hyper::Method;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -379,8 +379,8 @@ impl Scenario {
             token_rotations: done.token_rotations,
             watch_expiries: done.watch_expiries,
             stalls: ledger.stalls.len(),
-            already_exists: writes_failed(&fake, cubepod_host::kube::ApiErrorKind::AlreadyExists),
-            conflicts: writes_failed(&fake, cubepod_host::kube::ApiErrorKind::Conflict),
+            already_exists: writes_failed(&fake, cubepod_kube::ApiErrorKind::AlreadyExists),
+            conflicts: writes_failed(&fake, cubepod_kube::ApiErrorKind::Conflict),
             converge,
             elapsed: started.elapsed(),
         }
@@ -480,7 +480,7 @@ fn write_atomically(path: &Path, text: &str) {
 }
 
 /// Writes of children and sandboxes the API refused with `kind`.
-fn writes_failed(fake: &FakeApiServer, kind: cubepod_host::kube::ApiErrorKind) -> usize {
+fn writes_failed(fake: &FakeApiServer, kind: cubepod_kube::ApiErrorKind) -> usize {
     fake.cluster()
         .writes()
         .iter()

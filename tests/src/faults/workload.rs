@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use cubepod_host::kube::memory::MemoryCluster;
-use cubepod_host::kube::{ApiErrorKind, Cluster, Resource};
+use cubepod_apiserver::MemoryCluster;
+use cubepod_kube::{ApiErrorKind, Cluster, Resource};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};

@@ -4,15 +4,15 @@
 use super::{Ctx, MAX_PASSES, SelfTestError, show, summaries};
 use crate::controller::claims::Claims;
 use crate::controller::inputs;
-use crate::kube::Resource;
-use crate::model::ObjectRef;
-use crate::model::SPEC_VALID;
-use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
-use crate::model::sandbox::phase_name;
-use crate::runtime::KubeCall;
-use crate::runtime::bindings::{ConditionStatus, SandboxStatus};
 use crate::scenario::format::{self, Action, Scenario};
 use crate::scenario::scratch::{FRESH_TOKEN, Scratch, kube_error, summary};
+use cubepod_kube::Resource;
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::model::SPEC_VALID;
+use cubepod_policy_host::model::children::{MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_LABEL};
+use cubepod_policy_host::model::sandbox::phase_name;
+use cubepod_policy_host::runtime::KubeCall;
+use cubepod_policy_host::runtime::bindings::{ConditionStatus, SandboxStatus};
 
 /// The sandbox a one-step reconcile scenario is about, and its time.
 fn reconcile_target(ctx: &Ctx<'_>, scenario: &Scenario) -> Result<(String, i64), SelfTestError> {
@@ -44,7 +44,7 @@ pub(super) fn new_sandbox(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
         &claim,
         now,
         FRESH_TOKEN.to_string(),
-        &crate::model::network::default_cluster_network(),
+        &cubepod_policy_host::model::network::default_cluster_network(),
     );
     let one = ctx
         .module

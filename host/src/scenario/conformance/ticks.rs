@@ -3,9 +3,9 @@
 
 use super::{Ctx, SelfTestError};
 use crate::controller::inputs;
-use crate::model::ObjectRef;
 use crate::scenario::format::{Action, ReapTarget};
 use crate::scenario::scratch::summary;
+use cubepod_policy_host::model::ObjectRef;
 
 pub(super) fn reap(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     let scenario = ctx.scenario()?;
@@ -18,7 +18,7 @@ pub(super) fn reap(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     let mut given: Vec<_> = cache
         .sandboxes()
         .into_iter()
-        .filter_map(|s| crate::model::sandbox::reap_candidate(&s.sandbox))
+        .filter_map(|s| cubepod_policy_host::model::sandbox::reap_candidate(&s.sandbox))
         .filter(|s| names.contains(&s.name))
         .collect();
     given.sort_by(|a, b| a.name.cmp(&b.name));

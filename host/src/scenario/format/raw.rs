@@ -13,7 +13,7 @@ use super::{
     Action, DEFAULT_MAX_POOL_REPLICAS, DEFAULT_NAMESPACE, Expect, ExpectedObject, KindName,
     ObjectName, PatchStep, ReapTarget, SeedObject, Step,
 };
-use crate::model::time;
+use cubepod_policy_host::model::time;
 
 /// The actions a step (or a one-step scenario, at its top level) may hold: exactly one.
 #[derive(Debug, Default, Deserialize)]

@@ -1,0 +1,222 @@
+//! Who the in-memory cluster knows and what they may do, for the TokenReviews and
+//! SubjectAccessReviews it answers (served by `serve/reviews.rs`, asked in-process by the
+//! embedded controller's `/metrics`): bearer tokens mapped to users, and grants of non-resource
+//! URLs (`/metrics`) to users or groups, matched as RBAC matches `nonResourceURLs`. Members of
+//! `system:masters` may do anything, as in Kubernetes. Nothing is known until it is registered:
+//! the embedded cluster registers its own token as [`admin`], tests their scrapers.
+
+use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock};
+
+use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer, UserInfo};
+use cubepod_kube::{ApiResult, BoxFuture};
+
+/// The group Kubernetes allows everything.
+pub const MASTERS: &str = "system:masters";
+
+/// The user of the embedded cluster's own token: allowed everything.
+pub fn admin() -> UserInfo {
+    UserInfo::named("cubepod-embedded-admin", &[MASTERS, AUTHENTICATED])
+}
+
+/// Whom a grant is for: an RBAC subject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    User(String),
+    Group(String),
+}
+
+impl Subject {
+    fn covers(&self, user: &UserInfo) -> bool {
+        match self {
+            Subject::User(name) => *name == user.username,
+            Subject::Group(group) => user.in_group(group),
+        }
+    }
+}
+
+/// An RBAC rule of `nonResourceURLs`: `*` matches any verb, a URL ending in `*` any path that
+/// starts with what comes before it.
+#[derive(Clone, Debug)]
+struct Grant {
+    subject: Subject,
+    verbs: Vec<String>,
+    urls: Vec<String>,
+}
+
+impl Grant {
+    fn allows(&self, request: &NonResourceRequest) -> bool {
+        self.subject.covers(&request.user)
+            && self.verbs.iter().any(|v| v == "*" || *v == request.verb)
+            && self.urls.iter().any(|url| match url.strip_suffix('*') {
+                Some(prefix) => request.path.starts_with(prefix),
+                None => *url == request.path,
+            })
+    }
+}
+
+#[derive(Default)]
+struct Known {
+    tokens: HashMap<String, UserInfo>,
+    grants: Vec<Grant>,
+}
+
+/// The cluster's users and grants. Tokens are compared whole; none is ever logged or shown.
+#[derive(Default)]
+pub struct AccessControl {
+    known: RwLock<Known>,
+}
+
+impl std::fmt::Debug for AccessControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("AccessControl")
+            .field("tokens", &known.tokens.len())
+            .field("grants", &known.grants)
+            .finish()
+    }
+}
+
+impl AccessControl {
+    /// `token` authenticates as `user` (who is also in `system:authenticated`).
+    pub fn add_token(&self, token: &str, mut user: UserInfo) {
+        if !user.in_group(AUTHENTICATED) {
+            user.groups.push(AUTHENTICATED.to_owned());
+        }
+        self.write().tokens.insert(token.to_owned(), user);
+    }
+
+    /// `token` authenticates no more.
+    pub fn remove_token(&self, token: &str) {
+        self.write().tokens.remove(token);
+    }
+
+    /// `subject` may use `verbs` on the non-resource `urls`.
+    pub fn allow(&self, subject: Subject, verbs: &[&str], urls: &[&str]) {
+        self.write().grants.push(Grant {
+            subject,
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+        });
+    }
+
+    /// The token's user, if it is known.
+    pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
+        if token.is_empty() {
+            return None;
+        }
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        known.tokens.get(token).cloned()
+    }
+
+    pub fn authorize(&self, request: &NonResourceRequest) -> Decision {
+        if request.user.in_group(MASTERS) {
+            return Decision::Allow;
+        }
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        if known.grants.iter().any(|grant| grant.allows(request)) {
+            Decision::Allow
+        } else {
+            Decision::Deny {
+                reason: format!(
+                    "no grant allows {} {} to {:?}",
+                    request.verb, request.path, request.user.username
+                ),
+            }
+        }
+    }
+
+    /// A request for a resource: the in-memory cluster keeps no RBAC of resources, so only
+    /// `system:masters` is allowed.
+    pub fn authorize_resource(&self, user: &UserInfo) -> Decision {
+        if user.in_group(MASTERS) {
+            Decision::Allow
+        } else {
+            Decision::Deny {
+                reason: format!(
+                    "the in-memory cluster grants resources only to {MASTERS}, not to {:?}",
+                    user.username
+                ),
+            }
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Known> {
+        self.known.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Reviewer for AccessControl {
+    fn review_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, ApiResult<Option<UserInfo>>> {
+        Box::pin(std::future::ready(Ok(self.authenticate(token))))
+    }
+
+    fn review_access<'a>(
+        &'a self,
+        request: &'a NonResourceRequest,
+    ) -> BoxFuture<'a, ApiResult<Decision>> {
+        Box::pin(std::future::ready(Ok(self.authorize(request))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(user: &UserInfo, path: &str) -> NonResourceRequest {
+        NonResourceRequest {
+            user: user.clone(),
+            verb: "get".into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn tokens_authenticate_as_their_users_until_removed() {
+        let access = AccessControl::default();
+        assert_eq!(access.authenticate("t"), None);
+        access.add_token("t", UserInfo::named("alice", &[]));
+        let alice = access.authenticate("t").expect("known");
+        assert_eq!(alice.username, "alice");
+        assert_eq!(alice.groups, [AUTHENTICATED]);
+        assert_eq!(access.authenticate(""), None);
+        assert_eq!(access.authenticate("T"), None);
+        access.remove_token("t");
+        assert_eq!(access.authenticate("t"), None);
+    }
+
+    #[test]
+    fn grants_match_as_rbac_non_resource_urls_do() {
+        let access = AccessControl::default();
+        let alice = UserInfo::named("alice", &[AUTHENTICATED]);
+        let bob = UserInfo::named("bob", &["monitoring", AUTHENTICATED]);
+        let carol = UserInfo::named("carol", &[AUTHENTICATED]);
+        access.allow(Subject::User("alice".into()), &["get"], &["/metrics"]);
+        access.allow(Subject::Group("monitoring".into()), &["*"], &["/debug/*"]);
+        assert_eq!(access.authorize(&get(&alice, "/metrics")), Decision::Allow);
+        assert_ne!(
+            access.authorize(&get(&alice, "/metrics/x")),
+            Decision::Allow
+        );
+        let post = NonResourceRequest {
+            verb: "post".into(),
+            ..get(&alice, "/metrics")
+        };
+        assert_ne!(access.authorize(&post), Decision::Allow);
+        assert_ne!(access.authorize(&get(&bob, "/metrics")), Decision::Allow);
+        assert_eq!(
+            access.authorize(&get(&bob, "/debug/pprof")),
+            Decision::Allow
+        );
+        assert!(matches!(
+            access.authorize(&get(&carol, "/metrics")),
+            Decision::Deny { reason } if reason.contains("carol")
+        ));
+        assert_eq!(
+            access.authorize(&get(&admin(), "/anything")),
+            Decision::Allow
+        );
+        assert_eq!(access.authorize_resource(&admin()), Decision::Allow);
+        assert_ne!(access.authorize_resource(&alice), Decision::Allow);
+    }
+}

@@ -1,0 +1,362 @@
+//! The cluster as the controller sees it: one seam, [`Cluster`], with the Kubernetes REST API
+//! behind it ([`rest::RestCluster`]) and, in the `cubepod-apiserver` crate, an in-memory API
+//! server. Objects cross it as Kubernetes JSON, so both backends speak the API's own shapes.
+
+pub mod rest;
+pub mod review;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The kinds of object cubepod-controller reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    Sandbox,
+    PodWarmPool,
+    Pod,
+    PersistentVolumeClaim,
+    Secret,
+    Event,
+    /// coordination.k8s.io/v1 Lease: leader election.
+    Lease,
+    /// networking.k8s.io/v1 NetworkPolicy: a sandbox's default-deny network.
+    NetworkPolicy,
+    /// A sandbox's headless Service (`spec.service`).
+    Service,
+}
+
+impl Resource {
+    /// Every kind, in declaration order.
+    pub const ALL: [Resource; 9] = [
+        Resource::Sandbox,
+        Resource::PodWarmPool,
+        Resource::Pod,
+        Resource::PersistentVolumeClaim,
+        Resource::Secret,
+        Resource::Event,
+        Resource::Lease,
+        Resource::NetworkPolicy,
+        Resource::Service,
+    ];
+
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Resource::Sandbox => "Sandbox",
+            Resource::PodWarmPool => "PodWarmPool",
+            Resource::Pod => "Pod",
+            Resource::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Resource::Secret => "Secret",
+            Resource::Event => "Event",
+            Resource::Lease => "Lease",
+            Resource::NetworkPolicy => "NetworkPolicy",
+            Resource::Service => "Service",
+        }
+    }
+
+    /// The lower-case plural of the REST path, also the metric label.
+    pub const fn plural(self) -> &'static str {
+        match self {
+            Resource::Sandbox => "sandboxes",
+            Resource::PodWarmPool => "podwarmpools",
+            Resource::Pod => "pods",
+            Resource::PersistentVolumeClaim => "persistentvolumeclaims",
+            Resource::Secret => "secrets",
+            Resource::Event => "events",
+            Resource::Lease => "leases",
+            Resource::NetworkPolicy => "networkpolicies",
+            Resource::Service => "services",
+        }
+    }
+
+    /// `apiVersion` of objects of this kind.
+    pub const fn api_version(self) -> &'static str {
+        match self {
+            Resource::Sandbox | Resource::PodWarmPool => "cubepod.io/v1alpha1",
+            Resource::Lease => "coordination.k8s.io/v1",
+            Resource::NetworkPolicy => "networking.k8s.io/v1",
+            _ => "v1",
+        }
+    }
+
+    /// The REST path of the collection in `namespace`:
+    /// `/api/v1/namespaces/ns/pods`, `/apis/cubepod.io/v1alpha1/namespaces/ns/sandboxes`.
+    pub fn collection_path(self, namespace: &str) -> String {
+        let version = self.api_version();
+        let root = if version.contains('/') { "apis" } else { "api" };
+        format!("/{root}/{version}/namespaces/{namespace}/{}", self.plural())
+    }
+
+    /// The REST path of one object.
+    pub fn object_path(self, namespace: &str, name: &str) -> String {
+        format!("{}/{name}", self.collection_path(namespace))
+    }
+
+    /// The children a policy may write through `kube-client`.
+    pub const fn is_child(self) -> bool {
+        matches!(
+            self,
+            Resource::Pod
+                | Resource::PersistentVolumeClaim
+                | Resource::Secret
+                | Resource::NetworkPolicy
+                | Resource::Service
+        )
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.plural())
+    }
+}
+
+/// Why the API refused or failed a request: the API server's Status `reason`, in kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiErrorKind {
+    NotFound,
+    AlreadyExists,
+    /// A write against a stale resourceVersion (409 Conflict).
+    Conflict,
+    Invalid,
+    Forbidden,
+    Unauthorized,
+    /// 410 Gone: the watch's resourceVersion is too old; list again.
+    Gone,
+    /// Transient: 429, 5xx, a reset or a timeout.
+    Unavailable,
+    Other,
+}
+
+impl ApiErrorKind {
+    /// The `result` label of `cubepod_kube_requests_total`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            ApiErrorKind::NotFound => "not_found",
+            ApiErrorKind::AlreadyExists => "already_exists",
+            ApiErrorKind::Conflict => "conflict",
+            ApiErrorKind::Invalid => "invalid",
+            ApiErrorKind::Forbidden => "forbidden",
+            ApiErrorKind::Unauthorized => "unauthorized",
+            ApiErrorKind::Gone => "gone",
+            ApiErrorKind::Unavailable => "unavailable",
+            ApiErrorKind::Other => "error",
+        }
+    }
+}
+
+/// An error from the cluster, with the API's message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: ApiErrorKind,
+    pub message: String,
+    /// For [`ApiErrorKind::Unavailable`]: when to try again, if the server said (Retry-After).
+    pub retry_after: Option<Duration>,
+    /// For [`ApiErrorKind::Invalid`]: each field's error (the Status's `details.causes`).
+    pub causes: Vec<StatusCause>,
+}
+
+/// One entry of a Status's `details.causes`: why one field was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    pub reason: String,
+    /// The error without its field (`Invalid value: -5: ...`).
+    pub message: String,
+    /// `spec.idleTimeoutSeconds`.
+    pub field: String,
+}
+
+impl ApiError {
+    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retry_after: None,
+            causes: Vec::new(),
+        }
+    }
+
+    pub fn not_found(resource: Resource, namespace: &str, name: &str) -> Self {
+        Self::new(
+            ApiErrorKind::NotFound,
+            format!("{resource} \"{name}\" not found in namespace \"{namespace}\""),
+        )
+    }
+
+    pub fn is(&self, kind: ApiErrorKind) -> bool {
+        self.kind == kind
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchEventType {
+    Added,
+    Modified,
+    Deleted,
+    /// A bookmark: only the resourceVersion moved.
+    Bookmark,
+}
+
+#[derive(Clone, Debug)]
+pub struct WatchEvent {
+    pub kind: WatchEventType,
+    pub object: Arc<Value>,
+}
+
+/// A list's items (or one page of them) and the resourceVersion to watch from.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+    /// Where the next page starts (the API's `metadata.continue`); `None` on the last page.
+    pub continue_token: Option<String>,
+}
+
+/// Which page of a list to fetch: at most `limit` items, from `continue_token` (the previous
+/// page's) on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    pub limit: u32,
+    pub continue_token: Option<String>,
+}
+
+/// What to list or watch: a resource in one namespace, optionally by label selector
+/// (`key=value`, comma-separated, as the API takes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub resource: Resource,
+    pub namespace: String,
+    pub label_selector: Option<String>,
+}
+
+/// Tells a watch which events it may drop unread: the echo of a write whose answer the watcher
+/// already holds. Asked with the event's identity and version only, before the object is
+/// decoded; `true` means the watcher has taken the event as seen (it forgets the write), and
+/// the watch sends a bookmark of the version instead of the object.
+pub trait EchoFilter: Send + Sync + 'static {
+    fn take_echo(&self, namespace: &str, name: &str, resource_version: &str) -> bool;
+}
+
+/// The Kubernetes API as the controller uses it. Every method has the API server's semantics:
+/// create fails with AlreadyExists, delete with NotFound, writes carry resourceVersions.
+pub trait Cluster: Send + Sync + 'static {
+    fn create(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
+    /// Creates the object whose JSON text is `manifest`. A client that sends bytes sends these
+    /// as they are (a policy's manifest is checked as text and never parsed into a `Value`
+    /// only to be written out again); one that holds values parses it.
+    fn create_text(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        manifest: String,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let namespace = namespace.to_string();
+        Box::pin(async move {
+            let object = serde_json::from_str(&manifest).map_err(|e| {
+                ApiError::new(
+                    ApiErrorKind::Invalid,
+                    format!("the manifest is not JSON: {e}"),
+                )
+            })?;
+            self.create(resource, &namespace, object).await
+        })
+    }
+    fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
+    /// Deletes with `propagationPolicy: Background`.
+    fn delete(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<()>>;
+    /// A JSON merge patch (RFC 7386) of the object; `metadata.resourceVersion` in the patch
+    /// makes it conditional (409 Conflict when the object moved on).
+    fn patch(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
+    /// A JSON merge patch of the `status` subresource.
+    fn patch_status(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>>;
+    /// [`Self::patch_status`] (`status`) or [`Self::patch`] of the merge patch whose JSON text
+    /// is `patch`, for a caller that reads nothing of the answer but its `metadata`, since it
+    /// knows the rest (its write was conditional on the version it holds): a client that sends
+    /// bytes sends these as they are, and may ask the server for the metadata alone. By default
+    /// the text is parsed and the answer is the whole object, whose metadata is the same.
+    fn patch_for_metadata(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: String,
+        status: bool,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        Box::pin(async move {
+            let patch = serde_json::from_str(&patch).map_err(|e| {
+                ApiError::new(ApiErrorKind::Invalid, format!("the patch is not JSON: {e}"))
+            })?;
+            if status {
+                self.patch_status(resource, &namespace, &name, patch).await
+            } else {
+                self.patch(resource, &namespace, &name, patch).await
+            }
+        })
+    }
+    fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
+    /// One page of a list. Every page is of the first page's snapshot, whose resourceVersion
+    /// is the one to watch from; an expired `continue_token` is Gone (list again from the
+    /// start). A cluster that does not paginate answers with everything in one page.
+    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let _ = page;
+        self.list(scope)
+    }
+    /// Watches from `resource_version`. The stream ends when the server ends it (the caller
+    /// resumes from the last version it saw); an `Err(Gone)` item means list again.
+    fn watch(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>>;
+    /// [`Self::watch`], dropping the events `echoes` takes before they are decoded. A cluster
+    /// whose events come decoded (in memory) has nothing to save and ignores it: the
+    /// watcher's own check then sees the echo, with the same outcome.
+    fn watch_skipping_echoes(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+        echoes: Arc<dyn EchoFilter>,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        let _ = echoes;
+        self.watch(scope, resource_version)
+    }
+}

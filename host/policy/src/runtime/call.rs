@@ -1,0 +1,631 @@
+//! Calling a policy: a fresh, bounded store per call, and what a call hands back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use super::bindings::{
+    CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,
+    ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
+};
+use super::contract_0_1 as v0_1;
+use super::host::HostState;
+use super::module::{ModulePre, PreV0_2};
+use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
+use crate::containment::rates::{Deferral, WriteBuckets};
+use crate::containment::{Boundary, ForkSource, Rule, SandboxScope};
+use cubepod_kube::{Cluster, Resource};
+
+/// Told of every request a guest's `kube-client` call made (or that the boundary refused),
+/// so that the caller can count them.
+pub type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
+
+/// One request on behalf of a guest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostCallRecord {
+    /// `create`, `get` or `delete`.
+    pub verb: &'static str,
+    pub resource: Resource,
+    /// Zero for a refused call.
+    pub duration: Duration,
+    /// `ok`, an [`ApiErrorKind::label`](cubepod_kube::ApiErrorKind::label), `timeout`, or
+    /// `refused` (by the boundary: nothing was sent).
+    pub result: &'static str,
+    /// The boundary refused the call (`result` is `refused`).
+    pub refused: bool,
+    /// The rule that refused it (its `label()` is the metric's `rule`); `None` when sent.
+    pub rule: Option<Rule>,
+}
+
+/// What the controller's cache holds under a name, for the delete rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildHeld {
+    /// A managed child of the call's Sandbox.
+    Own,
+    /// A managed child of another Sandbox.
+    Other,
+    /// Nothing: the object does not exist, or cubepod-controller does not manage it.
+    NotHeld,
+}
+
+/// Answers from the controller's cache, without an API read, whether a delete names the
+/// call's Sandbox's own child. A [`CallContext`] without one admits only deletes of what the
+/// call's input shows as observed (fail closed). The cache is also told each write's answer
+/// the moment it comes, before the call goes on: the watch's echo of it, on its way over the
+/// same connection, is then known as one (see `controller/cache.rs`).
+pub trait ChildLookup: Send + Sync {
+    /// Own, another sandbox's, or not held. Telling "another's" from "not held" may scan
+    /// every sandbox's children: for deletes and takeovers, never for a call's every write.
+    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
+    /// Whether it is `sandbox`'s own child: one lookup.
+    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool;
+    /// The PVCs `sandbox` (of `uid`) owns: held under it, managed, with its controller
+    /// reference, and not being deleted. What a fork of it may clone.
+    fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String>;
+    /// What the API answered to a write of the call (a create or a patch), or read back of an
+    /// object a create found existing.
+    fn written(&self, resource: Resource, object: &serde_json::Value);
+}
+
+/// What a call may reach: the cluster through the boundary, and how to wait on it.
+#[derive(Clone)]
+pub struct CallContext {
+    pub cluster: Arc<dyn Cluster>,
+    pub boundary: Arc<Boundary>,
+    /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
+    /// drives its future on it, so it must be made outside the runtime's threads.
+    pub handle: tokio::runtime::Handle,
+    /// The longest one host call may wait on the cluster: epochs do not interrupt a guest
+    /// blocked in a host call, so this bounds it instead.
+    pub host_call_timeout: Duration,
+    pub observer: Option<HostCallObserver>,
+    /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
+    pub children: Option<Arc<dyn ChildLookup>>,
+    /// Each Sandbox's write rate, across the calls of this context (`--max-write-bytes-per-minute`).
+    pub write_rates: Arc<WriteBuckets>,
+}
+
+impl CallContext {
+    /// A context with the default host-call timeout (10 s) and no observer.
+    pub fn new(
+        cluster: Arc<dyn Cluster>,
+        boundary: Arc<Boundary>,
+        handle: tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            cluster,
+            boundary,
+            handle,
+            host_call_timeout: super::RuntimeConfig::default().host_call_timeout,
+            observer: None,
+            children: None,
+            write_rates: Arc::default(),
+        }
+    }
+
+    pub fn with_children(mut self, children: Arc<dyn ChildLookup>) -> Self {
+        self.children = Some(children);
+        self
+    }
+
+    pub fn with_host_call_timeout(mut self, timeout: Duration) -> Self {
+        self.host_call_timeout = timeout;
+        self
+    }
+
+    pub fn with_observer(mut self, observer: HostCallObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("boundary", &self.boundary)
+            .field("host_call_timeout", &self.host_call_timeout)
+            .field("observer", &self.observer.is_some())
+            .field("children", &self.children.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A child write the guest made that succeeded, for the caller's cache: the watch shows it
+/// only later, and a reconcile in between must not create it again.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Created, or found existing (AlreadyExists). `object` is the object as the API returned
+    /// it; for an object that already existed, the manifest (a Pod's: the object read back).
+    Applied {
+        resource: Resource,
+        namespace: String,
+        name: String,
+        object: serde_json::Value,
+    },
+    /// Deleted, or found gone (NotFound).
+    Deleted {
+        resource: Resource,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// One `kube-client` call as the guest made it, and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeCall {
+    /// The import: `ensure-pvc`, `delete-pod`, ...
+    pub op: &'static str,
+    pub namespace: String,
+    pub name: String,
+    /// The manifest of an `ensure-*`, as the guest serialized it.
+    pub manifest: Option<String>,
+    /// `Err` with the error the guest got back.
+    pub result: Result<(), KubeError>,
+}
+
+/// What an export returned, and what it did on the way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuestCall<T> {
+    pub value: T,
+    pub effects: Vec<Effect>,
+    /// `kube-client` calls the guest made, refused ones included.
+    pub host_calls: u32,
+    /// Those calls, in order.
+    pub calls: Vec<KubeCall>,
+    /// Writes not sent because their Sandbox was past its write rate.
+    pub deferred: Option<Deferral>,
+}
+
+impl<T> GuestCall<T> {
+    /// The same call with its value changed by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> GuestCall<U> {
+        GuestCall {
+            value: f(self.value),
+            effects: self.effects,
+            host_calls: self.host_calls,
+            calls: self.calls,
+            deferred: self.deferred,
+        }
+    }
+}
+
+// Each export is called in the module's own contract: a 0.1 module's inputs and outputs go
+// through `contract_0_1`, in the same store, under the same bounds and scope.
+//
+// A call is a future (`*_async`): the controller awaits it on its runtime, where the guest's
+// requests are awaited too, with no thread to hand each to and back. The blocking forms are
+// the same call driven to its end on the calling thread, for `policy test`, the CLI and
+// tests; like any `block_on` they must not be called on a thread of the runtime.
+impl PolicyModule {
+    /// `reconcile-sandbox`: bring one Sandbox's children to its spec.
+    pub async fn reconcile_sandbox_async(
+        &self,
+        ctx: &CallContext,
+        input: ReconcileInput,
+    ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
+        const EXPORT: &str = "reconcile-sandbox";
+        let scope = reconcile_scope(&input, ctx);
+        match self.pre() {
+            ModulePre::V0_2(pre) => {
+                self.call(EXPORT, Some(ctx), Some(scope), async |store| {
+                    let instance = pre
+                        .bindings
+                        .instance_pre()
+                        .instantiate_async(&mut *store)
+                        .await?;
+                    let export = pre.reconcile_sandbox.func(&mut *store, &instance)?;
+                    let (out,) = export.call_async(store, (input,)).await?;
+                    Ok(out)
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                // Its contract has no NetworkPolicy: the host applies the one the spec renders
+                // first, so that its Pod never runs without one.
+                let policy = v0_1::network_policy(&input);
+                let namespace = input.sandbox.namespace.clone();
+                let input = v0_1::reconcile_input(&input);
+                let call = self
+                    .call(EXPORT, Some(ctx), Some(scope), async |store| {
+                        if let Some((name, manifest)) = &policy
+                            && let Err(e) = store
+                                .data_mut()
+                                .apply_host_network_policy(&namespace, name, manifest)
+                                .await
+                        {
+                            return Ok(Err(v0_1::kube_error_to_0_1(e)));
+                        }
+                        pre.instantiate_async(&mut *store)
+                            .await?
+                            .cubepod_controller_policy()
+                            .call_reconcile_sandbox(store, &input)
+                            .await
+                    })
+                    .await?;
+                Ok(call.map(v0_1::reconcile_result))
+            }
+        }
+    }
+
+    /// `cleanup-sandbox`: delete a deleted Sandbox's children.
+    pub async fn cleanup_sandbox_async(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+    ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
+        const EXPORT: &str = "cleanup-sandbox";
+        let scope = SandboxScope {
+            cleanup: true,
+            ..sandbox_scope(&sandbox, &observed, None, &ctx.boundary)
+        };
+        match self.pre() {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
+                self.call(EXPORT, Some(ctx), Some(scope), async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_cleanup_sandbox(store, now, &sandbox, &observed)
+                        .await
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                // The host's NetworkPolicy goes once the Pod is gone, and the cleanup is not
+                // done while it is still seen (the module does not know of it).
+                let policy = v0_1::network_policy_to_delete(&sandbox, &observed);
+                let policy_left = observed.network_policy.is_some();
+                let namespace = sandbox.namespace.clone();
+                let sandbox = v0_1::sandbox(&sandbox);
+                let observed = v0_1::observed(&observed);
+                let call = self
+                    .call(EXPORT, Some(ctx), Some(scope), async |store| {
+                        if let Some(name) = &policy
+                            && let Err(e) = store
+                                .data_mut()
+                                .delete_host_network_policy(&namespace, name)
+                                .await
+                        {
+                            return Ok(Err(v0_1::kube_error_to_0_1(e)));
+                        }
+                        pre.instantiate_async(&mut *store)
+                            .await?
+                            .cubepod_controller_policy()
+                            .call_cleanup_sandbox(store, now, &sandbox, &observed)
+                            .await
+                    })
+                    .await?;
+                Ok(call.map(|result| {
+                    v0_1::cleanup_result(result).map(|mut out| {
+                        out.done &= !policy_left;
+                        out
+                    })
+                }))
+            }
+        }
+    }
+
+    /// `reconcile-pool`: decide a warm pool's creates and deletes.
+    pub async fn reconcile_pool_async(
+        &self,
+        ctx: &CallContext,
+        input: PoolInput,
+    ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
+        const EXPORT: &str = "reconcile-pool";
+        // No cluster access (no scope): a pool's members are the host's to create and delete.
+        match self.pre() {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
+                self.call(EXPORT, Some(ctx), None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_reconcile_pool(store, &input)
+                        .await
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                let input = v0_1::pool_input(&input);
+                let call = self
+                    .call(EXPORT, Some(ctx), None, async |store| {
+                        pre.instantiate_async(&mut *store)
+                            .await?
+                            .cubepod_controller_policy()
+                            .call_reconcile_pool(store, &input)
+                            .await
+                    })
+                    .await?;
+                Ok(call.map(v0_1::pool_result))
+            }
+        }
+    }
+
+    /// `reap`: decide which sandboxes have been idle too long (or, in contract 0.2, reached
+    /// their shutdown time).
+    pub async fn reap_async(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        namespace: &str,
+        sandboxes: &[ReapCandidate],
+    ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
+        const EXPORT: &str = "reap";
+        match self.pre() {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
+                self.call(EXPORT, Some(ctx), None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_reap(store, now, namespace, sandboxes)
+                        .await
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                let handed = v0_1::reap_candidates(sandboxes);
+                let call = self
+                    .call(EXPORT, Some(ctx), None, async |store| {
+                        pre.instantiate_async(&mut *store)
+                            .await?
+                            .cubepod_controller_policy()
+                            .call_reap(store, now, namespace, &handed)
+                            .await
+                    })
+                    .await?;
+                Ok(call.map(|decisions| v0_1::reap_decisions(decisions, namespace, sandboxes)))
+            }
+        }
+    }
+
+    /// [`Self::reconcile_sandbox_async`], blocking.
+    pub fn reconcile_sandbox(
+        &self,
+        ctx: &CallContext,
+        input: ReconcileInput,
+    ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
+        ctx.handle
+            .block_on(self.reconcile_sandbox_async(ctx, input))
+    }
+
+    /// [`Self::cleanup_sandbox_async`], blocking.
+    pub fn cleanup_sandbox(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+    ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
+        ctx.handle
+            .block_on(self.cleanup_sandbox_async(ctx, now, sandbox, observed))
+    }
+
+    /// [`Self::reconcile_pool_async`], blocking.
+    pub fn reconcile_pool(
+        &self,
+        ctx: &CallContext,
+        input: PoolInput,
+    ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
+        ctx.handle.block_on(self.reconcile_pool_async(ctx, input))
+    }
+
+    /// [`Self::reap_async`], blocking.
+    pub fn reap(
+        &self,
+        ctx: &CallContext,
+        now: i64,
+        namespace: &str,
+        sandboxes: &[ReapCandidate],
+    ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
+        ctx.handle
+            .block_on(self.reap_async(ctx, now, namespace, sandboxes))
+    }
+
+    /// `describe`. It needs no cluster: every `kube-client` call it made would be refused.
+    /// Blocking, on any thread: with no cluster there is nothing of the runtime to wait on.
+    pub fn describe(&self) -> Result<PolicyInfo, RuntimeError> {
+        Ok(describe(self.engine(), self.pre())?.value)
+    }
+
+    async fn call<R>(
+        &self,
+        export: &'static str,
+        ctx: Option<&CallContext>,
+        scope: Option<SandboxScope>,
+        run: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<GuestCall<R>, RuntimeError> {
+        call(self.engine(), export, ctx, scope, run).await
+    }
+}
+
+/// `describe` of a module being loaded (no [`PolicyModule`] yet) or loaded, in its contract:
+/// driven to its end on the calling thread (it may reach nothing that needs the runtime).
+pub(crate) fn describe(
+    engine: &PolicyEngine,
+    pre: &ModulePre,
+) -> Result<GuestCall<PolicyInfo>, RuntimeError> {
+    const EXPORT: &str = "describe";
+    futures_executor::block_on(async {
+        match pre {
+            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
+                call(engine, EXPORT, None, None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_describe(store)
+                        .await
+                })
+                .await
+            }
+            ModulePre::V0_1(pre) => {
+                let call = call(engine, EXPORT, None, None, async |store| {
+                    pre.instantiate_async(&mut *store)
+                        .await?
+                        .cubepod_controller_policy()
+                        .call_describe(store)
+                        .await
+                })
+                .await?;
+                Ok(call.map(v0_1::policy_info))
+            }
+        }
+    })
+}
+
+/// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the
+/// input carries: what the call may write. The source's PVCs are those the cache holds as the
+/// source's (its uid is the API server's); without a cache, none (fail closed).
+fn reconcile_scope(input: &ReconcileInput, ctx: &CallContext) -> SandboxScope {
+    let sandbox = &input.sandbox;
+    let fork = input
+        .fork_source
+        .as_ref()
+        .filter(|source| {
+            sandbox.spec.fork_from.as_deref() == Some(source.name.as_str())
+                && source.namespace == sandbox.namespace
+        })
+        .map(|source| ForkSource {
+            name: source.name.clone(),
+            pvcs: ctx.children.as_ref().map_or_else(Vec::new, |cache| {
+                cache.owned_pvcs(&source.namespace, &source.name, &source.uid)
+            }),
+        });
+    sandbox_scope(sandbox, &input.observed, fork, &ctx.boundary)
+}
+
+fn sandbox_scope(
+    sandbox: &Sandbox,
+    observed: &ObservedChildren,
+    fork: Option<ForkSource>,
+    boundary: &Boundary,
+) -> SandboxScope {
+    let mut children: Vec<(Resource, String)> = observed
+        .pvcs
+        .iter()
+        .map(|p| (Resource::PersistentVolumeClaim, p.name.clone()))
+        .collect();
+    if let Some(pod) = &observed.pod {
+        children.push((Resource::Pod, pod.name.clone()));
+    }
+    if observed.secret {
+        children.push((Resource::Secret, crate::model::names::secret(&sandbox.name)));
+    }
+    if let Some(policy) = &observed.network_policy {
+        children.push((Resource::NetworkPolicy, policy.name.clone()));
+    }
+    if let Some(service) = &observed.service {
+        children.push((Resource::Service, service.name.clone()));
+    }
+    // What the boundary checks the sandbox's NetworkPolicy and Service against.
+    let network = crate::containment::SandboxNetwork {
+        egress: sandbox.spec.network.egress,
+        allow_cidrs: sandbox.spec.network.allow_cidrs.clone(),
+        deny_cidrs: sandbox.spec.network.deny_cidrs.clone(),
+        service_ports: sandbox
+            .spec
+            .service
+            .as_ref()
+            .map(|service| service.ports.iter().map(|p| (p.port, p.protocol)).collect()),
+        cluster: boundary.network.clone(),
+    };
+    SandboxScope {
+        namespace: sandbox.namespace.clone(),
+        name: sandbox.name.clone(),
+        uid: sandbox.uid.clone(),
+        rootfs_generation: sandbox.spec.rootfs_generation,
+        storage_class: sandbox.spec.storage_class.clone(),
+        fork,
+        cleanup: false,
+        observed: children,
+        network: Some(network),
+    }
+}
+
+/// Runs one export in a fresh store: a trap poisons a store, and a fresh one also means no
+/// state survives between calls, as the contract requires. `run` instantiates the module in
+/// the store and calls the export, in whichever contract the module speaks.
+async fn call<R>(
+    engine: &PolicyEngine,
+    export: &'static str,
+    ctx: Option<&CallContext>,
+    scope: Option<SandboxScope>,
+    run: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+) -> Result<GuestCall<R>, RuntimeError> {
+    let config = engine.config();
+    let deadline = config.call_deadline;
+    let mut store = Store::new(
+        engine.engine(),
+        HostState::new(ctx.cloned(), scope, config, engine.memory_budget().clone()),
+    );
+    store.limiter(|state| &mut state.limits);
+    // A store's deadline starts at 0, which would interrupt at once. One tick: a guest that
+    // runs on past it yields to the runtime's other tasks (watches, leases, other calls) at
+    // every tick, so a spinning policy holds a worker thread for a tick at a time, never for
+    // its whole deadline.
+    store.set_epoch_deadline(1);
+    // Trap only once the guest's own time is spent: the deadline bounds the policy, not the
+    // API server (host calls have their own timeout) nor the other calls on its thread.
+    store.epoch_deadline_callback(move |store| {
+        let state = store.data();
+        if state.guest_time() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::YieldCustom(1, state.yield_to_others()))
+        }
+    });
+
+    match run(&mut store).await {
+        Ok(value) => {
+            let state = store.into_data();
+            Ok(GuestCall {
+                value,
+                effects: state.effects,
+                host_calls: state.host_calls,
+                calls: state.calls,
+                deferred: state.deferred,
+            })
+        }
+        Err(error) => Err(failure(engine.config(), export, store.data(), error)),
+    }
+}
+
+/// Names why a call failed: the memory limit, the deadline, or any other trap.
+fn failure(
+    config: &RuntimeConfig,
+    export: &'static str,
+    state: &HostState,
+    error: wasmtime::Error,
+) -> RuntimeError {
+    tracing::debug!(export, error = ?error, "policy call failed");
+    if let Some(budget) = &state.budget_exceeded {
+        return RuntimeError::Budget(format!("{export}: {budget}"));
+    }
+    if state.limits.budget_refused {
+        return RuntimeError::MemoryBudget {
+            export,
+            budget: state.limits.charge.budget().limit(),
+        };
+    }
+    if state.limits.memory_refused {
+        return RuntimeError::MemoryExhausted {
+            export,
+            limit: config.memory_limit_bytes,
+        };
+    }
+    let trap = error.downcast_ref::<Trap>().copied();
+    if trap == Some(Trap::Interrupt) {
+        return RuntimeError::DeadlineExceeded {
+            export,
+            deadline: config.call_deadline,
+        };
+    }
+    let mut message = match trap {
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    if let Some(stderr) = state.stderr_tail() {
+        message = format!("{message}; guest stderr: {stderr}");
+    }
+    RuntimeError::Trap { export, message }
+}

@@ -1,0 +1,852 @@
+//! The `kube-client` import: every call is counted against the call's budget, passes the
+//! boundary (namespaces, kinds, names) and the containment rules of the call's Sandbox, then
+//! goes to the cluster under a timeout; what it did is kept for the caller (effects, call
+//! records, observer). A refusal is logged, counted and answered as `kube-error::refused`;
+//! past the calls budget the guest traps.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::HostState;
+use crate::containment::rates::{Deferral, Take};
+use crate::containment::{KEPT_PREFIX, Refusal, Rule, clip, describe};
+use crate::runtime::bindings::{self, KubeError, RetryAfter};
+use crate::runtime::budget::MANIFEST_PARSE_CHARGE;
+use crate::runtime::call::{ChildHeld, Effect, HostCallRecord, KubeCall};
+use cubepod_kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
+
+/// The delay a guest is told to wait after a host call that timed out.
+const TIMEOUT_RETRY_MS: u64 = 1000;
+/// The delay for an Unavailable answer that did not say when to retry.
+const UNAVAILABLE_RETRY_MS: u64 = 1000;
+
+/// What an import answers: the outer error traps the guest (a budget spent).
+type Answer<T> = wasmtime::Result<Result<T, KubeError>>;
+
+impl HostState {
+    /// Logs one `kube-client` call for [`GuestCall::calls`](crate::runtime::GuestCall::calls),
+    /// taking the guest's strings as they came (no copy). Of a refused call only a prefix of
+    /// the manifest is kept (a refused one may be huge).
+    fn log<T>(
+        &mut self,
+        op: &'static str,
+        namespace: String,
+        name: String,
+        manifest: Option<String>,
+        result: Result<T, KubeError>,
+    ) -> Result<T, KubeError> {
+        let refused = matches!(result, Err(KubeError::Refused(_)));
+        let manifest = manifest.map(|m| if refused { kept(m) } else { m });
+        self.calls.push(KubeCall {
+            op,
+            namespace: kept(namespace),
+            name: kept(name),
+            manifest,
+            result: result.as_ref().map(drop).map_err(Clone::clone),
+        });
+        result
+    }
+
+    fn observe(&self, record: HostCallRecord) {
+        if let Some(observer) = self.ctx.as_ref().and_then(|c| c.observer.as_ref()) {
+            observer(record);
+        }
+    }
+
+    /// Counts a call against the budget; past it, the guest traps and nothing more is sent.
+    fn count(&mut self, resource: Resource, verb: &'static str) -> wasmtime::Result<()> {
+        self.host_calls = self.host_calls.saturating_add(1);
+        let max = self.containment.max_kube_calls;
+        if self.host_calls <= max {
+            return Ok(());
+        }
+        let message =
+            format!("more than {max} kube-client calls in one policy call (--max-kube-calls)");
+        tracing::warn!(%resource, verb, rule = %Rule::Budget, max, "a policy went past its calls budget");
+        self.observe(HostCallRecord {
+            verb,
+            resource,
+            duration: Duration::ZERO,
+            result: "refused",
+            refused: true,
+            rule: Some(Rule::Budget),
+        });
+        self.budget_exceeded = Some(message.clone());
+        Err(wasmtime::Error::msg(message))
+    }
+
+    /// Charges the calls' memory budget for a manifest the host parses and keeps until the
+    /// call ends (its parsed value, the text sent, the object the API returns); past the
+    /// budget, the guest traps (reason `memory`). One past its size bound is refused before
+    /// it is parsed: only its bound is charged.
+    fn charge_manifest(&mut self, manifest: &str) -> wasmtime::Result<()> {
+        let held = manifest.len().min(self.containment.max_manifest_bytes);
+        if self
+            .limits
+            .charge
+            .grow(held.saturating_mul(MANIFEST_PARSE_CHARGE))
+        {
+            return Ok(());
+        }
+        self.limits.budget_refused = true;
+        tracing::debug!(
+            bytes = manifest.len(),
+            budget = self.limits.charge.budget().limit(),
+            "the calls' memory budget cannot cover a manifest"
+        );
+        Err(wasmtime::format_err!(
+            "the policy calls' memory budget cannot cover a manifest of {} bytes",
+            manifest.len()
+        ))
+    }
+
+    /// An `ensure-*`: create the object, AlreadyExists being success. On success the last
+    /// effect is the object as the API returned it, or the manifest when it existed.
+    async fn ensure(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<Ensured, KubeError> {
+        self.admit(resource, "create", namespace, name, Some(manifest))?;
+        self.within_rate(resource, namespace, name, manifest.len())?;
+        // The text the boundary read is the text sent (one copy; the call record keeps the
+        // guest's own): it is parsed into a value only when it existed already.
+        let text = manifest.to_string();
+        match self
+            .request(resource, "create", namespace, name, |cluster| {
+                cluster.create_text(resource, namespace, text)
+            })
+            .await?
+        {
+            Ok(created) => {
+                self.applied(resource, namespace, name, created);
+                Ok(Ensured::Created)
+            }
+            Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
+                tracing::debug!(%resource, namespace, name, "already exists");
+                // Recorded as the manifest: the cache learns that the object exists; the watch
+                // brings its real state. The boundary admitted it a moment ago, and its verdict
+                // depends on nothing else.
+                let object = serde_json::from_str(manifest).map_err(|e| {
+                    KubeError::Refused(format!(
+                        "{}: the manifest is not JSON: {e}",
+                        describe(resource, namespace, name)
+                    ))
+                })?;
+                self.applied(resource, namespace, name, object);
+                Ok(Ensured::Existed)
+            }
+            Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    /// A `delete-*`: NotFound is success. Sent only for what the cache holds as the
+    /// Sandbox's child (or this call wrote); what the cache does not hold is taken as gone.
+    async fn delete(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        self.admit(resource, "delete", namespace, name, None)?;
+        if !self.deletable(resource, namespace, name)? {
+            tracing::debug!(%resource, namespace, name, "not in the cache: nothing to delete");
+            return Ok(());
+        }
+        match self
+            .request(resource, "delete", namespace, name, |cluster| {
+                cluster.delete(resource, namespace, name)
+            })
+            .await?
+        {
+            Ok(()) => {}
+            Err(e) if e.is(ApiErrorKind::NotFound) => {}
+            Err(e) => return Err(kube_error(e)),
+        }
+        self.effects.push(Effect::Deleted {
+            resource,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Whether this call already wrote the object (its create or patch answered).
+    fn written(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        self.effects.iter().any(|e| {
+            matches!(e, Effect::Applied { resource: r, namespace: n, name: m, .. }
+                if *r == resource && n == namespace && m == name)
+        })
+    }
+
+    /// Whether an object that exists may be patched by an apply: this sandbox's own child,
+    /// written earlier in this call, held by the cache, or (without a cache) among the input's
+    /// observed children. Refused when the cache holds it as another sandbox's.
+    fn held_as_own(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, KubeError> {
+        match (&self.ctx, &self.scope) {
+            (Some(ctx), Some(scope)) if ctx.children.is_none() => {
+                let written = self.written(resource, namespace, name);
+                Ok(written
+                    || scope
+                        .observed
+                        .iter()
+                        .any(|(r, n)| *r == resource && n == name))
+            }
+            _ => self.deletable(resource, namespace, name),
+        }
+    }
+
+    /// Whether an admitted delete is sent: `Ok(false)` for what the cache does not hold.
+    fn deletable(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, KubeError> {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Ok(false);
+        };
+        let written = self.written(resource, namespace, name);
+        if written {
+            return Ok(true);
+        }
+        let what = describe(resource, namespace, name);
+        match &ctx.children {
+            Some(cache) => match cache.child(resource, namespace, name, &scope.name) {
+                ChildHeld::Own => Ok(true),
+                ChildHeld::NotHeld => Ok(false),
+                ChildHeld::Other => Err(self.refuse(
+                    "delete",
+                    resource,
+                    Refusal::new(
+                        Rule::Scope,
+                        what,
+                        "name",
+                        format!(
+                            "the controller holds it as a child of another Sandbox, not of {:?}",
+                            scope.name
+                        ),
+                    ),
+                )),
+            },
+            None if scope
+                .observed
+                .iter()
+                .any(|(r, n)| *r == resource && n == name) =>
+            {
+                Ok(true)
+            }
+            None => Err(self.refuse(
+                "delete",
+                resource,
+                Refusal::new(
+                    Rule::Scope,
+                    what,
+                    "name",
+                    format!(
+                        "not among Sandbox {:?}'s observed children, and no cache to ask",
+                        scope.name
+                    ),
+                ),
+            )),
+        }
+    }
+
+    /// The boundary's and the containment rules' verdict on a call.
+    fn admit(
+        &mut self,
+        resource: Resource,
+        verb: &'static str,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+    ) -> Result<(), KubeError> {
+        self.verdict(resource, namespace, name, manifest)
+            .map_err(|refusal| self.refuse(verb, resource, refusal))
+    }
+
+    fn verdict(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+    ) -> Result<(), Refusal> {
+        let what = describe(resource, namespace, name);
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Err(Refusal::new(
+                Rule::Scope,
+                what,
+                "export",
+                "this export may not call the cluster: only reconcile-sandbox and \
+                 cleanup-sandbox may",
+            ));
+        };
+        if let Some(manifest) = manifest {
+            self.containment.check_manifest_size(&what, manifest)?;
+        }
+        let object = ctx.boundary.check(resource, namespace, name, manifest)?;
+        match &object {
+            Some(object) => {
+                self.containment
+                    .check_write(scope, resource, namespace, name, object)?;
+                if resource == Resource::Pod {
+                    self.network_policy_first(namespace, name)?;
+                }
+            }
+            None => {
+                self.containment
+                    .check_delete(scope, resource, namespace, name)?;
+                if resource == Resource::NetworkPolicy {
+                    self.no_pod_without_its_policy(namespace, name)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What this call last did to an object: `Some(true)` written, `Some(false)` deleted,
+    /// `None` neither.
+    fn last_done(&self, resource: Resource, namespace: &str, name: &str) -> Option<bool> {
+        self.effects.iter().rev().find_map(|e| match e {
+            Effect::Applied {
+                resource: r,
+                namespace: n,
+                name: m,
+                ..
+            } if *r == resource && n == namespace && m == name => Some(true),
+            Effect::Deleted {
+                resource: r,
+                namespace: n,
+                name: m,
+            } if *r == resource && n == namespace && m == name => Some(false),
+            _ => None,
+        })
+    }
+
+    /// Whether the call's Sandbox holds `resource` `name` as its own child, as the cache says
+    /// (or, without one, the input's observed children): one lookup.
+    fn held(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return false;
+        };
+        match &ctx.children {
+            Some(cache) => cache.holds(resource, namespace, name, &scope.name),
+            None => scope
+                .observed
+                .iter()
+                .any(|(r, n)| *r == resource && n == name),
+        }
+    }
+
+    /// A delete of S's NetworkPolicy only once S's Pod is gone: not while the cache holds it
+    /// (a Pod deleted, in this call or before, still runs until the watch says it is gone)
+    /// nor when this call created it. Otherwise the Pod would run on the namespace's network.
+    fn no_pod_without_its_policy(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
+        let Some(scope) = &self.scope else {
+            return Ok(());
+        };
+        let pod = crate::model::names::pod(&scope.name);
+        // Written or deleted in this call: it exists, or is still terminating.
+        let touched = self.last_done(Resource::Pod, namespace, &pod).is_some();
+        if !touched && !self.held(Resource::Pod, namespace, &pod) {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            Rule::Network,
+            describe(Resource::NetworkPolicy, namespace, name),
+            "name",
+            format!(
+                "Pod {pod:?} exists (in the cache, terminating, or created in this call): its \
+                 NetworkPolicy is deleted only once the Pod is gone"
+            ),
+        ))
+    }
+
+    /// Charges an admitted write of `bytes` to its Sandbox's write rate
+    /// (`--max-write-bytes-per-minute`, across calls). Past it the write is not sent: the
+    /// guest is told to retry when the rate allows, the call keeps the deferral for the
+    /// reconcile core (which requeues the Sandbox then, and tells it once), and the observer
+    /// counts it.
+    fn within_rate(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        bytes: usize,
+    ) -> Result<(), KubeError> {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Ok(());
+        };
+        let sandbox = crate::model::ObjectRef::new(&scope.namespace, &scope.name);
+        let rates = &self.containment.rates;
+        let Take::Deferred { wait, first } = rates.take_write(&ctx.write_rates, &sandbox, bytes)
+        else {
+            return Ok(());
+        };
+        let what = describe(resource, namespace, name);
+        self.observe(HostCallRecord {
+            verb: "create",
+            resource,
+            duration: Duration::ZERO,
+            result: "deferred",
+            refused: false,
+            rule: None,
+        });
+        let deferral = self.deferred.get_or_insert(Deferral {
+            wait,
+            first: false,
+            what: what.to_string(),
+            count: 0,
+        });
+        deferral.wait = deferral.wait.max(wait);
+        deferral.first |= first;
+        deferral.count += 1;
+        let delay_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        Err(KubeError::Retryable(RetryAfter {
+            delay_ms,
+            message: format!(
+                "{what}: deferred: Sandbox {sandbox} is past its write rate of {} bytes a \
+                 minute (--max-write-bytes-per-minute); retry in {delay_ms} ms",
+                rates.write_bytes_per_minute
+            ),
+        }))
+    }
+
+    /// Logs and counts a refusal, and turns it into the guest's error.
+    fn refuse(&self, verb: &'static str, resource: Resource, refusal: Refusal) -> KubeError {
+        tracing::warn!(
+            %resource,
+            verb,
+            rule = %refusal.rule,
+            field = %refusal.field,
+            what = %refusal.what,
+            reason = %refusal.reason,
+            "refused a policy's call"
+        );
+        self.observe(HostCallRecord {
+            verb,
+            resource,
+            duration: Duration::ZERO,
+            result: "refused",
+            refused: true,
+            rule: Some(refusal.rule),
+        });
+        KubeError::Refused(refusal.to_string())
+    }
+
+    /// One request to the cluster, bounded by the host-call timeout; the outer error is the
+    /// timeout (or the missing context), the inner one the API's answer.
+    async fn request<T, F>(
+        &mut self,
+        resource: Resource,
+        verb: &'static str,
+        namespace: &str,
+        name: &str,
+        send: F,
+    ) -> Result<Result<T, ApiError>, KubeError>
+    where
+        F: for<'c> FnOnce(&'c dyn Cluster) -> BoxFuture<'c, Result<T, ApiError>>,
+    {
+        let Some(ctx) = self.ctx.clone() else {
+            return Err(KubeError::Refused(format!(
+                "{verb} {resource} {namespace}/{name}: this export may not call the cluster"
+            )));
+        };
+        let started = Instant::now();
+        let timeout = ctx.host_call_timeout;
+        // Awaited where the call runs: epochs do not interrupt a guest waiting here, so the
+        // timeout bounds it.
+        let answer = tokio::time::timeout(timeout, send(ctx.cluster.as_ref())).await;
+        let duration = started.elapsed();
+        self.in_host_calls += duration;
+        let result = match &answer {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(e)) => e.kind.label(),
+            Err(_) => "timeout",
+        };
+        self.observe(HostCallRecord {
+            verb,
+            resource,
+            duration,
+            result,
+            refused: false,
+            rule: None,
+        });
+        answer.map_err(|_| {
+            tracing::warn!(%resource, verb, namespace, name, ?timeout, "cluster did not answer a policy's call in time");
+            KubeError::Retryable(RetryAfter {
+                delay_ms: TIMEOUT_RETRY_MS,
+                message: format!(
+                    "{verb} {resource} {namespace}/{name}: the API server did not answer within {timeout:?}"
+                ),
+            })
+        })
+    }
+
+    fn applied(&mut self, resource: Resource, namespace: &str, name: &str, object: Value) {
+        self.tell_cache(resource, &object);
+        self.effects.push(Effect::Applied {
+            resource,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            object,
+        });
+    }
+
+    /// The controller's cache takes a write's answer before the guest goes on.
+    fn tell_cache(&self, resource: Resource, object: &Value) {
+        if let Some(cache) = self.ctx.as_ref().and_then(|ctx| ctx.children.as_ref()) {
+            cache.written(resource, object);
+        }
+    }
+
+    /// An `apply-*`: create the object, or when it exists replace its labels, annotations
+    /// and spec with the manifest's in one JSON merge patch, so that it is never absent in
+    /// between (a Pod is never without its NetworkPolicy). A merge patch merges objects, so
+    /// the top-level spec fields a policy may write and the manifest leaves out are patched
+    /// to null: the object then holds exactly what the boundary admitted.
+    async fn apply(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<(), KubeError> {
+        self.admit(resource, "create", namespace, name, Some(manifest))?;
+        self.within_rate(resource, namespace, name, manifest.len())?;
+        let text = manifest.to_string();
+        let created = self
+            .request(resource, "create", namespace, name, |cluster| {
+                cluster.create_text(resource, namespace, text)
+            })
+            .await?;
+        match created {
+            Ok(created) => {
+                self.applied(resource, namespace, name, created);
+                return Ok(());
+            }
+            // Patched in place only when it is this sandbox's own child: an object of the same
+            // name that a user made (a Service `<s>` of theirs) is never taken over.
+            Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
+                if !self.held_as_own(resource, namespace, name)? {
+                    let sandbox = self.scope.as_ref().map(|s| s.name.as_str()).unwrap_or("");
+                    return Err(KubeError::Conflict(format!(
+                        "{} exists and the controller does not hold it as Sandbox {sandbox:?}'s \
+                         child: it is not taken over",
+                        describe(resource, namespace, name)
+                    )));
+                }
+            }
+            Err(e) => return Err(kube_error(e)),
+        }
+        let object: Value = serde_json::from_str(manifest).map_err(|e| {
+            KubeError::Refused(format!(
+                "{}: the manifest is not JSON: {e}",
+                describe(resource, namespace, name)
+            ))
+        })?;
+        let patch = replacing_patch(resource, &object);
+        match self
+            .request(resource, "patch", namespace, name, |cluster| {
+                cluster.patch(resource, namespace, name, patch)
+            })
+            .await?
+        {
+            Ok(patched) => {
+                self.applied(resource, namespace, name, patched);
+                Ok(())
+            }
+            Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    /// A Pod only while its NetworkPolicy exists (checked after the Pod's manifest, so that a
+    /// bad Pod is refused for what is wrong with it): the last this call did to it was an
+    /// apply, or it did nothing to it and the controller's cache holds it (or, without one, the
+    /// input's observed children show it). Otherwise the Pod would run, if briefly, with the
+    /// namespace's network. For every contract: a 0.1 module's is applied by the host.
+    fn network_policy_first(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
+        let Some(scope) = &self.scope else {
+            // The boundary refuses the call itself.
+            return Ok(());
+        };
+        let policy = crate::model::names::network_policy(&scope.name);
+        // Only "is it this sandbox's own": one lookup, not the scan that tells another
+        // sandbox's child from none (every new Pod passes here).
+        let present = match self.last_done(Resource::NetworkPolicy, namespace, &policy) {
+            Some(applied) => applied,
+            None => self.held(Resource::NetworkPolicy, namespace, &policy),
+        };
+        if present {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            Rule::Network,
+            describe(Resource::Pod, namespace, name),
+            "kind",
+            format!(
+                "no Pod before its NetworkPolicy: apply {policy:?} first (it is not in the \
+                 cache and not applied in this call, or this call deleted it)"
+            ),
+        ))
+    }
+
+    /// The host's own NetworkPolicy for a module whose contract has none (0.1), applied
+    /// before the module runs: through the same boundary, cluster and effects as a policy's
+    /// apply, outside the module's calls budget and call log.
+    pub(crate) async fn apply_host_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<(), KubeError> {
+        self.apply(Resource::NetworkPolicy, namespace, name, manifest)
+            .await
+    }
+
+    /// The host's delete of that NetworkPolicy in cleanup, under the same rule as a policy's:
+    /// only once the Pod is gone.
+    pub(crate) async fn delete_host_network_policy(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        self.delete(Resource::NetworkPolicy, namespace, name).await
+    }
+
+    /// The Pod's IP after an ensure: from the created object, or read back when it existed.
+    async fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
+        let ip = |object: &Value| {
+            object
+                .pointer("/status/podIP")
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty())
+                .map(str::to_string)
+        };
+        if ensured == Ensured::Created {
+            return match self.effects.last() {
+                Some(Effect::Applied { object, .. }) => ip(object),
+                _ => None,
+            };
+        }
+        match self
+            .request(Resource::Pod, "get", namespace, name, |cluster| {
+                cluster.get(Resource::Pod, namespace, name)
+            })
+            .await
+        {
+            Ok(Ok(object)) => {
+                let found = ip(&object);
+                // The real object is a better cache entry than the manifest.
+                self.tell_cache(Resource::Pod, &object);
+                if let Some(Effect::Applied { object: last, .. }) = self.effects.last_mut() {
+                    *last = object;
+                }
+                found
+            }
+            // The Pod exists (AlreadyExists said so); its IP is only unknown for now.
+            Ok(Err(e)) => {
+                tracing::debug!(namespace, name, error = %e, "cannot read back an existing Pod");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// The merge patch an `apply-*` sends for an object that exists: the manifest's labels,
+/// annotations and spec, with the spec fields a policy writes and this manifest leaves out
+/// set to null (RFC 7386 would keep them otherwise).
+fn replacing_patch(resource: Resource, manifest: &Value) -> Value {
+    let owned: &[&str] = match resource {
+        Resource::NetworkPolicy => &["podSelector", "policyTypes", "ingress", "egress"],
+        Resource::Service => &["selector", "ports", "publishNotReadyAddresses"],
+        _ => &[],
+    };
+    let mut spec = manifest
+        .get("spec")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for key in owned {
+        spec.entry(*key).or_insert(Value::Null);
+    }
+    // Labels and annotations the manifest has are set; those of others on the object stay.
+    let mut metadata = serde_json::Map::new();
+    for key in ["labels", "annotations"] {
+        if let Some(value) = manifest.pointer(&format!("/metadata/{key}")) {
+            metadata.insert(key.to_string(), value.clone());
+        }
+    }
+    serde_json::json!({"metadata": metadata, "spec": spec})
+}
+
+/// A guest's string as a call record keeps it: whole when short, else its clipped prefix.
+fn kept(text: String) -> String {
+    if text.len() <= KEPT_PREFIX {
+        text
+    } else {
+        clip(&text, KEPT_PREFIX)
+    }
+}
+
+/// What an `ensure-*` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ensured {
+    Created,
+    Existed,
+}
+
+/// The API's answer in the contract's terms, the API's message kept.
+fn kube_error(e: ApiError) -> KubeError {
+    match e.kind {
+        ApiErrorKind::NotFound => KubeError::NotFound(e.message),
+        ApiErrorKind::AlreadyExists | ApiErrorKind::Conflict => KubeError::Conflict(e.message),
+        ApiErrorKind::Invalid => KubeError::Invalid(e.message),
+        ApiErrorKind::Unavailable => KubeError::Retryable(RetryAfter {
+            delay_ms: e
+                .retry_after
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(UNAVAILABLE_RETRY_MS),
+            message: e.message,
+        }),
+        ApiErrorKind::Forbidden
+        | ApiErrorKind::Unauthorized
+        | ApiErrorKind::Gone
+        | ApiErrorKind::Other => KubeError::Other(e.message),
+    }
+}
+
+impl bindings::cubepod::controller::types::Host for HostState {}
+
+impl bindings::cubepod::controller::kube_client::Host for HostState {
+    async fn ensure_pvc(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        self.count(Resource::PersistentVolumeClaim, "create")?;
+        self.charge_manifest(&manifest)?;
+        let result = self
+            .ensure(
+                Resource::PersistentVolumeClaim,
+                &namespace,
+                &name,
+                &manifest,
+            )
+            .await
+            .map(drop);
+        Ok(self.log("ensure-pvc", namespace, name, Some(manifest), result))
+    }
+
+    async fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::PersistentVolumeClaim, "delete")?;
+        let result = self
+            .delete(Resource::PersistentVolumeClaim, &namespace, &name)
+            .await;
+        Ok(self.log("delete-pvc", namespace, name, None, result))
+    }
+
+    async fn ensure_pod(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<Option<String>> {
+        self.count(Resource::Pod, "create")?;
+        self.charge_manifest(&manifest)?;
+        let result = match self
+            .ensure(Resource::Pod, &namespace, &name, &manifest)
+            .await
+        {
+            Ok(ensured) => Ok(self.pod_ip(&namespace, &name, ensured).await),
+            Err(e) => Err(e),
+        };
+        Ok(self.log("ensure-pod", namespace, name, Some(manifest), result))
+    }
+
+    async fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::Pod, "delete")?;
+        let result = self.delete(Resource::Pod, &namespace, &name).await;
+        Ok(self.log("delete-pod", namespace, name, None, result))
+    }
+
+    async fn ensure_secret(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        self.count(Resource::Secret, "create")?;
+        self.charge_manifest(&manifest)?;
+        let result = self
+            .ensure(Resource::Secret, &namespace, &name, &manifest)
+            .await
+            .map(drop);
+        Ok(self.log("ensure-secret", namespace, name, Some(manifest), result))
+    }
+
+    async fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::Secret, "delete")?;
+        let result = self.delete(Resource::Secret, &namespace, &name).await;
+        Ok(self.log("delete-secret", namespace, name, None, result))
+    }
+
+    async fn apply_network_policy(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        self.count(Resource::NetworkPolicy, "create")?;
+        self.charge_manifest(&manifest)?;
+        let result = self
+            .apply(Resource::NetworkPolicy, &namespace, &name, &manifest)
+            .await;
+        Ok(self.log(
+            "apply-network-policy",
+            namespace,
+            name,
+            Some(manifest),
+            result,
+        ))
+    }
+
+    async fn delete_network_policy(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::NetworkPolicy, "delete")?;
+        let result = self
+            .delete(Resource::NetworkPolicy, &namespace, &name)
+            .await;
+        Ok(self.log("delete-network-policy", namespace, name, None, result))
+    }
+
+    async fn apply_service(
+        &mut self,
+        namespace: String,
+        name: String,
+        manifest: String,
+    ) -> Answer<()> {
+        self.count(Resource::Service, "create")?;
+        self.charge_manifest(&manifest)?;
+        let result = self
+            .apply(Resource::Service, &namespace, &name, &manifest)
+            .await;
+        Ok(self.log("apply-service", namespace, name, Some(manifest), result))
+    }
+
+    async fn delete_service(&mut self, namespace: String, name: String) -> Answer<()> {
+        self.count(Resource::Service, "delete")?;
+        let result = self.delete(Resource::Service, &namespace, &name).await;
+        Ok(self.log("delete-service", namespace, name, None, result))
+    }
+}

@@ -1,0 +1,626 @@
+//! Loading a policy: compile (through the precompiled cache), find which supported contract it
+//! targets and check it against that one, pre-instantiate it with that contract's linker, and
+//! ask the policy to describe itself.
+
+use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::AsContextMut;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
+    TypedFunc,
+};
+
+use super::bindings::{self, KubeError, PolicyInfo, ReconcileInput, ReconcileOutput};
+use super::cache::{CacheDir, engine_key};
+use super::engine::PolicyEngine;
+use super::host::{ALLOWED_WASI, HostState};
+use super::{CONTRACT_PACKAGE, Contract, RuntimeError};
+
+/// A component pre-instantiated with the linker of the contract it targets.
+pub(crate) enum ModulePre {
+    V0_1(bindings::v0_1::PolicyModulePre<HostState>),
+    V0_2(PreV0_2),
+}
+
+/// A module of the current contract: the bindings, and the export every reconcile calls,
+/// type-checked once here rather than at every instance.
+pub(crate) struct PreV0_2 {
+    pub(crate) bindings: bindings::PolicyModulePre<HostState>,
+    pub(crate) reconcile_sandbox:
+        TypedExport<(ReconcileInput,), (Result<ReconcileOutput, KubeError>,)>,
+}
+
+impl ModulePre {
+    fn new(
+        engine: &PolicyEngine,
+        component: &Component,
+        contract: Contract,
+    ) -> wasmtime::Result<Self> {
+        let pre = engine.linker(contract).instantiate_pre(component)?;
+        Ok(match contract {
+            Contract::V0_1 => ModulePre::V0_1(bindings::v0_1::PolicyModulePre::new(pre)?),
+            Contract::V0_2 => {
+                let reconcile_sandbox = TypedExport::new(&pre, contract, "reconcile-sandbox")?;
+                ModulePre::V0_2(PreV0_2 {
+                    bindings: bindings::PolicyModulePre::new(pre)?,
+                    reconcile_sandbox,
+                })
+            }
+        })
+    }
+}
+
+/// An export of the contract's `policy` interface whose type was checked against `Params` and
+/// `Return` once, for the component. The bindings check the type of every export at every
+/// instance (`PolicyModulePre::instantiate_async`): for the two reconciles of a new sandbox that
+/// was about 2% of the controller's CPU.
+pub(crate) struct TypedExport<Params, Return> {
+    index: ComponentExportIndex,
+    types: PhantomData<fn(Params) -> Return>,
+}
+
+impl<Params, Return> TypedExport<Params, Return>
+where
+    Params: ComponentNamedList + Lower,
+    Return: ComponentNamedList + Lift,
+{
+    fn new(pre: &InstancePre<HostState>, contract: Contract, name: &str) -> wasmtime::Result<Self> {
+        let interface = contract.policy_interface();
+        let component = pre.component();
+        let (_, interface) = component
+            .get_export(None, interface.as_str())
+            .ok_or_else(|| wasmtime::format_err!("no exported instance named `{interface}`"))?;
+        let (item, index) = component
+            .get_export(Some(&interface), name)
+            .ok_or_else(|| wasmtime::format_err!("no export `{name}`"))?;
+        let ComponentItem::ComponentFunc(func) = item else {
+            return Err(wasmtime::format_err!("export `{name}` is not a function"));
+        };
+        // The check the bindings make of each export (`Func::typed` at every instance makes
+        // the same one), against the types the linker instantiates the component at.
+        func.typecheck::<Params, Return>(&pre.instance_type())
+            .map_err(|e| e.context(format!("type-checking export func `{name}`")))?;
+        Ok(Self {
+            index,
+            types: PhantomData,
+        })
+    }
+
+    /// The export in `instance`, an instance of the component this was made for.
+    pub(crate) fn func(
+        &self,
+        store: impl AsContextMut,
+        instance: &Instance,
+    ) -> wasmtime::Result<TypedFunc<Params, Return>> {
+        let func = instance
+            .get_func(store, self.index)
+            .ok_or_else(|| wasmtime::format_err!("the instance lacks a checked export"))?;
+        // SAFETY: `new` checked this export's type against `Params` and `Return` for the
+        // component, at the types its `InstancePre` instantiates it with; every instance of
+        // that `InstancePre` has the same types (a component's types are fixed when it is
+        // compiled and linked). This is the bindings' own `new_unchecked`, after the same check.
+        Ok(unsafe { TypedFunc::new_unchecked(func) })
+    }
+}
+
+/// A policy component, compiled, checked and ready to instantiate. Cheap to clone; holds its
+/// engine (and so keeps the epoch ticker running).
+#[derive(Clone)]
+pub struct PolicyModule {
+    engine: PolicyEngine,
+    inner: Arc<ModuleInner>,
+}
+
+struct ModuleInner {
+    pre: ModulePre,
+    digest: String,
+    size: usize,
+    info: PolicyInfo,
+    contract: Contract,
+    imports: Vec<String>,
+    exports: Vec<String>,
+}
+
+impl PolicyModule {
+    /// The sha256 of the component's bytes, lower-case hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// What the policy said of itself at load.
+    pub fn info(&self) -> &PolicyInfo {
+        &self.inner.info
+    }
+
+    /// The component's size in bytes.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// The contract the component targets, found from its imports and exports.
+    pub fn contract(&self) -> Contract {
+        self.inner.contract
+    }
+
+    /// The component's imports (`cubepod:controller/kube-client@0.2.0`, `wasi:io/streams@0.2.6`...).
+    pub fn imports(&self) -> &[String] {
+        &self.inner.imports
+    }
+
+    /// The component's exports (`cubepod:controller/policy@0.2.0`).
+    pub fn exports(&self) -> &[String] {
+        &self.inner.exports
+    }
+
+    pub fn engine(&self) -> &PolicyEngine {
+        &self.engine
+    }
+
+    pub(crate) fn pre(&self) -> &ModulePre {
+        &self.inner.pre
+    }
+}
+
+impl std::fmt::Debug for PolicyModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyModule")
+            .field("digest", &self.inner.digest)
+            .field("contract", &self.inner.contract)
+            .field("info", &self.inner.info)
+            .field("size", &self.inner.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolicyEngine {
+    /// Compiles, checks and pre-instantiates a policy component, then calls its `describe` and
+    /// checks that it names the contract the component targets. Any failure refuses the module.
+    pub fn load(&self, bytes: &[u8]) -> Result<PolicyModule, RuntimeError> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = self.compile(bytes, &digest)?;
+
+        let ty = component.component_type();
+        let engine = self.engine();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        let contract = check_contract(&imports, &exports)?;
+
+        // Checks the imports' types against the linker and the exports' against the bindings.
+        let pre =
+            ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
+                contract: contract.to_string(),
+                why: format!("{e:#}"),
+            })?;
+        let described = super::call::describe(self, &pre)?;
+        if described.host_calls > 0 {
+            tracing::warn!(
+                digest,
+                calls = described.host_calls,
+                "policy called kube-client from describe (refused)"
+            );
+        }
+        let info = described.value;
+        check_info(&info).map_err(|why| RuntimeError::Contract {
+            contract: contract.to_string(),
+            why,
+        })?;
+        if info.contract_version != contract.version() {
+            return Err(RuntimeError::Contract {
+                contract: contract.to_string(),
+                why: format!(
+                    "describe says contract {:?}, the component is built against {:?}",
+                    info.contract_version,
+                    contract.version()
+                ),
+            });
+        }
+        let module = PolicyModule {
+            engine: self.clone(),
+            inner: Arc::new(ModuleInner {
+                pre,
+                digest,
+                size: bytes.len(),
+                info,
+                contract,
+                imports,
+                exports,
+            }),
+        };
+        tracing::debug!(
+            digest = module.digest(),
+            name = %module.info().name,
+            version = %module.info().version,
+            contract = module.contract().version(),
+            size = module.size(),
+            "loaded policy"
+        );
+        Ok(module)
+    }
+
+    /// [`Self::load`] of a file.
+    pub fn load_file(&self, path: &Path) -> Result<PolicyModule, RuntimeError> {
+        let bytes = std::fs::read(path).map_err(|source| RuntimeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.load(&bytes)
+    }
+
+    /// Compiles the component, through the precompiled cache when there is one. The cache is
+    /// an optimisation: a directory that fails its check, or an entry that cannot be read,
+    /// written or trusted, is logged and compiled around (see `cache.rs`).
+    fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, RuntimeError> {
+        let Some(dir) = &self.config().cache_dir else {
+            return Component::new(self.engine(), bytes).map_err(compile_error);
+        };
+        let cache = match CacheDir::open(dir) {
+            Ok(cache) => cache,
+            Err(why) => {
+                tracing::warn!(dir = %dir.display(), "policy cache not used, compiling in memory: {why}");
+                return Component::new(self.engine(), bytes).map_err(compile_error);
+            }
+        };
+        let engine = engine_key(self.engine());
+        let name = format!("{digest}-{}.cwasm", hex::encode(&engine[..8]));
+        let path = cache.shown(&name);
+        match cache.read(&name, digest, &engine) {
+            Ok(Some(compiled)) => {
+                // SAFETY: `deserialize` runs the native code in `compiled`. The entry was read
+                // from a directory that only this user may write (checked through the handle it
+                // was read by), and it records this module's digest, this engine, and the
+                // sha256 of the code, all checked above; wasmtime checks its own header too.
+                match unsafe { Component::deserialize(self.engine(), &compiled) } {
+                    Ok(component) => {
+                        tracing::debug!(path = %path.display(), "loaded precompiled policy");
+                        return Ok(component);
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "unusable precompiled policy; compiling again");
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(why) => {
+                tracing::warn!(path = %path.display(), "precompiled policy not trusted, compiling again: {why}");
+            }
+        }
+        let compiled = self
+            .engine()
+            .precompile_component(bytes)
+            .map_err(compile_error)?;
+        if let Err(e) = cache.write(&name, digest, &engine, &compiled) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot cache the compiled policy");
+        }
+        // SAFETY: `compiled` was produced a line above by `precompile_component` of this very
+        // engine, from the bytes being loaded.
+        unsafe { Component::deserialize(self.engine(), &compiled) }.map_err(compile_error)
+    }
+}
+
+/// The longest name or version a module may give itself.
+const MAX_INFO_LEN: usize = 63;
+
+/// What `describe` returns goes into logs, metric labels, `/readyz` and reports as it is, so it
+/// is held to the syntax of a Kubernetes label value (at most 63 characters, alphanumerics at
+/// both ends, `-`, `_` and `.` between), and a version also may hold SemVer's `+`. Nothing
+/// else: no newline that would forge a log or `/readyz` line, no escape sequence for a
+/// terminal, no megabytes in every scrape. The refusal quotes a bounded, escaped prefix.
+fn check_info(info: &PolicyInfo) -> Result<(), String> {
+    let check = |what: &str, value: &str, extra: &[u8]| {
+        let bytes = value.as_bytes();
+        let inner = |b: &u8| b.is_ascii_alphanumeric() || b"-_.".contains(b) || extra.contains(b);
+        let ok = (1..=MAX_INFO_LEN).contains(&bytes.len())
+            && bytes.iter().all(inner)
+            && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+            && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
+        if ok {
+            return Ok(());
+        }
+        let shown: String = value.chars().take(MAX_INFO_LEN).collect();
+        let more = if shown.len() < value.len() {
+            format!(" (and {} more bytes)", value.len() - shown.len())
+        } else {
+            String::new()
+        };
+        Err(format!(
+            "describe gives the {what} {shown:?}{more}: a {what} is 1 to {MAX_INFO_LEN} \
+             characters, letters, digits, '-', '_', '.'{}, beginning and ending with a letter \
+             or digit",
+            if extra.is_empty() { "" } else { " or '+'" }
+        ))
+    };
+    check("name", &info.name, b"")?;
+    check("version", &info.version, b"+")
+}
+
+fn compile_error(e: wasmtime::Error) -> RuntimeError {
+    RuntimeError::Compile {
+        why: format!("{e:#}"),
+    }
+}
+
+/// The contract version a component targets, from its import and export names: the version of
+/// its `policy` export, else of its first import of the package. `None` when it names no
+/// version of the package. Whether the host supports it is [`Contract::of_version`].
+pub fn targeted_version<'a>(imports: &'a [String], exports: &'a [String]) -> Option<&'a str> {
+    let version = |name: &'a String, interface: Option<&str>| {
+        let (item, version) = name
+            .strip_prefix(CONTRACT_PACKAGE)?
+            .strip_prefix('/')?
+            .split_once('@')?;
+        interface.is_none_or(|i| i == item).then_some(version)
+    };
+    exports
+        .iter()
+        .find_map(|n| version(n, Some("policy")))
+        .or_else(|| imports.iter().find_map(|n| version(n, None)))
+}
+
+/// Finds the contract the component targets, then checks that its imports are that contract's
+/// world plus allowed WASI interfaces, and its exports the world's, exactly. Names every
+/// missing and extra item; a version the host does not run is refused naming those it does.
+fn check_contract(imports: &[String], exports: &[String]) -> Result<Contract, RuntimeError> {
+    // A component that names no version of the package is checked against the current
+    // contract, so that the refusal lists what it lacks.
+    let contract = match targeted_version(imports, exports) {
+        None => Contract::CURRENT,
+        Some(version) => Contract::of_version(version).ok_or_else(|| RuntimeError::Contract {
+            contract: format!("{CONTRACT_PACKAGE}@{version}"),
+            why: format!(
+                "the component was built against contract {version}; the host runs modules of \
+                 contract {} only",
+                Contract::supported_versions()
+            ),
+        })?,
+    };
+    let mut problems = Vec::new();
+    let expected_imports = contract.world_imports();
+    for name in &expected_imports {
+        if !imports.contains(name) {
+            problems.push(format!("missing import {name}"));
+        }
+    }
+    for name in imports {
+        if expected_imports.contains(name) || is_allowed_wasi(name) {
+            continue;
+        }
+        problems.push(if name.starts_with("wasi:") {
+            format!(
+                "import {name} is not provided: a policy gets no filesystem, network, clock or \
+                 randomness (only {})",
+                ALLOWED_WASI.join(", ")
+            )
+        } else {
+            format!("unexpected import {name}")
+        });
+    }
+    let expected_exports = contract.world_exports();
+    for name in &expected_exports {
+        if !exports.contains(name) {
+            problems.push(format!("missing export {name}"));
+        }
+    }
+    for name in exports {
+        if !expected_exports.contains(name) {
+            problems.push(format!("unexpected export {name}"));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(contract);
+    }
+    // Parts of two versions: name the other one, the likely cause.
+    let other_version = imports
+        .iter()
+        .chain(exports)
+        .filter_map(|n| n.strip_prefix(CONTRACT_PACKAGE)?.split_once('@'))
+        .map(|(_, version)| version)
+        .find(|v| *v != contract.version());
+    if let Some(version) = other_version {
+        problems.push(format!(
+            "it also names contract {version}: a module targets one contract, {}",
+            contract.version()
+        ));
+    }
+    Err(RuntimeError::Contract {
+        contract: contract.to_string(),
+        why: problems.join("; "),
+    })
+}
+
+/// `wasi:cli/stdin@0.2.x` for an allowed interface: any 0.2 version, which the linker matches.
+fn is_allowed_wasi(name: &str) -> bool {
+    name.split_once('@').is_some_and(|(interface, version)| {
+        ALLOWED_WASI.contains(&interface) && version.starts_with("0.2.")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, version: &str) -> PolicyInfo {
+        PolicyInfo {
+            name: name.to_string(),
+            version: version.to_string(),
+            contract_version: "0.2.0".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_module_names_itself_as_a_label_value_and_nothing_else() {
+        for (name, version) in [
+            ("cubepod-default", "0.1.0"),
+            ("My_Policy.v2", "1.0.0-rc.1+build.5"),
+            ("p", "1"),
+            (&"a".repeat(63), &"1".repeat(63)),
+        ] {
+            assert_eq!(check_info(&info(name, version)), Ok(()), "{name} {version}");
+        }
+        let huge = "x".repeat(1 << 20);
+        for (name, version, shown) in [
+            ("", "1", "the name \"\""),
+            (
+                "cubepod\ncache: synced",
+                "1",
+                "the name \"cubepod\\ncache: synced\"",
+            ),
+            ("\u{1b}[31mred", "1", "the name \"\\u{1b}[31mred\""),
+            ("name with spaces", "1", "the name"),
+            ("-leading", "1", "the name"),
+            ("trailing.", "1", "the name"),
+            ("naïve", "1", "the name"),
+            ("a\"b", "1", "the name"),
+            (&"a".repeat(64), "1", "the name"),
+            (&huge, "1", "(and 1048513 more bytes)"),
+            ("p", "", "the version \"\""),
+            ("p", "1.0\n", "the version"),
+            ("p", "1 0", "the version"),
+        ] {
+            let why = check_info(&info(name, version)).expect_err(name);
+            assert!(why.contains(shown), "{why}");
+            assert!(
+                why.len() < 400,
+                "the refusal is bounded: {} bytes",
+                why.len()
+            );
+            assert!(!why.contains('\n') && !why.contains('\u{1b}'), "{why}");
+        }
+    }
+
+    fn names(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The frozen default policy of contract 0.1.0, pre-instantiated with that contract's
+    /// linker: a component whose `reconcile-sandbox` takes 0.1's input, not 0.2's.
+    fn pre_0_1() -> (PolicyEngine, InstancePre<HostState>) {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/contract-0.1.0/cubepod-default-0.1.0.wasm"
+        );
+        let bytes = std::fs::read(path).expect("the contract 0.1.0 fixture");
+        let engine = PolicyEngine::new(super::super::RuntimeConfig::default()).unwrap();
+        let component = Component::new(engine.engine(), &bytes).unwrap();
+        let pre = engine
+            .linker(Contract::V0_1)
+            .instantiate_pre(&component)
+            .unwrap();
+        (engine, pre)
+    }
+
+    #[test]
+    fn an_export_is_checked_against_the_types_it_is_called_with() {
+        let (_engine, pre) = pre_0_1();
+        // Its own contract's types pass.
+        use bindings::v0_1;
+        TypedExport::<
+            (v0_1::ReconcileInput,),
+            (Result<v0_1::ReconcileOutput, v0_1::KubeError>,),
+        >::new(&pre, Contract::V0_1, "reconcile-sandbox")
+        .expect("0.1's reconcile-sandbox has 0.1's types");
+        // The current contract's input (it has the sandbox's network) does not: the call is
+        // never made with a function of another type.
+        let err = TypedExport::<(ReconcileInput,), (Result<ReconcileOutput, KubeError>,)>::new(
+            &pre,
+            Contract::V0_1,
+            "reconcile-sandbox",
+        )
+        .err()
+        .expect("0.2's input is not 0.1's");
+        assert!(
+            format!("{err:#}").contains("type-checking export func `reconcile-sandbox`"),
+            "{err:#}"
+        );
+        // Nor is a function the interface does not have, or an interface it does not export.
+        let err = TypedExport::<(), ()>::new(&pre, Contract::V0_1, "reconcile-everything")
+            .err()
+            .expect("no such export");
+        assert!(format!("{err:#}").contains("no export `reconcile-everything`"));
+        let err = TypedExport::<(), ()>::new(&pre, Contract::V0_2, "reconcile-sandbox")
+            .err()
+            .expect("no 0.2 interface");
+        assert!(format!("{err:#}").contains("cubepod:controller/policy@0.2.0"));
+    }
+
+    #[test]
+    fn each_supported_world_and_allowed_wasi_pass_as_their_own_contract() {
+        for contract in Contract::SUPPORTED {
+            let mut imports = contract.world_imports();
+            imports.push("wasi:io/streams@0.2.6".to_string());
+            let found = check_contract(&imports, &contract.world_exports()).unwrap();
+            assert_eq!(found, contract);
+        }
+        assert_eq!(Contract::supported_versions(), "0.1.0 and 0.2.0");
+    }
+
+    #[test]
+    fn a_filesystem_import_is_named() {
+        let mut imports = Contract::V0_1.world_imports();
+        imports.push("wasi:filesystem/preopens@0.2.6".to_string());
+        let err = check_contract(&imports, &Contract::V0_1.world_exports()).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains("wasi:filesystem/preopens@0.2.6"), "{err}");
+        assert!(err.contains("contract cubepod:controller@0.1.0"), "{err}");
+    }
+
+    #[test]
+    fn an_unsupported_version_is_refused_naming_the_supported_ones() {
+        let imports = names(&[
+            "cubepod:controller/types@0.3.0",
+            "cubepod:controller/kube-client@0.3.0",
+        ]);
+        let exports = names(&["cubepod:controller/policy@0.3.0"]);
+        let err = check_contract(&imports, &exports).unwrap_err();
+        assert_eq!(err.metric_label(), "contract");
+        assert_eq!(
+            err.to_string(),
+            "policy breaks the contract cubepod:controller@0.3.0: the component was built \
+             against contract 0.3.0; the host runs modules of contract 0.1.0 and 0.2.0 only"
+        );
+        // Found from an import when there is no policy export.
+        let err = check_contract(&imports, &[]).unwrap_err().to_string();
+        assert!(err.contains("built against contract 0.3.0"), "{err}");
+    }
+
+    #[test]
+    fn a_module_mixing_versions_is_checked_against_its_export_and_the_other_named() {
+        let imports = names(&[
+            "cubepod:controller/types@0.1.0",
+            "cubepod:controller/kube-client@0.1.0",
+        ]);
+        let exports = names(&["cubepod:controller/policy@0.2.0"]);
+        let err = check_contract(&imports, &exports).unwrap_err().to_string();
+        for expected in [
+            "contract cubepod:controller@0.2.0",
+            "missing import cubepod:controller/kube-client@0.2.0",
+            "unexpected import cubepod:controller/kube-client@0.1.0",
+            "it also names contract 0.1.0",
+        ] {
+            assert!(err.contains(expected), "missing {expected:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn a_component_naming_no_contract_is_told_what_the_current_one_needs() {
+        let err = check_contract(&[], &names(&["run"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("missing export cubepod:controller/policy@0.2.0"),
+            "{err}"
+        );
+        assert!(err.contains("unexpected export run"), "{err}");
+    }
+
+    #[test]
+    fn an_extra_export_is_named() {
+        let mut exports = Contract::CURRENT.world_exports();
+        exports.push("run".to_string());
+        let err = check_contract(&Contract::CURRENT.world_imports(), &exports).unwrap_err();
+        assert!(err.to_string().contains("unexpected export run"), "{err}");
+    }
+}
