@@ -1,6 +1,7 @@
-//! The cluster as the controller sees it: one seam, [`Cluster`], with the in-memory cluster
-//! ([`memory::MemoryCluster`]) behind it here and the Kubernetes REST API later. Objects cross
-//! it as Kubernetes JSON, so both backends speak the API's own shapes.
+//! The cluster as the controller sees it: one seam, [`Cluster`], with two backends behind it,
+//! the in-memory cluster ([`memory::MemoryCluster`]) and the Kubernetes REST API
+//! ([`rest::RestCluster`]). Objects cross it as Kubernetes JSON, so both backends speak the
+//! API's own shapes.
 
 pub mod boundary;
 pub(crate) mod instrumented;
