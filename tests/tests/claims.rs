@@ -13,7 +13,7 @@
 //! 1. a member is claimed by one claim at most, and its label, its controller ownerReference
 //!    and the claim's `status.claimedMember` agree;
 //! 2. every claim is Running (on its member's Pod, or cold on its own), or Paused if asked,
-//!    never `Failed` with `ClaimedMemberGone` (a claim whose member is deleted is served
+//!    never failed because its member was lost (a claim whose member is deleted is served
 //!    again) nor stuck `Pending` with `Claiming`;
 //! 3. no child and no member outlives its owner, and nothing is left terminating;
 //! 4. every pool is back at its size: `min(spec.replicas, max_pool_replicas)` ready, unclaimed
@@ -720,8 +720,8 @@ impl Controller {
     }
 }
 
-/// What the operations share: the cluster, the log of what was done, and the claims whose
-/// member the test itself deleted (they may rightly report `ClaimedMemberGone`).
+/// What the operations share: the cluster, and the log of what was done, each line with its
+/// time since the start.
 struct World {
     cluster: Arc<MemoryCluster>,
     started: Instant,

@@ -211,7 +211,7 @@ fn soak() {
     }
 }
 
-// Bugs the scenarios found, each reproduced on its own and kept as a regression test.
+// Races the fault scenarios exercise, each reproduced on its own.
 
 mod bugs {
     use std::sync::Arc;
@@ -376,8 +376,8 @@ mod bugs {
 
     /// Removing the finalizer removes the sandbox; the patch's answer (the removed object)
     /// must not go back into the cache when the watch's DELETED came first, or the gauges
-    /// would count it (seen in the 409-on-update scenario before the fix: 126 active for 123
-    /// running) and the reaper and the warm pools be handed it.
+    /// would count it (in the 409-on-update scenario, 126 active for 123 running) and the
+    /// reaper and the warm pools be handed it.
     #[test]
     fn a_sandbox_removed_by_its_finalizer_write_does_not_linger_in_the_cache() {
         block(async {
@@ -593,7 +593,8 @@ mod races {
         })
     }
 
-    /// Fixed by b1e5a47 (children keep the version last applied); kept as its regression test.
+    /// A Pod that turns Ready before its create's answer is applied: the cache keeps the
+    /// version last applied, so the late answer does not hide the Ready Pod.
     #[test]
     fn a_pod_ready_before_its_create_returns_is_seen_ready() {
         let (status, _) = run(Meanwhile::TurnsReady, Duration::from_secs(6));

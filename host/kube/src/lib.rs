@@ -1,6 +1,7 @@
-//! The cluster as the controller sees it: one seam, [`Cluster`], with the Kubernetes REST API
-//! behind it ([`rest::RestCluster`]) and, in the `cubepod-apiserver` crate, an in-memory API
-//! server. Objects cross it as Kubernetes JSON, so both backends speak the API's own shapes.
+//! The cluster as the controller sees it: one seam, [`Cluster`], with two backends behind it,
+//! the Kubernetes REST API ([`rest::RestCluster`]) and the in-memory API server of the
+//! `cubepod-apiserver` crate. Objects cross it as Kubernetes JSON, so both backends speak the
+//! API's own shapes.
 
 pub mod rest;
 pub mod review;

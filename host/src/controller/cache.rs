@@ -423,7 +423,7 @@ impl Inner {
         vec![WorkKey::Pool(key)]
     }
 
-    /// A Pod, PVC or Secret: what its Sandbox observes of it. Only a child labelled with its
+    /// A Pod, PVC, Secret, NetworkPolicy or Service: what its Sandbox observes of it. Only a child labelled with its
     /// Sandbox counts; the key is that Sandbox's.
     fn apply_child(
         &mut self,

@@ -63,7 +63,8 @@ pub fn token_of_len(bytes: usize) -> String {
 
 /// The fake kubelet's Pod start time in the sandboxes/s runs: none, so that the figures are the
 /// controller's and the API's, not a kubelet's. A Pod is then Running before the response to
-/// its create reaches the controller (what commit b1e5a47 made the cache handle).
+/// its create reaches the controller (the cache keeps the version last applied, so the late
+/// answer does not hide it).
 pub const DEFAULT_POD_START_DELAY: Duration = Duration::ZERO;
 
 /// How the controller reaches the fake API server in the sandboxes/s runs.

@@ -1082,14 +1082,15 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--protocols h2,http1` (how \
-         the controller reaches the API in them), `--rss-sizes 10000,30000,100000` \
-         (RSS over seeded sandboxes), `--runs 3`, `--pod-start-delay 0ms`, `--perf DIR` (`perf \
-         record` of the creating controller), `--instruction-sizes 1000` (the controller's \
-         instructions under callgrind; needs valgrind), `--callgrind-keep DIR` (keep its dumps), \
-         `--trim-probe` (RSS after `mi_collect`, \
-         through gdb), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
-         create,instructions` (some scenarios), `--controller PATH`.\n"
+        "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--claim-sizes 100,300,1000` \
+         (N of the claims runs), `--protocols h2,http1` (how the controller reaches the API in \
+         them), `--rss-sizes 10000,30000,100000` (RSS over seeded sandboxes), `--runs 3`, \
+         `--pod-start-delay 0ms`, `--perf DIR` (`perf record` of the creating and the claiming \
+         controller), `--instruction-sizes 1000` (the controller's instructions under callgrind; \
+         needs valgrind), `--callgrind-keep DIR` (keep its dumps), `--trim-probe` (RSS after \
+         `mi_collect`, through gdb), `--token-bytes 1024` (a bearer token of a projected \
+         token's size), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
+         create,claims,instructions` (some scenarios), `--controller PATH`.\n"
     );
     let _ = writeln!(out, "## The machine\n");
     let _ = writeln!(
@@ -1190,6 +1191,12 @@ one binary agree within 0.2% over HTTP/2, within 2% over HTTP/1.1, whose reconci
 vary), so a change of a few percent shows where CPU time cannot; but \
 valgrind runs the controller some 50 times slower, which changes how its tasks interleave with the \
 fake's (over HTTP/1.1 more echoes arrive before their write's answer, so more reconciles).
+- **Claims**: the same controller and fake fill a PodWarmPool of N members (the run's cold \
+sandboxes/s), then 8 clients POST N claiming Sandboxes at once. A claim's latency runs from its \
+own POST to the fake's watch showing it Running with a pod IP; claims/s from the first POST to \
+the N-th. Once the pool has refilled and the controller is quiet, the cluster is checked (no \
+member held by two claims, every claim Running) and the writes are split into the claims' own \
+(finalizers, adoptions, statuses) and the refill's.
 - **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
 quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
 - **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \

@@ -68,7 +68,8 @@ pub struct RestOptions {
     pub token_refresh: Duration,
     /// A watch's `timeoutSeconds`: the server ends it then, and the caller resumes.
     pub watch_timeout: Duration,
-    /// What of a sandbox's children (Pods, PVCs, Secrets) answers, lists and watch events keep.
+    /// What of a sandbox's children (Pods, PVCs, Secrets, NetworkPolicies, Services) answers,
+    /// lists and watch events keep.
     pub children: Projection,
     /// Where every HTTP attempt is counted (`rest_client_requests_total`), if anywhere.
     pub request_metrics: Option<RestClientRequests>,

@@ -1,6 +1,6 @@
 //! What of an object a reader keeps: all of it, or, for the controller, of a sandbox's
 //! children the metadata and the few status fields it reads. Its cache holds no more than that
-//! of a Pod, PVC or Secret, so the rest (`spec`, `data`, a Pod's container statuses) is skipped
+//! of a Pod, PVC, Secret, NetworkPolicy or Service, so the rest (`spec`, `data`, a Pod's container statuses) is skipped
 //! while the JSON is read (no allocation, no tree to drop), and a Secret's data never enters
 //! the controller's memory at all. Applied to write answers, `get`, list items and watch events
 //! alike.

@@ -1,15 +1,17 @@
 //! The boundary every `kube-client` call of a policy passes before it reaches the cluster
 //! (docs/policy-authoring.md, "The boundary", has the table). Two layers:
 //!
-//! - [`Boundary::check`]: the configured namespaces only, Pods, PVCs and Secrets only, a valid
-//!   name, and a manifest that is the object the call names;
+//! - [`Boundary::check`]: the configured namespaces only, a sandbox's child kinds only (Pods,
+//!   PVCs, Secrets, NetworkPolicies, Services), a valid name, and a manifest that is the object
+//!   the call names;
 //! - [`Containment`]: what one call for Sandbox S may write, as allowlists of what a sandbox
 //!   needs: only S's own children (a rootfs PVC only of S's current generation), with S's
 //!   labels and controller reference, and on the Pod the labels and annotations the operator
 //!   allows ([`keys`]) (rule `scope`); a Pod inside the Pod Security Standards level and the
 //!   sandbox profile (rule `pod`); a block PVC of bounded size that clones only a PVC S's fork
-//!   source owns (rule `pvc`); an Opaque Secret of bounded size (rule `secret`); and the
-//!   per-call budgets (rule `budget`).
+//!   source owns (rule `pvc`); an Opaque Secret of bounded size (rule `secret`); a
+//!   NetworkPolicy no wider than S's spec allows (rule `network`); S's own headless Service
+//!   (rule `service`); and the per-call budgets (rule `budget`).
 //!
 //! A field, kind or value not known to be safe is refused; an operator widens the lists by
 //! flag (`config::ContainmentArgs`). A refusal names its [`Rule`] and the field; it goes back
@@ -68,7 +70,7 @@ pub enum Rule {
     /// The export may not call the cluster, or the object is not the call's Sandbox's child.
     Scope,
     Namespace,
-    /// Not a Pod, PVC or Secret.
+    /// Not a child kind: a Pod, PVC, Secret, NetworkPolicy or Service.
     Kind,
     /// Not a valid object name.
     Name,

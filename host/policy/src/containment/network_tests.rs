@@ -516,7 +516,7 @@ fn a_tenants_allow_cidrs_are_held_to_the_protected_ranges() {
         .collect();
     let entries = |list: &[&str]| list.iter().map(|c| c.to_string()).collect::<Vec<_>>();
     let none = IpSet::default();
-    // The list: the metadata service first.
+    // Each entry reaches a protected range; the first, the metadata service, is the one named.
     let (i, why) = network::refused_allow_cidr(
         &entries(&["169.254.169.254/32", "10.96.0.1/32", "10.0.0.0/8"]),
         &cluster,

@@ -8,7 +8,8 @@
 //! - `oom-`: allocates without bound, so that an allocation fails under the host's memory
 //!   limit and panics in the allocator, into the runtime's handler.
 //!
-//! Built by `host/tests/runtime.rs` through `cubepod_tests::nostd_policy`.
+//! Built by `host/tests/runtime.rs` (`nostd_module`, through
+//! `wasm_build::build_policy_component`).
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
