@@ -193,14 +193,15 @@ async fn a_requeue_of_zero_seconds_waits_one_second() {
     let c = controller();
     let target = c.sandbox("requeue-zero").await;
     let mut report = Carried::default();
-    c.manager
+    let action = c
+        .manager
         .reconciler
         .sandbox(&target, &mut report)
         .await
         .expect("the reconcile succeeds");
     assert_eq!(report.requeue_after_seconds, Some(0), "the policy's answer");
     assert_eq!(
-        report.requeue,
+        action.requeue_after,
         Some(Duration::from_secs(1)),
         "the controller's"
     );

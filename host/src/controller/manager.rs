@@ -15,7 +15,7 @@ use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub use super::reconciler::ReconcileError;
 use super::reconciler::{
-    Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
+    Action, Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
 };
 use super::reflector::{self, Reflector};
 use crate::metrics::Metrics;
@@ -426,7 +426,7 @@ impl ControllerManager {
         };
         let elapsed = started.elapsed().as_secs_f64();
         let result = match &outcome {
-            Ok(()) => "ok",
+            Ok(_) => "ok",
             Err(error) => error.metric_label(),
         };
         self.metrics
@@ -438,16 +438,20 @@ impl ControllerManager {
             .with_label_values(&[controller, result])
             .observe(elapsed);
         // The same outcome as controller-runtime's reconcileHandler labels it.
-        let runtime_result = match (&outcome, report.requeue) {
-            (Err(_), _) => {
+        let runtime_result = match &outcome {
+            Err(_) => {
                 runtime
                     .reconcile_errors
                     .with_label_values(&[controller])
                     .inc();
                 "error"
             }
-            (Ok(()), Some(_)) => "requeue_after",
-            (Ok(()), None) => "success",
+            Ok(Action {
+                requeue_after: Some(_),
+            }) => "requeue_after",
+            Ok(Action {
+                requeue_after: None,
+            }) => "success",
         };
         runtime
             .reconcile_total
@@ -459,10 +463,10 @@ impl ControllerManager {
             .observe(elapsed);
         let mut again = None;
         match outcome {
-            Ok(()) => {
+            Ok(action) => {
                 self.queue.forget(&key);
-                match report.requeue {
-                    Some(Duration::ZERO) => again = report.requeue,
+                match action.requeue_after {
+                    Some(Duration::ZERO) => again = Some(Duration::ZERO),
                     Some(delay) => self.queue.add_after(key.clone(), delay),
                     None => {}
                 }

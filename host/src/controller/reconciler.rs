@@ -29,8 +29,8 @@ use cubepod_policy_host::containment::rates::Deferral;
 use cubepod_policy_host::containment::{Containment, network};
 use cubepod_policy_host::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use cubepod_policy_host::runtime::bindings::{
-    ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ReapAction,
-    ReapCandidate, ReapDecision, SandboxSpec,
+    ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ObservedChildren,
+    ReapAction, ReapCandidate, ReapDecision, ReconcileOutput, SandboxSpec, SandboxStatus,
 };
 use cubepod_policy_host::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
 
@@ -171,7 +171,46 @@ pub struct Settings {
     pub cluster_network: ClusterNetwork,
 }
 
-/// What one reconcile did: for `policy test`'s expectations and the loop's requeue.
+/// What the loop does with a key after a reconcile that succeeded, as kube-runtime's `Action`:
+/// look at it again after `requeue_after` (zero: at once, [`IMMEDIATE_PASSES`]), or only when
+/// it or its children change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Action {
+    pub requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Looked at again only when the object or its children change.
+    pub const fn await_change() -> Self {
+        Self {
+            requeue_after: None,
+        }
+    }
+
+    /// Looked at again after `after`, whatever changes.
+    pub const fn requeue(after: Duration) -> Self {
+        Self {
+            requeue_after: Some(after),
+        }
+    }
+
+    /// The policy's `requeue-after-seconds`, no sooner than
+    /// [`output_rules::MIN_REQUEUE_SECONDS`] (sooner would spin the controller on one key),
+    /// and no later than a deferred write's `wait`: it is written when the rate allows,
+    /// whatever the policy answered.
+    fn asked(seconds: Option<u32>, deferred: Option<Duration>) -> Self {
+        let asked = seconds
+            .map(|s| Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS))));
+        Self {
+            requeue_after: match deferred {
+                Some(wait) => Some(asked.map_or(wait, |r| r.min(wait))),
+                None => asked,
+            },
+        }
+    }
+}
+
+/// What one reconcile did, up to an error: for `policy test`'s expectations and reports.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Carried {
     /// The policy's `kube-client` calls, in order, refused ones included.
@@ -195,8 +234,6 @@ pub struct Carried {
     pub reaped: Vec<String>,
     pub pool_create: Vec<String>,
     pub pool_delete: Vec<String>,
-    /// When the loop should look at the object again.
-    pub requeue: Option<Duration>,
     /// Why the object was not handed to the policy, when it was not.
     pub skipped: Option<String>,
 }
@@ -303,14 +340,15 @@ impl Reconciler {
     }
 
     /// Reconciles one Sandbox: the finalizer first, then `reconcile-sandbox` (or
-    /// `cleanup-sandbox` once it is being deleted), then what the policy returned. `report`
-    /// keeps what was done up to an error. A failure of the policy's (a trap, its deadline or
-    /// memory, a refused output) is also said on the Sandbox ([`Self::report_policy_failure`]).
+    /// `cleanup-sandbox` once it is being deleted), then what the policy returned; what the
+    /// loop does with the key next is the returned [`Action`]. `report` keeps what was done up
+    /// to an error. A failure of the policy's (a trap, its deadline or memory, a refused output)
+    /// is also said on the Sandbox ([`Self::report_policy_failure`]).
     pub async fn sandbox(
         &self,
         target: &ObjectRef,
         report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Action, ReconcileError> {
         let result = self.sandbox_pass(target, report).await;
         if let Err(error) = &result {
             self.report_policy_failure(Resource::Sandbox, target, error)
@@ -319,117 +357,35 @@ impl Reconciler {
         result
     }
 
+    /// One pass over a Sandbox, step by step: gone or unreadable, being deleted, a spec past
+    /// the operator's bounds, the finalizer, the claim's offer, then the policy's call.
     async fn sandbox_pass(
         &self,
         target: &ObjectRef,
         report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
-        let Some(mut object) = self.cache.sandbox(target) else {
+    ) -> Result<Action, ReconcileError> {
+        let Some(object) = self.cache.sandbox(target) else {
             self.held_statuses.forget(target);
             self.surfaced.forget(target);
             self.claims.forget(target);
-            return self
-                .missing(
-                    Resource::Sandbox,
-                    target,
-                    self.cache.unreadable_sandbox(target),
-                    report,
-                )
-                .await;
+            let unreadable = self.cache.unreadable_sandbox(target);
+            self.missing(Resource::Sandbox, target, unreadable, report)
+                .await?;
+            return Ok(Action::await_change());
         };
-        let writer = self.writer();
         let now = self.settings.clock.now();
         if object.sandbox.deleting {
-            if !object.has_finalizer() {
-                report.skipped(format!(
-                    "Sandbox {target} is being deleted without the {} finalizer: the \
-                     controller calls no policy for it",
-                    sandbox::FINALIZER
-                ));
-                return Ok(());
-            }
-            let observed = self.cache.observed(target);
-            let handed = object.sandbox.clone();
-            let call = self
-                .call_guest("cleanup-sandbox", async move |module, context| {
-                    module
-                        .cleanup_sandbox_async(context, now, handed, observed)
-                        .await
-                })
-                .await?;
-            report.calls = call.calls;
-            self.surface_calls(
-                target,
-                &object.sandbox.uid,
-                call.deferred.as_ref(),
-                report,
-                now,
-            )
-            .await;
-            let mut out = call.value.map_err(ReconcileError::Guest)?;
-            clear_policy_failure(&mut out.status.conditions);
-            report.done = Some(out.done);
-            // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
-            let admitted = self
-                .containment()
-                .output
-                .sandbox_status_patch(
-                    &format!("Sandbox {target}"),
-                    &out.status,
-                    object.sandbox.generation,
-                )
-                .map_err(ReconcileError::Budget);
-            let patch = self
-                .admitted(
-                    admitted,
-                    "cleanup-sandbox",
-                    "Sandbox",
-                    target,
-                    &object.sandbox.uid,
-                    now,
-                )
-                .await?;
-            report.status_of(|| patch.status_value());
-            if out.done {
-                tracing::info!(%target, "children deleted; removing the finalizer");
-                writer
-                    .remove_finalizer(&object)
-                    .await
-                    .map_err(api("removing the finalizer"))?;
-            } else {
-                let status = patch.read_back();
-                if status != object.sandbox.status {
-                    self.write_sandbox_status(&object, &patch, &status, None)
-                        .await?;
-                }
-            }
-            return Ok(());
+            return self.cleanup_sandbox(target, &object, report, now).await;
         }
         if let Some(bad) = self.refused_sandbox(&object) {
             // A spec the operator does not allow: said in the status, and no Pod is made.
-            return self
-                .report_unreadable(Resource::Sandbox, target, &bad, report)
-                .await;
+            self.report_unreadable(Resource::Sandbox, target, &bad, report)
+                .await?;
+            return Ok(Action::await_change());
         }
-        if !object.has_finalizer() {
-            let found = writer
-                .add_finalizer(&object)
-                .await
-                .map_err(api("adding the finalizer"))?;
-            let updated = match found {
-                Finalizing::Present => self.cache.sandbox(target),
-                Finalizing::Gone => None,
-            };
-            let Some(updated) = updated else {
-                // Deleted while we looked: creating children now would orphan them.
-                self.held_statuses.forget(target);
-                report.skipped(format!(
-                    "Sandbox {target} was deleted while its finalizer was added"
-                ));
-                return Ok(());
-            };
-            object = updated;
-        }
+        let Some(object) = self.with_finalizer(target, object, report).await? else {
+            return Ok(Action::await_change());
+        };
         let observed = self.cache.observed(target);
         let claim = self.claims.view(&self.cache, &object, &observed);
         match &claim {
@@ -438,8 +394,7 @@ impl Reconciler {
                     "every ready member of the warm pool that suits Sandbox {target} is \
                      offered to another claim in flight; looking again shortly"
                 ));
-                report.requeue = Some(CLAIM_WAIT);
-                return Ok(());
+                return Ok(Action::requeue(CLAIM_WAIT));
             }
             ClaimView::None {
                 mismatch: Some(mismatch),
@@ -448,11 +403,131 @@ impl Reconciler {
             }
             _ => {}
         }
+        self.reconcile_sandbox(target, &object, observed, &claim, report, now)
+            .await
+    }
+
+    /// A Sandbox being deleted: `cleanup-sandbox`, its status written while it is not done,
+    /// the finalizer removed once it is. A Sandbox deleted without the finalizer is the API
+    /// server's to remove: no policy is called for it.
+    async fn cleanup_sandbox(
+        &self,
+        target: &ObjectRef,
+        object: &sandbox::SandboxObject,
+        report: &mut Carried,
+        now: i64,
+    ) -> Result<Action, ReconcileError> {
+        if !object.has_finalizer() {
+            report.skipped(format!(
+                "Sandbox {target} is being deleted without the {} finalizer: the \
+                 controller calls no policy for it",
+                sandbox::FINALIZER
+            ));
+            return Ok(Action::await_change());
+        }
+        let observed = self.cache.observed(target);
+        let handed = object.sandbox.clone();
+        let call = self
+            .call_guest("cleanup-sandbox", async move |module, context| {
+                module
+                    .cleanup_sandbox_async(context, now, handed, observed)
+                    .await
+            })
+            .await?;
+        report.calls = call.calls;
+        let deferred = call.deferred.as_ref();
+        self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
+            .await;
+        // A deferred write is written when the rate allows, whatever the policy answered.
+        let action = Action {
+            requeue_after: deferred.map(|d| d.wait),
+        };
+        let mut out = call.value.map_err(ReconcileError::Guest)?;
+        clear_policy_failure(&mut out.status.conditions);
+        report.done = Some(out.done);
+        // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
+        let admitted = self
+            .containment()
+            .output
+            .sandbox_status_patch(
+                &format!("Sandbox {target}"),
+                &out.status,
+                object.sandbox.generation,
+            )
+            .map_err(ReconcileError::Budget);
+        let patch = self
+            .admitted(
+                admitted,
+                "cleanup-sandbox",
+                "Sandbox",
+                target,
+                &object.sandbox.uid,
+                now,
+            )
+            .await?;
+        report.status_of(|| patch.status_value());
+        if out.done {
+            tracing::info!(%target, "children deleted; removing the finalizer");
+            self.writer()
+                .remove_finalizer(object)
+                .await
+                .map_err(api("removing the finalizer"))?;
+        } else {
+            let status = patch.read_back();
+            if status != object.sandbox.status {
+                self.write_sandbox_status(object, &patch, &status, None)
+                    .await?;
+            }
+        }
+        Ok(action)
+    }
+
+    /// The Sandbox with the controller's finalizer, added if it had none; `None` when it was
+    /// deleted meanwhile.
+    async fn with_finalizer(
+        &self,
+        target: &ObjectRef,
+        object: sandbox::SandboxObject,
+        report: &mut Carried,
+    ) -> Result<Option<sandbox::SandboxObject>, ReconcileError> {
+        if object.has_finalizer() {
+            return Ok(Some(object));
+        }
+        let found = self
+            .writer()
+            .add_finalizer(&object)
+            .await
+            .map_err(api("adding the finalizer"))?;
+        let updated = match found {
+            Finalizing::Present => self.cache.sandbox(target),
+            Finalizing::Gone => None,
+        };
+        if updated.is_none() {
+            // Deleted while we looked: creating children now would orphan them.
+            self.held_statuses.forget(target);
+            report.skipped(format!(
+                "Sandbox {target} was deleted while its finalizer was added"
+            ));
+        }
+        Ok(updated)
+    }
+
+    /// `reconcile-sandbox` and what it returned: its output admitted whole, then carried out
+    /// (a claim's adoption, or the Events, the status and a claim's desiredState).
+    async fn reconcile_sandbox(
+        &self,
+        target: &ObjectRef,
+        object: &sandbox::SandboxObject,
+        observed: ObservedChildren,
+        claim: &ClaimView,
+        report: &mut Carried,
+        now: i64,
+    ) -> Result<Action, ReconcileError> {
         let input = inputs::reconcile_input(
             &self.cache,
             &object.sandbox,
             observed,
-            &claim,
+            claim,
             now,
             self.settings.tokens.next(),
             &self.settings.cluster_network,
@@ -464,50 +539,16 @@ impl Reconciler {
             })
             .await?;
         report.calls = call.calls;
-        let deferred = call.deferred.as_ref().map(|d| d.wait);
-        self.surface_calls(
-            target,
-            &object.sandbox.uid,
-            call.deferred.as_ref(),
-            report,
-            now,
-        )
-        .await;
+        let deferred = call.deferred.as_ref();
+        self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
+            .await;
+        let deferred = deferred.map(|d| d.wait);
         let mut out = call.value.map_err(ReconcileError::Guest)?;
         clear_policy_failure(&mut out.status.conditions);
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
-        // The whole output is admitted before any of it is written; its conditions before any
-        // copy of the status is made (as written, the patch, its text), since a status of
-        // thousands of conditions or a huge message is megabytes, every copy resident at once.
-        let containment = self.containment();
-        let budget = &containment.output;
-        let what = format!("Sandbox {target}");
-        let bound = match &claim {
-            ClaimView::Bound { member, .. } => Some(&**member),
-            _ => None,
-        };
-        let admitted = budget
-            .sandbox_status_patch(&what, &out.status, object.sandbox.generation)
-            .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
-            .map_err(ReconcileError::Budget)
-            .and_then(|patch| match &out.claim {
-                Some(member) => output_rules::claim(&what, member, &offered)
-                    .map(|()| patch)
-                    .map_err(ReconcileError::Refused),
-                None => Ok(patch),
-            })
-            .and_then(|patch| {
-                output_rules::claimed_member(
-                    &what,
-                    out.status.claimed_member.as_deref(),
-                    bound.map(|m| m.sandbox.name.as_str()),
-                    out.claim.as_deref(),
-                )
-                .map(|()| patch)
-                .map_err(ReconcileError::Refused)
-            });
+        let admitted = self.admit_sandbox_output(target, object, claim, &out, &offered);
         let patch = self
             .admitted(
                 admitted,
@@ -519,81 +560,139 @@ impl Reconciler {
             )
             .await?;
         report.status_of(|| patch.status_value());
-        // What the API will hold once written: a status that the API renders differently (an
-        // empty reason, a time out of range) would otherwise differ on every pass.
-        let status = patch.read_back();
-        // The member's uid beside its name: what the claim trusts its member by
-        // (`claims::recorded_by`), which only the controller writes.
-        let member_uid = bound
-            .filter(|m| status.claimed_member.as_deref() == Some(m.sandbox.name.as_str()))
-            .map(|m| m.sandbox.uid.clone());
         if out.claim.is_some() {
-            // Admitted, so the one offered: adopted on the version it was offered at.
-            let ClaimView::Offered(offer) = &claim else {
-                return Ok(());
-            };
-            match writer.claim_member(&object.sandbox, offer).await {
-                Ok(()) => {
-                    if let Some(seconds) = self.claims.served(target, offer) {
-                        self.metrics.sandbox_claim.observe(seconds);
-                    }
-                }
-                Err(error)
-                    if error.is(ApiErrorKind::Conflict) || error.is(ApiErrorKind::NotFound) =>
-                {
-                    // Taken, changed or deleted since it was offered: this claim is offered
-                    // another at once, never failed for it.
-                    tracing::debug!(%target, member = %offer.member, %error, "member moved on before its adoption");
-                    self.claims.conflicted(offer);
-                    report.requeue = Some(Duration::ZERO);
-                    return Ok(());
-                }
-                Err(error) => return Err(api("claiming the member")(error)),
-            }
-            self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
+            return self
+                .adopt_member(target, object, claim, &out.events, deferred, now)
                 .await;
-            // The next pass mirrors the member (recovered from its label) and writes the
-            // claim's status once, as Running: the status of this pass would be overwritten
-            // at once.
-            self.held_statuses.forget(target);
-            report.requeue = Some(Duration::ZERO);
-            return Ok(());
         }
         self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
             .await;
+        // What the API will hold once written: a status that the API renders differently (an
+        // empty reason, a time out of range) would otherwise differ on every pass.
+        let status = patch.read_back();
         if let Some(wait) = self
             .held_statuses
             .hold(target, &object.sandbox.status, &status, now)
         {
-            report.requeue = Some(wait);
+            return Ok(Action::requeue(wait));
+        }
+        self.write_reconciled_status(object, claim, patch, &status, now)
+            .await?;
+        if let ClaimView::Bound { member, .. } = claim {
+            self.carry_desired_state(object, member).await?;
+        }
+        Ok(Action::asked(out.requeue_after_seconds, deferred))
+    }
+
+    /// `reconcile-sandbox`'s output admitted whole before any of it is written: its status and
+    /// Events within budget, a claim only of a member it was offered, and `claimedMember` only
+    /// the member bound. Its conditions are admitted before any copy of the status is made (as
+    /// written, the patch, its text), since a status of thousands of conditions or a huge
+    /// message is megabytes, every copy resident at once.
+    fn admit_sandbox_output(
+        &self,
+        target: &ObjectRef,
+        object: &sandbox::SandboxObject,
+        claim: &ClaimView,
+        out: &ReconcileOutput,
+        offered: &[String],
+    ) -> Result<sandbox::StatusPatch, ReconcileError> {
+        let containment = self.containment();
+        let budget = &containment.output;
+        let what = format!("Sandbox {target}");
+        budget
+            .sandbox_status_patch(&what, &out.status, object.sandbox.generation)
+            .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
+            .map_err(ReconcileError::Budget)
+            .and_then(|patch| match &out.claim {
+                Some(member) => output_rules::claim(&what, member, offered)
+                    .map(|()| patch)
+                    .map_err(ReconcileError::Refused),
+                None => Ok(patch),
+            })
+            .and_then(|patch| {
+                output_rules::claimed_member(
+                    &what,
+                    out.status.claimed_member.as_deref(),
+                    bound_member(claim).map(|m| m.sandbox.name.as_str()),
+                    out.claim.as_deref(),
+                )
+                .map(|()| patch)
+                .map_err(ReconcileError::Refused)
+            })
+    }
+
+    /// The admitted claim of a member: adopted on the version it was offered at, the policy's
+    /// Events posted, and the Sandbox looked at again at once. The next pass mirrors the member
+    /// (recovered from its label) and writes the claim's status once, as Running: the status of
+    /// this pass would be overwritten at once.
+    async fn adopt_member(
+        &self,
+        target: &ObjectRef,
+        object: &sandbox::SandboxObject,
+        claim: &ClaimView,
+        events: &[Event],
+        deferred: Option<Duration>,
+        now: i64,
+    ) -> Result<Action, ReconcileError> {
+        // Admitted, so the one offered.
+        let ClaimView::Offered(offer) = claim else {
+            return Ok(Action {
+                requeue_after: deferred,
+            });
+        };
+        match self.writer().claim_member(&object.sandbox, offer).await {
+            Ok(()) => {
+                if let Some(seconds) = self.claims.served(target, offer) {
+                    self.metrics.sandbox_claim.observe(seconds);
+                }
+            }
+            Err(error) if error.is(ApiErrorKind::Conflict) || error.is(ApiErrorKind::NotFound) => {
+                // Taken, changed or deleted since it was offered: this claim is offered
+                // another at once, never failed for it.
+                tracing::debug!(%target, member = %offer.member, %error, "member moved on before its adoption");
+                self.claims.conflicted(offer);
+                return Ok(Action::requeue(Duration::ZERO));
+            }
+            Err(error) => return Err(api("claiming the member")(error)),
+        }
+        self.post_events("Sandbox", target, &object.sandbox.uid, events, now)
+            .await;
+        self.held_statuses.forget(target);
+        Ok(Action::requeue(Duration::ZERO))
+    }
+
+    /// The status `reconcile-sandbox` returned (`status`, as it reads back), written if it or
+    /// the bound member's uid differs from what the Sandbox holds; the first status that says
+    /// Ready is marked and counted as the sandbox's startup.
+    async fn write_reconciled_status(
+        &self,
+        object: &sandbox::SandboxObject,
+        claim: &ClaimView,
+        mut patch: sandbox::StatusPatch,
+        status: &SandboxStatus,
+        now: i64,
+    ) -> Result<(), ReconcileError> {
+        // The member's uid beside its name: what the claim trusts its member by
+        // (`claims::recorded_by`), which only the controller writes.
+        let member_uid = bound_member(claim)
+            .filter(|m| status.claimed_member.as_deref() == Some(m.sandbox.name.as_str()))
+            .map(|m| m.sandbox.uid.clone());
+        if *status == object.sandbox.status && member_uid == object.claimed_member_uid {
             return Ok(());
         }
-        if status != object.sandbox.status || member_uid != object.claimed_member_uid {
-            let mut patch = patch;
-            patch.set_claimed_member_uid(member_uid);
-            let first_ready = super::startup::first_ready(&object, &status);
-            let marked = first_ready.and_then(|_| patch.mark_first_ready(now));
-            self.write_sandbox_status(&object, &patch, &status, marked)
-                .await?;
-            if let Some((launch, seconds)) =
-                first_ready.zip(super::startup::since(object.created_at, now))
-            {
-                self.metrics
-                    .sandbox_startup
-                    .with_label_values(&[launch])
-                    .observe(seconds);
-            }
-        }
-        if let ClaimView::Bound { member, .. } = &claim {
-            self.carry_desired_state(&object, member).await?;
-        }
-        report.requeue = out.requeue_after_seconds.map(|s| {
-            // A requeue sooner than this would spin the controller on one key.
-            Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
-        });
-        // A deferred write is written when the rate allows, whatever the policy answered.
-        if let Some(wait) = deferred {
-            report.requeue = Some(report.requeue.map_or(wait, |r| r.min(wait)));
+        patch.set_claimed_member_uid(member_uid);
+        let first_ready = super::startup::first_ready(object, status);
+        let marked = first_ready.and_then(|_| patch.mark_first_ready(now));
+        self.write_sandbox_status(object, &patch, status, marked)
+            .await?;
+        if let Some((launch, seconds)) =
+            first_ready.zip(super::startup::since(object.created_at, now))
+        {
+            self.metrics
+                .sandbox_startup
+                .with_label_values(&[launch])
+                .observe(seconds);
         }
         Ok(())
     }
@@ -881,7 +980,7 @@ impl Reconciler {
         &self,
         target: &ObjectRef,
         report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Action, ReconcileError> {
         let result = self.pool_pass(target, report).await;
         if let Err(error) = &result {
             self.report_policy_failure(Resource::PodWarmPool, target, error)
@@ -894,30 +993,25 @@ impl Reconciler {
         &self,
         target: &ObjectRef,
         report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Action, ReconcileError> {
         let Some(object) = self.cache.pool(target) else {
             self.surfaced.forget(target);
-            return self
-                .missing(
-                    Resource::PodWarmPool,
-                    target,
-                    self.cache.unreadable_pool(target),
-                    report,
-                )
-                .await;
+            let unreadable = self.cache.unreadable_pool(target);
+            self.missing(Resource::PodWarmPool, target, unreadable, report)
+                .await?;
+            return Ok(Action::await_change());
         };
         if let Some(bad) = self.refused_pool(&object) {
             // A template the operator does not allow: said in the status, and no member is
             // made from it.
-            return self
-                .report_unreadable(Resource::PodWarmPool, target, &bad, report)
-                .await;
+            self.report_unreadable(Resource::PodWarmPool, target, &bad, report)
+                .await?;
+            return Ok(Action::await_change());
         }
         if let Some(wait) = self.claims.refill_waits(&self.cache, target) {
             // Claims of this pool are being served from its ready members: its refill starts
             // Pods, which would slow them; it runs once they are served.
-            report.requeue = Some(wait);
-            return Ok(());
+            return Ok(Action::requeue(wait));
         }
         let now = self.settings.clock.now();
         let input = inputs::pool_input(
@@ -965,37 +1059,50 @@ impl Reconciler {
         }
         self.post_events("PodWarmPool", target, &object.pool.uid, &out.events, now)
             .await;
-        // The pool's record of its members goes with its status: the members just created,
-        // and the entries it no longer needs (`controller::membership`).
+        self.write_pool_status(target, &object, patch, &out.status)
+            .await?;
+        Ok(Action::await_change())
+    }
+
+    /// A pool's status as `reconcile-pool` returned it (`patch`), with the pool's record of
+    /// its members: the members just created, and the entries it no longer needs
+    /// (`controller::membership`). Written if either changed.
+    async fn write_pool_status(
+        &self,
+        target: &ObjectRef,
+        object: &crate::controller::cache::PoolObject,
+        mut patch: Value,
+        returned: &cubepod_policy_host::runtime::bindings::WarmPoolStatus,
+    ) -> Result<(), ReconcileError> {
         let delta = self.cache.record_delta(target);
-        if delta.is_some() || pool::read_back(&patch, &out.status) != object.pool.status {
-            let mut patch = patch;
-            if let (Some(delta), Some(status)) = (&delta, patch["status"].as_object_mut()) {
-                status.insert(pool::MEMBER_UIDS.to_string(), json!(delta));
-            }
-            let written = writer
-                .write_status(
-                    Resource::PodWarmPool,
-                    target,
-                    Some(&object.resource_version),
-                    patch,
-                )
-                .await;
-            if let (Err(error), Some(delta)) = (&written, &delta)
-                && error.is(ApiErrorKind::Conflict)
-            {
-                // The record is the controller's alone and its entries commute: it is written
-                // over whatever version the pool is at, so that no member created goes
-                // unrecorded while the rest of the status is computed again.
-                let record = json!({"status": {pool::MEMBER_UIDS: delta}});
-                writer
-                    .write_status(Resource::PodWarmPool, target, None, record)
-                    .await
-                    .map_err(api("recording the pool's members"))?;
-            }
-            written.map_err(api("writing the pool's status"))?;
+        if delta.is_none() && pool::read_back(&patch, returned) == object.pool.status {
+            return Ok(());
         }
-        Ok(())
+        if let (Some(delta), Some(status)) = (&delta, patch["status"].as_object_mut()) {
+            status.insert(pool::MEMBER_UIDS.to_string(), json!(delta));
+        }
+        let writer = self.writer();
+        let written = writer
+            .write_status(
+                Resource::PodWarmPool,
+                target,
+                Some(&object.resource_version),
+                patch,
+            )
+            .await;
+        if let (Err(error), Some(delta)) = (&written, &delta)
+            && error.is(ApiErrorKind::Conflict)
+        {
+            // The record is the controller's alone and its entries commute: it is written
+            // over whatever version the pool is at, so that no member created goes
+            // unrecorded while the rest of the status is computed again.
+            let record = json!({"status": {pool::MEMBER_UIDS: delta}});
+            writer
+                .write_status(Resource::PodWarmPool, target, None, record)
+                .await
+                .map_err(api("recording the pool's members"))?;
+        }
+        written.map_err(api("writing the pool's status"))
     }
 
     /// One reaper pass over `namespace` (only the sandboxes named in `only`, when given): the
@@ -1240,20 +1347,18 @@ impl Reconciler {
         Err(error)
     }
 
-    /// What a Sandbox call's `kube-client` calls (`report.calls`) met at the boundary: its
-    /// refusals and its deferral, each told as below.
+    /// What a Sandbox call's `kube-client` calls met at the boundary: its refusals and its
+    /// deferral, each told as below.
     async fn surface_calls(
         &self,
         target: &ObjectRef,
         uid: &str,
         deferred: Option<&Deferral>,
-        report: &mut Carried,
+        calls: &[KubeCall],
         now: i64,
     ) {
-        self.surface_refused_calls(target, uid, &report.calls, now)
-            .await;
-        self.surface_deferral(target, uid, deferred, report, now)
-            .await;
+        self.surface_refused_calls(target, uid, calls, now).await;
+        self.surface_deferral(target, uid, deferred, now).await;
     }
 
     /// Each `kube-client` call the boundary refused, surfaced once as a Warning Event on the
@@ -1293,22 +1398,20 @@ impl Reconciler {
         }
     }
 
-    /// Writes of the policy's that its Sandbox's rate deferred: the Sandbox is looked at again
-    /// when the rate allows (an error the policy returns asks for the same delay), and the
-    /// first deferral of an episode (since the rate was last unused for a minute) is told, by
-    /// a log line and a Warning Event, not each deferred write.
+    /// Writes of the policy's that its Sandbox's rate deferred (the Sandbox is looked at again
+    /// when the rate allows: its [`Action`], or the delay an error the policy returns asks
+    /// for): the first deferral of an episode (since the rate was last unused for a minute) is
+    /// told, by a log line and a Warning Event, not each deferred write.
     async fn surface_deferral(
         &self,
         target: &ObjectRef,
         uid: &str,
         deferred: Option<&Deferral>,
-        report: &mut Carried,
         now: i64,
     ) {
         let Some(deferred) = deferred else {
             return;
         };
-        report.requeue = Some(deferred.wait);
         if !deferred.first {
             return;
         }
@@ -1454,6 +1557,14 @@ fn clear_policy_failure(conditions: &mut Vec<Condition>) {
     conditions.retain(|c| !(c.kind == "Ready" && c.reason == POLICY_FAILED));
 }
 
+/// The member a claim is bound to, if it is.
+fn bound_member(claim: &ClaimView) -> Option<&sandbox::SandboxObject> {
+    match claim {
+        ClaimView::Bound { member, .. } => Some(member),
+        _ => None,
+    }
+}
+
 /// A condition's message or an Event's, at most [`EVENT_MESSAGE_BYTES`].
 fn clip_message(message: &str) -> String {
     cubepod_policy_host::containment::clip(message, EVENT_MESSAGE_BYTES)
@@ -1481,4 +1592,26 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policys_requeue_is_no_sooner_than_a_second_and_no_later_than_a_deferred_write() {
+        let secs = Duration::from_secs;
+        assert_eq!(Action::asked(None, None), Action::await_change());
+        assert_eq!(Action::asked(Some(0), None), Action::requeue(secs(1)));
+        assert_eq!(Action::asked(Some(30), None), Action::requeue(secs(30)));
+        assert_eq!(Action::asked(None, Some(secs(7))), Action::requeue(secs(7)));
+        assert_eq!(
+            Action::asked(Some(30), Some(secs(7))),
+            Action::requeue(secs(7))
+        );
+        assert_eq!(
+            Action::asked(Some(3), Some(secs(7))),
+            Action::requeue(secs(3))
+        );
+    }
 }

@@ -235,6 +235,7 @@ impl Scratch {
             Action::Pool(name) => {
                 let target = ObjectRef::new(&self.namespace, name);
                 self.carried(self.reconciler.pool(&target, &mut result))
+                    .map(|_| ())
             }
             Action::Reap(target) => self.reap(target, &mut result),
             Action::Patch(_) | Action::Delete(_) => self
@@ -256,15 +257,15 @@ impl Scratch {
     /// Reconciles a Sandbox as the control loop does: again at once, up to
     /// [`IMMEDIATE_PASSES`], while it asks to be (a claim that adopted its member reports it
     /// in its next pass). `result` holds every pass's calls and Events, the first claim, and
-    /// the last pass's status and requeue.
+    /// the last pass's status.
     fn reconcile_sandbox(
         &self,
         target: &ObjectRef,
         result: &mut StepResult,
     ) -> Result<(), StepError> {
-        self.carried(self.reconciler.sandbox(target, result))?;
+        let mut action = self.carried(self.reconciler.sandbox(target, result))?;
         for _ in 1..IMMEDIATE_PASSES {
-            if result.requeue != Some(Duration::ZERO) {
+            if action.requeue_after != Some(Duration::ZERO) {
                 break;
             }
             let mut next = StepResult {
@@ -276,18 +277,17 @@ impl Scratch {
             result.events.append(&mut next.events);
             result.claim = result.claim.take().or(next.claim);
             result.status = next.status.or(result.status.take());
-            result.requeue = next.requeue;
             result.requeue_after_seconds = next.requeue_after_seconds;
             result.skipped = next.skipped;
-            done?;
+            action = done?;
         }
         Ok(())
     }
 
-    fn carried(
+    fn carried<T>(
         &self,
-        future: impl Future<Output = Result<(), ReconcileError>>,
-    ) -> Result<(), StepError> {
+        future: impl Future<Output = Result<T, ReconcileError>>,
+    ) -> Result<T, StepError> {
         self.block_on(future).map_err(StepError::from)
     }
 
