@@ -9,9 +9,8 @@ use super::bindings::{
     CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,
     ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
 };
-use super::contract_0_1 as v0_1;
+use super::contract::{ModulePre, PreV0_2, v0_1};
 use super::host::HostState;
-use super::module::{ModulePre, PreV0_2};
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
 use crate::containment::rates::{Deferral, WriteBuckets};
 use crate::containment::{Boundary, ForkSource, Rule, SandboxScope};

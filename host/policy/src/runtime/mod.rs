@@ -10,7 +10,7 @@
 //!
 //! Modules of every supported contract version run ([`Contract::SUPPORTED`]): the current one
 //! on the host's own types, an older one through its own bindings, its inputs and outputs
-//! converted at each call (`contract_0_1.rs`) and its `kube-client` served by the same
+//! converted at each call (`contract/v0_1.rs`) and its `kube-client` served by the same
 //! implementation, so that the bounds and the boundary are one copy for every version.
 //!
 //! The runtime's part of the boundary (docs/architecture.md, "Where each rule of the boundary
@@ -26,7 +26,7 @@ pub mod bindings;
 pub mod budget;
 mod cache;
 mod call;
-mod contract_0_1;
+mod contract;
 pub mod default_policy;
 mod engine;
 mod host;

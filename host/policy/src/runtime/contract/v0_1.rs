@@ -16,16 +16,16 @@
 //! is admitted as any other (never without its NetworkPolicy); in cleanup it deletes it once
 //! the Pod is gone.
 
-use super::bindings::cubepod::controller::kube_client::Host as Current;
-use super::bindings::{self as cur, v0_1 as old};
-use super::host::HostState;
+use crate::runtime::bindings::cubepod::controller::kube_client::Host as Current;
+use crate::runtime::bindings::{self as cur, v0_1 as old};
+use crate::runtime::host::HostState;
 
 type Answer<T> = wasmtime::Result<Result<T, old::KubeError>>;
 
 // ---------------------------------------------------------------------------------------------
 // Inputs: current -> 0.1
 
-pub(super) fn reconcile_input(input: &cur::ReconcileInput) -> old::ReconcileInput {
+pub(crate) fn reconcile_input(input: &cur::ReconcileInput) -> old::ReconcileInput {
     old::ReconcileInput {
         now: input.now,
         sandbox: sandbox(&input.sandbox),
@@ -37,7 +37,7 @@ pub(super) fn reconcile_input(input: &cur::ReconcileInput) -> old::ReconcileInpu
     }
 }
 
-pub(super) fn sandbox(sandbox: &cur::Sandbox) -> old::Sandbox {
+pub(crate) fn sandbox(sandbox: &cur::Sandbox) -> old::Sandbox {
     old::Sandbox {
         namespace: sandbox.namespace.clone(),
         name: sandbox.name.clone(),
@@ -106,7 +106,7 @@ fn condition_to_0_1(condition: &cur::Condition) -> old::Condition {
     }
 }
 
-pub(super) fn observed(observed: &cur::ObservedChildren) -> old::ObservedChildren {
+pub(crate) fn observed(observed: &cur::ObservedChildren) -> old::ObservedChildren {
     old::ObservedChildren {
         pvcs: observed
             .pvcs
@@ -127,7 +127,7 @@ pub(super) fn observed(observed: &cur::ObservedChildren) -> old::ObservedChildre
     }
 }
 
-pub(super) fn pool_input(input: &cur::PoolInput) -> old::PoolInput {
+pub(crate) fn pool_input(input: &cur::PoolInput) -> old::PoolInput {
     let pool = &input.pool;
     old::PoolInput {
         now: input.now,
@@ -167,7 +167,7 @@ pub(super) fn pool_input(input: &cur::PoolInput) -> old::PoolInput {
 }
 
 /// The candidates 0.1's reaper was handed: those that are to run and not marked idle.
-pub(super) fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::ReapCandidate> {
+pub(crate) fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::ReapCandidate> {
     candidates
         .iter()
         .filter(|c| c.running)
@@ -183,7 +183,7 @@ pub(super) fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::Rea
         .collect()
 }
 
-pub(super) fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
+pub(crate) fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
     match error {
         cur::KubeError::NotFound(m) => old::KubeError::NotFound(m),
         cur::KubeError::Conflict(m) => old::KubeError::Conflict(m),
@@ -202,7 +202,7 @@ pub(super) fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
 
 /// The NetworkPolicy the host applies before a 0.1 module's reconcile, as (name, manifest):
 /// what the sandbox's spec renders, unless the cache shows that one (by its spec digest).
-pub(super) fn network_policy(input: &cur::ReconcileInput) -> Option<(String, String)> {
+pub(crate) fn network_policy(input: &cur::ReconcileInput) -> Option<(String, String)> {
     use cubepod_policy_sdk::{bindings as sdk, manifest};
     let sandbox = &input.sandbox;
     let spec = &sandbox.spec;
@@ -254,7 +254,7 @@ pub(super) fn network_policy(input: &cur::ReconcileInput) -> Option<(String, Str
 }
 
 /// The NetworkPolicy the host deletes in a 0.1 module's cleanup: once the Pod is gone.
-pub(super) fn network_policy_to_delete(
+pub(crate) fn network_policy_to_delete(
     sandbox: &cur::Sandbox,
     observed: &cur::ObservedChildren,
 ) -> Option<String> {
@@ -268,7 +268,7 @@ pub(super) fn network_policy_to_delete(
 // ---------------------------------------------------------------------------------------------
 // Outputs: 0.1 -> current
 
-pub(super) fn policy_info(info: old::PolicyInfo) -> cur::PolicyInfo {
+pub(crate) fn policy_info(info: old::PolicyInfo) -> cur::PolicyInfo {
     cur::PolicyInfo {
         name: info.name,
         version: info.version,
@@ -276,7 +276,7 @@ pub(super) fn policy_info(info: old::PolicyInfo) -> cur::PolicyInfo {
     }
 }
 
-pub(super) fn reconcile_result(
+pub(crate) fn reconcile_result(
     result: Result<old::ReconcileOutput, old::KubeError>,
 ) -> Result<cur::ReconcileOutput, cur::KubeError> {
     result
@@ -289,7 +289,7 @@ pub(super) fn reconcile_result(
         .map_err(kube_error_from_0_1)
 }
 
-pub(super) fn cleanup_result(
+pub(crate) fn cleanup_result(
     result: Result<old::CleanupOutput, old::KubeError>,
 ) -> Result<cur::CleanupOutput, cur::KubeError> {
     result
@@ -300,7 +300,7 @@ pub(super) fn cleanup_result(
         .map_err(kube_error_from_0_1)
 }
 
-pub(super) fn pool_result(
+pub(crate) fn pool_result(
     result: Result<old::PoolOutput, old::KubeError>,
 ) -> Result<cur::PoolOutput, cur::KubeError> {
     result
@@ -333,7 +333,7 @@ pub(super) fn pool_result(
 /// 0.1's decisions as idle pauses. A decision naming a candidate of the page that the module
 /// was not handed (one that is not to run) is dropped: the host checks decisions against the
 /// whole page, and would otherwise mark a sandbox the module never saw.
-pub(super) fn reap_decisions(
+pub(crate) fn reap_decisions(
     decisions: Vec<old::ReapDecision>,
     namespace: &str,
     page: &[cur::ReapCandidate],
