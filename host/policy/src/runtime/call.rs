@@ -9,7 +9,7 @@ use super::bindings::{
     CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput, ReapCandidate,
     ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
 };
-use super::contract::{ModulePre, PreV0_2, v0_1};
+use super::contract::ModulePre;
 use super::host::HostState;
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
 use crate::containment::rates::{Deferral, WriteBuckets};
@@ -189,8 +189,8 @@ impl<T> GuestCall<T> {
     }
 }
 
-// Each export is called in the module's own contract: a 0.1 module's inputs and outputs go
-// through `contract_0_1`, in the same store, under the same bounds and scope.
+// Each export is called in the module's own contract (`contract/`), in a fresh store under
+// the same bounds and scope whatever the version.
 //
 // A call is a future (`*_async`): the controller awaits it on its runtime, where the guest's
 // requests are awaited too, with no thread to hand each to and back. The blocking forms are
@@ -203,48 +203,11 @@ impl PolicyModule {
         ctx: &CallContext,
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
-        const EXPORT: &str = "reconcile-sandbox";
         let scope = reconcile_scope(&input, ctx);
-        match self.pre() {
-            ModulePre::V0_2(pre) => {
-                self.call(EXPORT, Some(ctx), Some(scope), async |store| {
-                    let instance = pre
-                        .bindings
-                        .instance_pre()
-                        .instantiate_async(&mut *store)
-                        .await?;
-                    let export = pre.reconcile_sandbox.func(&mut *store, &instance)?;
-                    let (out,) = export.call_async(store, (input,)).await?;
-                    Ok(out)
-                })
-                .await
-            }
-            ModulePre::V0_1(pre) => {
-                // Its contract has no NetworkPolicy: the host applies the one the spec renders
-                // first, so that its Pod never runs without one.
-                let policy = v0_1::network_policy(&input);
-                let namespace = input.sandbox.namespace.clone();
-                let input = v0_1::reconcile_input(&input);
-                let call = self
-                    .call(EXPORT, Some(ctx), Some(scope), async |store| {
-                        if let Some((name, manifest)) = &policy
-                            && let Err(e) = store
-                                .data_mut()
-                                .apply_host_network_policy(&namespace, name, manifest)
-                                .await
-                        {
-                            return Ok(Err(v0_1::kube_error_to_0_1(e)));
-                        }
-                        pre.instantiate_async(&mut *store)
-                            .await?
-                            .cubepod_controller_policy()
-                            .call_reconcile_sandbox(store, &input)
-                            .await
-                    })
-                    .await?;
-                Ok(call.map(v0_1::reconcile_result))
-            }
-        }
+        self.call("reconcile-sandbox", Some(ctx), Some(scope), async |store| {
+            self.pre().reconcile_sandbox(store, input).await
+        })
+        .await
     }
 
     /// `cleanup-sandbox`: delete a deleted Sandbox's children.
@@ -255,55 +218,16 @@ impl PolicyModule {
         sandbox: Sandbox,
         observed: ObservedChildren,
     ) -> Result<GuestCall<Result<CleanupOutput, KubeError>>, RuntimeError> {
-        const EXPORT: &str = "cleanup-sandbox";
         let scope = SandboxScope {
             cleanup: true,
             ..sandbox_scope(&sandbox, &observed, None, &ctx.boundary)
         };
-        match self.pre() {
-            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
-                self.call(EXPORT, Some(ctx), Some(scope), async |store| {
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .cubepod_controller_policy()
-                        .call_cleanup_sandbox(store, now, &sandbox, &observed)
-                        .await
-                })
+        self.call("cleanup-sandbox", Some(ctx), Some(scope), async |store| {
+            self.pre()
+                .cleanup_sandbox(store, now, sandbox, observed)
                 .await
-            }
-            ModulePre::V0_1(pre) => {
-                // The host's NetworkPolicy goes once the Pod is gone, and the cleanup is not
-                // done while it is still seen (the module does not know of it).
-                let policy = v0_1::network_policy_to_delete(&sandbox, &observed);
-                let policy_left = observed.network_policy.is_some();
-                let namespace = sandbox.namespace.clone();
-                let sandbox = v0_1::sandbox(&sandbox);
-                let observed = v0_1::observed(&observed);
-                let call = self
-                    .call(EXPORT, Some(ctx), Some(scope), async |store| {
-                        if let Some(name) = &policy
-                            && let Err(e) = store
-                                .data_mut()
-                                .delete_host_network_policy(&namespace, name)
-                                .await
-                        {
-                            return Ok(Err(v0_1::kube_error_to_0_1(e)));
-                        }
-                        pre.instantiate_async(&mut *store)
-                            .await?
-                            .cubepod_controller_policy()
-                            .call_cleanup_sandbox(store, now, &sandbox, &observed)
-                            .await
-                    })
-                    .await?;
-                Ok(call.map(|result| {
-                    v0_1::cleanup_result(result).map(|mut out| {
-                        out.done &= !policy_left;
-                        out
-                    })
-                }))
-            }
-        }
+        })
+        .await
     }
 
     /// `reconcile-pool`: decide a warm pool's creates and deletes.
@@ -312,33 +236,11 @@ impl PolicyModule {
         ctx: &CallContext,
         input: PoolInput,
     ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
-        const EXPORT: &str = "reconcile-pool";
         // No cluster access (no scope): a pool's members are the host's to create and delete.
-        match self.pre() {
-            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
-                self.call(EXPORT, Some(ctx), None, async |store| {
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .cubepod_controller_policy()
-                        .call_reconcile_pool(store, &input)
-                        .await
-                })
-                .await
-            }
-            ModulePre::V0_1(pre) => {
-                let input = v0_1::pool_input(&input);
-                let call = self
-                    .call(EXPORT, Some(ctx), None, async |store| {
-                        pre.instantiate_async(&mut *store)
-                            .await?
-                            .cubepod_controller_policy()
-                            .call_reconcile_pool(store, &input)
-                            .await
-                    })
-                    .await?;
-                Ok(call.map(v0_1::pool_result))
-            }
-        }
+        self.call("reconcile-pool", Some(ctx), None, async |store| {
+            self.pre().reconcile_pool(store, input).await
+        })
+        .await
     }
 
     /// `reap`: decide which sandboxes have been idle too long (or, in contract 0.2, reached
@@ -350,32 +252,10 @@ impl PolicyModule {
         namespace: &str,
         sandboxes: &[ReapCandidate],
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
-        const EXPORT: &str = "reap";
-        match self.pre() {
-            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
-                self.call(EXPORT, Some(ctx), None, async |store| {
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .cubepod_controller_policy()
-                        .call_reap(store, now, namespace, sandboxes)
-                        .await
-                })
-                .await
-            }
-            ModulePre::V0_1(pre) => {
-                let handed = v0_1::reap_candidates(sandboxes);
-                let call = self
-                    .call(EXPORT, Some(ctx), None, async |store| {
-                        pre.instantiate_async(&mut *store)
-                            .await?
-                            .cubepod_controller_policy()
-                            .call_reap(store, now, namespace, &handed)
-                            .await
-                    })
-                    .await?;
-                Ok(call.map(|decisions| v0_1::reap_decisions(decisions, namespace, sandboxes)))
-            }
-        }
+        self.call("reap", Some(ctx), None, async |store| {
+            self.pre().reap(store, now, namespace, sandboxes).await
+        })
+        .await
     }
 
     /// [`Self::reconcile_sandbox_async`], blocking.
@@ -444,32 +324,9 @@ pub(crate) fn describe(
     engine: &PolicyEngine,
     pre: &ModulePre,
 ) -> Result<GuestCall<PolicyInfo>, RuntimeError> {
-    const EXPORT: &str = "describe";
-    futures_executor::block_on(async {
-        match pre {
-            ModulePre::V0_2(PreV0_2 { bindings: pre, .. }) => {
-                call(engine, EXPORT, None, None, async |store| {
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .cubepod_controller_policy()
-                        .call_describe(store)
-                        .await
-                })
-                .await
-            }
-            ModulePre::V0_1(pre) => {
-                let call = call(engine, EXPORT, None, None, async |store| {
-                    pre.instantiate_async(&mut *store)
-                        .await?
-                        .cubepod_controller_policy()
-                        .call_describe(store)
-                        .await
-                })
-                .await?;
-                Ok(call.map(v0_1::policy_info))
-            }
-        }
-    })
+    futures_executor::block_on(call(engine, "describe", None, None, async |store| {
+        pre.describe(store).await
+    }))
 }
 
 /// The Sandbox a reconcile is for, and its fork source when `spec.forkFrom` names the one the

@@ -12,7 +12,7 @@ use super::bindings::PolicyInfo;
 use super::cache::{CacheDir, engine_key};
 use super::contract::ModulePre;
 use super::engine::PolicyEngine;
-use super::host::{ALLOWED_WASI, HostState};
+use super::host::ALLOWED_WASI;
 use super::{CONTRACT_PACKAGE, Contract, RuntimeError};
 
 /// A policy component, compiled, checked and ready to instantiate. Cheap to clone; holds its

@@ -3,19 +3,23 @@
 //! and return the host's own types (`v0_2`); an older one's convert them at the call (`v0_1`).
 //! [`ModulePre`] is the one place that picks between them.
 
-pub(super) mod v0_1;
+mod v0_1;
+mod v0_2;
 
 use std::marker::PhantomData;
 
-use wasmtime::AsContextMut;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{
     Component, ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
     TypedFunc,
 };
+use wasmtime::{AsContextMut, Store};
 
 use super::Contract;
-use super::bindings::{self, KubeError, ReconcileInput, ReconcileOutput};
+use super::bindings::{
+    self, CleanupOutput, KubeError, ObservedChildren, PolicyInfo, PoolInput, PoolOutput,
+    ReapCandidate, ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
+};
 use super::engine::PolicyEngine;
 use super::host::HostState;
 
@@ -50,6 +54,68 @@ impl ModulePre {
                 })
             }
         })
+    }
+}
+
+// Each export in the module's own contract. The one place that picks the contract: the
+// caller (`call.rs`) sets up the store and its bounds once, the same for every version.
+impl ModulePre {
+    pub(crate) async fn reconcile_sandbox(
+        &self,
+        store: &mut Store<HostState>,
+        input: ReconcileInput,
+    ) -> wasmtime::Result<Result<ReconcileOutput, KubeError>> {
+        match self {
+            ModulePre::V0_1(pre) => v0_1::reconcile_sandbox(pre, store, input).await,
+            ModulePre::V0_2(pre) => v0_2::reconcile_sandbox(pre, store, input).await,
+        }
+    }
+
+    pub(crate) async fn cleanup_sandbox(
+        &self,
+        store: &mut Store<HostState>,
+        now: i64,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+    ) -> wasmtime::Result<Result<CleanupOutput, KubeError>> {
+        match self {
+            ModulePre::V0_1(pre) => v0_1::cleanup_sandbox(pre, store, now, sandbox, observed).await,
+            ModulePre::V0_2(pre) => v0_2::cleanup_sandbox(pre, store, now, sandbox, observed).await,
+        }
+    }
+
+    pub(crate) async fn reconcile_pool(
+        &self,
+        store: &mut Store<HostState>,
+        input: PoolInput,
+    ) -> wasmtime::Result<Result<PoolOutput, KubeError>> {
+        match self {
+            ModulePre::V0_1(pre) => v0_1::reconcile_pool(pre, store, input).await,
+            ModulePre::V0_2(pre) => v0_2::reconcile_pool(pre, store, input).await,
+        }
+    }
+
+    pub(crate) async fn reap(
+        &self,
+        store: &mut Store<HostState>,
+        now: i64,
+        namespace: &str,
+        sandboxes: &[ReapCandidate],
+    ) -> wasmtime::Result<Vec<ReapDecision>> {
+        match self {
+            ModulePre::V0_1(pre) => v0_1::reap(pre, store, now, namespace, sandboxes).await,
+            ModulePre::V0_2(pre) => v0_2::reap(pre, store, now, namespace, sandboxes).await,
+        }
+    }
+
+    pub(crate) async fn describe(
+        &self,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<PolicyInfo> {
+        match self {
+            ModulePre::V0_1(pre) => v0_1::describe(pre, store).await,
+            ModulePre::V0_2(pre) => v0_2::describe(pre, store).await,
+        }
     }
 }
 

@@ -16,6 +16,8 @@
 //! is admitted as any other (never without its NetworkPolicy); in cleanup it deletes it once
 //! the Pod is gone.
 
+use wasmtime::Store;
+
 use crate::runtime::bindings::cubepod::controller::kube_client::Host as Current;
 use crate::runtime::bindings::{self as cur, v0_1 as old};
 use crate::runtime::host::HostState;
@@ -23,9 +25,117 @@ use crate::runtime::host::HostState;
 type Answer<T> = wasmtime::Result<Result<T, old::KubeError>>;
 
 // ---------------------------------------------------------------------------------------------
+// The exports: each input converted to 0.1, the export called, its output converted back
+
+type Pre = old::PolicyModulePre<HostState>;
+
+pub(super) async fn reconcile_sandbox(
+    pre: &Pre,
+    store: &mut Store<HostState>,
+    input: cur::ReconcileInput,
+) -> wasmtime::Result<Result<cur::ReconcileOutput, cur::KubeError>> {
+    // Its contract has no NetworkPolicy: the host applies the one the spec renders first, so
+    // that its Pod never runs without one.
+    if let Some((name, manifest)) = network_policy(&input)
+        && let Err(e) = store
+            .data_mut()
+            .apply_host_network_policy(&input.sandbox.namespace, &name, &manifest)
+            .await
+    {
+        return Ok(Err(e));
+    }
+    let input = reconcile_input(&input);
+    let out = pre
+        .instantiate_async(&mut *store)
+        .await?
+        .cubepod_controller_policy()
+        .call_reconcile_sandbox(store, &input)
+        .await?;
+    Ok(reconcile_result(out))
+}
+
+pub(super) async fn cleanup_sandbox(
+    pre: &Pre,
+    store: &mut Store<HostState>,
+    now: i64,
+    sandbox: cur::Sandbox,
+    observed: cur::ObservedChildren,
+) -> wasmtime::Result<Result<cur::CleanupOutput, cur::KubeError>> {
+    // The host's NetworkPolicy goes once the Pod is gone, and the cleanup is not done while it
+    // is still seen (the module does not know of it).
+    if let Some(name) = network_policy_to_delete(&sandbox, &observed)
+        && let Err(e) = store
+            .data_mut()
+            .delete_host_network_policy(&sandbox.namespace, &name)
+            .await
+    {
+        return Ok(Err(e));
+    }
+    let policy_left = observed.network_policy.is_some();
+    let out = pre
+        .instantiate_async(&mut *store)
+        .await?
+        .cubepod_controller_policy()
+        .call_cleanup_sandbox(
+            store,
+            now,
+            &self::sandbox(&sandbox),
+            &self::observed(&observed),
+        )
+        .await?;
+    Ok(cleanup_result(out).map(|mut out| {
+        out.done &= !policy_left;
+        out
+    }))
+}
+
+pub(super) async fn reconcile_pool(
+    pre: &Pre,
+    store: &mut Store<HostState>,
+    input: cur::PoolInput,
+) -> wasmtime::Result<Result<cur::PoolOutput, cur::KubeError>> {
+    let out = pre
+        .instantiate_async(&mut *store)
+        .await?
+        .cubepod_controller_policy()
+        .call_reconcile_pool(store, &pool_input(&input))
+        .await?;
+    Ok(pool_result(out))
+}
+
+pub(super) async fn reap(
+    pre: &Pre,
+    store: &mut Store<HostState>,
+    now: i64,
+    namespace: &str,
+    sandboxes: &[cur::ReapCandidate],
+) -> wasmtime::Result<Vec<cur::ReapDecision>> {
+    let decisions = pre
+        .instantiate_async(&mut *store)
+        .await?
+        .cubepod_controller_policy()
+        .call_reap(store, now, namespace, &reap_candidates(sandboxes))
+        .await?;
+    Ok(reap_decisions(decisions, namespace, sandboxes))
+}
+
+pub(super) async fn describe(
+    pre: &Pre,
+    store: &mut Store<HostState>,
+) -> wasmtime::Result<cur::PolicyInfo> {
+    let info = pre
+        .instantiate_async(&mut *store)
+        .await?
+        .cubepod_controller_policy()
+        .call_describe(store)
+        .await?;
+    Ok(policy_info(info))
+}
+
+// ---------------------------------------------------------------------------------------------
 // Inputs: current -> 0.1
 
-pub(crate) fn reconcile_input(input: &cur::ReconcileInput) -> old::ReconcileInput {
+fn reconcile_input(input: &cur::ReconcileInput) -> old::ReconcileInput {
     old::ReconcileInput {
         now: input.now,
         sandbox: sandbox(&input.sandbox),
@@ -37,7 +147,7 @@ pub(crate) fn reconcile_input(input: &cur::ReconcileInput) -> old::ReconcileInpu
     }
 }
 
-pub(crate) fn sandbox(sandbox: &cur::Sandbox) -> old::Sandbox {
+fn sandbox(sandbox: &cur::Sandbox) -> old::Sandbox {
     old::Sandbox {
         namespace: sandbox.namespace.clone(),
         name: sandbox.name.clone(),
@@ -106,7 +216,7 @@ fn condition_to_0_1(condition: &cur::Condition) -> old::Condition {
     }
 }
 
-pub(crate) fn observed(observed: &cur::ObservedChildren) -> old::ObservedChildren {
+fn observed(observed: &cur::ObservedChildren) -> old::ObservedChildren {
     old::ObservedChildren {
         pvcs: observed
             .pvcs
@@ -127,7 +237,7 @@ pub(crate) fn observed(observed: &cur::ObservedChildren) -> old::ObservedChildre
     }
 }
 
-pub(crate) fn pool_input(input: &cur::PoolInput) -> old::PoolInput {
+fn pool_input(input: &cur::PoolInput) -> old::PoolInput {
     let pool = &input.pool;
     old::PoolInput {
         now: input.now,
@@ -167,7 +277,7 @@ pub(crate) fn pool_input(input: &cur::PoolInput) -> old::PoolInput {
 }
 
 /// The candidates 0.1's reaper was handed: those that are to run and not marked idle.
-pub(crate) fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::ReapCandidate> {
+fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::ReapCandidate> {
     candidates
         .iter()
         .filter(|c| c.running)
@@ -183,7 +293,7 @@ pub(crate) fn reap_candidates(candidates: &[cur::ReapCandidate]) -> Vec<old::Rea
         .collect()
 }
 
-pub(crate) fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
+fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
     match error {
         cur::KubeError::NotFound(m) => old::KubeError::NotFound(m),
         cur::KubeError::Conflict(m) => old::KubeError::Conflict(m),
@@ -202,7 +312,7 @@ pub(crate) fn kube_error_to_0_1(error: cur::KubeError) -> old::KubeError {
 
 /// The NetworkPolicy the host applies before a 0.1 module's reconcile, as (name, manifest):
 /// what the sandbox's spec renders, unless the cache shows that one (by its spec digest).
-pub(crate) fn network_policy(input: &cur::ReconcileInput) -> Option<(String, String)> {
+fn network_policy(input: &cur::ReconcileInput) -> Option<(String, String)> {
     use cubepod_policy_sdk::{bindings as sdk, manifest};
     let sandbox = &input.sandbox;
     let spec = &sandbox.spec;
@@ -254,7 +364,7 @@ pub(crate) fn network_policy(input: &cur::ReconcileInput) -> Option<(String, Str
 }
 
 /// The NetworkPolicy the host deletes in a 0.1 module's cleanup: once the Pod is gone.
-pub(crate) fn network_policy_to_delete(
+fn network_policy_to_delete(
     sandbox: &cur::Sandbox,
     observed: &cur::ObservedChildren,
 ) -> Option<String> {
@@ -268,7 +378,7 @@ pub(crate) fn network_policy_to_delete(
 // ---------------------------------------------------------------------------------------------
 // Outputs: 0.1 -> current
 
-pub(crate) fn policy_info(info: old::PolicyInfo) -> cur::PolicyInfo {
+fn policy_info(info: old::PolicyInfo) -> cur::PolicyInfo {
     cur::PolicyInfo {
         name: info.name,
         version: info.version,
@@ -276,7 +386,7 @@ pub(crate) fn policy_info(info: old::PolicyInfo) -> cur::PolicyInfo {
     }
 }
 
-pub(crate) fn reconcile_result(
+fn reconcile_result(
     result: Result<old::ReconcileOutput, old::KubeError>,
 ) -> Result<cur::ReconcileOutput, cur::KubeError> {
     result
@@ -289,7 +399,7 @@ pub(crate) fn reconcile_result(
         .map_err(kube_error_from_0_1)
 }
 
-pub(crate) fn cleanup_result(
+fn cleanup_result(
     result: Result<old::CleanupOutput, old::KubeError>,
 ) -> Result<cur::CleanupOutput, cur::KubeError> {
     result
@@ -300,7 +410,7 @@ pub(crate) fn cleanup_result(
         .map_err(kube_error_from_0_1)
 }
 
-pub(crate) fn pool_result(
+fn pool_result(
     result: Result<old::PoolOutput, old::KubeError>,
 ) -> Result<cur::PoolOutput, cur::KubeError> {
     result
@@ -333,7 +443,7 @@ pub(crate) fn pool_result(
 /// 0.1's decisions as idle pauses. A decision naming a candidate of the page that the module
 /// was not handed (one that is not to run) is dropped: the host checks decisions against the
 /// whole page, and would otherwise mark a sandbox the module never saw.
-pub(crate) fn reap_decisions(
+fn reap_decisions(
     decisions: Vec<old::ReapDecision>,
     namespace: &str,
     page: &[cur::ReapCandidate],
