@@ -254,12 +254,10 @@ async fn serve_secure_metrics(
     Ok(task)
 }
 
-/// Runs the controller until `shutdown` turns true.
-pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
-    let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::default());
-
-    let engine = PolicyEngine::new(RuntimeConfig {
+/// The engine of `run`, from the flags: how every policy call it makes is bounded (the guest's
+/// deadline and memory, each `kube-client` request's timeout) and contained.
+pub(crate) fn runtime_config(args: &RunArgs) -> RuntimeConfig {
+    RuntimeConfig {
         call_deadline: args.guest_deadline,
         memory_limit_bytes: args.guest_memory_mib as usize * 1024 * 1024,
         host_call_timeout: args.host_call_timeout,
@@ -270,8 +268,15 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         address_space: args.guest_address_space,
         calls_memory_budget_bytes: usize::try_from(args.calls_memory_budget).unwrap_or(usize::MAX),
         ..RuntimeConfig::default()
-    })
-    .map_err(|source| StartError::Policy {
+    }
+}
+
+/// Runs the controller until `shutdown` turns true.
+pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::default());
+
+    let engine = PolicyEngine::new(runtime_config(&args)).map_err(|source| StartError::Policy {
         what: "engine".to_string(),
         source,
     })?;
@@ -340,7 +345,6 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             pool_interval: args.pool_interval,
             max_pool_replicas: args.max_pool_replicas,
             shutdown_timeout: args.shutdown_timeout,
-            host_call_timeout: args.host_call_timeout,
             backoff: Backoff::default(),
             status_coalesce: args.status_coalesce,
             normal_events: args.normal_events,
@@ -423,4 +427,161 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     drop((admission, engine, served));
     tracing::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use futures_util::future::BoxFuture;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use clap::Parser;
+
+    use crate::config::{Cli, Command};
+    use crate::controller::cache::Cache;
+    use crate::controller::claims::ClaimView;
+    use crate::controller::inputs;
+    use cubepod_kube::{ApiResult, ObjectList, WatchEvent};
+    use cubepod_policy_host::containment::Boundary;
+    use cubepod_policy_host::model::{children, network, sandbox};
+    use cubepod_policy_host::runtime::bindings::KubeError;
+    use cubepod_policy_host::runtime::{CallContext, DEFAULT_POLICY};
+
+    /// An API server that takes every request and never answers.
+    struct Silent;
+
+    impl Cluster for Silent {
+        fn create(&self, _: Resource, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
+            Box::pin(std::future::pending())
+        }
+        fn get(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<Value>> {
+            Box::pin(std::future::pending())
+        }
+        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
+            Box::pin(std::future::pending())
+        }
+        fn patch(
+            &self,
+            _: Resource,
+            _: &str,
+            _: &str,
+            _: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            Box::pin(std::future::pending())
+        }
+        fn patch_status(
+            &self,
+            _: Resource,
+            _: &str,
+            _: &str,
+            _: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            Box::pin(std::future::pending())
+        }
+        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+            Box::pin(std::future::pending())
+        }
+        fn watch(
+            &self,
+            _: &Scope,
+            _: &str,
+        ) -> BoxFuture<'_, ApiResult<tokio::sync::mpsc::Receiver<ApiResult<WatchEvent>>>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn run_args(flags: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["cubepod-controller", "run"].iter().chain(flags))
+            .expect("flags parse");
+        let Command::Run(args) = cli.command else {
+            panic!("run");
+        };
+        args
+    }
+
+    /// A setting's default is stated twice, by its flag and by the library's defaults (which
+    /// `policy test`, the benchmarks and the tests run with): the two say the same.
+    #[test]
+    fn the_flags_defaults_are_the_engines_and_the_managers() {
+        let args = run_args(&[]);
+        let flags = runtime_config(&args);
+        let engine = RuntimeConfig::default();
+        assert_eq!(flags.call_deadline, engine.call_deadline);
+        assert_eq!(flags.memory_limit_bytes, engine.memory_limit_bytes);
+        assert_eq!(flags.host_call_timeout, engine.host_call_timeout);
+        assert_eq!(
+            flags.calls_memory_budget_bytes,
+            engine.calls_memory_budget_bytes
+        );
+        assert_eq!(flags.address_space, engine.address_space);
+        let manager = ManagerConfig::for_namespaces(Vec::new());
+        assert_eq!(args.concurrency as usize, manager.concurrency);
+        assert_eq!(args.reap_interval, manager.reap_interval);
+        assert_eq!(args.pool_interval, manager.pool_interval);
+        assert_eq!(args.max_pool_replicas, manager.max_pool_replicas);
+        assert_eq!(args.shutdown_timeout, manager.shutdown_timeout);
+        assert_eq!(args.status_coalesce, manager.status_coalesce);
+        assert_eq!(args.normal_events, manager.normal_events);
+        assert_eq!(args.network.cluster_network(), manager.cluster_network);
+    }
+
+    /// `--host-call-timeout` is what a policy's request waits at most: from the flag, through
+    /// the engine `run` makes, to the first request of a new sandbox's reconcile.
+    #[test]
+    fn the_host_call_timeout_flag_bounds_each_request_of_the_policys() {
+        let args = run_args(&["--host-call-timeout", "150ms"]);
+        let config = RuntimeConfig {
+            // Not the controller's cache of compiled modules.
+            cache_dir: None,
+            ..runtime_config(&args)
+        };
+        let module = PolicyEngine::new(config)
+            .expect("an engine")
+            .load(DEFAULT_POLICY)
+            .expect("the default policy");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let context = CallContext::new(
+            Arc::new(Silent),
+            Arc::new(Boundary::new(["ns"])),
+            runtime.handle().clone(),
+        );
+        let object = sandbox::from_json(&json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+            "spec": {"image": "busybox"},
+        }))
+        .expect("a sandbox");
+        let input = inputs::reconcile_input(
+            &Cache::default(),
+            &object.sandbox,
+            children::empty(),
+            &ClaimView::Unclaimed,
+            0,
+            "token".to_string(),
+            &network::default_cluster_network(),
+        );
+        let started = Instant::now();
+        let call = runtime
+            .block_on(module.reconcile_sandbox_async(&context, input))
+            .expect("the call returns");
+        // Well before the default of 10 s.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        match call.value {
+            Err(KubeError::Retryable(retry)) => assert!(
+                retry.message.contains("did not answer within 150ms"),
+                "{}",
+                retry.message
+            ),
+            other => panic!("expected the request's timeout, got {other:?}"),
+        }
+    }
 }

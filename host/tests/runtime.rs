@@ -538,10 +538,16 @@ fn host_calls_are_bounded_by_their_own_timeout_not_the_guest_deadline() {
 
     // A cluster slower than the host-call timeout: the guest is told to retry.
     let cluster = Arc::new(StubCluster::slow(Duration::from_secs(5)));
-    let ctx = context(&cluster).with_host_call_timeout(Duration::from_millis(100));
+    let module = PolicyEngine::new(RuntimeConfig {
+        host_call_timeout: Duration::from_millis(100),
+        ..test_config()
+    })
+    .unwrap()
+    .load(DEFAULT_POLICY)
+    .unwrap();
     let started = Instant::now();
     let call = module
-        .reconcile_sandbox(&ctx, new_sandbox_input("dev-stuck"))
+        .reconcile_sandbox(&context(&cluster), new_sandbox_input("dev-stuck"))
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
     match call.value {

@@ -33,8 +33,6 @@ pub struct ManagerConfig {
     pub pool_interval: Duration,
     pub max_pool_replicas: u32,
     pub shutdown_timeout: Duration,
-    /// Bound of one API request made for the policy.
-    pub host_call_timeout: Duration,
     pub backoff: Backoff,
     /// A sandbox whose Pod was just started is reported Pending only if it is still starting
     /// after this long: most become Running first, and one status write then says so.
@@ -47,7 +45,8 @@ pub struct ManagerConfig {
     pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
     pub reap_page: usize,
-    /// The cluster network every reconcile is handed.
+    /// The cluster network every reconcile is handed, and the policy's NetworkPolicies are
+    /// checked against (the boundary's).
     pub cluster_network: ClusterNetwork,
 }
 
@@ -61,7 +60,6 @@ impl ManagerConfig {
             pool_interval: Duration::from_secs(10),
             max_pool_replicas: 100,
             shutdown_timeout: Duration::from_secs(10),
-            host_call_timeout: Duration::from_secs(10),
             backoff: Backoff::default(),
             status_coalesce: Duration::from_secs(2),
             normal_events: true,
@@ -116,7 +114,6 @@ impl ControllerManager {
         let cache = Arc::new(Cache::default());
         let context =
             CallContext::new(cluster.clone(), boundary, tokio::runtime::Handle::current())
-                .with_host_call_timeout(config.host_call_timeout)
                 .with_children(cache.clone())
                 .with_observer(Arc::new(move |record: HostCallRecord| {
                     if record.result == "deferred" {
@@ -148,7 +145,6 @@ impl ControllerManager {
                 clock: config.clock.clone(),
                 tokens: config.tokens,
                 reap_page: config.reap_page,
-                cluster_network: config.cluster_network.clone(),
             },
         );
         // controller-runtime's series, there from the start: every worker may take either kind.

@@ -167,8 +167,6 @@ pub struct Settings {
     pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
     pub reap_page: usize,
-    /// The cluster network every reconcile is handed.
-    pub cluster_network: ClusterNetwork,
 }
 
 /// What the loop does with a key after a reconcile that succeeded, as kube-runtime's `Action`:
@@ -530,7 +528,7 @@ impl Reconciler {
             claim,
             now,
             self.settings.tokens.next(),
-            &self.settings.cluster_network,
+            self.cluster_network(),
         );
         let offered = input.pool_candidates.clone();
         let call = self
@@ -880,6 +878,12 @@ impl Reconciler {
             .await;
     }
 
+    /// The cluster network every reconcile is handed and a spec's `allowCIDRs` are checked
+    /// against: the boundary's, which checks the policy's NetworkPolicies against it.
+    fn cluster_network(&self) -> &ClusterNetwork {
+        &self.context.boundary.network
+    }
+
     /// The rules the running module is held to: they ride on its engine, so that `policy
     /// test`, the swap self-test and the controller apply the same ones.
     fn containment(&self) -> Arc<Containment> {
@@ -908,7 +912,7 @@ impl Reconciler {
         }
         if let Some((i, why)) = network::refused_allow_cidr(
             &spec.network.allow_cidrs,
-            &self.settings.cluster_network.cluster_cidrs,
+            &self.cluster_network().cluster_cidrs,
             &containment.allowed_egress,
         ) {
             return Some((format!("{prefix}.network.allowCIDRs[{i}]"), why));

@@ -115,7 +115,6 @@ impl Scratch {
                 clock: Clock::fixed(0),
                 tokens: Tokens::Fixed(FRESH_TOKEN),
                 reap_page: REAP_PAGE,
-                cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
             },
         );
         Self {

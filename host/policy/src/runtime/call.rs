@@ -73,11 +73,11 @@ pub struct CallContext {
     pub cluster: Arc<dyn Cluster>,
     pub boundary: Arc<Boundary>,
     /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
-    /// drives its future on it, so it must be made outside the runtime's threads.
+    /// drives its future on it, so it must be made outside the runtime's threads. How long a
+    /// request may wait is the engine's ([`RuntimeConfig::host_call_timeout`]).
+    ///
+    /// [`RuntimeConfig::host_call_timeout`]: super::RuntimeConfig::host_call_timeout
     pub handle: tokio::runtime::Handle,
-    /// The longest one host call may wait on the cluster: epochs do not interrupt a guest
-    /// blocked in a host call, so this bounds it instead.
-    pub host_call_timeout: Duration,
     pub observer: Option<HostCallObserver>,
     /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
     pub children: Option<Arc<dyn ChildLookup>>,
@@ -86,7 +86,7 @@ pub struct CallContext {
 }
 
 impl CallContext {
-    /// A context with the default host-call timeout (10 s) and no observer.
+    /// A context with no observer and no cache.
     pub fn new(
         cluster: Arc<dyn Cluster>,
         boundary: Arc<Boundary>,
@@ -96,7 +96,6 @@ impl CallContext {
             cluster,
             boundary,
             handle,
-            host_call_timeout: super::RuntimeConfig::default().host_call_timeout,
             observer: None,
             children: None,
             write_rates: Arc::default(),
@@ -105,11 +104,6 @@ impl CallContext {
 
     pub fn with_children(mut self, children: Arc<dyn ChildLookup>) -> Self {
         self.children = Some(children);
-        self
-    }
-
-    pub fn with_host_call_timeout(mut self, timeout: Duration) -> Self {
-        self.host_call_timeout = timeout;
         self
     }
 
@@ -123,7 +117,6 @@ impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallContext")
             .field("boundary", &self.boundary)
-            .field("host_call_timeout", &self.host_call_timeout)
             .field("observer", &self.observer.is_some())
             .field("children", &self.children.is_some())
             .finish_non_exhaustive()

@@ -28,7 +28,10 @@ pub struct RuntimeConfig {
     pub call_deadline: Duration,
     /// The most one linear memory of a guest may grow to.
     pub memory_limit_bytes: usize,
-    /// The longest one `kube-client` call may wait on the cluster.
+    /// The longest one `kube-client` request may wait on the cluster (`--host-call-timeout`):
+    /// epochs do not interrupt a guest blocked in a host call, so this bounds it instead. Each
+    /// request of every call on this engine reads it here, so that the controller, its hot-swap
+    /// self-test and `policy test` wait alike.
     pub host_call_timeout: Duration,
     /// Where compiled components are kept across restarts (`<digest>-<engine>.cwasm`); `None`
     /// compiles every load. Created 0700; not used (compiled in memory) when it is a symlink,

@@ -462,7 +462,7 @@ impl HostState {
             )));
         };
         let started = Instant::now();
-        let timeout = ctx.host_call_timeout;
+        let timeout = self.host_call_timeout;
         // Awaited where the call runs: epochs do not interrupt a guest waiting here, so the
         // timeout bounds it.
         let answer = tokio::time::timeout(timeout, send(ctx.cluster.as_ref())).await;

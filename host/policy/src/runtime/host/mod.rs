@@ -70,6 +70,9 @@ pub(crate) struct HostState {
     /// The Sandbox the call is for; `None` for the exports that get no cluster access.
     scope: Option<SandboxScope>,
     containment: Arc<Containment>,
+    /// The longest one `kube-client` request may wait on the cluster: the engine's
+    /// ([`RuntimeConfig::host_call_timeout`]), so that every call on it has the same bound.
+    host_call_timeout: Duration,
     /// Set when the guest went past a budget: the trap it causes is reported as
     /// [`RuntimeError::Budget`](crate::runtime::RuntimeError::Budget) with this message.
     pub(crate) budget_exceeded: Option<String>,
@@ -100,6 +103,7 @@ impl HostState {
             ctx,
             scope,
             containment: config.containment.clone(),
+            host_call_timeout: config.host_call_timeout,
             budget_exceeded: None,
             effects: Vec::new(),
             host_calls: 0,
