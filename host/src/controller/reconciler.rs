@@ -24,9 +24,9 @@ use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
 use crate::metrics::Metrics;
 use cubepod_kube::{ApiError, ApiErrorKind, Cluster, Resource};
-use cubepod_policy_host::containment::output_rules::{self, Refusal, Rule, Surfaced};
+use cubepod_policy_host::containment::pools;
 use cubepod_policy_host::containment::rates::Deferral;
-use cubepod_policy_host::containment::{Containment, network};
+use cubepod_policy_host::containment::{self, Containment, Refusal, Rule, Surfaced, network};
 use cubepod_policy_host::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use cubepod_policy_host::runtime::bindings::{
     ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ReapAction,
@@ -493,13 +493,13 @@ impl Reconciler {
             .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
             .map_err(ReconcileError::Budget)
             .and_then(|patch| match &out.claim {
-                Some(member) => output_rules::claim(&what, member, &offered)
+                Some(member) => pools::claim(&what, member, &offered)
                     .map(|()| patch)
                     .map_err(ReconcileError::Refused),
                 None => Ok(patch),
             })
             .and_then(|patch| {
-                output_rules::claimed_member(
+                pools::claimed_member(
                     &what,
                     out.status.claimed_member.as_deref(),
                     bound.map(|m| m.sandbox.name.as_str()),
@@ -589,7 +589,7 @@ impl Reconciler {
         }
         report.requeue = out.requeue_after_seconds.map(|s| {
             // A requeue sooner than this would spin the controller on one key.
-            Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS)))
+            Duration::from_secs(u64::from(s.max(containment::MIN_REQUEUE_SECONDS)))
         });
         // A deferred write is written when the rate allows, whatever the policy answered.
         if let Some(wait) = deferred {
@@ -802,7 +802,7 @@ impl Reconciler {
                 format!("{prefix}.runtimeClassName"),
                 format!(
                     "{:?} is not an allowed runtime class (allowed: {})",
-                    output_rules::shown(class),
+                    containment::shown(class),
                     allowed.iter().cloned().collect::<Vec<_>>().join(", ")
                 ),
             ));
@@ -1000,7 +1000,7 @@ impl Reconciler {
 
     /// One reaper pass over `namespace` (only the sandboxes named in `only`, when given): the
     /// policy decides who is idle or due to shut down, a page of candidates at a time; each
-    /// admitted decision (`output_rules::reap`) is carried out over the version it saw: an idle
+    /// admitted decision (`pools::reap`) is carried out over the version it saw: an idle
     /// pause marked in the status (`idlePausedAt`) for the next reconcile to carry out, a
     /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. `report.reaped` names
     /// them. A page the policy fails ends the pass: the pages before it stay marked, the next
@@ -1061,7 +1061,7 @@ impl Reconciler {
         for decision in decisions {
             // A decision about a sandbox not handed, or a shutdown that is not due, is the
             // policy's mistake, not an instruction.
-            let (_, version) = match output_rules::reap(namespace, &decision, &handed, now) {
+            let (_, version) = match pools::reap(namespace, &decision, &handed, now) {
                 Ok(handed) => *handed,
                 Err(refusal) => {
                     tracing::warn!(%refusal, "reaper decision refused");
@@ -1149,7 +1149,7 @@ impl Reconciler {
             .iter()
             .filter(|m| !m.claimed && !m.deleting && !out.delete.contains(&m.name))
             .count();
-        let room = output_rules::member_room(pool, active, self.settings.max_pool_replicas);
+        let room = pools::member_room(pool, active, self.settings.max_pool_replicas);
         if out.create.len() > room {
             return Err(ReconcileError::Refused(Refusal::new(
                 Rule::Pool,
@@ -1172,17 +1172,14 @@ impl Reconciler {
                 Rule::Pool,
                 &what,
                 format!("delete[{index}]"),
-                format!(
-                    "{:?} is not a member of the pool",
-                    output_rules::shown(name)
-                ),
+                format!("{:?} is not a member of the pool", containment::shown(name)),
             )));
         }
         out.create
             .iter()
             .enumerate()
             .map(|(index, m)| {
-                output_rules::member(
+                pools::member(
                     pool,
                     index,
                     &m.name,
