@@ -26,7 +26,7 @@ use crate::metrics::Metrics;
 use cubepod_kube::{ApiError, ApiErrorKind, Cluster, Resource};
 use cubepod_policy_host::containment::pools;
 use cubepod_policy_host::containment::rates::Deferral;
-use cubepod_policy_host::containment::{self, Containment, Refusal, Rule, Surfaced, network};
+use cubepod_policy_host::containment::{self, Containment, Refusal, Rule, Surfaced};
 use cubepod_policy_host::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use cubepod_policy_host::runtime::bindings::{
     ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ReapAction,
@@ -481,32 +481,23 @@ impl Reconciler {
         // The whole output is admitted before any of it is written; its conditions before any
         // copy of the status is made (as written, the patch, its text), since a status of
         // thousands of conditions or a huge message is megabytes, every copy resident at once.
-        let containment = self.containment();
-        let budget = &containment.output;
         let what = format!("Sandbox {target}");
         let bound = match &claim {
             ClaimView::Bound { member, .. } => Some(&**member),
             _ => None,
         };
-        let admitted = budget
-            .sandbox_status_patch(&what, &out.status, object.sandbox.generation)
-            .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
-            .map_err(ReconcileError::Budget)
-            .and_then(|patch| match &out.claim {
-                Some(member) => pools::claim(&what, member, &offered)
-                    .map(|()| patch)
-                    .map_err(ReconcileError::Refused),
-                None => Ok(patch),
-            })
-            .and_then(|patch| {
-                pools::claimed_member(
-                    &what,
-                    out.status.claimed_member.as_deref(),
-                    bound.map(|m| m.sandbox.name.as_str()),
-                    out.claim.as_deref(),
-                )
-                .map(|()| patch)
-                .map_err(ReconcileError::Refused)
+        let admitted = self
+            .containment()
+            .sandbox_output(
+                &what,
+                &out,
+                object.sandbox.generation,
+                &offered,
+                bound.map(|m| m.sandbox.name.as_str()),
+            )
+            .map_err(|refusal| match refusal.rule {
+                Rule::Budget => ReconcileError::Budget(refusal),
+                _ => ReconcileError::Refused(refusal),
             });
         let patch = self
             .admitted(
@@ -788,36 +779,10 @@ impl Reconciler {
     }
 
     /// A Sandbox spec (`prefix` `spec`) or a pool's template (`spec.template`) past the
-    /// operator's bounds, as a spec the controller cannot act on: a runtime class outside
-    /// `--allowed-runtime-classes`, `resources` past `--max-sandbox-cpu` and
-    /// `--max-sandbox-memory`, or an `allowCIDRs` entry reaching a protected address
-    /// (`network::protected`, `--allowed-egress-cidrs`). The field at fault and why.
+    /// operator's bounds ([`Containment::refused_spec`]): the field at fault and why.
     fn refused_spec(&self, spec: &SandboxSpec, prefix: &str) -> Option<(String, String)> {
-        let containment = self.containment();
-        let allowed = &containment.runtime_classes;
-        if let Some(class) = spec.runtime_class.as_deref()
-            && !allowed.contains(class)
-        {
-            return Some((
-                format!("{prefix}.runtimeClassName"),
-                format!(
-                    "{:?} is not an allowed runtime class (allowed: {})",
-                    containment::shown(class),
-                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            ));
-        }
-        if let Some((i, why)) = network::refused_allow_cidr(
-            &spec.network.allow_cidrs,
-            &self.settings.cluster_network.cluster_cidrs,
-            &containment.allowed_egress,
-        ) {
-            return Some((format!("{prefix}.network.allowCIDRs[{i}]"), why));
-        }
-        containment
-            .pod_bounds
-            .check_spec(prefix, spec.cpu.as_deref(), spec.memory.as_deref())
-            .err()
+        let cluster_cidrs = &self.settings.cluster_network.cluster_cidrs;
+        self.containment().refused_spec(spec, prefix, cluster_cidrs)
     }
 
     /// [`Self::refused_spec`] of a Sandbox, as its status and Events say it.

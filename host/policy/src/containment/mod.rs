@@ -23,7 +23,12 @@
 //!   - `budgets.rs`: the per-call budgets and the output's ([`OutputBudget`]) (rule
 //!     `budget`); [`rates`]: what may be written over time, across calls;
 //! - [`pools`]: a policy's output about pools, claims and the reaper (rules `pool`, `claim`,
-//!   `reap`).
+//!   `reap`); `spec.rs`: a Sandbox's own spec within the operator's bounds, before the policy
+//!   is handed it.
+//!
+//! The entry points, all here: [`Containment::check_call`] (a `kube-client` call, every rule
+//! in order), [`Containment::sandbox_output`] (what a reconcile returns),
+//! [`Containment::refused_spec`], and [`SandboxScope::check_held`] (whether a delete is sent).
 //!
 //! A field, kind or value not known to be safe is refused; an operator widens the lists by
 //! flag (`config::ContainmentArgs`). A refusal names its [`Rule`] and the field; it goes back
@@ -53,6 +58,7 @@ pub mod rates;
 mod scope;
 mod secret;
 mod service;
+mod spec;
 mod surfaced;
 #[cfg(test)]
 mod tests;
@@ -71,7 +77,7 @@ pub use pod::{
 pub use quantity::{
     QuantityError, format_bytes, parse_ceil as quantity_value, parse_ceil_milli as quantity_milli,
 };
-pub use scope::{ChildRole, ForkSource, SandboxScope};
+pub use scope::{ChildHeld, ChildRole, ForkSource, SandboxScope};
 pub use secret::MAX_SECRET_BYTES;
 pub use surfaced::Surfaced;
 pub use text::{clip, shown};
@@ -80,6 +86,8 @@ use self::fields::{Fields, nth, sub};
 use self::json::Json;
 use self::text::{Clipped, dns1123_subdomain, short};
 use crate::model::names;
+use crate::model::sandbox::StatusPatch;
+use crate::runtime::bindings::ReconcileOutput;
 use cubepod_kube::Resource;
 
 /// The labels every child carries: the managed-by label and value, and its Sandbox's name.
@@ -270,7 +278,62 @@ impl Default for Containment {
     }
 }
 
+/// What the host knows of one call and of the controller's cache that the rules of order read
+/// (no Pod before its NetworkPolicy, no NetworkPolicy deleted before its Pod).
+pub trait CallFacts {
+    /// What this call last did to an object: `Some(true)` written, `Some(false)` deleted,
+    /// `None` neither.
+    fn last_done(&self, resource: Resource, namespace: &str, name: &str) -> Option<bool>;
+    /// Whether the call's Sandbox holds the object as its own child, as the cache says (or,
+    /// without one, the input's observed children): one lookup.
+    fn held(&self, resource: Resource, namespace: &str, name: &str) -> bool;
+}
+
 impl Containment {
+    /// The verdict on one `kube-client` call, every rule in order: only an export with a
+    /// Sandbox to call for (`call`: the boundary and the call's scope) calls the cluster; a
+    /// manifest within its size before it is parsed; the boundary ([`Boundary::check`]); then
+    /// a write as [`Self::check_write`] and no Pod before its NetworkPolicy, a delete as
+    /// [`Self::check_delete`] and no NetworkPolicy deleted while its Pod is there.
+    pub fn check_call(
+        &self,
+        call: Option<(&Boundary, &SandboxScope)>,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: Option<&str>,
+        facts: &impl CallFacts,
+    ) -> Result<(), Refusal> {
+        let what = describe(resource, namespace, name);
+        let Some((boundary, scope)) = call else {
+            return Err(Refusal::new(
+                Rule::Scope,
+                what,
+                "export",
+                "this export may not call the cluster: only reconcile-sandbox and \
+                 cleanup-sandbox may",
+            ));
+        };
+        if let Some(manifest) = manifest {
+            self.check_manifest_size(&what, manifest)?;
+        }
+        match boundary.check(resource, namespace, name, manifest)? {
+            Some(object) => {
+                self.check_write(scope, resource, namespace, name, &object)?;
+                if resource == Resource::Pod {
+                    network::network_policy_first(scope, facts, namespace, name)?;
+                }
+            }
+            None => {
+                self.check_delete(scope, resource, namespace, name)?;
+                if resource == Resource::NetworkPolicy {
+                    network::no_pod_without_its_policy(scope, facts, namespace, name)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A delete's name: one of the Sandbox's child names. Whether the object is the
     /// Sandbox's is the cache's to say (see `runtime::ChildLookup`).
     pub fn check_delete(
@@ -332,5 +395,35 @@ impl Containment {
             Resource::Service => service::check(scope, &what, object),
             _ => Err(Refusal::new(Rule::Kind, what, "kind", "not a child kind")),
         }
+    }
+
+    /// What the reconcile core admits of a Sandbox's output, all of it before any is written
+    /// (rules `budget` and `claim`): its status within the budget (returned as the patch the
+    /// controller writes; its conditions checked before the patch is made, since a status of
+    /// thousands of conditions or a huge message is megabytes, every copy resident at once),
+    /// its Events within theirs, a claim only of a candidate `offered`, and a status naming as
+    /// its member only the one the controller adopted for it (`bound`) or the one it claims.
+    pub fn sandbox_output(
+        &self,
+        what: &str,
+        out: &ReconcileOutput,
+        generation: i64,
+        offered: &[String],
+        bound: Option<&str>,
+    ) -> Result<StatusPatch, Refusal> {
+        let patch = self
+            .output
+            .sandbox_status_patch(what, &out.status, generation)?;
+        self.output.events(what, &out.events)?;
+        if let Some(member) = &out.claim {
+            pools::claim(what, member, offered)?;
+        }
+        pools::claimed_member(
+            what,
+            out.status.claimed_member.as_deref(),
+            bound,
+            out.claim.as_deref(),
+        )?;
+        Ok(patch)
     }
 }

@@ -46,6 +46,17 @@ pub struct ForkSource {
     pub pvcs: Vec<String>,
 }
 
+/// What the controller's cache holds under a name, for the delete rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildHeld {
+    /// A managed child of the call's Sandbox.
+    Own,
+    /// A managed child of another Sandbox.
+    Other,
+    /// Nothing: the object does not exist, or cubepod-controller does not manage it.
+    NotHeld,
+}
+
 /// Which child of its Sandbox an object is, by its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChildRole {
@@ -152,6 +163,51 @@ impl SandboxScope {
             names::rootfs_pvc(&self.name, self.rootfs_generation),
             names::workspace_pvc(&self.name),
         ]
+    }
+}
+
+impl SandboxScope {
+    /// Whether an admitted delete is sent, by what the controller's cache holds under the name
+    /// (`held`; `None` where there is no cache): `Ok(false)` for what it does not hold (taken
+    /// as gone), refused for another Sandbox's child; without a cache, only what the input shows
+    /// as observed is sent, anything else refused (fail closed).
+    pub fn check_held(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        held: Option<ChildHeld>,
+    ) -> Result<bool, Refusal> {
+        let what = describe(resource, namespace, name);
+        match held {
+            Some(ChildHeld::Own) => Ok(true),
+            Some(ChildHeld::NotHeld) => Ok(false),
+            Some(ChildHeld::Other) => Err(Refusal::new(
+                Rule::Scope,
+                what,
+                "name",
+                format!(
+                    "the controller holds it as a child of another Sandbox, not of {:?}",
+                    self.name
+                ),
+            )),
+            None if self
+                .observed
+                .iter()
+                .any(|(r, n)| *r == resource && n == name) =>
+            {
+                Ok(true)
+            }
+            None => Err(Refusal::new(
+                Rule::Scope,
+                what,
+                "name",
+                format!(
+                    "not among Sandbox {:?}'s observed children, and no cache to ask",
+                    self.name
+                ),
+            )),
+        }
     }
 }
 
