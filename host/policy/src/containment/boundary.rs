@@ -48,7 +48,7 @@ impl Boundary {
 
     /// The first layer: namespace, kind, name, and for a write (`manifest` given) a manifest
     /// that is the object the call names; returns the parsed manifest. What a call for one
-    /// Sandbox may write is [`Containment`]'s to say.
+    /// Sandbox may write is [`Containment`](super::Containment)'s to say.
     pub fn check<'m>(
         &self,
         resource: Resource,
