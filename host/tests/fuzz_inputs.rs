@@ -21,8 +21,7 @@ use cubepod_host::controller::cache::Cache;
 use cubepod_kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
 use cubepod_policy_host::containment::json::Json;
-use cubepod_policy_host::containment::output_rules;
-use cubepod_policy_host::containment::{Boundary, Containment, SandboxScope};
+use cubepod_policy_host::containment::{Boundary, Containment, Rule, SandboxScope, pools};
 use cubepod_policy_host::model::{ObjectRef, pool, sandbox};
 use cubepod_policy_host::runtime::bindings::{
     Condition, ConditionStatus, SandboxPhase, SandboxStatus, WarmPoolStatus,
@@ -1045,7 +1044,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
         (Just(pool), Just(member), manifest)
     });
     check(
-        "pool member manifests -> controller::output_rules::member",
+        "pool member manifests -> containment::pools::member",
         cases(1024),
         member,
         |(pool, member, manifest)| {
@@ -1054,7 +1053,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
                 "spec": {"replicas": 3, "template": {"image": "img"}},
             }))
             .expect("a pool");
-            match output_rules::member(&pool, 0, &member, &manifest, 512 << 10) {
+            match pools::member(&pool, 0, &member, &manifest, 512 << 10) {
                 Ok(object) => {
                     let meta = &object["metadata"];
                     prop_assert_eq!(&meta["name"], member.as_str());
@@ -1077,10 +1076,7 @@ fn pool_members_from_a_policy_are_admitted_only_as_the_pools_own() {
                     prop_assert_eq!(&read.sandbox.spec, &pool.spec.template);
                 }
                 Err(refusal) => {
-                    prop_assert!(matches!(
-                        refusal.rule,
-                        output_rules::Rule::Pool | output_rules::Rule::Budget
-                    ));
+                    prop_assert!(matches!(refusal.rule, Rule::Pool | Rule::Budget));
                     prop_assert!(!refusal.reason.is_empty());
                     prop_assert!(refusal.to_string().len() < 1024, "a bounded refusal");
                 }

@@ -24,9 +24,9 @@ use super::policy::PolicySlot;
 use super::writer::{Finalizing, Writer};
 use crate::metrics::Metrics;
 use cubepod_kube::{ApiError, ApiErrorKind, Cluster, Resource};
-use cubepod_policy_host::containment::output_rules::{self, Refusal, Rule, Surfaced};
+use cubepod_policy_host::containment::pools;
 use cubepod_policy_host::containment::rates::Deferral;
-use cubepod_policy_host::containment::{Containment, network};
+use cubepod_policy_host::containment::{self, Containment, Refusal, Rule, Surfaced};
 use cubepod_policy_host::model::{ObjectRef, Unreadable, pool, sandbox, time};
 use cubepod_policy_host::runtime::bindings::{
     ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ObservedChildren,
@@ -193,12 +193,12 @@ impl Action {
     }
 
     /// The policy's `requeue-after-seconds`, no sooner than
-    /// [`output_rules::MIN_REQUEUE_SECONDS`] (sooner would spin the controller on one key),
+    /// [`containment::MIN_REQUEUE_SECONDS`] (sooner would spin the controller on one key),
     /// and no later than a deferred write's `wait`: it is written when the rate allows,
     /// whatever the policy answered.
     fn asked(seconds: Option<u32>, deferred: Option<Duration>) -> Self {
         let asked = seconds
-            .map(|s| Duration::from_secs(u64::from(s.max(output_rules::MIN_REQUEUE_SECONDS))));
+            .map(|s| Duration::from_secs(u64::from(s.max(containment::MIN_REQUEUE_SECONDS))));
         Self {
             requeue_after: match deferred {
                 Some(wait) => Some(asked.map_or(wait, |r| r.min(wait))),
@@ -595,28 +595,21 @@ impl Reconciler {
         out: &ReconcileOutput,
         offered: &[String],
     ) -> Result<sandbox::StatusPatch, ReconcileError> {
-        let containment = self.containment();
-        let budget = &containment.output;
+        // The whole output is admitted before any of it is written; its conditions before any
+        // copy of the status is made (as written, the patch, its text), since a status of
+        // thousands of conditions or a huge message is megabytes, every copy resident at once.
         let what = format!("Sandbox {target}");
-        budget
-            .sandbox_status_patch(&what, &out.status, object.sandbox.generation)
-            .and_then(|patch| budget.events(&what, &out.events).map(|()| patch))
-            .map_err(ReconcileError::Budget)
-            .and_then(|patch| match &out.claim {
-                Some(member) => output_rules::claim(&what, member, offered)
-                    .map(|()| patch)
-                    .map_err(ReconcileError::Refused),
-                None => Ok(patch),
-            })
-            .and_then(|patch| {
-                output_rules::claimed_member(
-                    &what,
-                    out.status.claimed_member.as_deref(),
-                    bound_member(claim).map(|m| m.sandbox.name.as_str()),
-                    out.claim.as_deref(),
-                )
-                .map(|()| patch)
-                .map_err(ReconcileError::Refused)
+        self.containment()
+            .sandbox_output(
+                &what,
+                out,
+                object.sandbox.generation,
+                offered,
+                bound_member(claim).map(|m| m.sandbox.name.as_str()),
+            )
+            .map_err(|refusal| match refusal.rule {
+                Rule::Budget => ReconcileError::Budget(refusal),
+                _ => ReconcileError::Refused(refusal),
             })
     }
 
@@ -891,36 +884,10 @@ impl Reconciler {
     }
 
     /// A Sandbox spec (`prefix` `spec`) or a pool's template (`spec.template`) past the
-    /// operator's bounds, as a spec the controller cannot act on: a runtime class outside
-    /// `--allowed-runtime-classes`, `resources` past `--max-sandbox-cpu` and
-    /// `--max-sandbox-memory`, or an `allowCIDRs` entry reaching a protected address
-    /// (`network::protected`, `--allowed-egress-cidrs`). The field at fault and why.
+    /// operator's bounds ([`Containment::refused_spec`]): the field at fault and why.
     fn refused_spec(&self, spec: &SandboxSpec, prefix: &str) -> Option<(String, String)> {
-        let containment = self.containment();
-        let allowed = &containment.runtime_classes;
-        if let Some(class) = spec.runtime_class.as_deref()
-            && !allowed.contains(class)
-        {
-            return Some((
-                format!("{prefix}.runtimeClassName"),
-                format!(
-                    "{:?} is not an allowed runtime class (allowed: {})",
-                    output_rules::shown(class),
-                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            ));
-        }
-        if let Some((i, why)) = network::refused_allow_cidr(
-            &spec.network.allow_cidrs,
-            &self.cluster_network().cluster_cidrs,
-            &containment.allowed_egress,
-        ) {
-            return Some((format!("{prefix}.network.allowCIDRs[{i}]"), why));
-        }
-        containment
-            .pod_bounds
-            .check_spec(prefix, spec.cpu.as_deref(), spec.memory.as_deref())
-            .err()
+        let cluster_cidrs = &self.cluster_network().cluster_cidrs;
+        self.containment().refused_spec(spec, prefix, cluster_cidrs)
     }
 
     /// [`Self::refused_spec`] of a Sandbox, as its status and Events say it.
@@ -1111,7 +1078,7 @@ impl Reconciler {
 
     /// One reaper pass over `namespace` (only the sandboxes named in `only`, when given): the
     /// policy decides who is idle or due to shut down, a page of candidates at a time; each
-    /// admitted decision (`output_rules::reap`) is carried out over the version it saw: an idle
+    /// admitted decision (`pools::reap`) is carried out over the version it saw: an idle
     /// pause marked in the status (`idlePausedAt`) for the next reconcile to carry out, a
     /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. `report.reaped` names
     /// them. A page the policy fails ends the pass: the pages before it stay marked, the next
@@ -1172,7 +1139,7 @@ impl Reconciler {
         for decision in decisions {
             // A decision about a sandbox not handed, or a shutdown that is not due, is the
             // policy's mistake, not an instruction.
-            let (_, version) = match output_rules::reap(namespace, &decision, &handed, now) {
+            let (_, version) = match pools::reap(namespace, &decision, &handed, now) {
                 Ok(handed) => *handed,
                 Err(refusal) => {
                     tracing::warn!(%refusal, "reaper decision refused");
@@ -1260,7 +1227,7 @@ impl Reconciler {
             .iter()
             .filter(|m| !m.claimed && !m.deleting && !out.delete.contains(&m.name))
             .count();
-        let room = output_rules::member_room(pool, active, self.settings.max_pool_replicas);
+        let room = pools::member_room(pool, active, self.settings.max_pool_replicas);
         if out.create.len() > room {
             return Err(ReconcileError::Refused(Refusal::new(
                 Rule::Pool,
@@ -1283,17 +1250,14 @@ impl Reconciler {
                 Rule::Pool,
                 &what,
                 format!("delete[{index}]"),
-                format!(
-                    "{:?} is not a member of the pool",
-                    output_rules::shown(name)
-                ),
+                format!("{:?} is not a member of the pool", containment::shown(name)),
             )));
         }
         out.create
             .iter()
             .enumerate()
             .map(|(index, m)| {
-                output_rules::member(
+                pools::member(
                     pool,
                     index,
                     &m.name,

@@ -270,7 +270,7 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Creates a pool member from the manifest the core admitted (`output_rules::member`), and
+    /// Creates a pool member from the manifest the core admitted (`containment::pools::member`), and
     /// counts it the pool's until the pool's record (written with its status) holds it. A name
     /// taken already is not the pool's: whoever made it, the controller did not just now.
     pub async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {

@@ -22,7 +22,7 @@ use crate::metrics::Metrics;
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_kube::{ApiError, Cluster, Resource};
 use cubepod_policy_host::containment::Boundary;
-use cubepod_policy_host::containment::output_rules::Refusal;
+use cubepod_policy_host::containment::Refusal;
 use cubepod_policy_host::model::{ObjectRef, children};
 use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 

@@ -18,9 +18,14 @@ use std::sync::LazyLock;
 
 use super::ipset::{Cidr, IpSet, NAT64_LOCAL};
 use super::json::Json;
-use super::{Containment, Fields, Refusal, Rule, SANDBOX_LABEL, SandboxScope, nth, short, sub};
+use super::{
+    CallFacts, Containment, Fields, Refusal, Rule, SANDBOX_LABEL, SandboxScope, describe, nth,
+    short, sub,
+};
+use crate::model::names;
 use crate::model::names::{BLOCKED_FOR_INTERNET, NAMESPACE_NAME_LABEL};
 use crate::runtime::bindings::{ClusterNetwork, EgressMode, ServiceProtocol};
+use cubepod_kube::Resource;
 
 /// What a NetworkPolicy may allow for one Sandbox: its spec and the cluster network.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,6 +146,64 @@ impl SandboxNetwork {
         };
         Ok(base.union(&allow).minus(&deny).minus(&never.minus(exempt)))
     }
+}
+
+/// A Pod only while its NetworkPolicy exists (checked after the Pod's manifest, so that a
+/// bad Pod is refused for what is wrong with it): the last this call did to it was an
+/// apply, or it did nothing to it and the controller's cache holds it (or, without one, the
+/// input's observed children show it). Otherwise the Pod would run, if briefly, with the
+/// namespace's network. For every contract: a 0.1 module's is applied by the host.
+pub(super) fn network_policy_first(
+    scope: &SandboxScope,
+    facts: &impl CallFacts,
+    namespace: &str,
+    name: &str,
+) -> Result<(), Refusal> {
+    let policy = names::network_policy(&scope.name);
+    // Only "is it this sandbox's own": one lookup, not the scan that tells another
+    // sandbox's child from none (every new Pod passes here).
+    let present = match facts.last_done(Resource::NetworkPolicy, namespace, &policy) {
+        Some(applied) => applied,
+        None => facts.held(Resource::NetworkPolicy, namespace, &policy),
+    };
+    if present {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Rule::Network,
+        describe(Resource::Pod, namespace, name),
+        "kind",
+        format!(
+            "no Pod before its NetworkPolicy: apply {policy:?} first (it is not in the \
+             cache and not applied in this call, or this call deleted it)"
+        ),
+    ))
+}
+
+/// A delete of S's NetworkPolicy only once S's Pod is gone: not while the cache holds it
+/// (a Pod deleted, in this call or before, still runs until the watch says it is gone)
+/// nor when this call created it. Otherwise the Pod would run on the namespace's network.
+pub(super) fn no_pod_without_its_policy(
+    scope: &SandboxScope,
+    facts: &impl CallFacts,
+    namespace: &str,
+    name: &str,
+) -> Result<(), Refusal> {
+    let pod = names::pod(&scope.name);
+    // Written or deleted in this call: it exists, or is still terminating.
+    let touched = facts.last_done(Resource::Pod, namespace, &pod).is_some();
+    if !touched && !facts.held(Resource::Pod, namespace, &pod) {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Rule::Network,
+        describe(Resource::NetworkPolicy, namespace, name),
+        "name",
+        format!(
+            "Pod {pod:?} exists (in the cache, terminating, or created in this call): its \
+             NetworkPolicy is deleted only once the Pod is gone"
+        ),
+    ))
 }
 
 /// Checks a NetworkPolicy manifest for `scope`'s Sandbox.

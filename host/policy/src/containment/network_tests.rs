@@ -3,39 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::containment_tests::{check_in, refused, scope_of, writes};
+use super::tests::{S, check_in, refused, scope_of, served, with, writes, written};
 use super::*;
-use cubepod_policy_sdk::bindings::{
-    EgressMode, ReconcileInput, ServicePort, ServiceProtocol, ServiceSpec,
-};
-use cubepod_policy_sdk::fixtures;
-
-const S: &str = "dev-alice";
-
-fn with(edit: impl FnOnce(&mut ReconcileInput)) -> ReconcileInput {
-    let mut input = fixtures::sandbox(S).input();
-    edit(&mut input);
-    input
-}
-
-fn served(input: &mut ReconcileInput) {
-    input.sandbox.spec.service = Some(ServiceSpec {
-        ports: vec![ServicePort {
-            name: "http".into(),
-            port: 8080,
-            protocol: ServiceProtocol::Tcp,
-        }],
-    });
-    input.cluster_network.ingress_from = vec![("app".into(), "gateway".into())];
-}
-
-fn written(input: &ReconcileInput, resource: Resource) -> Value {
-    writes(input)
-        .into_iter()
-        .find(|(r, _, _)| *r == resource)
-        .map(|(_, _, m)| m)
-        .unwrap_or_else(|| panic!("the default writes no {resource}"))
-}
+use cubepod_policy_sdk::bindings::{EgressMode, ReconcileInput};
 
 fn policy_check(input: &ReconcileInput, manifest: &Value) -> Result<(), Refusal> {
     let name = names::network_policy(S);
@@ -251,109 +221,6 @@ fn ingress_only_from_the_ingress_pods_to_the_services_ports() {
     manifest["spec"]["ingress"] =
         written(&input, Resource::NetworkPolicy)["spec"]["ingress"].clone();
     refused(policy_check(&plain, &manifest), Rule::Network, rule);
-}
-
-#[track_caller]
-fn service_refused(input: &ReconcileInput, edit: impl FnOnce(&mut Value), field: &str) {
-    let mut manifest = written(input, Resource::Service);
-    edit(&mut manifest);
-    let scope = scope_of(input);
-    refused(
-        check_in(
-            &Containment::default(),
-            &scope,
-            Resource::Service,
-            S,
-            &manifest,
-        ),
-        Rule::Service,
-        field,
-    );
-}
-
-#[test]
-fn a_service_is_the_sandboxs_own_headless_one_on_its_ports() {
-    let input = with(served);
-    service_refused(
-        &input,
-        |m| m["spec"]["selector"]["cubepod.io/sandbox"] = json!("bob"),
-        "spec.selector",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["selector"]["app"] = json!("x"),
-        "spec.selector.app",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["clusterIP"] = json!("10.96.0.9"),
-        "spec.clusterIP",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["type"] = json!("NodePort"),
-        "spec.type",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["externalIPs"] = json!(["1.2.3.4"]),
-        "spec.externalIPs",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["externalName"] = json!("evil.example"),
-        "spec.externalName",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["ports"][0]["port"] = json!(22),
-        "spec.ports[0]",
-    );
-    service_refused(
-        &input,
-        |m| m["spec"]["ports"][0]["targetPort"] = json!(22),
-        "spec.ports[0].targetPort",
-    );
-    // A sandbox without spec.service has none.
-    let plain = with(|_| {});
-    let manifest = written(&input, Resource::Service);
-    refused(
-        check_in(
-            &Containment::default(),
-            &scope_of(&plain),
-            Resource::Service,
-            S,
-            &manifest,
-        ),
-        Rule::Service,
-        "kind",
-    );
-}
-
-#[test]
-fn deletes_name_only_the_sandboxs_own_network_policy_and_service() {
-    let scope = scope_of(&with(|_| {}));
-    let rules = Containment::default();
-    let ns = fixtures::NAMESPACE;
-    assert_eq!(
-        rules.check_delete(&scope, Resource::NetworkPolicy, ns, "dev-alice-network"),
-        Ok(ChildRole::NetworkPolicy)
-    );
-    assert_eq!(
-        rules.check_delete(&scope, Resource::Service, ns, S),
-        Ok(ChildRole::Service)
-    );
-    for (resource, name) in [
-        (Resource::NetworkPolicy, "bob-network"),
-        (Resource::NetworkPolicy, S),
-        (Resource::Service, "bob"),
-    ] {
-        refused(
-            rules.check_delete(&scope, resource, ns, name).map(drop),
-            Rule::Scope,
-            "name",
-        );
-    }
 }
 
 /// A peer added to the default's first egress rule, for the sandbox `input`.

@@ -6,13 +6,149 @@ use std::fmt;
 
 use super::json::{Json, Object};
 use super::{
-    Containment, Fields, PodSecurity, Refusal, Rule, SandboxScope, WIDENABLE_POD_FIELDS, nth,
-    short, sub,
+    Containment, Fields, Refusal, Rule, SandboxScope, clip, format_bytes, nth, quantity, short, sub,
 };
 use crate::model::names;
 
 #[path = "pod_placement.rs"]
 mod placement;
+
+/// The Pod Security Standards level a sandbox's Pod must meet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodSecurity {
+    #[default]
+    Baseline,
+    Restricted,
+}
+
+/// Pod spec fields outside the sandbox profile that an operator may allow by flag: they
+/// steer scheduling, not what the Pod can reach.
+pub const WIDENABLE_POD_FIELDS: [&str; 8] = [
+    "affinity",
+    "tolerations",
+    "nodeSelector",
+    "priorityClassName",
+    "topologySpreadConstraints",
+    "schedulerName",
+    "dnsConfig",
+    "hostAliases",
+];
+
+/// Node keys (taint keys and label keys alike) a Pod may neither tolerate nor select its node
+/// by unless the operator lists them (`--allow-node-key`): the control plane's (its taints
+/// keep workloads off it, its labels pick it), a cordoned node's taint, and a node's own name
+/// (choosing the node of another workload). Avoiding them (`NotIn`, `DoesNotExist`) is free.
+pub const RESERVED_NODE_KEYS: [&str; 4] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+    "node.kubernetes.io/unschedulable",
+    "kubernetes.io/hostname",
+];
+
+/// The scheduler a Pod gets when it names none.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// How much a sandbox's Pod may ask of a node and how long it may take to stop: per container
+/// and for the Pod as a whole, and the same for the Sandbox's own `spec.resources`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodBounds {
+    /// The most `terminationGracePeriodSeconds` (the Pod's and a probe's) may be: pause,
+    /// reset, reap and delete wait this long on a VM that ignores SIGTERM.
+    pub termination_grace_seconds: u64,
+    /// The most `activeDeadlineSeconds` may be (absent is no deadline, as Kubernetes has it).
+    pub active_deadline_seconds: u64,
+    /// CPU, in millicores.
+    pub cpu_milli: u128,
+    /// Memory, in bytes.
+    pub memory_bytes: u128,
+    /// Ephemeral storage, in bytes.
+    pub ephemeral_storage_bytes: u128,
+}
+
+impl Default for PodBounds {
+    fn default() -> Self {
+        Self {
+            termination_grace_seconds: 30,
+            active_deadline_seconds: 30 * 24 * 3600,
+            cpu_milli: 16_000,
+            memory_bytes: 64 << 30,
+            ephemeral_storage_bytes: 100 << 30,
+        }
+    }
+}
+
+impl PodBounds {
+    /// The amount `text` of `resource` (`cpu`, `memory`, `ephemeral-storage`), in the unit its
+    /// bound is kept in, if it is a quantity within that bound; else why not.
+    pub fn amount(&self, resource: &str, text: &str) -> Result<u128, String> {
+        let (value, max, flag) = match resource {
+            "cpu" => (
+                quantity::parse_ceil_milli(text),
+                self.cpu_milli,
+                "--max-sandbox-cpu",
+            ),
+            "memory" => (
+                quantity::parse_ceil(text),
+                self.memory_bytes,
+                "--max-sandbox-memory",
+            ),
+            "ephemeral-storage" => (
+                quantity::parse_ceil(text),
+                self.ephemeral_storage_bytes,
+                "--max-sandbox-ephemeral-storage",
+            ),
+            _ => {
+                return Err(format!(
+                    "{resource:?} is not a resource a sandbox may ask for"
+                ));
+            }
+        };
+        let value = value.map_err(|e| format!("{:?} {e}", clip(text, 64)))?;
+        if value > max {
+            return Err(format!(
+                "{:?} is more {resource} than a sandbox may have, {} ({flag})",
+                clip(text, 64),
+                self.show(resource, max)
+            ));
+        }
+        Ok(value)
+    }
+
+    /// `amount` of `resource` as a user writes it.
+    pub fn show(&self, resource: &str, amount: u128) -> String {
+        if resource == "cpu" {
+            quantity::format_milli(amount)
+        } else {
+            format_bytes(amount)
+        }
+    }
+
+    /// The bound of `resource`, in its unit.
+    pub fn max(&self, resource: &str) -> u128 {
+        match resource {
+            "cpu" => self.cpu_milli,
+            "memory" => self.memory_bytes,
+            _ => self.ephemeral_storage_bytes,
+        }
+    }
+
+    /// A Sandbox's (or a pool template's) own `resources`: the field at fault and why, if
+    /// either is past its bound. `prefix` is where the spec sits (`spec`, `spec.template`).
+    pub fn check_spec(
+        &self,
+        prefix: &str,
+        cpu: Option<&str>,
+        memory: Option<&str>,
+    ) -> Result<(), (String, String)> {
+        for (resource, text) in [("cpu", cpu), ("memory", memory)] {
+            if let Some(text) = text {
+                self.amount(resource, text)
+                    .map_err(|why| (format!("{prefix}.resources.{resource}"), why))?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Pod spec fields a sandbox's Pod may set; `WIDENABLE_POD_FIELDS` by flag.
 const SPEC_FIELDS: [&str; 22] = [

@@ -112,3 +112,89 @@ pub(super) fn check(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::containment::tests::*;
+    use crate::containment::*;
+    use cubepod_policy_sdk::bindings::ReconcileInput;
+
+    #[track_caller]
+    fn service_refused(input: &ReconcileInput, edit: impl FnOnce(&mut Value), field: &str) {
+        let mut manifest = written(input, Resource::Service);
+        edit(&mut manifest);
+        let scope = scope_of(input);
+        refused(
+            check_in(
+                &Containment::default(),
+                &scope,
+                Resource::Service,
+                S,
+                &manifest,
+            ),
+            Rule::Service,
+            field,
+        );
+    }
+
+    #[test]
+    fn a_service_is_the_sandboxs_own_headless_one_on_its_ports() {
+        let input = with(served);
+        service_refused(
+            &input,
+            |m| m["spec"]["selector"]["cubepod.io/sandbox"] = json!("bob"),
+            "spec.selector",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["selector"]["app"] = json!("x"),
+            "spec.selector.app",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["clusterIP"] = json!("10.96.0.9"),
+            "spec.clusterIP",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["type"] = json!("NodePort"),
+            "spec.type",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["externalIPs"] = json!(["1.2.3.4"]),
+            "spec.externalIPs",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["externalName"] = json!("evil.example"),
+            "spec.externalName",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["ports"][0]["port"] = json!(22),
+            "spec.ports[0]",
+        );
+        service_refused(
+            &input,
+            |m| m["spec"]["ports"][0]["targetPort"] = json!(22),
+            "spec.ports[0].targetPort",
+        );
+        // A sandbox without spec.service has none.
+        let plain = with(|_| {});
+        let manifest = written(&input, Resource::Service);
+        refused(
+            check_in(
+                &Containment::default(),
+                &scope_of(&plain),
+                Resource::Service,
+                S,
+                &manifest,
+            ),
+            Rule::Service,
+            "kind",
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Host-side types and traits generated from the contracts in `wit/`: the current one
 //! (`wit/controller.wit`) at the top, the types the rest of the host works in, and each older
 //! contract the host still runs in a module of its own, seen only by the runtime, which
-//! converts to and from the current types at the call (`contract_0_1.rs`).
+//! converts to and from the current types at the call (`contract/v0_1.rs`).
 
 wasmtime::component::bindgen!({
     path: "../../wit",

@@ -12,6 +12,7 @@ use super::bindings::{
 use super::contract::ModulePre;
 use super::host::HostState;
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
+pub use crate::containment::ChildHeld;
 use crate::containment::rates::{Deferral, WriteBuckets};
 use crate::containment::{Boundary, ForkSource, Rule, SandboxScope};
 use cubepod_kube::{Cluster, Resource};
@@ -35,17 +36,6 @@ pub struct HostCallRecord {
     pub refused: bool,
     /// The rule that refused it (its `label()` is the metric's `rule`); `None` when sent.
     pub rule: Option<Rule>,
-}
-
-/// What the controller's cache holds under a name, for the delete rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChildHeld {
-    /// A managed child of the call's Sandbox.
-    Own,
-    /// A managed child of another Sandbox.
-    Other,
-    /// Nothing: the object does not exist, or cubepod-controller does not manage it.
-    NotHeld,
 }
 
 /// Answers from the controller's cache, without an API read, whether a delete names the

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::HostState;
 use crate::containment::rates::{Deferral, Take};
-use crate::containment::{KEPT_PREFIX, Refusal, Rule, clip, describe};
+use crate::containment::{CallFacts, KEPT_PREFIX, Refusal, Rule, clip, describe};
 use crate::runtime::bindings::{self, KubeError, RetryAfter};
 use crate::runtime::budget::MANIFEST_PARSE_CHARGE;
-use crate::runtime::call::{ChildHeld, Effect, HostCallRecord, KubeCall};
+use crate::runtime::call::{Effect, HostCallRecord, KubeCall};
 use cubepod_kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
 
 /// The delay a guest is told to wait after a host call that timed out.
@@ -214,50 +214,16 @@ impl HostState {
         let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
             return Ok(false);
         };
-        let written = self.written(resource, namespace, name);
-        if written {
+        if self.written(resource, namespace, name) {
             return Ok(true);
         }
-        let what = describe(resource, namespace, name);
-        match &ctx.children {
-            Some(cache) => match cache.child(resource, namespace, name, &scope.name) {
-                ChildHeld::Own => Ok(true),
-                ChildHeld::NotHeld => Ok(false),
-                ChildHeld::Other => Err(self.refuse(
-                    "delete",
-                    resource,
-                    Refusal::new(
-                        Rule::Scope,
-                        what,
-                        "name",
-                        format!(
-                            "the controller holds it as a child of another Sandbox, not of {:?}",
-                            scope.name
-                        ),
-                    ),
-                )),
-            },
-            None if scope
-                .observed
-                .iter()
-                .any(|(r, n)| *r == resource && n == name) =>
-            {
-                Ok(true)
-            }
-            None => Err(self.refuse(
-                "delete",
-                resource,
-                Refusal::new(
-                    Rule::Scope,
-                    what,
-                    "name",
-                    format!(
-                        "not among Sandbox {:?}'s observed children, and no cache to ask",
-                        scope.name
-                    ),
-                ),
-            )),
-        }
+        let held = ctx
+            .children
+            .as_ref()
+            .map(|cache| cache.child(resource, namespace, name, &scope.name));
+        scope
+            .check_held(resource, namespace, name, held)
+            .map_err(|refusal| self.refuse("delete", resource, refusal))
     }
 
     /// The boundary's and the containment rules' verdict on a call.
@@ -280,39 +246,16 @@ impl HostState {
         name: &str,
         manifest: Option<&str>,
     ) -> Result<(), Refusal> {
-        let what = describe(resource, namespace, name);
-        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
-            return Err(Refusal::new(
-                Rule::Scope,
-                what,
-                "export",
-                "this export may not call the cluster: only reconcile-sandbox and \
-                 cleanup-sandbox may",
-            ));
+        let call = match (&self.ctx, &self.scope) {
+            (Some(ctx), Some(scope)) => Some((&*ctx.boundary, scope)),
+            _ => None,
         };
-        if let Some(manifest) = manifest {
-            self.containment.check_manifest_size(&what, manifest)?;
-        }
-        let object = ctx.boundary.check(resource, namespace, name, manifest)?;
-        match &object {
-            Some(object) => {
-                self.containment
-                    .check_write(scope, resource, namespace, name, object)?;
-                if resource == Resource::Pod {
-                    self.network_policy_first(namespace, name)?;
-                }
-            }
-            None => {
-                self.containment
-                    .check_delete(scope, resource, namespace, name)?;
-                if resource == Resource::NetworkPolicy {
-                    self.no_pod_without_its_policy(namespace, name)?;
-                }
-            }
-        }
-        Ok(())
+        self.containment
+            .check_call(call, resource, namespace, name, manifest, self)
     }
+}
 
+impl CallFacts for HostState {
     /// What this call last did to an object: `Some(true)` written, `Some(false)` deleted,
     /// `None` neither.
     fn last_done(&self, resource: Resource, namespace: &str, name: &str) -> Option<bool> {
@@ -346,31 +289,9 @@ impl HostState {
                 .any(|(r, n)| *r == resource && n == name),
         }
     }
+}
 
-    /// A delete of S's NetworkPolicy only once S's Pod is gone: not while the cache holds it
-    /// (a Pod deleted, in this call or before, still runs until the watch says it is gone)
-    /// nor when this call created it. Otherwise the Pod would run on the namespace's network.
-    fn no_pod_without_its_policy(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
-        let Some(scope) = &self.scope else {
-            return Ok(());
-        };
-        let pod = crate::model::names::pod(&scope.name);
-        // Written or deleted in this call: it exists, or is still terminating.
-        let touched = self.last_done(Resource::Pod, namespace, &pod).is_some();
-        if !touched && !self.held(Resource::Pod, namespace, &pod) {
-            return Ok(());
-        }
-        Err(Refusal::new(
-            Rule::Network,
-            describe(Resource::NetworkPolicy, namespace, name),
-            "name",
-            format!(
-                "Pod {pod:?} exists (in the cache, terminating, or created in this call): its \
-                 NetworkPolicy is deleted only once the Pod is gone"
-            ),
-        ))
-    }
-
+impl HostState {
     /// Charges an admitted write of `bytes` to its Sandbox's write rate
     /// (`--max-write-bytes-per-minute`, across calls). Past it the write is not sent: the
     /// guest is told to retry when the rate allows, the call keeps the deferral for the
@@ -567,37 +488,6 @@ impl HostState {
             }
             Err(e) => Err(kube_error(e)),
         }
-    }
-
-    /// A Pod only while its NetworkPolicy exists (checked after the Pod's manifest, so that a
-    /// bad Pod is refused for what is wrong with it): the last this call did to it was an
-    /// apply, or it did nothing to it and the controller's cache holds it (or, without one, the
-    /// input's observed children show it). Otherwise the Pod would run, if briefly, with the
-    /// namespace's network. For every contract: a 0.1 module's is applied by the host.
-    fn network_policy_first(&self, namespace: &str, name: &str) -> Result<(), Refusal> {
-        let Some(scope) = &self.scope else {
-            // The boundary refuses the call itself.
-            return Ok(());
-        };
-        let policy = crate::model::names::network_policy(&scope.name);
-        // Only "is it this sandbox's own": one lookup, not the scan that tells another
-        // sandbox's child from none (every new Pod passes here).
-        let present = match self.last_done(Resource::NetworkPolicy, namespace, &policy) {
-            Some(applied) => applied,
-            None => self.held(Resource::NetworkPolicy, namespace, &policy),
-        };
-        if present {
-            return Ok(());
-        }
-        Err(Refusal::new(
-            Rule::Network,
-            describe(Resource::Pod, namespace, name),
-            "kind",
-            format!(
-                "no Pod before its NetworkPolicy: apply {policy:?} first (it is not in the \
-                 cache and not applied in this call, or this call deleted it)"
-            ),
-        ))
     }
 
     /// The host's own NetworkPolicy for a module whose contract has none (0.1), applied

@@ -4,7 +4,7 @@
 //!
 //! Imports a policy may have:
 //! - `cubepod:controller/kube-client` (and `types`): the only way out (`kube_client`; a 0.1
-//!   module's calls are handed to the same code by `contract_0_1.rs`). Every call passes [`Boundary::check`](crate::containment::Boundary::check) first, then goes
+//!   module's calls are handed to the same code by `contract/v0_1.rs`). Every call passes [`Boundary::check`](crate::containment::Boundary::check) first, then goes
 //!   to the [`Cluster`](cubepod_kube::Cluster) under a timeout.
 //! - `wasi:cli/{environment,exit,stdin,stdout,stderr,terminal-*}` and
 //!   `wasi:io/{error,poll,streams}`: Rust's std makes every `wasm32-wasip2` component import

@@ -1,201 +1,18 @@
-//! What the reconcile core admits of a policy's output before it acts on it: pool members
-//! that are the pool's own (rule `pool`), claims only of offered candidates (rule `claim`),
-//! reaper decisions only about handed sandboxes that are due (rule `reap`), and outputs within
-//! their budgets (rule `budget`). Each rule is an allowlist: a member manifest
-//! may carry only the fields a member needs, and a field the host does not know is refused.
-//! Refusals are the boundary's ([`Refusal`], [`Rule`]): one vocabulary for what the
-//! `kube-client` import (`kube::boundary`, before a call reaches the cluster) and the core
-//! refuse.
+//! What the reconcile core admits of a policy's output about pools, claims and the reaper:
+//! pool members that are the pool's own (rule `pool`), claims only of offered candidates and a
+//! status naming only the adopted member (rule `claim`), and reaper decisions only about
+//! handed sandboxes that are due (rule `reap`). Each is an allowlist: a member manifest may
+//! carry only the fields a member needs, and a field the host does not know is refused.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::HashMap;
 
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::containment::clip;
-pub use crate::containment::{OutputBudget, Refusal, Rule};
-use crate::model::ObjectRef;
+use super::{Refusal, Rule, shown};
 use crate::model::children::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::model::names::TEMPLATE_HASH_LABEL;
-use crate::model::pool;
-use crate::model::sandbox::{self, POOL_LABEL, StatusPatch};
-use crate::runtime::bindings::{
-    Condition, Event, ReapAction, ReapCandidate, ReapDecision, SandboxStatus, ShutdownPolicy,
-    WarmPool, WarmPoolStatus,
-};
-
-/// The limits `metav1.Condition` sets: the API server refuses a status beyond them.
-const CONDITION_MESSAGE_BYTES: usize = 32 * 1024;
-const CONDITION_REASON_BYTES: usize = 1024;
-const CONDITION_TYPE_BYTES: usize = 316;
-/// Event reasons are short CamelCase words; anything longer is not a reason.
-const EVENT_REASON_BYTES: usize = 128;
-
-/// The shortest requeue the core honours: a policy asking for less would make the controller
-/// spin on one key.
-pub const MIN_REQUEUE_SECONDS: u32 = 1;
-
-impl OutputBudget {
-    /// A Sandbox's returned status as the controller would write it (its
-    /// [`StatusPatch`]), once its conditions are as `metav1.Condition` allows and the
-    /// whole is within the byte budget. The conditions are checked before the patch is made: a
-    /// status past them may be megabytes, and every copy is resident at once.
-    pub fn sandbox_status_patch(
-        &self,
-        what: &str,
-        status: &SandboxStatus,
-        generation: i64,
-    ) -> Result<StatusPatch, Refusal> {
-        self.conditions_within(what, &status.conditions)?;
-        let patch = StatusPatch::new(status, generation);
-        self.status_size(what, &patch)?;
-        Ok(patch)
-    }
-
-    /// As [`Self::sandbox_status_patch`], for a PodWarmPool's status.
-    pub fn pool_status_patch(
-        &self,
-        what: &str,
-        pool_name: &str,
-        status: &WarmPoolStatus,
-        generation: i64,
-    ) -> Result<Value, Refusal> {
-        self.conditions_within(what, &status.conditions)?;
-        let patch = pool::status_patch(pool_name, status, generation);
-        self.status_size(what, &patch)?;
-        Ok(patch)
-    }
-
-    fn conditions_within(&self, what: &str, conditions: &[Condition]) -> Result<(), Refusal> {
-        if conditions.len() > self.conditions {
-            return Err(Refusal::new(
-                Rule::Budget,
-                what,
-                "status.conditions",
-                format!(
-                    "{} conditions, more than the {} a status may hold",
-                    conditions.len(),
-                    self.conditions
-                ),
-            ));
-        }
-        for (index, condition) in conditions.iter().enumerate() {
-            let (kind, reason, message) = (&condition.kind, &condition.reason, &condition.message);
-            let field = |name: &str| format!("status.conditions[{index}].{name}");
-            if kind.is_empty() || kind.len() > CONDITION_TYPE_BYTES {
-                return Err(Refusal::new(
-                    Rule::Budget,
-                    what,
-                    field("type"),
-                    format!("{} bytes, not 1 to {CONDITION_TYPE_BYTES}", kind.len()),
-                ));
-            }
-            if reason.len() > CONDITION_REASON_BYTES {
-                return Err(Refusal::new(
-                    Rule::Budget,
-                    what,
-                    field("reason"),
-                    format!("{} bytes, more than {CONDITION_REASON_BYTES}", reason.len()),
-                ));
-            }
-            if message.len() > CONDITION_MESSAGE_BYTES {
-                return Err(Refusal::new(
-                    Rule::Budget,
-                    what,
-                    field("message"),
-                    format!(
-                        "{} bytes, more than the {CONDITION_MESSAGE_BYTES} metav1.Condition allows",
-                        message.len()
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn status_size(&self, what: &str, written: &impl Serialize) -> Result<(), Refusal> {
-        let bytes = serialized_len(written);
-        if bytes > self.status_bytes {
-            return Err(Refusal::new(
-                Rule::Budget,
-                what,
-                "status",
-                format!("{bytes} bytes as written, more than {}", self.status_bytes),
-            ));
-        }
-        Ok(())
-    }
-
-    pub fn events(&self, what: &str, events: &[Event]) -> Result<(), Refusal> {
-        if events.len() > self.events {
-            return Err(Refusal::new(
-                Rule::Budget,
-                what,
-                "events",
-                format!(
-                    "{} Events in one call, more than {}",
-                    events.len(),
-                    self.events
-                ),
-            ));
-        }
-        for (index, event) in events.iter().enumerate() {
-            if event.reason.is_empty() || event.reason.len() > EVENT_REASON_BYTES {
-                return Err(Refusal::new(
-                    Rule::Budget,
-                    what,
-                    format!("events[{index}].reason"),
-                    format!(
-                        "{} bytes, not 1 to {EVENT_REASON_BYTES}",
-                        event.reason.len()
-                    ),
-                ));
-            }
-            if event.message.len() > self.event_message_bytes {
-                return Err(Refusal::new(
-                    Rule::Budget,
-                    what,
-                    format!("events[{index}].message"),
-                    format!(
-                        "{} bytes, more than {}",
-                        event.message.len(),
-                        self.event_message_bytes
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The most of a guest's text a refusal quotes: a refused output may be megabytes.
-const SHOWN_BYTES: usize = 128;
-
-/// A bounded prefix of a guest's `text` for a refusal.
-pub fn shown(text: &str) -> String {
-    clip(text, SHOWN_BYTES)
-}
-
-/// The bytes of `value` as JSON, counted without building the text.
-fn serialized_len(value: &impl Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail, and a Value always serializes.
-    match serde_json::to_writer(&mut count, value) {
-        Ok(()) => count.0,
-        Err(_) => usize::MAX,
-    }
-}
+use crate::model::sandbox::{self, POOL_LABEL};
+use crate::runtime::bindings::{ReapAction, ReapCandidate, ReapDecision, ShutdownPolicy, WarmPool};
 
 /// A claim only of a member the input offered: a ready, unclaimed member of the sandbox's pool.
 pub fn claim(what: &str, member: &str, offered: &[String]) -> Result<(), Refusal> {
@@ -509,58 +326,12 @@ fn only(
     }
 }
 
-/// Refusals already surfaced as a Warning Event, per object: a level-triggered policy repeats
-/// its refused output on every pass, and the user needs to read it once, not every second.
-#[derive(Default)]
-pub struct Surfaced {
-    seen: Mutex<HashMap<ObjectRef, VecDeque<String>>>,
-}
-
-/// Distinct refusals remembered per object; older ones may be surfaced again.
-const SURFACED_PER_OBJECT: usize = 16;
-
-impl Surfaced {
-    /// True the first time `refusal` is seen for `target` (since it was forgotten).
-    pub fn first(&self, target: &ObjectRef, refusal: &str) -> bool {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let known = seen.entry(target.clone()).or_default();
-        if known.iter().any(|r| r == refusal) {
-            return false;
-        }
-        if known.len() == SURFACED_PER_OBJECT {
-            known.pop_front();
-        }
-        known.push_back(refusal.to_string());
-        true
-    }
-
-    /// The object is gone: forget what was surfaced for it.
-    pub fn forget(&self, target: &ObjectRef) {
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(target);
-    }
-
-    /// Objects remembered.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
     use crate::model::pool as pool_model;
-    use crate::runtime::bindings::EventType;
 
     fn pool(template: Value) -> WarmPool {
         pool_model::from_json(&json!({
@@ -762,41 +533,5 @@ mod tests {
         assert_eq!(member_room(&pool, 0, 100), 2);
         assert_eq!(member_room(&pool, 0, 1), 1);
         assert_eq!(member_room(&pool, 5, 100), 0);
-    }
-
-    #[test]
-    fn events_and_statuses_past_their_budget_are_refused() {
-        let budget = OutputBudget::default();
-        let event = |message: String| Event {
-            kind: EventType::Warning,
-            reason: "R".to_string(),
-            message,
-        };
-        let what = "Sandbox ns/a";
-        budget.events(what, &[event("fine".into())]).unwrap();
-        let many: Vec<Event> = (0..1_000).map(|_| event("x".into())).collect();
-        assert_eq!(budget.events(what, &many).unwrap_err().field, "events");
-        let long = budget
-            .events(what, &[event("x".repeat(1 << 20))])
-            .unwrap_err();
-        assert_eq!(long.field, "events[0].message");
-        assert!(
-            budget
-                .status_size(what, &json!({"x": "y".repeat(1 << 20)}))
-                .is_err()
-        );
-    }
-
-    #[test]
-    fn a_refusal_is_surfaced_once_per_object() {
-        let surfaced = Surfaced::default();
-        let a = ObjectRef::new("ns", "a");
-        assert!(surfaced.first(&a, "r1"));
-        assert!(!surfaced.first(&a, "r1"));
-        assert!(surfaced.first(&a, "r2"));
-        assert!(surfaced.first(&ObjectRef::new("ns", "b"), "r1"));
-        surfaced.forget(&a);
-        assert!(surfaced.first(&a, "r1"));
-        assert_eq!(surfaced.len(), 2);
     }
 }
