@@ -12,7 +12,7 @@ use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer
 use cubepod_kube::{ApiResult, BoxFuture};
 
 /// The group Kubernetes allows everything.
-pub const MASTERS: &str = "system:masters";
+pub(crate) const MASTERS: &str = "system:masters";
 
 /// The user of the embedded cluster's own token: allowed everything.
 pub fn admin() -> UserInfo {
@@ -101,7 +101,7 @@ impl AccessControl {
     }
 
     /// The token's user, if it is known.
-    pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
+    pub(crate) fn authenticate(&self, token: &str) -> Option<UserInfo> {
         if token.is_empty() {
             return None;
         }
@@ -109,7 +109,7 @@ impl AccessControl {
         known.tokens.get(token).cloned()
     }
 
-    pub fn authorize(&self, request: &NonResourceRequest) -> Decision {
+    pub(crate) fn authorize(&self, request: &NonResourceRequest) -> Decision {
         if request.user.in_group(MASTERS) {
             return Decision::Allow;
         }
@@ -128,7 +128,7 @@ impl AccessControl {
 
     /// A request for a resource: the in-memory cluster keeps no RBAC of resources, so only
     /// `system:masters` is allowed.
-    pub fn authorize_resource(&self, user: &UserInfo) -> Decision {
+    pub(crate) fn authorize_resource(&self, user: &UserInfo) -> Decision {
         if user.in_group(MASTERS) {
             Decision::Allow
         } else {

@@ -166,7 +166,7 @@ impl MemoryCluster {
     }
 
     /// The cluster's namespaces, as Namespace objects, by name.
-    pub fn namespaces(&self) -> Vec<Value> {
+    pub(crate) fn namespaces(&self) -> Vec<Value> {
         let mut state = self.lock();
         let names = state.namespaces.names(&state.store);
         names
@@ -176,7 +176,7 @@ impl MemoryCluster {
     }
 
     /// The Namespace object of `name`, or NotFound.
-    pub fn namespace(&self, name: &str) -> ApiResult<Value> {
+    pub(crate) fn namespace(&self, name: &str) -> ApiResult<Value> {
         self.lock().namespaces.get(name)
     }
 

@@ -50,20 +50,20 @@ pub struct WriteRecord {
 }
 
 #[derive(Default)]
-pub struct WriteLog {
+pub(crate) struct WriteLog {
     records: Mutex<Vec<WriteRecord>>,
 }
 
 impl WriteLog {
-    pub fn record(&self, record: WriteRecord) {
+    pub(crate) fn record(&self, record: WriteRecord) {
         self.lock().push(record);
     }
 
-    pub fn snapshot(&self) -> Vec<WriteRecord> {
+    pub(crate) fn snapshot(&self) -> Vec<WriteRecord> {
         self.lock().clone()
     }
 
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.lock().clear();
     }
 

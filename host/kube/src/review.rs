@@ -113,7 +113,7 @@ pub struct TokenReviewStatus {
 
 impl TokenReview {
     /// The review of `token`, for the API server's default audiences.
-    pub fn of(token: &str) -> Self {
+    pub(crate) fn of(token: &str) -> Self {
         Self {
             api_version: "authentication.k8s.io/v1".to_owned(),
             kind: "TokenReview".to_owned(),
@@ -126,7 +126,7 @@ impl TokenReview {
     }
 
     /// The reviewed token's user, if authenticated.
-    pub fn user(self) -> Option<UserInfo> {
+    pub(crate) fn user(self) -> Option<UserInfo> {
         self.status.authenticated.then_some(self.status.user)
     }
 }
@@ -185,7 +185,7 @@ pub struct SubjectAccessReviewStatus {
 }
 
 impl SubjectAccessReview {
-    pub fn of(request: &NonResourceRequest) -> Self {
+    pub(crate) fn of(request: &NonResourceRequest) -> Self {
         Self {
             api_version: "authorization.k8s.io/v1".to_owned(),
             kind: "SubjectAccessReview".to_owned(),
@@ -206,7 +206,7 @@ impl SubjectAccessReview {
 
     /// The answer, as the API server's webhook authorizer reads it: allowed, else denied (an
     /// explicit denial and "no opinion" alike); both at once is no answer at all.
-    pub fn decision(self) -> Result<Decision, String> {
+    pub(crate) fn decision(self) -> Result<Decision, String> {
         let status = self.status;
         match (status.allowed, status.denied) {
             (true, true) => Err("the SubjectAccessReview both allows and denies".to_owned()),

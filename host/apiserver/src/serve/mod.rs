@@ -197,10 +197,6 @@ impl ApiServer {
         self.addr
     }
 
-    pub fn tls(&self) -> bool {
-        self.tls
-    }
-
     /// The CA that signed the server's certificate, PEM (kubeconfig's
     /// `certificate-authority-data`, base64-encoded).
     pub fn ca_pem(&self) -> &str {

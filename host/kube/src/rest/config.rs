@@ -12,13 +12,13 @@ use serde::Deserialize;
 use super::error::RestError;
 
 /// Where a pod finds its service account.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// A PEM document (a CA bundle, a client certificate or key) and where it came from.
 #[derive(Clone)]
 pub struct Pem {
     /// Names the source in errors: `kubeconfig /x: users[alice].client-key-data`.
-    pub origin: String,
+    pub(crate) origin: String,
     pub bytes: Vec<u8>,
 }
 
@@ -96,7 +96,7 @@ pub struct ConnectionConfig {
     /// The context's (or service account's) namespace, if it names one.
     pub namespace: Option<String>,
     /// Where this came from, for logs: `kubeconfig /x/config, context "prod"`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl ConnectionConfig {
@@ -157,8 +157,9 @@ impl ConnectionConfig {
         Kubeconfig { origin, base, file }.current()
     }
 
-    /// A pod's service account: `root` holds `token`, `ca.crt` and `namespace` (default
-    /// [`SERVICE_ACCOUNT_DIR`]); `env` gives `KUBERNETES_SERVICE_HOST` and `_PORT`.
+    /// A pod's service account: `root` holds `token`, `ca.crt` and `namespace` (in a pod,
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`, where [`Self::load`] reads them); `env`
+    /// gives `KUBERNETES_SERVICE_HOST` and `_PORT`.
     pub fn from_in_cluster(
         root: &Path,
         env: impl Fn(&str) -> Option<String>,
@@ -208,11 +209,6 @@ impl ConnectionConfig {
             namespace,
             source: format!("in-cluster service account {}", root.display()),
         })
-    }
-
-    /// For logs: the source and the server.
-    pub fn describe(&self) -> String {
-        format!("{}, server {}", self.source, self.server)
     }
 }
 

@@ -18,7 +18,11 @@ pub enum RestError {
 }
 
 impl RestError {
-    pub fn read(what: impl Into<String>, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn read(
+        what: impl Into<String>,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         RestError::Read {
             what: what.into(),
             path: path.into(),
@@ -26,7 +30,7 @@ impl RestError {
         }
     }
 
-    pub fn invalid(origin: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(origin: impl Into<String>, message: impl Into<String>) -> Self {
         RestError::Invalid {
             origin: origin.into(),
             message: message.into(),

@@ -30,9 +30,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-pub use self::config::{
-    ConnectionConfig, Credentials, Pem, SERVICE_ACCOUNT_DIR, TlsSettings, Token,
-};
+pub use self::config::{ConnectionConfig, Credentials, Pem, TlsSettings, Token};
 pub use self::error::RestError;
 pub use self::projection::Projection;
 pub use self::requests::RestClientRequests;
@@ -116,11 +114,6 @@ impl RestCluster {
             server: conn.server,
             options,
         }))
-    }
-
-    /// The API server's URL.
-    pub fn server(&self) -> &str {
-        &self.server
     }
 
     /// One object's request (a get or a write), its answer read through the resource's
