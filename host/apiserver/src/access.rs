@@ -22,7 +22,9 @@ pub fn admin() -> UserInfo {
 /// Whom a grant is for: an RBAC subject.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Subject {
+    /// The user of this name.
     User(String),
+    /// Every member of this group.
     Group(String),
 }
 

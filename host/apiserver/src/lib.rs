@@ -49,6 +49,7 @@ use cubepod_kube::{
     Scope, WatchEvent,
 };
 
+/// The simulated kubelet's delays, the watch bounds and the namespaces of a [`MemoryCluster`].
 #[derive(Clone, Debug)]
 pub struct MemoryClusterConfig {
     /// From a Pod's creation until it is Running with an IP (zero: within the create call).
@@ -102,6 +103,8 @@ impl MemoryClusterConfig {
     }
 }
 
+/// The in-memory API server: a [`Cluster`] whose objects live in this process, with the API's
+/// semantics (see the crate's documentation).
 pub struct MemoryCluster {
     /// Itself, for the delayed kubelet tasks: they must not keep a dropped cluster alive.
     this: Weak<MemoryCluster>,
@@ -120,6 +123,8 @@ impl fmt::Debug for MemoryCluster {
 }
 
 impl MemoryCluster {
+    /// A new, empty cluster; in an `Arc`, since its delayed kubelet work holds a weak
+    /// reference to it.
     pub fn new(config: MemoryClusterConfig) -> Arc<Self> {
         let hub = WatchHub::new(config.watch_history, config.watch_buffer);
         let kubelet = Kubelet::new(config.pod_start_delay, config.pod_stop_delay);
@@ -180,6 +185,7 @@ impl MemoryCluster {
         self.lock().namespaces.get(name)
     }
 
+    /// How many objects of `resource` there are, in all namespaces.
     pub fn count(&self, resource: Resource) -> usize {
         self.lock().store.count(resource)
     }
@@ -194,6 +200,7 @@ impl MemoryCluster {
         self.writes.snapshot()
     }
 
+    /// Forgets the writes logged so far: [`Self::writes`] starts again from here.
     pub fn clear_writes(&self) {
         self.writes.clear();
     }

@@ -10,10 +10,13 @@ use rcgen::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+/// Why the server's TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// Making the CA or the server certificate failed.
     #[error("generating the API server's certificates: {0}")]
     Certificate(#[from] rcgen::Error),
+    /// rustls refused the configuration.
     #[error("configuring TLS: {0}")]
     Rustls(#[from] rustls::Error),
 }

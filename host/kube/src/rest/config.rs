@@ -19,6 +19,7 @@ pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/ser
 pub struct Pem {
     /// Names the source in errors: `kubeconfig /x: users[alice].client-key-data`.
     pub(crate) origin: String,
+    /// The document as read (PEM text).
     pub bytes: Vec<u8>,
 }
 
@@ -64,21 +65,27 @@ impl fmt::Debug for Token {
 /// How requests authenticate, besides a client certificate.
 #[derive(Clone, Debug)]
 pub enum Credentials {
+    /// No bearer token: anonymous, or a client certificate alone.
     None,
+    /// A token given once (a kubeconfig's `token`).
     Token(Token),
     /// A token re-read from this file (bound service-account tokens rotate).
     TokenFile {
+        /// The token file.
         path: PathBuf,
         /// Names the source in messages: `in-cluster token file`.
         origin: String,
     },
 }
 
+/// How the client checks the server and proves itself over TLS.
 #[derive(Clone, Debug, Default)]
 pub struct TlsSettings {
     /// CA bundle to trust; `None`: the system's roots.
     pub ca: Option<Pem>,
+    /// The client certificate chain, for mutual TLS (with `client_key`).
     pub client_cert: Option<Pem>,
+    /// The client certificate's private key.
     pub client_key: Option<Pem>,
     /// Only ever set by an explicit `insecure-skip-tls-verify: true`.
     pub insecure_skip_verify: bool,
@@ -91,7 +98,9 @@ pub struct TlsSettings {
 pub struct ConnectionConfig {
     /// `https://host:port`, or `http://` (kubectl proxy); a path prefix is kept, no trailing `/`.
     pub server: String,
+    /// How the server is checked and the client certificate, if any.
     pub tls: TlsSettings,
+    /// The bearer token, if any.
     pub credentials: Credentials,
     /// The context's (or service account's) namespace, if it names one.
     pub namespace: Option<String>,

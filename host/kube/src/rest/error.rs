@@ -3,18 +3,27 @@
 
 use std::path::PathBuf;
 
+/// Why the REST client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum RestError {
     /// A file could not be read: `kubeconfig /x/config: No such file or directory`.
     #[error("{what} {}: {source}", path.display())]
     Read {
+        /// What the file is: `kubeconfig`, `in-cluster token file`.
         what: String,
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// Something in a configuration is wrong: `origin` names where (file, field), `message` what.
     #[error("{origin}: {message}")]
-    Invalid { origin: String, message: String },
+    Invalid {
+        /// Where: `kubeconfig /x/config: users[alice].token`.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl RestError {

@@ -4,7 +4,7 @@
 //! Semantics are the API server's own: create is a POST to the collection (AlreadyExists when
 //! the name is taken), delete a DELETE with `propagationPolicy: Background` (NotFound when
 //! gone), patches are JSON merge patches; the caller decides which errors mean done. Transient
-//! failures are retried here (see [`retry`]); watches stream (see [`watch`]).
+//! failures are retried here (see `retry.rs`); watches stream (see `watch.rs`).
 
 mod auth;
 mod config;
@@ -52,6 +52,8 @@ const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
+/// How the REST client behaves: timeouts, retries, token refresh, and what it keeps of
+/// answers.
 #[derive(Clone, Debug)]
 pub struct RestOptions {
     /// Bound on one attempt: connect, send, and the whole response (a watch: its headers).
@@ -88,6 +90,8 @@ impl Default for RestOptions {
     }
 }
 
+/// The cluster over the Kubernetes REST API: a [`Cluster`] that speaks HTTP/1.1 or HTTP/2 to
+/// one API server, retrying transient failures.
 pub struct RestCluster {
     transport: Transport,
     server: String,

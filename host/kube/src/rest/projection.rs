@@ -28,7 +28,7 @@ pub enum Projection {
     MetadataAndStatus,
     /// Read as [`Self::MetadataAndStatus`], of a child whose status the controller does not
     /// read (a PVC, Secret, NetworkPolicy or Service): its lists and watches ask the server
-    /// for the metadata alone ([`Self::accept`]), so that neither its spec nor a Secret's data
+    /// for the metadata alone (`PartialObjectMetadata`), so that neither its spec nor a Secret's data
     /// is sent at all.
     Metadata,
     /// Of any object its `metadata` alone, less `managedFields`, asked for as
