@@ -12,7 +12,7 @@ use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer
 use cubepod_kube::{ApiResult, BoxFuture};
 
 /// The group Kubernetes allows everything.
-pub const MASTERS: &str = "system:masters";
+pub(crate) const MASTERS: &str = "system:masters";
 
 /// The user of the embedded cluster's own token: allowed everything.
 pub fn admin() -> UserInfo {
@@ -22,7 +22,9 @@ pub fn admin() -> UserInfo {
 /// Whom a grant is for: an RBAC subject.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Subject {
+    /// The user of this name.
     User(String),
+    /// Every member of this group.
     Group(String),
 }
 
@@ -101,7 +103,7 @@ impl AccessControl {
     }
 
     /// The token's user, if it is known.
-    pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
+    pub(crate) fn authenticate(&self, token: &str) -> Option<UserInfo> {
         if token.is_empty() {
             return None;
         }
@@ -109,7 +111,7 @@ impl AccessControl {
         known.tokens.get(token).cloned()
     }
 
-    pub fn authorize(&self, request: &NonResourceRequest) -> Decision {
+    pub(crate) fn authorize(&self, request: &NonResourceRequest) -> Decision {
         if request.user.in_group(MASTERS) {
             return Decision::Allow;
         }
@@ -128,7 +130,7 @@ impl AccessControl {
 
     /// A request for a resource: the in-memory cluster keeps no RBAC of resources, so only
     /// `system:masters` is allowed.
-    pub fn authorize_resource(&self, user: &UserInfo) -> Decision {
+    pub(crate) fn authorize_resource(&self, user: &UserInfo) -> Decision {
         if user.in_group(MASTERS) {
             Decision::Allow
         } else {

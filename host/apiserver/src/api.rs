@@ -23,7 +23,7 @@ use cubepod_kube::{
 
 /// Which part of the object a patch is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subresource {
+pub(crate) enum Subresource {
     Main,
     Status,
 }
@@ -32,7 +32,7 @@ pub enum Subresource {
 const DEFAULT_POD_GRACE_SECONDS: u64 = 30;
 
 impl State {
-    pub fn create(
+    pub(crate) fn create(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -43,7 +43,7 @@ impl State {
 
     /// [`Self::create`], the object given `uid` rather than a new one (a seed's: see
     /// [`super::MemoryCluster::insert`]).
-    pub fn create_as(
+    pub(crate) fn create_as(
         &mut self,
         resource: Resource,
         namespace: &str,
@@ -86,13 +86,13 @@ impl State {
         Ok(stored)
     }
 
-    pub fn get(&self, key: &ObjectKey) -> ApiResult<Arc<Value>> {
+    pub(crate) fn get(&self, key: &ObjectKey) -> ApiResult<Arc<Value>> {
         self.store.get(key).cloned().ok_or_else(|| not_found(key))
     }
 
     /// Deletes with background propagation: at once, or by setting deletionTimestamp when
     /// finalizers (or a running pod's grace period) must finish first.
-    pub fn delete(&mut self, key: &ObjectKey) -> ApiResult<()> {
+    pub(crate) fn delete(&mut self, key: &ObjectKey) -> ApiResult<()> {
         let current = self.get(key)?;
         if meta::is_deleting(&current) {
             return Ok(());
@@ -122,7 +122,7 @@ impl State {
     }
 
     /// A JSON merge patch of the object or of its status.
-    pub fn patch(
+    pub(crate) fn patch(
         &mut self,
         key: &ObjectKey,
         patch: &Value,
@@ -183,7 +183,7 @@ impl State {
         Ok(self.update(key.clone(), next, current))
     }
 
-    pub fn list(&self, scope: &Scope) -> ApiResult<ObjectList> {
+    pub(crate) fn list(&self, scope: &Scope) -> ApiResult<ObjectList> {
         let selector = parse_selector(scope)?;
         let items = self
             .store
@@ -202,7 +202,7 @@ impl State {
     /// object sent; the next page goes on from there with the objects as they are now, which a
     /// watch from the snapshot's version then brings up to date (objects changed meanwhile are
     /// seen twice, never missed).
-    pub fn list_page(&self, scope: &Scope, page: &PageRequest) -> ApiResult<ObjectList> {
+    pub(crate) fn list_page(&self, scope: &Scope, page: &PageRequest) -> ApiResult<ObjectList> {
         let selector = parse_selector(scope)?;
         let (snapshot, after) = match page.continue_token.as_deref() {
             None => (self.store.resource_version().to_string(), None),
@@ -251,7 +251,7 @@ impl State {
     }
 
     /// Changes after `resource_version` (`""` or `"0"`: from now).
-    pub fn watch(
+    pub(crate) fn watch(
         &mut self,
         scope: &Scope,
         resource_version: &str,

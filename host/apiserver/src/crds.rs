@@ -22,36 +22,36 @@ const FILES: [(&str, &str); 2] = [
 
 /// One `additionalPrinterColumns` entry.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PrinterColumn {
-    pub name: String,
+pub(crate) struct PrinterColumn {
+    pub(crate) name: String,
     /// `string`, `integer`, `number`, `boolean` or `date`.
-    pub kind: String,
-    pub format: String,
-    pub description: String,
-    pub priority: i64,
-    pub json_path: String,
+    pub(crate) kind: String,
+    pub(crate) format: String,
+    pub(crate) description: String,
+    pub(crate) priority: i64,
+    pub(crate) json_path: String,
 }
 
 #[derive(Clone, Debug)]
-pub struct Crd {
-    pub resource: Resource,
-    pub singular: String,
-    pub short_names: Vec<String>,
-    pub categories: Vec<String>,
-    pub columns: Vec<PrinterColumn>,
+pub(crate) struct Crd {
+    pub(crate) resource: Resource,
+    pub(crate) singular: String,
+    pub(crate) short_names: Vec<String>,
+    pub(crate) categories: Vec<String>,
+    pub(crate) columns: Vec<PrinterColumn>,
     /// The served version's `openAPIV3Schema`.
-    pub schema: Value,
+    pub(crate) schema: Value,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {why}")]
-pub struct CrdError {
+pub(crate) struct CrdError {
     file: &'static str,
     why: String,
 }
 
 /// The CRD of `resource`, if it is one of ours.
-pub fn of(resource: Resource) -> Option<&'static Crd> {
+pub(crate) fn of(resource: Resource) -> Option<&'static Crd> {
     all().iter().find(|crd| crd.resource == resource)
 }
 
@@ -136,7 +136,7 @@ fn parse(file: &'static str, text: &str) -> Result<Crd, CrdError> {
 /// resource (and a merge patch of one), and returns them as dotted paths (`spec.foo`), in the
 /// order found: what `fieldValidation` reports. `null`s stay (in a merge patch they remove a
 /// field).
-pub fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
+pub(crate) fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
     let mut found = Vec::new();
     walk(schema, object, "", &mut found);
     found

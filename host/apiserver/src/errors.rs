@@ -4,7 +4,7 @@ use super::field::{self, FieldError};
 use cubepod_kube::{ApiError, ApiErrorKind, Resource};
 
 /// `pods` for the core group, `sandboxes.cubepod.io` for ours, as the API server names them.
-pub fn qualified(resource: Resource) -> String {
+pub(crate) fn qualified(resource: Resource) -> String {
     match resource.api_version().split_once('/') {
         Some((group, _version)) => format!("{}.{group}", resource.plural()),
         None => resource.plural().to_owned(),
@@ -12,21 +12,21 @@ pub fn qualified(resource: Resource) -> String {
 }
 
 /// `sandboxes.cubepod.io "a" not found`.
-pub fn not_found(resource: Resource, name: &str) -> ApiError {
+pub(crate) fn not_found(resource: Resource, name: &str) -> ApiError {
     ApiError::new(
         ApiErrorKind::NotFound,
         format!("{} \"{name}\" not found", qualified(resource)),
     )
 }
 
-pub fn already_exists(resource: Resource, name: &str) -> ApiError {
+pub(crate) fn already_exists(resource: Resource, name: &str) -> ApiError {
     ApiError::new(
         ApiErrorKind::AlreadyExists,
         format!("{} \"{name}\" already exists", qualified(resource)),
     )
 }
 
-pub fn conflict(resource: Resource, name: &str) -> ApiError {
+pub(crate) fn conflict(resource: Resource, name: &str) -> ApiError {
     ApiError::new(
         ApiErrorKind::Conflict,
         format!(
@@ -37,7 +37,7 @@ pub fn conflict(resource: Resource, name: &str) -> ApiError {
     )
 }
 
-pub fn uid_precondition(expected: &str, actual: &str) -> ApiError {
+pub(crate) fn uid_precondition(expected: &str, actual: &str) -> ApiError {
     ApiError::new(
         ApiErrorKind::Conflict,
         format!(
@@ -47,24 +47,24 @@ pub fn uid_precondition(expected: &str, actual: &str) -> ApiError {
 }
 
 /// A 422 Invalid naming each field's error.
-pub fn invalid(resource: Resource, name: &str, errors: &[FieldError]) -> ApiError {
+pub(crate) fn invalid(resource: Resource, name: &str, errors: &[FieldError]) -> ApiError {
     field::invalid(resource, name, errors)
 }
 
 /// A 400 Bad Request; the seam has no kind of its own for it.
-pub fn bad_request(message: impl Into<String>) -> ApiError {
+pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
     ApiError::new(ApiErrorKind::Invalid, message)
 }
 
 /// 404 for a subresource the kind does not have.
-pub fn no_such_subresource() -> ApiError {
+pub(crate) fn no_such_subresource() -> ApiError {
     ApiError::new(
         ApiErrorKind::NotFound,
         "the server could not find the requested resource",
     )
 }
 
-pub fn gone(requested: u64, oldest: u64) -> ApiError {
+pub(crate) fn gone(requested: u64, oldest: u64) -> ApiError {
     ApiError::new(
         ApiErrorKind::Gone,
         format!("too old resource version: {requested} ({oldest})"),

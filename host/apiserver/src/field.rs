@@ -8,7 +8,7 @@ use cubepod_kube::{ApiError, ApiErrorKind, Resource, StatusCause};
 
 /// `field.ErrorType`: the cause's `reason` and the words before the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Required,
     Invalid,
     /// A value of the wrong JSON type: worded as Invalid, reported as its own cause.
@@ -22,7 +22,7 @@ pub enum Kind {
 
 impl Kind {
     /// The Status cause's `reason`.
-    pub const fn reason(self) -> &'static str {
+    pub(crate) const fn reason(self) -> &'static str {
         match self {
             Kind::Required => "FieldValueRequired",
             Kind::Invalid => "FieldValueInvalid",
@@ -55,7 +55,7 @@ impl Kind {
 
 /// The offending value as Go's `fmt` prints it in `ErrorBody`.
 #[derive(Clone, Debug, PartialEq)]
-pub enum BadValue {
+pub(crate) enum BadValue {
     /// Not shown (`field.OmitValueType`).
     Omit,
     Null,
@@ -84,16 +84,16 @@ impl fmt::Display for BadValue {
 
 /// One field's error.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FieldError {
-    pub kind: Kind,
+pub(crate) struct FieldError {
+    pub(crate) kind: Kind,
     /// The field's path (`spec.ports[1].name`); `<nil>` for the object as a whole.
-    pub field: String,
-    pub value: BadValue,
-    pub detail: String,
+    pub(crate) field: String,
+    pub(crate) value: BadValue,
+    pub(crate) detail: String,
 }
 
 impl FieldError {
-    pub fn new(
+    pub(crate) fn new(
         kind: Kind,
         field: impl Into<String>,
         value: BadValue,
@@ -107,20 +107,28 @@ impl FieldError {
         }
     }
 
-    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(Kind::Required, field, BadValue::Omit, detail)
     }
 
-    pub fn invalid(field: impl Into<String>, value: BadValue, detail: impl Into<String>) -> Self {
+    pub(crate) fn invalid(
+        field: impl Into<String>,
+        value: BadValue,
+        detail: impl Into<String>,
+    ) -> Self {
         Self::new(Kind::Invalid, field, value, detail)
     }
 
-    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(Kind::Forbidden, field, BadValue::Omit, detail)
     }
 
     /// `field.NotSupported`: the value and the supported ones, quoted.
-    pub fn not_supported(field: impl Into<String>, value: BadValue, supported: &[String]) -> Self {
+    pub(crate) fn not_supported(
+        field: impl Into<String>,
+        value: BadValue,
+        supported: &[String],
+    ) -> Self {
         let detail = if supported.is_empty() {
             String::new()
         } else {
@@ -131,7 +139,7 @@ impl FieldError {
     }
 
     /// The message without the field: `ErrorBody`.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         let mut body = self.kind.words().to_owned();
         if !self.kind.hides_value() && self.value != BadValue::Omit {
             body.push_str(&format!(": {}", self.value));
@@ -153,15 +161,15 @@ impl fmt::Display for FieldError {
 /// A field's path as `field.Path` builds and prints it: `spec.ports[1]`, `metadata.labels[a]`;
 /// the object itself (no path) is `<nil>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Path(String);
+pub(crate) struct Path(String);
 
 impl Path {
     /// The object itself.
-    pub fn root() -> Path {
+    pub(crate) fn root() -> Path {
         Path(String::new())
     }
 
-    pub fn child(&self, name: &str) -> Path {
+    pub(crate) fn child(&self, name: &str) -> Path {
         if self.0.is_empty() {
             Path(name.to_owned())
         } else {
@@ -169,12 +177,12 @@ impl Path {
         }
     }
 
-    pub fn index(&self, index: usize) -> Path {
+    pub(crate) fn index(&self, index: usize) -> Path {
         Path(format!("{}[{index}]", self.0))
     }
 
     /// A key of a map (`additionalProperties`).
-    pub fn key(&self, key: &str) -> Path {
+    pub(crate) fn key(&self, key: &str) -> Path {
         Path(format!("{}[{key}]", self.0))
     }
 }
@@ -202,7 +210,7 @@ impl From<Path> for String {
 }
 
 /// `Sandbox.cubepod.io`, `Pod`: a kind as `schema.GroupKind` prints it.
-pub fn qualified_kind(resource: Resource) -> String {
+pub(crate) fn qualified_kind(resource: Resource) -> String {
     match resource.api_version().split_once('/') {
         Some((group, _version)) => format!("{}.{group}", resource.kind()),
         None => resource.kind().to_owned(),
@@ -211,7 +219,7 @@ pub fn qualified_kind(resource: Resource) -> String {
 
 /// The 422 of `errors`, worded as `errors.NewInvalid`: the message joins them (without
 /// repeats, in brackets when more than one), the causes list each.
-pub fn invalid(resource: Resource, name: &str, errors: &[FieldError]) -> ApiError {
+pub(crate) fn invalid(resource: Resource, name: &str, errors: &[FieldError]) -> ApiError {
     let mut messages: Vec<String> = Vec::new();
     for error in errors {
         let message = error.to_string();
@@ -238,7 +246,7 @@ pub fn invalid(resource: Resource, name: &str, errors: &[FieldError]) -> ApiErro
 }
 
 /// Go's `%q` of a string: double quotes, Go's escapes, printable Unicode kept.
-pub fn go_quote(text: &str) -> String {
+pub(crate) fn go_quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
@@ -269,7 +277,7 @@ pub fn go_quote(text: &str) -> String {
 
 /// Go's `%v` of a float64: the shortest digits that read back, in exponent form from 1e21 up
 /// and below 1e-4 (`1e+21`, `1e-05`).
-pub fn go_float(x: f64) -> String {
+pub(crate) fn go_float(x: f64) -> String {
     if x.is_nan() {
         return "NaN".into();
     }

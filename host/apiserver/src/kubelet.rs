@@ -15,18 +15,18 @@ use cubepod_kube::Resource;
 
 /// A pod, by key and uid: a later pod of the same name is another pod.
 #[derive(Clone, Debug)]
-pub struct PodRef {
-    pub key: ObjectKey,
-    pub uid: String,
+pub(crate) struct PodRef {
+    pub(crate) key: ObjectKey,
+    pub(crate) uid: String,
 }
 
 #[derive(Clone, Debug)]
-pub enum Work {
+pub(crate) enum Work {
     Start(PodRef),
     Stop(PodRef),
 }
 
-pub struct Kubelet {
+pub(crate) struct Kubelet {
     start_delay: Duration,
     stop_delay: Duration,
     ips: IpPool,
@@ -36,7 +36,7 @@ pub struct Kubelet {
 }
 
 impl Kubelet {
-    pub fn new(start_delay: Duration, stop_delay: Duration) -> Self {
+    pub(crate) fn new(start_delay: Duration, stop_delay: Duration) -> Self {
         Self {
             start_delay,
             stop_delay,
@@ -47,25 +47,25 @@ impl Kubelet {
     }
 
     /// Whether a deleted pod lingers (deletionTimestamp set) before it goes.
-    pub fn stops_gracefully(&self) -> bool {
+    pub(crate) fn stops_gracefully(&self) -> bool {
         !self.stop_delay.is_zero()
     }
 
-    pub fn pod_created(&mut self, key: ObjectKey, uid: String) {
+    pub(crate) fn pod_created(&mut self, key: ObjectKey, uid: String) {
         self.pending.push(Work::Start(PodRef { key, uid }));
     }
 
-    pub fn pod_deleting(&mut self, key: ObjectKey, uid: String) {
+    pub(crate) fn pod_deleting(&mut self, key: ObjectKey, uid: String) {
         self.terminating.insert(uid.clone());
         self.pending.push(Work::Stop(PodRef { key, uid }));
     }
 
-    pub fn is_terminating(&self, uid: &str) -> bool {
+    pub(crate) fn is_terminating(&self, uid: &str) -> bool {
         self.terminating.contains(uid)
     }
 
     /// An object was removed: if a pod, its IP is free again.
-    pub fn forget(&mut self, resource: Resource, object: &Value) {
+    pub(crate) fn forget(&mut self, resource: Resource, object: &Value) {
         if resource != Resource::Pod {
             return;
         }
@@ -88,7 +88,7 @@ impl Kubelet {
 impl State {
     /// Runs the queued kubelet work that is due now (and what it queues in turn); returns the
     /// work that must wait, with its delay.
-    pub fn settle(&mut self) -> Vec<(Duration, Work)> {
+    pub(crate) fn settle(&mut self) -> Vec<(Duration, Work)> {
         let mut later = Vec::new();
         loop {
             let batch = std::mem::take(&mut self.kubelet.pending);
@@ -106,7 +106,7 @@ impl State {
         }
     }
 
-    pub fn run_kubelet(&mut self, work: Work) {
+    pub(crate) fn run_kubelet(&mut self, work: Work) {
         match work {
             Work::Start(pod) => self.start_pod(&pod),
             Work::Stop(pod) => self.stop_pod(&pod),

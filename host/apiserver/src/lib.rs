@@ -48,6 +48,7 @@ use cubepod_kube::{
     Scope, WatchEvent,
 };
 
+/// The simulated kubelet's delays, the watch bounds and the namespaces of a [`MemoryCluster`].
 #[derive(Clone, Debug)]
 pub struct MemoryClusterConfig {
     /// From a Pod's creation until it is Running with an IP (zero: within the create call).
@@ -101,6 +102,8 @@ impl MemoryClusterConfig {
     }
 }
 
+/// The in-memory API server: a [`Cluster`] whose objects live in this process, with the API's
+/// semantics (see the crate's documentation).
 pub struct MemoryCluster {
     /// Itself, for the delayed kubelet tasks: they must not keep a dropped cluster alive.
     this: Weak<MemoryCluster>,
@@ -119,6 +122,8 @@ impl fmt::Debug for MemoryCluster {
 }
 
 impl MemoryCluster {
+    /// A new, empty cluster; in an `Arc`, since its delayed kubelet work holds a weak
+    /// reference to it.
     pub fn new(config: MemoryClusterConfig) -> Arc<Self> {
         let hub = WatchHub::new(config.watch_history, config.watch_buffer);
         let kubelet = Kubelet::new(config.pod_start_delay, config.pod_stop_delay);
@@ -165,7 +170,7 @@ impl MemoryCluster {
     }
 
     /// The cluster's namespaces, as Namespace objects, by name.
-    pub fn namespaces(&self) -> Vec<Value> {
+    pub(crate) fn namespaces(&self) -> Vec<Value> {
         let mut state = self.lock();
         let names = state.namespaces.names(&state.store);
         names
@@ -175,10 +180,11 @@ impl MemoryCluster {
     }
 
     /// The Namespace object of `name`, or NotFound.
-    pub fn namespace(&self, name: &str) -> ApiResult<Value> {
+    pub(crate) fn namespace(&self, name: &str) -> ApiResult<Value> {
         self.lock().namespaces.get(name)
     }
 
+    /// How many objects of `resource` there are, in all namespaces.
     pub fn count(&self, resource: Resource) -> usize {
         self.lock().store.count(resource)
     }
@@ -193,6 +199,7 @@ impl MemoryCluster {
         self.writes.snapshot()
     }
 
+    /// Forgets the writes logged so far: [`Self::writes`] starts again from here.
     pub fn clear_writes(&self) {
         self.writes.clear();
     }

@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 /// Applies `patch` to `target`: objects merge key by key, `null` removes a key, anything else
 /// (arrays included) replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
+pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
         return;

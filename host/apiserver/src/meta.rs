@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 /// The fields only the API server sets: a client's value is ignored on every write.
-pub const SYSTEM_FIELDS: [&str; 8] = [
+pub(crate) const SYSTEM_FIELDS: [&str; 8] = [
     "uid",
     "name",
     "namespace",
@@ -15,7 +15,7 @@ pub const SYSTEM_FIELDS: [&str; 8] = [
     "resourceVersion",
 ];
 
-pub fn metadata(object: &Value) -> Option<&Map<String, Value>> {
+pub(crate) fn metadata(object: &Value) -> Option<&Map<String, Value>> {
     object.get("metadata")?.as_object()
 }
 
@@ -23,27 +23,27 @@ fn str_field<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     metadata(object)?.get(field)?.as_str()
 }
 
-pub fn name(object: &Value) -> Option<&str> {
+pub(crate) fn name(object: &Value) -> Option<&str> {
     str_field(object, "name")
 }
 
-pub fn namespace(object: &Value) -> Option<&str> {
+pub(crate) fn namespace(object: &Value) -> Option<&str> {
     str_field(object, "namespace")
 }
 
-pub fn uid(object: &Value) -> Option<&str> {
+pub(crate) fn uid(object: &Value) -> Option<&str> {
     str_field(object, "uid")
 }
 
-pub fn resource_version(object: &Value) -> Option<&str> {
+pub(crate) fn resource_version(object: &Value) -> Option<&str> {
     str_field(object, "resourceVersion")
 }
 
-pub fn labels(object: &Value) -> Option<&Map<String, Value>> {
+pub(crate) fn labels(object: &Value) -> Option<&Map<String, Value>> {
     metadata(object)?.get("labels")?.as_object()
 }
 
-pub fn finalizers(object: &Value) -> Vec<&str> {
+pub(crate) fn finalizers(object: &Value) -> Vec<&str> {
     metadata(object)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
@@ -51,14 +51,14 @@ pub fn finalizers(object: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-pub fn is_deleting(object: &Value) -> bool {
+pub(crate) fn is_deleting(object: &Value) -> bool {
     metadata(object)
         .and_then(|m| m.get("deletionTimestamp"))
         .is_some_and(|t| !t.is_null())
 }
 
 /// The uids named by `metadata.ownerReferences`.
-pub fn owner_uids(object: &Value) -> Vec<&str> {
+pub(crate) fn owner_uids(object: &Value) -> Vec<&str> {
     metadata(object)
         .and_then(|m| m.get("ownerReferences"))
         .and_then(Value::as_array)
@@ -67,7 +67,7 @@ pub fn owner_uids(object: &Value) -> Vec<&str> {
 }
 
 /// The object as a map, made one if it was not (callers hold validated objects).
-pub fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {
         *value = Value::Object(Map::new());
     }
@@ -77,19 +77,19 @@ pub fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
     }
 }
 
-pub fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
     let entry = object_mut(object)
         .entry("metadata")
         .or_insert_with(|| Value::Object(Map::new()));
     object_mut(entry)
 }
 
-pub fn set(object: &mut Value, field: &str, value: impl Into<Value>) {
+pub(crate) fn set(object: &mut Value, field: &str, value: impl Into<Value>) {
     metadata_mut(object).insert(field.to_owned(), value.into());
 }
 
 /// A random RFC 4122 version 4 uid, as the API server makes.
-pub fn new_uid() -> String {
+pub(crate) fn new_uid() -> String {
     let bits: u128 = rand::random();
     let bits = (bits & !(0xf << 76)) | (0x4 << 76);
     let bits = (bits & !(0x3 << 62)) | (0x2 << 62);
@@ -104,7 +104,7 @@ pub fn new_uid() -> String {
 }
 
 /// Now, in the API's timestamp format (RFC 3339, UTC, whole seconds).
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

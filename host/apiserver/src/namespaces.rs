@@ -13,9 +13,9 @@ use super::store::Store;
 use cubepod_kube::{ApiError, ApiErrorKind};
 
 /// The namespaces every Kubernetes cluster starts with.
-pub const BUILT_IN: [&str; 4] = ["default", "kube-node-lease", "kube-public", "kube-system"];
+pub(crate) const BUILT_IN: [&str; 4] = ["default", "kube-node-lease", "kube-public", "kube-system"];
 
-pub struct Namespaces {
+pub(crate) struct Namespaces {
     /// `None`: every namespace exists.
     only: Option<BTreeSet<String>>,
     /// When the cluster started: every namespace's creation.
@@ -25,7 +25,7 @@ pub struct Namespaces {
 }
 
 impl Namespaces {
-    pub fn new(only: Option<BTreeSet<String>>) -> Self {
+    pub(crate) fn new(only: Option<BTreeSet<String>>) -> Self {
         Self {
             only,
             created: meta::now(),
@@ -33,13 +33,13 @@ impl Namespaces {
         }
     }
 
-    pub fn exists(&self, name: &str) -> bool {
+    pub(crate) fn exists(&self, name: &str) -> bool {
         self.only.as_ref().is_none_or(|only| only.contains(name))
     }
 
     /// The namespaces to list: the set, or (every namespace existing) `default` and those that
     /// hold an object.
-    pub fn names(&self, store: &Store) -> BTreeSet<String> {
+    pub(crate) fn names(&self, store: &Store) -> BTreeSet<String> {
         match &self.only {
             Some(only) => only.clone(),
             None => {
@@ -51,7 +51,7 @@ impl Namespaces {
     }
 
     /// The Namespace object of `name`, or NotFound.
-    pub fn get(&mut self, name: &str) -> Result<Value, ApiError> {
+    pub(crate) fn get(&mut self, name: &str) -> Result<Value, ApiError> {
         if !self.exists(name) {
             return Err(not_found(name));
         }
@@ -77,7 +77,7 @@ impl Namespaces {
 }
 
 /// `namespaces "x" not found`, as the API server words a missing namespace.
-pub fn not_found(name: &str) -> ApiError {
+pub(crate) fn not_found(name: &str) -> ApiError {
     ApiError::new(
         ApiErrorKind::NotFound,
         format!("namespaces \"{name}\" not found"),

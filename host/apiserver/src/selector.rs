@@ -7,7 +7,7 @@ use super::meta;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unable to parse requirement: {0}")]
-pub struct SelectorError(String);
+pub(crate) struct SelectorError(String);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Term {
@@ -20,13 +20,13 @@ enum Term {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Selector {
+pub(crate) struct Selector {
     terms: Vec<Term>,
 }
 
 impl Selector {
     /// Parses a selector; the empty string selects everything.
-    pub fn parse(text: &str) -> Result<Self, SelectorError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, SelectorError> {
         let terms = split_terms(text)
             .into_iter()
             .map(str::trim)
@@ -36,11 +36,11 @@ impl Selector {
         Ok(Self { terms })
     }
 
-    pub fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         self.terms.is_empty()
     }
 
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         let labels = meta::labels(object);
         let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         self.terms.iter().all(|term| match term {

@@ -13,15 +13,15 @@ use super::store::{ObjectKey, Store};
 use super::watch::{Change, WatchHub};
 use cubepod_kube::WatchEventType;
 
-pub struct State {
-    pub store: Store,
-    pub hub: WatchHub,
-    pub kubelet: Kubelet,
-    pub namespaces: Namespaces,
+pub(crate) struct State {
+    pub(crate) store: Store,
+    pub(crate) hub: WatchHub,
+    pub(crate) kubelet: Kubelet,
+    pub(crate) namespaces: Namespaces,
 }
 
 impl State {
-    pub fn new(hub: WatchHub, kubelet: Kubelet, namespaces: Namespaces) -> Self {
+    pub(crate) fn new(hub: WatchHub, kubelet: Kubelet, namespaces: Namespaces) -> Self {
         Self {
             store: Store::default(),
             hub,
@@ -30,17 +30,22 @@ impl State {
         }
     }
 
-    pub fn add(&mut self, key: ObjectKey, object: Value) -> Arc<Value> {
+    pub(crate) fn add(&mut self, key: ObjectKey, object: Value) -> Arc<Value> {
         self.commit(key, object, None, WatchEventType::Added)
     }
 
-    pub fn update(&mut self, key: ObjectKey, object: Value, previous: Arc<Value>) -> Arc<Value> {
+    pub(crate) fn update(
+        &mut self,
+        key: ObjectKey,
+        object: Value,
+        previous: Arc<Value>,
+    ) -> Arc<Value> {
         self.commit(key, object, Some(previous), WatchEventType::Modified)
     }
 
     /// Removes the object for good, `last` being its final state; then collects the objects
     /// it owned.
-    pub fn remove(&mut self, key: &ObjectKey, mut last: Value) -> Arc<Value> {
+    pub(crate) fn remove(&mut self, key: &ObjectKey, mut last: Value) -> Arc<Value> {
         let version = self.store.next_resource_version();
         meta::set(&mut last, "resourceVersion", version.to_string());
         let last = Arc::new(last);

@@ -11,14 +11,14 @@ use super::meta;
 use cubepod_kube::Resource;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub resource: Resource,
-    pub namespace: String,
-    pub name: String,
+pub(crate) struct ObjectKey {
+    pub(crate) resource: Resource,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 impl ObjectKey {
-    pub fn new(resource: Resource, namespace: &str, name: &str) -> Self {
+    pub(crate) fn new(resource: Resource, namespace: &str, name: &str) -> Self {
         Self {
             resource,
             namespace: namespace.to_owned(),
@@ -36,7 +36,7 @@ impl fmt::Display for ObjectKey {
 /// namespace -> name -> object: lookups by `&str` without allocating.
 type Objects = BTreeMap<String, BTreeMap<String, Arc<Value>>>;
 
-pub struct Store {
+pub(crate) struct Store {
     objects: BTreeMap<Resource, Objects>,
     by_uid: HashMap<String, ObjectKey>,
     dependents: HashMap<String, BTreeSet<ObjectKey>>,
@@ -59,29 +59,29 @@ impl Default for Store {
 
 impl Store {
     /// The resourceVersion of the last write.
-    pub fn resource_version(&self) -> u64 {
+    pub(crate) fn resource_version(&self) -> u64 {
         self.resource_version
     }
 
     /// Takes the resourceVersion for a new write.
-    pub fn next_resource_version(&mut self) -> u64 {
+    pub(crate) fn next_resource_version(&mut self) -> u64 {
         self.resource_version += 1;
         self.resource_version
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
         self.objects
             .get(&key.resource)?
             .get(&key.namespace)?
             .get(&key.name)
     }
 
-    pub fn contains_uid(&self, uid: &str) -> bool {
+    pub(crate) fn contains_uid(&self, uid: &str) -> bool {
         self.by_uid.contains_key(uid)
     }
 
     /// The objects whose ownerReferences name `owner_uid`.
-    pub fn dependents_of(&self, owner_uid: &str) -> Vec<ObjectKey> {
+    pub(crate) fn dependents_of(&self, owner_uid: &str) -> Vec<ObjectKey> {
         self.dependents
             .get(owner_uid)
             .map(|keys| keys.iter().cloned().collect())
@@ -89,7 +89,7 @@ impl Store {
     }
 
     /// The objects of a resource in a namespace (`""`: all namespaces), by namespace and name.
-    pub fn scan<'a>(
+    pub(crate) fn scan<'a>(
         &'a self,
         resource: Resource,
         namespace: &'a str,
@@ -104,7 +104,7 @@ impl Store {
 
     /// [`Self::scan`] from after `(namespace, name)` on, in the same order: where a page that
     /// ended there continues.
-    pub fn scan_after<'a>(
+    pub(crate) fn scan_after<'a>(
         &'a self,
         resource: Resource,
         namespace: &'a str,
@@ -132,21 +132,21 @@ impl Store {
     }
 
     /// The namespaces that hold an object of any kind.
-    pub fn namespaces(&self) -> BTreeSet<String> {
+    pub(crate) fn namespaces(&self) -> BTreeSet<String> {
         self.objects
             .values()
             .flat_map(|namespaces| namespaces.keys().cloned())
             .collect()
     }
 
-    pub fn count(&self, resource: Resource) -> usize {
+    pub(crate) fn count(&self, resource: Resource) -> usize {
         self.objects
             .get(&resource)
             .map_or(0, |namespaces| namespaces.values().map(BTreeMap::len).sum())
     }
 
     /// Stores `object` under `key`, returning what it replaced.
-    pub fn put(&mut self, key: ObjectKey, object: Arc<Value>) -> Option<Arc<Value>> {
+    pub(crate) fn put(&mut self, key: ObjectKey, object: Arc<Value>) -> Option<Arc<Value>> {
         self.index(&key, &object);
         let previous = self
             .objects
@@ -161,7 +161,7 @@ impl Store {
         previous
     }
 
-    pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
+    pub(crate) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
         let namespaces = self.objects.get_mut(&key.resource)?;
         let objects = namespaces.get_mut(&key.namespace)?;
         let removed = objects.remove(&key.name)?;

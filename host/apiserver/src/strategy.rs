@@ -10,18 +10,22 @@ use super::meta;
 use cubepod_kube::{ApiResult, Resource};
 
 /// Kinds whose main resource ignores `status`: only `patch_status` changes it.
-pub fn has_status_subresource(resource: Resource) -> bool {
+pub(crate) fn has_status_subresource(resource: Resource) -> bool {
     matches!(resource, Resource::Sandbox | Resource::PodWarmPool)
 }
 
 /// Kinds with a `/status` endpoint at all.
-pub fn accepts_status_patch(resource: Resource) -> bool {
+pub(crate) fn accepts_status_patch(resource: Resource) -> bool {
     has_status_subresource(resource)
         || matches!(resource, Resource::Pod | Resource::PersistentVolumeClaim)
 }
 
 /// Checks the shape of a new object and fills `kind`, `apiVersion` and the namespace.
-pub fn validate_create(resource: Resource, namespace: &str, mut object: Value) -> ApiResult<Value> {
+pub(crate) fn validate_create(
+    resource: Resource,
+    namespace: &str,
+    mut object: Value,
+) -> ApiResult<Value> {
     if !object.is_object() {
         return Err(errors::bad_request(
             "the body of a create must be a JSON object",
@@ -76,7 +80,7 @@ pub fn validate_create(resource: Resource, namespace: &str, mut object: Value) -
 }
 
 /// What the API server (and, for PVCs, the volume binder) makes of a new object's status.
-pub fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiResult<()> {
+pub(crate) fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiResult<()> {
     let fields = meta::object_mut(object);
     match resource {
         Resource::Sandbox | Resource::PodWarmPool => {
@@ -96,7 +100,7 @@ pub fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiResult<(
 }
 
 /// Normalizations applied on every write.
-pub fn prepare_for_update(resource: Resource, object: &mut Value) -> ApiResult<()> {
+pub(crate) fn prepare_for_update(resource: Resource, object: &mut Value) -> ApiResult<()> {
     if resource == Resource::Secret {
         fold_string_data(object)?;
     }

@@ -16,24 +16,24 @@ use cubepod_kube::{ApiResult, Resource, WatchEvent, WatchEventType};
 
 /// One committed write, as the history keeps it.
 #[derive(Clone, Debug)]
-pub struct Change {
-    pub resource_version: u64,
-    pub resource: Resource,
-    pub namespace: String,
+pub(crate) struct Change {
+    pub(crate) resource_version: u64,
+    pub(crate) resource: Resource,
+    pub(crate) namespace: String,
     /// Added, Modified or Deleted, before any selector is applied.
-    pub kind: WatchEventType,
-    pub object: Arc<Value>,
+    pub(crate) kind: WatchEventType,
+    pub(crate) object: Arc<Value>,
     /// The object before a Modified, to see it leave or enter a selector.
-    pub previous: Option<Arc<Value>>,
+    pub(crate) previous: Option<Arc<Value>>,
 }
 
 /// What a watch is on.
 #[derive(Clone, Debug)]
-pub struct Filter {
-    pub resource: Resource,
+pub(crate) struct Filter {
+    pub(crate) resource: Resource,
     /// `""`: all namespaces.
-    pub namespace: String,
-    pub selector: Selector,
+    pub(crate) namespace: String,
+    pub(crate) selector: Selector,
 }
 
 impl Filter {
@@ -91,7 +91,7 @@ struct Watcher {
     sender: mpsc::Sender<ApiResult<WatchEvent>>,
 }
 
-pub struct WatchHub {
+pub(crate) struct WatchHub {
     history: VecDeque<Change>,
     history_limit: usize,
     /// The newest resourceVersion no longer in the history: a watch from an older one is Gone.
@@ -104,7 +104,7 @@ pub struct WatchHub {
 }
 
 impl WatchHub {
-    pub fn new(history_limit: usize, buffer: usize) -> Self {
+    pub(crate) fn new(history_limit: usize, buffer: usize) -> Self {
         Self {
             history: VecDeque::new(),
             history_limit,
@@ -115,7 +115,7 @@ impl WatchHub {
         }
     }
 
-    pub fn publish(&mut self, change: Change) {
+    pub(crate) fn publish(&mut self, change: Change) {
         self.latest = change.resource_version;
         self.watchers.retain(|watcher| {
             if watcher.sender.is_closed() {
@@ -146,7 +146,7 @@ impl WatchHub {
 
     /// A stream of the changes after `after` that `filter` selects: first the ones still in the
     /// history, then the live ones. One `Err(Gone)` item if the history no longer reaches back.
-    pub fn subscribe(
+    pub(crate) fn subscribe(
         &mut self,
         filter: Filter,
         after: u64,
@@ -177,17 +177,17 @@ impl WatchHub {
     }
 
     /// Ends every open stream, as a server-side watch timeout does.
-    pub fn end_all(&mut self) {
+    pub(crate) fn end_all(&mut self) {
         self.watchers.clear();
     }
 
     /// Forgets the history: resuming from any resourceVersion before now is Gone.
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         self.history.clear();
         self.floor = self.latest;
     }
 
-    pub fn open_watches(&self) -> usize {
+    pub(crate) fn open_watches(&self) -> usize {
         self.watchers
             .iter()
             .filter(|w| !w.sender.is_closed())

@@ -5,15 +5,21 @@ use std::sync::{Mutex, PoisonError};
 
 use cubepod_kube::{ApiErrorKind, Resource};
 
+/// Which [`cubepod_kube::Cluster`] write a client made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WriteVerb {
+    /// `create` (and `create_text`).
     Create,
+    /// A merge patch of the object.
     Patch,
+    /// A merge patch of its `status`.
     PatchStatus,
+    /// `delete`.
     Delete,
 }
 
 impl WriteVerb {
+    /// The verb as tests and reports name it: `create`, `patch`, `patch_status`, `delete`.
     pub const fn as_str(self) -> &'static str {
         match self {
             WriteVerb::Create => "create",
@@ -41,29 +47,33 @@ impl PartialEq<&str> for WriteVerb {
 /// Writes of the simulated kubelet and garbage collector are not clients' and not logged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteRecord {
+    /// Which write.
     pub verb: WriteVerb,
+    /// The kind of object written.
     pub resource: Resource,
+    /// Its namespace.
     pub namespace: String,
+    /// Its name (empty for a create whose object had none).
     pub name: String,
     /// Why it failed, if it did.
     pub error: Option<ApiErrorKind>,
 }
 
 #[derive(Default)]
-pub struct WriteLog {
+pub(crate) struct WriteLog {
     records: Mutex<Vec<WriteRecord>>,
 }
 
 impl WriteLog {
-    pub fn record(&self, record: WriteRecord) {
+    pub(crate) fn record(&self, record: WriteRecord) {
         self.lock().push(record);
     }
 
-    pub fn snapshot(&self) -> Vec<WriteRecord> {
+    pub(crate) fn snapshot(&self) -> Vec<WriteRecord> {
         self.lock().clone()
     }
 
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.lock().clear();
     }
 

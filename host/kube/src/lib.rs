@@ -15,16 +15,23 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+/// The future a [`Cluster`] method returns: boxed, so that the trait is object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The kinds of object cubepod-controller reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Resource {
+    /// cubepod.io/v1alpha1 Sandbox: what the controller reconciles.
     Sandbox,
+    /// cubepod.io/v1alpha1 PodWarmPool: ready, unclaimed Sandboxes kept for claims.
     PodWarmPool,
+    /// A sandbox's Pod, the Kata VM.
     Pod,
+    /// A sandbox's block volumes: its rootfs and its workspace.
     PersistentVolumeClaim,
+    /// A sandbox's access token.
     Secret,
+    /// core/v1 Event: what the controller reports of a Sandbox.
     Event,
     /// coordination.k8s.io/v1 Lease: leader election.
     Lease,
@@ -48,6 +55,7 @@ impl Resource {
         Resource::Service,
     ];
 
+    /// The `kind` of objects of this resource: `PersistentVolumeClaim`.
     pub const fn kind(self) -> &'static str {
         match self {
             Resource::Sandbox => "Sandbox",
@@ -122,17 +130,23 @@ impl fmt::Display for Resource {
 /// Why the API refused or failed a request: the API server's Status `reason`, in kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApiErrorKind {
+    /// 404: no such object (or namespace).
     NotFound,
+    /// 409 on a create: the name is taken.
     AlreadyExists,
     /// A write against a stale resourceVersion (409 Conflict).
     Conflict,
+    /// 422: the object fails validation; [`ApiError::causes`] names the fields.
     Invalid,
+    /// 403: the caller may not do this.
     Forbidden,
+    /// 401: the caller's credentials are missing or not accepted.
     Unauthorized,
     /// 410 Gone: the watch's resourceVersion is too old; list again.
     Gone,
     /// Transient: 429, 5xx, a reset or a timeout.
     Unavailable,
+    /// Any other failure.
     Other,
 }
 
@@ -157,7 +171,9 @@ impl ApiErrorKind {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
+    /// What kind of failure, for the caller to act on.
     pub kind: ApiErrorKind,
+    /// The API server's message, for people.
     pub message: String,
     /// For [`ApiErrorKind::Unavailable`]: when to try again, if the server said (Retry-After).
     pub retry_after: Option<Duration>,
@@ -177,6 +193,7 @@ pub struct StatusCause {
 }
 
 impl ApiError {
+    /// An error of `kind` with `message`, no retry hint and no causes.
     pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
@@ -186,6 +203,7 @@ impl ApiError {
         }
     }
 
+    /// NotFound for the object, with the API server's wording.
     pub fn not_found(resource: Resource, namespace: &str, name: &str) -> Self {
         Self::new(
             ApiErrorKind::NotFound,
@@ -193,32 +211,44 @@ impl ApiError {
         )
     }
 
+    /// Whether the error is of `kind`.
     pub fn is(&self, kind: ApiErrorKind) -> bool {
         self.kind == kind
     }
 }
 
+/// The result of a request to the cluster.
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// What happened to a watched object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchEventType {
+    /// The object appeared: created, or newly matching the watch's selector.
     Added,
+    /// Changed; the object is the new version.
     Modified,
+    /// Gone; the object is its last version.
     Deleted,
     /// A bookmark: only the resourceVersion moved.
     Bookmark,
 }
 
+/// One event of a watch.
 #[derive(Clone, Debug)]
 pub struct WatchEvent {
+    /// What happened.
     pub kind: WatchEventType,
+    /// The object after it (for a bookmark, only its `metadata.resourceVersion` counts);
+    /// shared, so that a cache keeps it without a copy.
     pub object: Arc<Value>,
 }
 
 /// A list's items (or one page of them) and the resourceVersion to watch from.
 #[derive(Clone, Debug, Default)]
 pub struct ObjectList {
+    /// The objects (of this page).
     pub items: Vec<Value>,
+    /// The list's resourceVersion: a watch from it misses nothing after the list.
     pub resource_version: String,
     /// Where the next page starts (the API's `metadata.continue`); `None` on the last page.
     pub continue_token: Option<String>,
@@ -228,7 +258,9 @@ pub struct ObjectList {
 /// page's) on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageRequest {
+    /// The most items the page may hold.
     pub limit: u32,
+    /// The previous page's [`ObjectList::continue_token`]; `None` for the first page.
     pub continue_token: Option<String>,
 }
 
@@ -236,8 +268,11 @@ pub struct PageRequest {
 /// (`key=value`, comma-separated, as the API takes it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scope {
+    /// The kind of object.
     pub resource: Resource,
+    /// The namespace to list or watch in.
     pub namespace: String,
+    /// `key=value,key2=value2`; `None`: every object.
     pub label_selector: Option<String>,
 }
 
@@ -246,12 +281,15 @@ pub struct Scope {
 /// decoded; `true` means the watcher has taken the event as seen (it forgets the write), and
 /// the watch sends a bookmark of the version instead of the object.
 pub trait EchoFilter: Send + Sync + 'static {
+    /// Whether the event of the object at `resource_version` is the echo of a write the
+    /// watcher made; `true` also forgets that write.
     fn take_echo(&self, namespace: &str, name: &str, resource_version: &str) -> bool;
 }
 
 /// The Kubernetes API as the controller uses it. Every method has the API server's semantics:
 /// create fails with AlreadyExists, delete with NotFound, writes carry resourceVersions.
 pub trait Cluster: Send + Sync + 'static {
+    /// Creates `object` in `namespace`; the answer is the object as stored.
     fn create(
         &self,
         resource: Resource,
@@ -278,6 +316,7 @@ pub trait Cluster: Send + Sync + 'static {
             self.create(resource, &namespace, object).await
         })
     }
+    /// The object, or NotFound.
     fn get(
         &self,
         resource: Resource,
@@ -333,6 +372,7 @@ pub trait Cluster: Send + Sync + 'static {
             }
         })
     }
+    /// Every object in `scope`, in one list.
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
     /// One page of a list. Every page is of the first page's snapshot, whose resourceVersion
     /// is the one to watch from; an expired `continue_token` is Gone (list again from the

@@ -2,7 +2,7 @@
 //! of its cluster: a bearer token reviewed (TokenReview, `authentication.k8s.io/v1`), then a
 //! user's request judged (SubjectAccessReview, `authorization.k8s.io/v1`). The controller's HTTPS
 //! `/metrics` asks them of the cluster it reconciles: the API server, through the REST client,
-//! or the embedded cluster's own rules (`memory::access`).
+//! or the embedded cluster's own rules (`cubepod_apiserver::access`).
 //!
 //! The wire types are shared by the client and the in-memory server. None of them derives
 //! `Debug`: a TokenReview carries a token.
@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ApiResult, BoxFuture};
 
+/// The path a TokenReview is created at.
 pub const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+/// The path a SubjectAccessReview is created at.
 pub const SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 /// Every authenticated user is in this group, whatever else the review says.
@@ -23,17 +25,22 @@ pub const AUTHENTICATED: &str = "system:authenticated";
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
+    /// `system:serviceaccount:ns:name`, `alice`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub username: String,
+    /// Unique across time, where the name may be reused.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The groups the user is in; a grant to a group reaches its members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// What else the authenticator said of the user, passed on to authorization as it came.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
+    /// The user `username` in `groups`, with no uid or extra.
     pub fn named(username: &str, groups: &[&str]) -> Self {
         Self {
             username: username.to_owned(),
@@ -42,6 +49,7 @@ impl UserInfo {
         }
     }
 
+    /// Whether the user is in `group`.
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
     }
@@ -50,17 +58,22 @@ impl UserInfo {
 /// A request for a non-resource URL (`/metrics`), by `user`: what a SubjectAccessReview asks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NonResourceRequest {
+    /// Who asks, as the token's review named them.
     pub user: UserInfo,
     /// Lower case, as the API server's authorizers take it: `get`.
     pub verb: String,
+    /// The URL's path: `/metrics`.
     pub path: String,
 }
 
+/// A SubjectAccessReview's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
+    /// A rule allows the request.
     Allow,
     /// Denied, or no rule allows it: either way not allowed.
     Deny {
+        /// The authorizer's reason, for the log; may be empty.
         reason: String,
     },
 }
@@ -70,50 +83,65 @@ pub trait Reviewer: Send + Sync + 'static {
     /// The token's user; `None` when the cluster does not authenticate it.
     fn review_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, ApiResult<Option<UserInfo>>>;
 
+    /// Whether `request` is allowed.
     fn review_access<'a>(
         &'a self,
         request: &'a NonResourceRequest,
     ) -> BoxFuture<'a, ApiResult<Decision>>;
 }
 
+/// A TokenReview (`authentication.k8s.io/v1`): the token asked about in `spec`, the answer in
+/// `status`.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenReview {
+    /// `authentication.k8s.io/v1`.
     #[serde(default)]
     pub api_version: String,
+    /// `TokenReview`.
     #[serde(default)]
     pub kind: String,
+    /// The question: which token, for which audiences.
     #[serde(default)]
     pub spec: TokenReviewSpec,
+    /// The answer, filled in by the server.
     #[serde(default)]
     pub status: TokenReviewStatus,
 }
 
+/// What a TokenReview asks about.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenReviewSpec {
+    /// The bearer token, as the client presented it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
+    /// The audiences the token must be for; empty: the API server's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
 }
 
+/// A TokenReview's answer.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenReviewStatus {
+    /// Whether the token is valid; only then is `user` meaningful.
     #[serde(default)]
     pub authenticated: bool,
+    /// Whom the token belongs to.
     #[serde(default)]
     pub user: UserInfo,
+    /// The asked audiences the token is valid for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
+    /// Why the token could not be checked, if the server says.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error: String,
 }
 
 impl TokenReview {
     /// The review of `token`, for the API server's default audiences.
-    pub fn of(token: &str) -> Self {
+    pub(crate) fn of(token: &str) -> Self {
         Self {
             api_version: "authentication.k8s.io/v1".to_owned(),
             kind: "TokenReview".to_owned(),
@@ -126,35 +154,47 @@ impl TokenReview {
     }
 
     /// The reviewed token's user, if authenticated.
-    pub fn user(self) -> Option<UserInfo> {
+    pub(crate) fn user(self) -> Option<UserInfo> {
         self.status.authenticated.then_some(self.status.user)
     }
 }
 
+/// A SubjectAccessReview (`authorization.k8s.io/v1`): the request asked about in `spec`, the
+/// answer in `status`.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubjectAccessReview {
+    /// `authorization.k8s.io/v1`.
     #[serde(default)]
     pub api_version: String,
+    /// `SubjectAccessReview`.
     #[serde(default)]
     pub kind: String,
+    /// The question: who asks to do what.
     #[serde(default)]
     pub spec: SubjectAccessReviewSpec,
+    /// The answer, filled in by the server.
     #[serde(default)]
     pub status: SubjectAccessReviewStatus,
 }
 
+/// What a SubjectAccessReview asks about: a user (as [`UserInfo`]'s fields) and a request.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubjectAccessReviewSpec {
+    /// The user's name.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub user: String,
+    /// The user's groups.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// The user's uid.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The user's extra attributes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, Vec<String>>,
+    /// The request, when it is for a non-resource URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub non_resource_attributes: Option<NonResourceAttributes>,
     /// Kept as it came: only its presence matters here.
@@ -162,30 +202,38 @@ pub struct SubjectAccessReviewSpec {
     pub resource_attributes: Option<serde_json::Value>,
 }
 
+/// A request for a non-resource URL, as a SubjectAccessReview carries it.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NonResourceAttributes {
+    /// The URL's path: `/metrics`.
     #[serde(default)]
     pub path: String,
+    /// Lower case: `get`.
     #[serde(default)]
     pub verb: String,
 }
 
+/// A SubjectAccessReview's answer.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubjectAccessReviewStatus {
+    /// A rule allows the request.
     #[serde(default)]
     pub allowed: bool,
+    /// A rule denies it outright (without one, not allowed is "no opinion").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub denied: bool,
+    /// Why, for the log.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// An authorizer's failure while deciding; the answer may still stand.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub evaluation_error: String,
 }
 
 impl SubjectAccessReview {
-    pub fn of(request: &NonResourceRequest) -> Self {
+    pub(crate) fn of(request: &NonResourceRequest) -> Self {
         Self {
             api_version: "authorization.k8s.io/v1".to_owned(),
             kind: "SubjectAccessReview".to_owned(),
@@ -206,7 +254,7 @@ impl SubjectAccessReview {
 
     /// The answer, as the API server's webhook authorizer reads it: allowed, else denied (an
     /// explicit denial and "no opinion" alike); both at once is no answer at all.
-    pub fn decision(self) -> Result<Decision, String> {
+    pub(crate) fn decision(self) -> Result<Decision, String> {
         let status = self.status;
         match (status.allowed, status.denied) {
             (true, true) => Err("the SubjectAccessReview both allows and denies".to_owned()),

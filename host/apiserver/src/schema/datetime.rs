@@ -2,7 +2,7 @@
 //! date, `T` (either case), a time with optional fraction, and `Z` or a `±hh:mm` offset.
 
 /// Whether `text` is an RFC 3339 date-time by kube-openapi's reading.
-pub fn is_date_time(text: &str) -> bool {
+pub(crate) fn is_date_time(text: &str) -> bool {
     if text.len() < 4 {
         return false;
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::structural::Node;
 
-pub fn apply(node: &Node, value: &mut Value) {
+pub(crate) fn apply(node: &Node, value: &mut Value) {
     prune_nulls(node, value);
     fill(node, value);
 }

@@ -9,7 +9,7 @@ use super::values::go_syntax;
 use crate::field::{BadValue, FieldError, Kind, Path};
 
 /// The repeats in every list of `value` (at `path`) that `node` types as a set or a map.
-pub fn validate(node: &Node, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
+pub(crate) fn validate(node: &Node, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
     match value {
         Value::Object(fields) => {
             for (key, child) in fields {

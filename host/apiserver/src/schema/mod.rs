@@ -22,30 +22,30 @@ use super::field::{BadValue, FieldError, Kind, Path};
 use cubepod_kube::Resource;
 
 use self::structural::Node;
-pub use self::structural::SchemaError;
+pub(crate) use self::structural::SchemaError;
 
 /// One CRD's schema, compiled (patterns and rules included).
 #[derive(Debug)]
-pub struct CrdSchema {
+pub(crate) struct CrdSchema {
     root: Node,
 }
 
 impl CrdSchema {
     /// Reads a CRD version's `openAPIV3Schema`.
-    pub fn load(schema: &Value) -> Result<CrdSchema, SchemaError> {
+    pub(crate) fn load(schema: &Value) -> Result<CrdSchema, SchemaError> {
         Ok(CrdSchema {
             root: Node::parse(schema, "")?,
         })
     }
 
     /// Applies the schema's defaults, as the API server does when it decodes an object.
-    pub fn default(&self, object: &mut Value) {
+    pub(crate) fn default(&self, object: &mut Value) {
         defaults::apply(&self.root, object);
     }
 
     /// Every error the API server finds in `object`; `old` is the stored object on an update
     /// (transition rules need it; the name cannot change then).
-    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    pub(crate) fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut errors = Vec::new();
         if old.is_none()
             && let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str)
@@ -78,7 +78,7 @@ fn blocks_rules(error: &FieldError) -> bool {
 }
 
 /// The schema of `resource`, if it is one of ours.
-pub fn of(resource: Resource) -> Option<&'static CrdSchema> {
+pub(crate) fn of(resource: Resource) -> Option<&'static CrdSchema> {
     static SCHEMAS: OnceLock<HashMap<Resource, CrdSchema>> = OnceLock::new();
     SCHEMAS
         .get_or_init(|| {

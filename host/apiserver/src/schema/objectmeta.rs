@@ -10,7 +10,7 @@ const MAX_LENGTH: usize = 253;
 const SUBDOMAIN: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 
 /// The errors of `name` (a create's: an update cannot change it).
-pub fn validate_name(name: &str, out: &mut Vec<FieldError>) {
+pub(crate) fn validate_name(name: &str, out: &mut Vec<FieldError>) {
     static ANCHORED: OnceLock<Option<Regex>> = OnceLock::new();
     let field = Path::root().child("metadata").child("name");
     let value = || BadValue::Str(name.to_owned());

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::structural::{ListType, Node, SchemaError};
 use crate::field::{BadValue, FieldError, Kind, Path};
 
-pub struct Rule {
+pub(crate) struct Rule {
     /// The expression as the CRD writes it.
     source: String,
     program: Program,
@@ -42,7 +42,7 @@ fn env() -> &'static Arc<Env> {
 
 impl Rule {
     /// Reads and compiles one entry of `x-kubernetes-validations`.
-    pub fn parse(rule: &Value, path: &str) -> Result<Rule, SchemaError> {
+    pub(crate) fn parse(rule: &Value, path: &str) -> Result<Rule, SchemaError> {
         let invalid = |why: String| SchemaError::Invalid {
             path: format!("openAPIV3Schema{path}"),
             why,
@@ -122,7 +122,7 @@ fn normalized_field_path(path: &str) -> Option<String> {
 
 /// Runs every rule of `node` and of the nodes under it on `value`, at `path`; `old` is the
 /// stored value at the same place (an update), `root` whether `value` is the whole object.
-pub fn validate(
+pub(crate) fn validate(
     node: &Node,
     value: &Value,
     old: Option<&Value>,

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::rules::Rule;
 
 #[derive(Debug, thiserror::Error)]
-pub enum SchemaError {
+pub(crate) enum SchemaError {
     #[error("{path}: `{keyword}` is not enforced by the in-memory API server")]
     Unsupported { path: String, keyword: String },
     #[error("{path}: {why}")]
@@ -19,7 +19,7 @@ pub enum SchemaError {
 
 /// `type`: what a value must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Type {
+pub(crate) enum Type {
     Object,
     Array,
     String,
@@ -41,7 +41,7 @@ impl Type {
         })
     }
 
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Type::Object => "object",
             Type::Array => "array",
@@ -56,7 +56,7 @@ impl Type {
 /// `format`, of those the API server checks for a CRD (the others, `int32` and `int64` among
 /// them, it strips from the schema before validating).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// RFC 3339 `date-time`, as kube-openapi's `strfmt` reads it; the name as the CRD writes it.
     DateTime(String),
 }
@@ -92,21 +92,21 @@ const CHECKED_FORMATS: [&str; 24] = [
 
 /// `minimum` or `maximum`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bound {
-    pub value: f64,
-    pub exclusive: bool,
+pub(crate) struct Bound {
+    pub(crate) value: f64,
+    pub(crate) exclusive: bool,
 }
 
 #[derive(Clone, Debug)]
-pub struct Pattern {
+pub(crate) struct Pattern {
     /// As the CRD writes it: what the error message quotes.
-    pub source: String,
-    pub regex: Regex,
+    pub(crate) source: String,
+    pub(crate) regex: Regex,
 }
 
 /// `x-kubernetes-list-type`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListType {
+pub(crate) enum ListType {
     Atomic,
     Set,
     /// Items are objects identified by these keys (`x-kubernetes-list-map-keys`).
@@ -114,34 +114,34 @@ pub enum ListType {
 }
 
 #[derive(Debug, Default)]
-pub struct Node {
-    pub ty: Option<Type>,
-    pub format: Option<Format>,
+pub(crate) struct Node {
+    pub(crate) ty: Option<Type>,
+    pub(crate) format: Option<Format>,
     /// By name, as the API server holds them (a map).
-    pub properties: Vec<(String, Node)>,
-    pub additional_properties: Option<Box<Node>>,
-    pub items: Option<Box<Node>>,
-    pub required: Vec<String>,
-    pub enumeration: Vec<Value>,
-    pub minimum: Option<Bound>,
-    pub maximum: Option<Bound>,
-    pub multiple_of: Option<f64>,
-    pub min_length: Option<u64>,
-    pub max_length: Option<u64>,
-    pub pattern: Option<Pattern>,
-    pub min_items: Option<u64>,
-    pub max_items: Option<u64>,
-    pub min_properties: Option<u64>,
-    pub max_properties: Option<u64>,
-    pub default: Option<Value>,
-    pub nullable: bool,
-    pub list_type: Option<ListType>,
+    pub(crate) properties: Vec<(String, Node)>,
+    pub(crate) additional_properties: Option<Box<Node>>,
+    pub(crate) items: Option<Box<Node>>,
+    pub(crate) required: Vec<String>,
+    pub(crate) enumeration: Vec<Value>,
+    pub(crate) minimum: Option<Bound>,
+    pub(crate) maximum: Option<Bound>,
+    pub(crate) multiple_of: Option<f64>,
+    pub(crate) min_length: Option<u64>,
+    pub(crate) max_length: Option<u64>,
+    pub(crate) pattern: Option<Pattern>,
+    pub(crate) min_items: Option<u64>,
+    pub(crate) max_items: Option<u64>,
+    pub(crate) min_properties: Option<u64>,
+    pub(crate) max_properties: Option<u64>,
+    pub(crate) default: Option<Value>,
+    pub(crate) nullable: bool,
+    pub(crate) list_type: Option<ListType>,
     /// `x-kubernetes-validations`, compiled.
-    pub rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
 }
 
 impl Node {
-    pub fn property(&self, name: &str) -> Option<&Node> {
+    pub(crate) fn property(&self, name: &str) -> Option<&Node> {
         self.properties
             .binary_search_by(|(key, _)| key.as_str().cmp(name))
             .ok()
@@ -149,13 +149,13 @@ impl Node {
     }
 
     /// The schema of an object's field `name`: a named property, else `additionalProperties`.
-    pub fn field(&self, name: &str) -> Option<&Node> {
+    pub(crate) fn field(&self, name: &str) -> Option<&Node> {
         self.property(name)
             .or(self.additional_properties.as_deref())
     }
 
     /// Reads a schema; `path` names it in errors (`.spec.storage`).
-    pub fn parse(schema: &Value, path: &str) -> Result<Node, SchemaError> {
+    pub(crate) fn parse(schema: &Value, path: &str) -> Result<Node, SchemaError> {
         let invalid = |why: String| SchemaError::Invalid {
             path: display(path),
             why,

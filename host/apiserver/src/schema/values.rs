@@ -11,7 +11,7 @@ use super::structural::{Bound, Format, Node, Type};
 use crate::field::{BadValue, FieldError, Kind, Path, go_float};
 
 /// Every failure of `value` (at `path`) against `node`, appended to `out`.
-pub fn validate(node: &Node, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
+pub(crate) fn validate(node: &Node, value: &Value, path: &Path, out: &mut Vec<FieldError>) {
     check_type(node, value, path, out);
     match value {
         Value::String(text) => {
@@ -313,7 +313,7 @@ fn check_object(
 }
 
 /// A JSON value as the error shows it.
-pub fn bad_value(value: &Value) -> BadValue {
+pub(crate) fn bad_value(value: &Value) -> BadValue {
     match value {
         Value::Null => BadValue::Null,
         Value::Bool(b) => BadValue::Bool(*b),
@@ -327,7 +327,7 @@ pub fn bad_value(value: &Value) -> BadValue {
 }
 
 /// Go's `%#v` of a decoded JSON value (`map[string]interface {}{"port":80}`).
-pub fn go_syntax(value: &Value) -> String {
+pub(crate) fn go_syntax(value: &Value) -> String {
     match value {
         Value::Null => "interface {}(nil)".into(),
         Value::Bool(b) => b.to_string(),

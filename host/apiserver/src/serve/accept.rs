@@ -15,7 +15,11 @@ use super::handlers::{self, Shared};
 /// A handshake that takes longer is a stuck client: drop it.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {

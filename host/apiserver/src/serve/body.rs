@@ -10,10 +10,10 @@ use hyper::{Response, StatusCode};
 use serde_json::Value;
 
 /// Every response's body. Unsync: a watch body holds a timer, and hyper only needs `Send`.
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// `value` as an `application/json` response with `code`.
-pub fn json(code: StatusCode, value: &Value) -> Response<Body> {
+pub(crate) fn json(code: StatusCode, value: &Value) -> Response<Body> {
     // Serializing a `Value` cannot fail: its map keys are strings.
     let bytes = serde_json::to_vec(&super::order::InApiOrder(value)).unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());

@@ -9,7 +9,7 @@ use crate::crds;
 
 /// `GET /version`: the Kubernetes API level whose semantics the server keeps (1.31), with this
 /// build as semver build metadata, so that `kubectl version` says what it talks to.
-pub fn version() -> Value {
+pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": "31",
@@ -21,7 +21,7 @@ pub fn version() -> Value {
 }
 
 /// `GET /api`.
-pub fn core_versions() -> Value {
+pub(crate) fn core_versions() -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -30,7 +30,7 @@ pub fn core_versions() -> Value {
 }
 
 /// `GET /apis`: the named groups, each with its one version.
-pub fn groups(crds_installed: bool) -> Value {
+pub(crate) fn groups(crds_installed: bool) -> Value {
     let groups: Vec<Value> = routes::group_versions(crds_installed)
         .into_iter()
         .filter_map(|gv| {
@@ -87,10 +87,11 @@ impl Names {
 }
 
 /// The media type of aggregated discovery, which kubectl asks for first.
-pub const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+pub(crate) const AGGREGATED: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// Whether an `Accept` header asks for aggregated discovery (`apidiscovery.k8s.io/v2`).
-pub fn aggregated_wanted(accept: &str) -> bool {
+pub(crate) fn aggregated_wanted(accept: &str) -> bool {
     accept.split(',').any(|range| {
         let params: Vec<&str> = range.split(';').skip(1).map(str::trim).collect();
         params.contains(&"as=APIGroupDiscoveryList")
@@ -101,7 +102,7 @@ pub fn aggregated_wanted(accept: &str) -> bool {
 
 /// `GET /api` (`core`) or `GET /apis` as aggregated discovery: every group, version and
 /// resource in one answer, instead of one request per group version.
-pub fn aggregated(core: bool, crds_installed: bool) -> Value {
+pub(crate) fn aggregated(core: bool, crds_installed: bool) -> Value {
     let mut items = Vec::new();
     for group_version in routes::group_versions(crds_installed) {
         let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
@@ -184,7 +185,7 @@ fn scale_subresource() -> Value {
 
 /// `GET /api/v1`, `GET /apis/{group}/{version}`: the resources, and their status and scale
 /// subresources.
-pub fn resources(group_version: &str) -> Value {
+pub(crate) fn resources(group_version: &str) -> Value {
     let verbs = json!(VERBS);
     let mut resources = Vec::new();
     for resource in Resource::ALL

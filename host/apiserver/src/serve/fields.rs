@@ -7,16 +7,16 @@ use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid field selector {0:?}: terms are field=value, field==value or field!=value")]
-pub struct FieldSelectorError(String);
+pub(crate) struct FieldSelectorError(String);
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FieldSelector {
+pub(crate) struct FieldSelector {
     /// (path, value, equal).
     terms: Vec<(Vec<String>, String, bool)>,
 }
 
 impl FieldSelector {
-    pub fn parse(text: &str) -> Result<Self, FieldSelectorError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, FieldSelectorError> {
         let mut terms = Vec::new();
         for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
@@ -37,11 +37,11 @@ impl FieldSelector {
         Ok(Self { terms })
     }
 
-    pub fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         self.terms.is_empty()
     }
 
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         self.terms.iter().all(|(path, wanted, equal)| {
             let actual = path
                 .iter()

@@ -35,21 +35,21 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 const MERGE_PATCH: &str = "application/merge-patch+json";
 
 /// What every connection of one server shares.
-pub struct Shared {
-    pub cluster: Arc<MemoryCluster>,
-    pub token: RwLock<Option<String>>,
-    pub crds_installed: AtomicBool,
-    pub layer: Option<Arc<dyn Layer>>,
+pub(crate) struct Shared {
+    pub(crate) cluster: Arc<MemoryCluster>,
+    pub(crate) token: RwLock<Option<String>>,
+    pub(crate) crds_installed: AtomicBool,
+    pub(crate) layer: Option<Arc<dyn Layer>>,
     /// A watch's length when the client names no `timeoutSeconds`.
-    pub watch_timeout: Duration,
-    pub bookmark_interval: Option<Duration>,
+    pub(crate) watch_timeout: Duration,
+    pub(crate) bookmark_interval: Option<Duration>,
 }
 
 /// The service error that makes hyper drop the connection (HTTP/2: reset the stream) without
 /// a response, for [`Verdict::Reset`].
 #[derive(Debug, thiserror::Error)]
 #[error("connection reset by the server's layer")]
-pub struct ConnectionReset;
+pub(crate) struct ConnectionReset;
 
 /// What the request asked for besides its route and query.
 struct Ask {
@@ -72,7 +72,7 @@ impl Ask {
     }
 }
 
-pub async fn handle(
+pub(crate) async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ConnectionReset> {

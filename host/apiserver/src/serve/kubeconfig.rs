@@ -33,16 +33,16 @@ impl std::fmt::Debug for KubeconfigAuth {
 #[derive(Debug)]
 pub struct Kubeconfig<'a> {
     /// The name of the cluster, user and context (the current one).
-    pub name: &'a str,
-    pub server: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) server: &'a str,
     /// The CA the server's certificate chains to, PEM; `None` for plain http.
-    pub ca_pem: Option<&'a str>,
-    pub auth: &'a KubeconfigAuth,
+    pub(crate) ca_pem: Option<&'a str>,
+    pub(crate) auth: &'a KubeconfigAuth,
 }
 
 impl Kubeconfig<'_> {
     /// The YAML text.
-    pub fn to_yaml(&self) -> io::Result<String> {
+    pub(crate) fn to_yaml(&self) -> io::Result<String> {
         let mut cluster = json!({ "server": self.server });
         if let Some(ca) = self.ca_pem {
             cluster["certificate-authority-data"] =

@@ -39,6 +39,7 @@ pub use self::pki::{TlsError, provider};
 
 use self::handlers::Shared;
 
+/// How the cluster is served: TLS, auth, watch lengths and bookmarks.
 #[derive(Clone)]
 pub struct ServeOptions {
     /// HTTPS with the server's own CA (default); plain HTTP otherwise.
@@ -75,13 +76,19 @@ impl Default for ServeOptions {
     }
 }
 
+/// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The listener is unusable: reading its address, making it non-blocking or handing it to
+    /// tokio failed.
     #[error("binding the API server to {addr}: {source}")]
     Bind {
+        /// The listener's address (`127.0.0.1:0` when it could not be read).
         addr: SocketAddr,
+        /// The socket's error.
         source: std::io::Error,
     },
+    /// Its certificates or TLS configuration.
     #[error(transparent)]
     Tls(#[from] TlsError),
 }
@@ -89,6 +96,7 @@ pub enum ServeError {
 /// What a request is, as a [`Layer`] sees it.
 #[derive(Clone, Debug)]
 pub struct RequestInfo {
+    /// The HTTP method.
     pub method: Method,
     /// HTTP/1.1 or HTTP/2, as negotiated.
     pub version: Version,
@@ -96,6 +104,7 @@ pub struct RequestInfo {
     pub path: String,
     /// The resource addressed, if the path names one.
     pub resource: Option<Resource>,
+    /// Whether the request is a watch (`?watch=true`).
     pub watch: bool,
 }
 
@@ -103,11 +112,17 @@ pub struct RequestInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     /// Serve it; a watch ends after this many object events, if given.
-    Proceed { end_watch_after: Option<u32> },
+    Proceed {
+        /// How many object events a watch gets before the server ends it.
+        end_watch_after: Option<u32>,
+    },
     /// Answer with a Status of this code and reason (and `Retry-After`, seconds).
     Respond {
+        /// The HTTP status: `429`, `500`.
         code: u16,
+        /// The Status's `reason`: `TooManyRequests`.
         reason: String,
+        /// The `Retry-After` header, seconds, if any.
         retry_after: Option<u64>,
     },
     /// Close the connection (HTTP/2: reset the stream) without a response.
@@ -193,12 +208,9 @@ impl ApiServer {
         self.url.clone()
     }
 
+    /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
-    }
-
-    pub fn tls(&self) -> bool {
-        self.tls
     }
 
     /// The CA that signed the server's certificate, PEM (kubeconfig's
@@ -212,6 +224,7 @@ impl ApiServer {
         &self.ca_der
     }
 
+    /// The cluster it serves.
     pub fn cluster(&self) -> Arc<MemoryCluster> {
         Arc::clone(&self.shared.cluster)
     }

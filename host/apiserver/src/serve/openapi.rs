@@ -24,7 +24,7 @@ fn group_versions(crds_installed: bool) -> Vec<&'static str> {
 }
 
 /// `GET /openapi/v3`: where each group version's document is, with its hash.
-pub fn index(crds_installed: bool) -> Value {
+pub(crate) fn index(crds_installed: bool) -> Value {
     let mut paths = Map::new();
     for group_version in group_versions(crds_installed) {
         let hash = hex::encode(Sha256::digest(document(group_version).to_string()));
@@ -37,7 +37,7 @@ pub fn index(crds_installed: bool) -> Value {
 }
 
 /// Whether `/openapi/v3/apis/{group_version}` is served.
-pub fn has(group_version: &str, crds_installed: bool) -> bool {
+pub(crate) fn has(group_version: &str, crds_installed: bool) -> bool {
     group_versions(crds_installed).contains(&group_version)
 }
 
@@ -52,7 +52,7 @@ fn query(name: &str, description: &str) -> Value {
 
 /// The document of one group version: every CRD's schema, and its paths with the operations
 /// and parameters the server honours.
-pub fn document(group_version: &str) -> Value {
+pub(crate) fn document(group_version: &str) -> Value {
     let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
     let mut paths = Map::new();
     let mut schemas = Map::new();

@@ -63,7 +63,7 @@ const META_FIRST: [&str; 15] = [
 
 /// A response document or watch event's object, serialized in the API server's order; a list's
 /// `items` each in their own kind's order.
-pub struct InApiOrder<'a>(pub &'a Value);
+pub(crate) struct InApiOrder<'a>(pub(crate) &'a Value);
 
 impl Serialize for InApiOrder<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 /// Whether an `Accept` header asks (in any of its media ranges) for `as=<kind>` of
 /// `meta.k8s.io` in one of `versions`.
-pub fn meta_media(accept: &str, kind: &str, versions: &[&str]) -> bool {
+pub(crate) fn meta_media(accept: &str, kind: &str, versions: &[&str]) -> bool {
     let wanted = format!("as={kind}");
     accept.split(',').any(|range| {
         let params: Vec<&str> = range.split(';').skip(1).map(str::trim).collect();
@@ -22,7 +22,7 @@ pub fn meta_media(accept: &str, kind: &str, versions: &[&str]) -> bool {
 /// Whether `accept` asks for metadata: `PartialObjectMetadataList` for a `list`, otherwise
 /// `PartialObjectMetadata` (one object, or each object of a watch). The other one is not
 /// served, as by the API server: the request falls back to the header's next media range.
-pub fn wanted(accept: &str, list: bool) -> bool {
+pub(crate) fn wanted(accept: &str, list: bool) -> bool {
     let kind = if list {
         "PartialObjectMetadataList"
     } else {
@@ -32,7 +32,7 @@ pub fn wanted(accept: &str, list: bool) -> bool {
 }
 
 /// `object`'s metadata as a `PartialObjectMetadata`.
-pub fn object(object: &Value) -> Value {
+pub(crate) fn object(object: &Value) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
@@ -41,7 +41,7 @@ pub fn object(object: &Value) -> Value {
 }
 
 /// A list's items as a `PartialObjectMetadataList` with the list's `metadata`.
-pub fn list(items: &[Value], metadata: Value) -> Value {
+pub(crate) fn list(items: &[Value], metadata: Value) -> Value {
     json!({
         "kind": "PartialObjectMetadataList",
         "apiVersion": "meta.k8s.io/v1",

@@ -10,18 +10,21 @@ use rcgen::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+/// Why the server's TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// Making the CA or the server certificate failed.
     #[error("generating the API server's certificates: {0}")]
     Certificate(#[from] rcgen::Error),
+    /// rustls refused the configuration.
     #[error("configuring TLS: {0}")]
     Rustls(#[from] rustls::Error),
 }
 
-pub struct Pki {
-    pub ca_pem: String,
-    pub ca_der: CertificateDer<'static>,
-    pub server_config: Arc<rustls::ServerConfig>,
+pub(crate) struct Pki {
+    pub(crate) ca_pem: String,
+    pub(crate) ca_der: CertificateDer<'static>,
+    pub(crate) server_config: Arc<rustls::ServerConfig>,
 }
 
 /// The crypto provider of every config here: explicit, so that no process-wide default (or
@@ -31,7 +34,7 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// A new CA, and a server config offering h2 and http/1.1 with a certificate it signed.
-pub fn generate() -> Result<Pki, TlsError> {
+pub(crate) fn generate() -> Result<Pki, TlsError> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params

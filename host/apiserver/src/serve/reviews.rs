@@ -17,13 +17,13 @@ use cubepod_kube::review::{
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Review {
+pub(crate) enum Review {
     Token,
     SubjectAccess,
 }
 
 /// The review a path's segments name, if any.
-pub fn route(segments: &[&str]) -> Option<Review> {
+pub(crate) fn route(segments: &[&str]) -> Option<Review> {
     match segments {
         ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => Some(Review::Token),
         ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
@@ -33,7 +33,7 @@ pub fn route(segments: &[&str]) -> Option<Review> {
     }
 }
 
-pub async fn serve(
+pub(crate) async fn serve(
     cluster: &MemoryCluster,
     review: Review,
     method: &Method,

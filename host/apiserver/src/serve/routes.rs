@@ -8,10 +8,10 @@ use super::table::IncludeObject;
 use cubepod_kube::Resource;
 
 /// The group of the CRDs that `set_crds_installed(false)` hides.
-pub const CRD_GROUP: &str = "cubepod.io";
+pub(crate) const CRD_GROUP: &str = "cubepod.io";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// `GET /version`.
     Version,
     /// `GET /api`: the core group's versions.
@@ -53,7 +53,7 @@ pub enum Route {
 
 impl Route {
     /// The resource addressed, if any (for fault matching and request records).
-    pub fn resource(&self) -> Option<Resource> {
+    pub(crate) fn resource(&self) -> Option<Resource> {
         match self {
             Route::Collection { resource, .. }
             | Route::Object { resource, .. }
@@ -64,7 +64,7 @@ impl Route {
 }
 
 /// Kinds with a `/status` endpoint.
-pub fn has_status(resource: Resource) -> bool {
+pub(crate) fn has_status(resource: Resource) -> bool {
     matches!(
         resource,
         Resource::Sandbox | Resource::PodWarmPool | Resource::Pod | Resource::PersistentVolumeClaim
@@ -72,12 +72,12 @@ pub fn has_status(resource: Resource) -> bool {
 }
 
 /// Kinds with a `/scale` endpoint: the CRD's scale subresource.
-pub fn has_scale(resource: Resource) -> bool {
+pub(crate) fn has_scale(resource: Resource) -> bool {
     resource == Resource::PodWarmPool
 }
 
 /// `""` for the core group.
-pub fn group(resource: Resource) -> &'static str {
+pub(crate) fn group(resource: Resource) -> &'static str {
     match resource.api_version().split_once('/') {
         Some((group, _)) => group,
         None => "",
@@ -85,7 +85,7 @@ pub fn group(resource: Resource) -> &'static str {
 }
 
 /// The group versions served: the core one first.
-pub fn group_versions(crds_installed: bool) -> Vec<&'static str> {
+pub(crate) fn group_versions(crds_installed: bool) -> Vec<&'static str> {
     let mut versions: Vec<&'static str> = Vec::new();
     for resource in Resource::ALL {
         let version = resource.api_version();
@@ -99,7 +99,7 @@ pub fn group_versions(crds_installed: bool) -> Vec<&'static str> {
 }
 
 /// Parses a request path; `None` when the server does not serve it (a 404).
-pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
+pub(crate) fn parse(path: &str, crds_installed: bool) -> Option<Route> {
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     if segments.iter().any(|s| s.is_empty()) {
         return None;
@@ -173,7 +173,7 @@ pub fn parse(path: &str, crds_installed: bool) -> Option<Route> {
 
 /// `fieldValidation` of a create or patch: what to do with fields the schema does not know.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FieldValidation {
+pub(crate) enum FieldValidation {
     Ignore,
     /// The API server's default: a `Warning` header per unknown field.
     #[default]
@@ -184,33 +184,33 @@ pub enum FieldValidation {
 
 /// The parameters of a query string.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Query {
-    pub label_selector: Option<String>,
-    pub field_selector: Option<String>,
-    pub watch: bool,
-    pub resource_version: Option<String>,
-    pub allow_watch_bookmarks: bool,
-    pub timeout: Option<Duration>,
+pub(crate) struct Query {
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
+    pub(crate) watch: bool,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) allow_watch_bookmarks: bool,
+    pub(crate) timeout: Option<Duration>,
     /// A list's page size (`limit`; 0 or absent: everything).
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// Where a paginated list goes on (`continue`).
-    pub continue_token: Option<String>,
+    pub(crate) continue_token: Option<String>,
     /// A Table's rows carry (`includeObject`).
-    pub include_object: IncludeObject,
-    pub field_validation: FieldValidation,
+    pub(crate) include_object: IncludeObject,
+    pub(crate) field_validation: FieldValidation,
     /// `dryRun=All`: not supported, so refused rather than written.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 }
 
 /// A query parameter the server cannot honour.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct QueryError(String);
+pub(crate) struct QueryError(String);
 
 impl Query {
     /// Parses the query string; unknown parameters are ignored, as by the API server, but one
     /// the fake would silently get wrong (`fieldSelector`) is refused.
-    pub fn parse(query: &str) -> Result<Self, QueryError> {
+    pub(crate) fn parse(query: &str) -> Result<Self, QueryError> {
         let mut parsed = Query::default();
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
             match key.as_ref() {

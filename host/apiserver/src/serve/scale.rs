@@ -14,7 +14,7 @@ use crate::merge::merge_patch;
 const MAX_REPLICAS: u64 = 1000;
 
 /// The Scale of `object` (a PodWarmPool).
-pub fn of(object: &Value) -> Value {
+pub(crate) fn of(object: &Value) -> Value {
     let meta = &object["metadata"];
     let mut metadata = json!({});
     for field in [
@@ -43,7 +43,7 @@ pub fn of(object: &Value) -> Value {
 
 /// The one-row Table of a Scale, with the columns the API server prints for one (`kubectl get
 /// --subresource=scale`): its name, the replicas wanted and those there.
-pub fn table(scale: &Value) -> Value {
+pub(crate) fn table(scale: &Value) -> Value {
     let column = |name: &str, kind: &str, format: &str, description: &str| {
         json!({"name": name, "type": kind, "format": format, "description": description,
                "priority": 0})
@@ -70,7 +70,7 @@ pub fn table(scale: &Value) -> Value {
 /// `metadata.resourceVersion` when it names one (a PUT from `kubectl scale
 /// --resource-version`, or an autoscaler's read-modify-write). `current` is the pool's Scale
 /// now; a PATCH is a JSON merge patch of it, a PUT the whole new Scale.
-pub fn pool_patch(method: &Method, current: &Value, body: &Value) -> Result<Value, Failure> {
+pub(crate) fn pool_patch(method: &Method, current: &Value, body: &Value) -> Result<Value, Failure> {
     let wanted = if *method == Method::PATCH {
         let mut scale = current.clone();
         merge_patch(&mut scale, body);

@@ -12,21 +12,21 @@ use super::body::{self, Body};
 
 /// A failed request, rendered as a Status with the matching HTTP code.
 #[derive(Clone, Debug)]
-pub struct Failure {
-    pub code: StatusCode,
-    pub reason: Cow<'static, str>,
-    pub message: String,
+pub(crate) struct Failure {
+    pub(crate) code: StatusCode,
+    pub(crate) reason: Cow<'static, str>,
+    pub(crate) message: String,
     /// The object the request was about, for `details` (name, group, kind).
-    pub target: Option<(Resource, String)>,
+    pub(crate) target: Option<(Resource, String)>,
     /// Seconds, sent as `Retry-After` and `details.retryAfterSeconds`.
-    pub retry_after: Option<u64>,
+    pub(crate) retry_after: Option<u64>,
     /// An Invalid's fields (`details.causes`); its `details.kind` is then the kind, not the
     /// resource, as `errors.NewInvalid` fills it.
-    pub causes: Box<[StatusCause]>,
+    pub(crate) causes: Box<[StatusCause]>,
 }
 
 impl Failure {
-    pub fn new(
+    pub(crate) fn new(
         code: StatusCode,
         reason: impl Into<Cow<'static, str>>,
         message: impl Into<String>,
@@ -41,12 +41,12 @@ impl Failure {
         }
     }
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
     }
 
     /// A path the server does not serve, worded as the API server words it.
-    pub fn no_route() -> Self {
+    pub(crate) fn no_route() -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
             "NotFound",
@@ -54,7 +54,7 @@ impl Failure {
         )
     }
 
-    pub fn method_not_allowed(method: &hyper::Method) -> Self {
+    pub(crate) fn method_not_allowed(method: &hyper::Method) -> Self {
         Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
@@ -62,12 +62,12 @@ impl Failure {
         )
     }
 
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
     }
 
     /// An error from the cluster, about `resource` (and `name`, when there is one).
-    pub fn from_api(error: &ApiError, resource: Resource, name: Option<&str>) -> Self {
+    pub(crate) fn from_api(error: &ApiError, resource: Resource, name: Option<&str>) -> Self {
         let (code, reason) = code_and_reason(error.kind);
         let mut failure = Self::new(code, reason, error.message.clone());
         failure.target = Some((resource, name.unwrap_or_default().to_owned()));
@@ -77,7 +77,7 @@ impl Failure {
     }
 
     /// The Status object.
-    pub fn to_status(&self) -> Value {
+    pub(crate) fn to_status(&self) -> Value {
         let mut details = self
             .target
             .as_ref()
@@ -114,7 +114,7 @@ impl Failure {
         status
     }
 
-    pub fn into_response(self) -> Response<Body> {
+    pub(crate) fn into_response(self) -> Response<Body> {
         let mut response = body::json(self.code, &self.to_status());
         if let Some(seconds) = self.retry_after {
             response
@@ -126,7 +126,7 @@ impl Failure {
 }
 
 /// The Status a successful delete answers with once the object is gone.
-pub fn success(resource: Resource, name: &str, uid: Option<&str>) -> Value {
+pub(crate) fn success(resource: Resource, name: &str, uid: Option<&str>) -> Value {
     let mut details = target_details(resource, name);
     if let Some(uid) = uid {
         details.insert("uid".into(), uid.into());
@@ -141,7 +141,7 @@ pub fn success(resource: Resource, name: &str, uid: Option<&str>) -> Value {
 }
 
 /// The HTTP code and Status reason the API server uses for each kind of error.
-pub fn code_and_reason(kind: ApiErrorKind) -> (StatusCode, &'static str) {
+pub(crate) fn code_and_reason(kind: ApiErrorKind) -> (StatusCode, &'static str) {
     match kind {
         ApiErrorKind::NotFound => (StatusCode::NOT_FOUND, "NotFound"),
         ApiErrorKind::AlreadyExists => (StatusCode::CONFLICT, "AlreadyExists"),

@@ -10,7 +10,7 @@ use cubepod_kube::Resource;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     None,
     /// `PartialObjectMetadata`: the default, what kubectl needs for labels and namespaces.
     #[default]
@@ -19,7 +19,7 @@ pub enum IncludeObject {
 }
 
 impl IncludeObject {
-    pub fn parse(value: &str) -> Option<Self> {
+    pub(crate) fn parse(value: &str) -> Option<Self> {
         match value {
             "None" => Some(Self::None),
             "Metadata" => Some(Self::Metadata),
@@ -30,7 +30,7 @@ impl IncludeObject {
 }
 
 /// Whether an `Accept` header asks for a Table (any of its media ranges).
-pub fn wanted(accept: &str) -> bool {
+pub(crate) fn wanted(accept: &str) -> bool {
     partial::meta_media(accept, "Table", &["v1", "v1beta1"])
 }
 
@@ -170,7 +170,7 @@ fn crd_column(printer: &PrinterColumn) -> Column {
 }
 
 /// The Table of `objects` (one row each), at the list's `resource_version`.
-pub fn render(
+pub(crate) fn render(
     resource: Resource,
     objects: &[&Value],
     resource_version: &str,
@@ -180,7 +180,11 @@ pub fn render(
 }
 
 /// The Table of Namespaces, with the columns the API server prints for them.
-pub fn namespaces(objects: &[&Value], resource_version: &str, include: IncludeObject) -> Value {
+pub(crate) fn namespaces(
+    objects: &[&Value],
+    resource_version: &str,
+    include: IncludeObject,
+) -> Value {
     let columns = [
         column("Name", "string", 0, Source::Name),
         column("Status", "string", 0, path_source(".status.phase")),
@@ -263,7 +267,7 @@ fn age(timestamp: &Value) -> Value {
 }
 
 /// apimachinery's `duration.HumanDuration`, on whole seconds.
-pub fn human_duration(seconds: i64) -> String {
+pub(crate) fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();
     }

@@ -23,20 +23,20 @@ use super::handlers::Render;
 use super::status::Failure;
 
 /// How a watch stream is shaped.
-pub struct WatchPlan {
-    pub resource: Resource,
-    pub timeout: Duration,
+pub(crate) struct WatchPlan {
+    pub(crate) resource: Resource,
+    pub(crate) timeout: Duration,
     /// Send BOOKMARKs (at this interval, if any, and just before the timeout ends it).
-    pub bookmarks: bool,
-    pub bookmark_interval: Option<Duration>,
+    pub(crate) bookmarks: bool,
+    pub(crate) bookmark_interval: Option<Duration>,
     /// End after this many object events (a layer's fault).
-    pub end_after: Option<u32>,
+    pub(crate) end_after: Option<u32>,
     /// Objects as one-row Tables, as their metadata alone, or whole.
-    pub render: Render,
-    pub fields: FieldSelector,
+    pub(crate) render: Render,
+    pub(crate) fields: FieldSelector,
 }
 
-pub struct WatchBody {
+pub(crate) struct WatchBody {
     cluster: Arc<MemoryCluster>,
     plan: WatchPlan,
     /// The synthetic ADDED events of a watch without a resourceVersion, sent first.
@@ -53,7 +53,7 @@ pub struct WatchBody {
 }
 
 impl WatchBody {
-    pub fn new(
+    pub(crate) fn new(
         cluster: Arc<MemoryCluster>,
         plan: WatchPlan,
         initial: Vec<Value>,

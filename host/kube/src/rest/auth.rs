@@ -10,7 +10,7 @@ use hyper::header::HeaderValue;
 
 use super::config::{Credentials, Token};
 
-pub struct Bearer {
+pub(crate) struct Bearer {
     source: Source,
     refresh: Duration,
     cached: Mutex<Cached>,
@@ -42,7 +42,7 @@ fn header_of(token: &Token) -> Option<HeaderValue> {
 }
 
 impl Bearer {
-    pub fn new(credentials: &Credentials, refresh: Duration) -> Self {
+    pub(crate) fn new(credentials: &Credentials, refresh: Duration) -> Self {
         let source = match credentials {
             Credentials::None => Source::None,
             Credentials::Token(token) => Source::Static(header_of(token)),
@@ -59,7 +59,7 @@ impl Bearer {
     }
 
     /// The `Authorization` header, if the credentials have a token.
-    pub fn header(&self) -> Option<HeaderValue> {
+    pub(crate) fn header(&self) -> Option<HeaderValue> {
         match &self.source {
             Source::None => None,
             Source::Static(header) => header.clone(),
@@ -76,7 +76,7 @@ impl Bearer {
 
     /// After a 401: re-reads a token file now. True when that may help, i.e. the token comes
     /// from a file (a fixed token would be refused again).
-    pub fn reload(&self) -> bool {
+    pub(crate) fn reload(&self) -> bool {
         if !matches!(self.source, Source::File { .. }) {
             return false;
         }

@@ -12,13 +12,14 @@ use serde::Deserialize;
 use super::error::RestError;
 
 /// Where a pod finds its service account.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// A PEM document (a CA bundle, a client certificate or key) and where it came from.
 #[derive(Clone)]
 pub struct Pem {
     /// Names the source in errors: `kubeconfig /x: users[alice].client-key-data`.
-    pub origin: String,
+    pub(crate) origin: String,
+    /// The document as read (PEM text).
     pub bytes: Vec<u8>,
 }
 
@@ -64,21 +65,27 @@ impl fmt::Debug for Token {
 /// How requests authenticate, besides a client certificate.
 #[derive(Clone, Debug)]
 pub enum Credentials {
+    /// No bearer token: anonymous, or a client certificate alone.
     None,
+    /// A token given once (a kubeconfig's `token`).
     Token(Token),
     /// A token re-read from this file (bound service-account tokens rotate).
     TokenFile {
+        /// The token file.
         path: PathBuf,
         /// Names the source in messages: `in-cluster token file`.
         origin: String,
     },
 }
 
+/// How the client checks the server and proves itself over TLS.
 #[derive(Clone, Debug, Default)]
 pub struct TlsSettings {
     /// CA bundle to trust; `None`: the system's roots.
     pub ca: Option<Pem>,
+    /// The client certificate chain, for mutual TLS (with `client_key`).
     pub client_cert: Option<Pem>,
+    /// The client certificate's private key.
     pub client_key: Option<Pem>,
     /// Only ever set by an explicit `insecure-skip-tls-verify: true`.
     pub insecure_skip_verify: bool,
@@ -91,12 +98,14 @@ pub struct TlsSettings {
 pub struct ConnectionConfig {
     /// `https://host:port`, or `http://` (kubectl proxy); a path prefix is kept, no trailing `/`.
     pub server: String,
+    /// How the server is checked and the client certificate, if any.
     pub tls: TlsSettings,
+    /// The bearer token, if any.
     pub credentials: Credentials,
     /// The context's (or service account's) namespace, if it names one.
     pub namespace: Option<String>,
     /// Where this came from, for logs: `kubeconfig /x/config, context "prod"`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl ConnectionConfig {
@@ -157,8 +166,9 @@ impl ConnectionConfig {
         Kubeconfig { origin, base, file }.current()
     }
 
-    /// A pod's service account: `root` holds `token`, `ca.crt` and `namespace` (default
-    /// [`SERVICE_ACCOUNT_DIR`]); `env` gives `KUBERNETES_SERVICE_HOST` and `_PORT`.
+    /// A pod's service account: `root` holds `token`, `ca.crt` and `namespace` (in a pod,
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`, where [`Self::load`] reads them); `env`
+    /// gives `KUBERNETES_SERVICE_HOST` and `_PORT`.
     pub fn from_in_cluster(
         root: &Path,
         env: impl Fn(&str) -> Option<String>,
@@ -208,11 +218,6 @@ impl ConnectionConfig {
             namespace,
             source: format!("in-cluster service account {}", root.display()),
         })
-    }
-
-    /// For logs: the source and the server.
-    pub fn describe(&self) -> String {
-        format!("{}, server {}", self.source, self.server)
     }
 }
 

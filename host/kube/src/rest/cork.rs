@@ -22,7 +22,7 @@ const MAX_HELD: usize = 64 << 10;
 
 /// A connector whose HTTP/2 connections are [`Corked`].
 #[derive(Clone)]
-pub struct CorkConnector<C>(pub C);
+pub(crate) struct CorkConnector<C>(pub(crate) C);
 
 impl<C> Service<Uri> for CorkConnector<C>
 where
@@ -50,7 +50,7 @@ where
 }
 
 /// A connection whose writes are held until a flush that has waited one turn of the run queue.
-pub struct Corked<T> {
+pub(crate) struct Corked<T> {
     io: T,
     corked: bool,
     held: Vec<u8>,
@@ -61,7 +61,7 @@ pub struct Corked<T> {
 }
 
 impl<T> Corked<T> {
-    pub fn new(io: T, corked: bool) -> Self {
+    pub(crate) fn new(io: T, corked: bool) -> Self {
         Self {
             io,
             corked,

@@ -3,22 +3,35 @@
 
 use std::path::PathBuf;
 
+/// Why the REST client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum RestError {
     /// A file could not be read: `kubeconfig /x/config: No such file or directory`.
     #[error("{what} {}: {source}", path.display())]
     Read {
+        /// What the file is: `kubeconfig`, `in-cluster token file`.
         what: String,
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// Something in a configuration is wrong: `origin` names where (file, field), `message` what.
     #[error("{origin}: {message}")]
-    Invalid { origin: String, message: String },
+    Invalid {
+        /// Where: `kubeconfig /x/config: users[alice].token`.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl RestError {
-    pub fn read(what: impl Into<String>, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn read(
+        what: impl Into<String>,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         RestError::Read {
             what: what.into(),
             path: path.into(),
@@ -26,7 +39,7 @@ impl RestError {
         }
     }
 
-    pub fn invalid(origin: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(origin: impl Into<String>, message: impl Into<String>) -> Self {
         RestError::Invalid {
             origin: origin.into(),
             message: message.into(),

@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use super::projection::{Projection, read_seeded};
 
-pub struct ListBody {
-    pub items: Vec<Value>,
-    pub resource_version: Option<String>,
-    pub continue_token: Option<String>,
+pub(crate) struct ListBody {
+    pub(crate) items: Vec<Value>,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) continue_token: Option<String>,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -22,7 +22,7 @@ struct ListMeta {
 }
 
 impl ListBody {
-    pub fn from_slice(bytes: &[u8], projection: Projection) -> serde_json::Result<ListBody> {
+    pub(crate) fn from_slice(bytes: &[u8], projection: Projection) -> serde_json::Result<ListBody> {
         read_seeded(bytes, ListSeed(projection))
     }
 }

@@ -4,7 +4,7 @@
 //! Semantics are the API server's own: create is a POST to the collection (AlreadyExists when
 //! the name is taken), delete a DELETE with `propagationPolicy: Background` (NotFound when
 //! gone), patches are JSON merge patches; the caller decides which errors mean done. Transient
-//! failures are retried here (see [`retry`]); watches stream (see [`watch`]).
+//! failures are retried here (see `retry.rs`); watches stream (see `watch.rs`).
 
 mod auth;
 mod config;
@@ -30,9 +30,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-pub use self::config::{
-    ConnectionConfig, Credentials, Pem, SERVICE_ACCOUNT_DIR, TlsSettings, Token,
-};
+pub use self::config::{ConnectionConfig, Credentials, Pem, TlsSettings, Token};
 pub use self::error::RestError;
 pub use self::projection::Projection;
 pub use self::requests::RestClientRequests;
@@ -54,6 +52,8 @@ const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
+/// How the REST client behaves: timeouts, retries, token refresh, and what it keeps of
+/// answers.
 #[derive(Clone, Debug)]
 pub struct RestOptions {
     /// Bound on one attempt: connect, send, and the whole response (a watch: its headers).
@@ -90,6 +90,8 @@ impl Default for RestOptions {
     }
 }
 
+/// The cluster over the Kubernetes REST API: a [`Cluster`] that speaks HTTP/1.1 or HTTP/2 to
+/// one API server, retrying transient failures.
 pub struct RestCluster {
     transport: Transport,
     server: String,
@@ -116,11 +118,6 @@ impl RestCluster {
             server: conn.server,
             options,
         }))
-    }
-
-    /// The API server's URL.
-    pub fn server(&self) -> &str {
-        &self.server
     }
 
     /// One object's request (a get or a write), its answer read through the resource's

@@ -28,7 +28,7 @@ pub enum Projection {
     MetadataAndStatus,
     /// Read as [`Self::MetadataAndStatus`], of a child whose status the controller does not
     /// read (a PVC, Secret, NetworkPolicy or Service): its lists and watches ask the server
-    /// for the metadata alone ([`Self::accept`]), so that neither its spec nor a Secret's data
+    /// for the metadata alone (`PartialObjectMetadata`), so that neither its spec nor a Secret's data
     /// is sent at all.
     Metadata,
     /// Of any object its `metadata` alone, less `managedFields`, asked for as
@@ -130,7 +130,7 @@ impl Projection {
     /// own (Pending, no IP, no conditions: its create strategy drops any status the writer
     /// sent), so such an answer holds nothing of it to read, and its spec, most of the object,
     /// need not come back.
-    pub fn of_created(self, resource: Resource) -> Projection {
+    pub(crate) fn of_created(self, resource: Resource) -> Projection {
         match (resource, self) {
             (Resource::Pod, Projection::MetadataAndStatus) => Projection::Metadata,
             _ => self.of(resource),
@@ -146,7 +146,7 @@ impl Projection {
     /// projection: for [`Self::Metadata`] client-go's metadata client's, the metadata alone
     /// (`PartialObjectMetadata`, `...List` for a list), with plain JSON after it for a server
     /// that does not serve it (the projection reads either the same way).
-    pub fn accept(self, list: bool) -> &'static str {
+    pub(crate) fn accept(self, list: bool) -> &'static str {
         match self {
             Projection::Metadata if list => {
                 "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -171,7 +171,7 @@ impl Projection {
 /// `serde_json::from_slice`. Shared by objects, list answers and watch events. The bytes are
 /// checked to be UTF-8 once, whole (a word at a time), and then read as text: read from bytes,
 /// serde_json checks each string it keeps on its own, which cost more than the whole check.
-pub fn read_seeded<'de, S: DeserializeSeed<'de>>(
+pub(crate) fn read_seeded<'de, S: DeserializeSeed<'de>>(
     bytes: &'de [u8],
     seed: S,
 ) -> serde_json::Result<S::Value> {

@@ -19,7 +19,7 @@ const BLOCK: usize = 64 << 10;
 
 /// A connector whose `https://` connections are [`ReadAhead`].
 #[derive(Clone)]
-pub struct ReadAheadConnector<C>(pub C);
+pub(crate) struct ReadAheadConnector<C>(pub(crate) C);
 
 impl<C> Service<Uri> for ReadAheadConnector<C>
 where
@@ -42,7 +42,7 @@ where
 }
 
 /// A connection read in large blocks, handed on in the sizes asked for.
-pub struct ReadAhead<T> {
+pub(crate) struct ReadAhead<T> {
     io: T,
     /// Read ahead (empty: the connection passes reads through).
     block: Box<[u8]>,
@@ -52,7 +52,7 @@ pub struct ReadAhead<T> {
 }
 
 impl<T> ReadAhead<T> {
-    pub fn new(io: T, ahead: bool) -> Self {
+    pub(crate) fn new(io: T, ahead: bool) -> Self {
         Self {
             io,
             block: if ahead {

@@ -13,7 +13,7 @@ impl RestClientRequests {
         Self(counter)
     }
 
-    pub fn inc(&self, code: &str, method: &str, host: &str) {
+    pub(crate) fn inc(&self, code: &str, method: &str, host: &str) {
         self.0.with_label_values(&[code, method, host]).inc();
     }
 }

@@ -16,15 +16,15 @@ use rand::Rng as _;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, Debug)]
-pub struct Backoff {
-    pub base: Duration,
-    pub max: Duration,
+pub(crate) struct Backoff {
+    pub(crate) base: Duration,
+    pub(crate) max: Duration,
 }
 
 impl Backoff {
     /// The wait before retry number `attempt` (0 for the first): `base * 2^attempt`, capped at
     /// `max`, then drawn from its upper half so that clients that failed together spread out.
-    pub fn delay(&self, attempt: u32) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
         let exponential = self
             .base
             .saturating_mul(2u32.saturating_pow(attempt.min(30)))
@@ -35,13 +35,13 @@ impl Backoff {
 }
 
 /// Whether a response status is worth retrying.
-pub fn is_transient(status: StatusCode) -> bool {
+pub(crate) fn is_transient(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS
         || (status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED)
 }
 
 /// Retry-After in seconds, as the API server sends it (HTTP dates are not used by it).
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let seconds: u64 = headers
         .get(RETRY_AFTER)?
         .to_str()

@@ -13,7 +13,11 @@ use crate::{ApiError, ApiErrorKind, StatusCause};
 const MAX_QUOTED_BODY: usize = 512;
 
 /// The error of a non-2xx response.
-pub fn from_response(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+pub(crate) fn from_response(
+    status: StatusCode,
+    body: &[u8],
+    retry_after: Option<Duration>,
+) -> ApiError {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let reason = parsed
         .as_ref()
@@ -56,7 +60,7 @@ fn causes(status: &Value) -> Vec<StatusCause> {
 }
 
 /// The error of a watch ERROR event, whose object is a Status (`code` 410: Gone).
-pub fn from_status_object(object: &Value) -> ApiError {
+pub(crate) fn from_status_object(object: &Value) -> ApiError {
     let code = object
         .get("code")
         .and_then(Value::as_u64)

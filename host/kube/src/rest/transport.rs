@@ -57,18 +57,18 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// A request, kept whole so that it can be sent again.
-pub struct Call {
-    pub method: Method,
+pub(crate) struct Call {
+    pub(crate) method: Method,
     /// Path and query, appended to the server URL.
-    pub path: String,
+    pub(crate) path: String,
     /// JSON body and its content type.
-    pub body: Option<(Bytes, &'static str)>,
+    pub(crate) body: Option<(Bytes, &'static str)>,
     /// The `Accept` header: `application/json` unless a list or watch asks for less.
-    pub accept: &'static str,
+    pub(crate) accept: &'static str,
 }
 
 impl Call {
-    pub fn new(method: Method, path: String) -> Self {
+    pub(crate) fn new(method: Method, path: String) -> Self {
         Self {
             method,
             path,
@@ -77,12 +77,12 @@ impl Call {
         }
     }
 
-    pub fn with_accept(mut self, accept: &'static str) -> Self {
+    pub(crate) fn with_accept(mut self, accept: &'static str) -> Self {
         self.accept = accept;
         self
     }
 
-    pub fn with_body(mut self, body: Vec<u8>, content_type: &'static str) -> Self {
+    pub(crate) fn with_body(mut self, body: Vec<u8>, content_type: &'static str) -> Self {
         self.body = Some((Bytes::from(body), content_type));
         self
     }
@@ -102,7 +102,7 @@ enum Failure {
     Final(ApiError),
 }
 
-pub struct Transport {
+pub(crate) struct Transport {
     client: Client<CorkConnector<HttpsConnector<ReadAheadConnector<HttpConnector>>>, Full<Bytes>>,
     server: String,
     /// `server` split once, so that a request's URI is joined from its parts rather than
@@ -121,7 +121,7 @@ pub struct Transport {
 const NO_RESPONSE: &str = "<error>";
 
 impl Transport {
-    pub fn new(conn: &ConnectionConfig, options: &RestOptions) -> Result<Self, RestError> {
+    pub(crate) fn new(conn: &ConnectionConfig, options: &RestOptions) -> Result<Self, RestError> {
         let tls = tls::client_config(&conn.tls)?;
         let mut http = HttpConnector::new();
         // The TLS layer above handles https; this one only opens TCP.
@@ -195,7 +195,7 @@ impl Transport {
     }
 
     /// Sends `call` and returns the body of its 2xx response.
-    pub async fn send(&self, call: &Call) -> ApiResult<Bytes> {
+    pub(crate) async fn send(&self, call: &Call) -> ApiResult<Bytes> {
         match self.execute(call, false).await? {
             Reply::Body(body) => Ok(body),
             Reply::Stream(_) => unreachable!("a non-streaming call reads its body"),
@@ -203,7 +203,7 @@ impl Transport {
     }
 
     /// Sends `call` and returns its 2xx response's body unread, for streaming.
-    pub async fn open(&self, call: &Call) -> ApiResult<Incoming> {
+    pub(crate) async fn open(&self, call: &Call) -> ApiResult<Incoming> {
         match self.execute(call, true).await? {
             Reply::Stream(body) => Ok(body),
             Reply::Body(_) => unreachable!("a streaming call leaves its body unread"),

@@ -33,7 +33,7 @@ const ANSWER_TURNS: usize = 2;
 const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// Reads `body` on a task; `idle_limit` ends a stream that went silent (a dead peer).
-pub fn spawn(
+pub(crate) fn spawn(
     body: Incoming,
     idle_limit: Duration,
     what: String,
@@ -203,7 +203,7 @@ impl<'de> Visitor<'de> for EventSeed {
 }
 
 /// One line of a watch stream: an event, nothing (a blank line), or the error that ends it.
-pub fn decode(line: &[u8], projection: Projection) -> ApiResult<Option<WatchEvent>> {
+pub(crate) fn decode(line: &[u8], projection: Projection) -> ApiResult<Option<WatchEvent>> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
