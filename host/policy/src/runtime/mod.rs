@@ -26,13 +26,14 @@ pub mod bindings;
 pub mod budget;
 mod cache;
 mod call;
+mod context;
 mod contract;
 pub mod default_policy;
 mod engine;
 mod host;
 mod module;
 
-pub use call::{
+pub use context::{
     CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
     KubeCall,
 };

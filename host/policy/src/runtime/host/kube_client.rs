@@ -13,7 +13,7 @@ use crate::containment::rates::{Deferral, Take};
 use crate::containment::{CallFacts, KEPT_PREFIX, Refusal, Rule, clip, describe};
 use crate::runtime::bindings::{self, KubeError, RetryAfter};
 use crate::runtime::budget::MANIFEST_PARSE_CHARGE;
-use crate::runtime::call::{Effect, HostCallRecord, KubeCall};
+use crate::runtime::context::{Effect, HostCallRecord, KubeCall};
 use cubepod_kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
 
 /// The delay a guest is told to wait after a host call that timed out.

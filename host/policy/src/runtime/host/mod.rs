@@ -30,7 +30,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::WasiCtx;
 
 use super::bindings;
-use super::call::{CallContext, Effect, KubeCall};
+use super::context::{CallContext, Effect, KubeCall};
 use super::{Contract, RuntimeConfig};
 use crate::containment::rates::Deferral;
 use crate::containment::{Containment, SandboxScope};

@@ -1,0 +1,167 @@
+//! What a policy call may reach (the cluster through the boundary, the controller's cache) and
+//! what it hands back (its value, its writes, the requests it made): the types shared by the
+//! call (`call.rs`) and the host functions the guest calls (`host/`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bindings::KubeError;
+pub use crate::containment::ChildHeld;
+use crate::containment::rates::{Deferral, WriteBuckets};
+use crate::containment::{Boundary, Rule};
+use cubepod_kube::{Cluster, Resource};
+
+/// Told of every request a guest's `kube-client` call made (or that the boundary refused),
+/// so that the caller can count them.
+pub type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
+
+/// One request on behalf of a guest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostCallRecord {
+    /// `create`, `get` or `delete`.
+    pub verb: &'static str,
+    pub resource: Resource,
+    /// Zero for a refused call.
+    pub duration: Duration,
+    /// `ok`, an [`ApiErrorKind::label`](cubepod_kube::ApiErrorKind::label), `timeout`, or
+    /// `refused` (by the boundary: nothing was sent).
+    pub result: &'static str,
+    /// The boundary refused the call (`result` is `refused`).
+    pub refused: bool,
+    /// The rule that refused it (its `label()` is the metric's `rule`); `None` when sent.
+    pub rule: Option<Rule>,
+}
+
+/// Answers from the controller's cache, without an API read, whether a delete names the
+/// call's Sandbox's own child. A [`CallContext`] without one admits only deletes of what the
+/// call's input shows as observed (fail closed). The cache is also told each write's answer
+/// the moment it comes, before the call goes on: the watch's echo of it, on its way over the
+/// same connection, is then known as one (see `controller/cache.rs`).
+pub trait ChildLookup: Send + Sync {
+    /// Own, another sandbox's, or not held. Telling "another's" from "not held" may scan
+    /// every sandbox's children: for deletes and takeovers, never for a call's every write.
+    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
+    /// Whether it is `sandbox`'s own child: one lookup.
+    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool;
+    /// The PVCs `sandbox` (of `uid`) owns: held under it, managed, with its controller
+    /// reference, and not being deleted. What a fork of it may clone.
+    fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String>;
+    /// What the API answered to a write of the call (a create or a patch), or read back of an
+    /// object a create found existing.
+    fn written(&self, resource: Resource, object: &serde_json::Value);
+}
+
+/// What a call may reach: the cluster through the boundary, and how to wait on it.
+#[derive(Clone)]
+pub struct CallContext {
+    pub cluster: Arc<dyn Cluster>,
+    pub boundary: Arc<Boundary>,
+    /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
+    /// drives its future on it, so it must be made outside the runtime's threads. How long a
+    /// request may wait is the engine's ([`RuntimeConfig::host_call_timeout`]).
+    ///
+    /// [`RuntimeConfig::host_call_timeout`]: super::RuntimeConfig::host_call_timeout
+    pub handle: tokio::runtime::Handle,
+    pub observer: Option<HostCallObserver>,
+    /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
+    pub children: Option<Arc<dyn ChildLookup>>,
+    /// Each Sandbox's write rate, across the calls of this context (`--max-write-bytes-per-minute`).
+    pub write_rates: Arc<WriteBuckets>,
+}
+
+impl CallContext {
+    /// A context with no observer and no cache.
+    pub fn new(
+        cluster: Arc<dyn Cluster>,
+        boundary: Arc<Boundary>,
+        handle: tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            cluster,
+            boundary,
+            handle,
+            observer: None,
+            children: None,
+            write_rates: Arc::default(),
+        }
+    }
+
+    pub fn with_children(mut self, children: Arc<dyn ChildLookup>) -> Self {
+        self.children = Some(children);
+        self
+    }
+
+    pub fn with_observer(mut self, observer: HostCallObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("boundary", &self.boundary)
+            .field("observer", &self.observer.is_some())
+            .field("children", &self.children.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A child write the guest made that succeeded, for the caller's cache: the watch shows it
+/// only later, and a reconcile in between must not create it again.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Created, or found existing (AlreadyExists). `object` is the object as the API returned
+    /// it; for an object that already existed, the manifest (a Pod's: the object read back).
+    Applied {
+        resource: Resource,
+        namespace: String,
+        name: String,
+        object: serde_json::Value,
+    },
+    /// Deleted, or found gone (NotFound).
+    Deleted {
+        resource: Resource,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// One `kube-client` call as the guest made it, and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeCall {
+    /// The import: `ensure-pvc`, `delete-pod`, ...
+    pub op: &'static str,
+    pub namespace: String,
+    pub name: String,
+    /// The manifest of an `ensure-*`, as the guest serialized it.
+    pub manifest: Option<String>,
+    /// `Err` with the error the guest got back.
+    pub result: Result<(), KubeError>,
+}
+
+/// What an export returned, and what it did on the way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuestCall<T> {
+    pub value: T,
+    pub effects: Vec<Effect>,
+    /// `kube-client` calls the guest made, refused ones included.
+    pub host_calls: u32,
+    /// Those calls, in order.
+    pub calls: Vec<KubeCall>,
+    /// Writes not sent because their Sandbox was past its write rate.
+    pub deferred: Option<Deferral>,
+}
+
+impl<T> GuestCall<T> {
+    /// The same call with its value changed by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> GuestCall<U> {
+        GuestCall {
+            value: f(self.value),
+            effects: self.effects,
+            host_calls: self.host_calls,
+            calls: self.calls,
+            deferred: self.deferred,
+        }
+    }
+}
