@@ -1,7 +1,4 @@
-//! Calling a policy: a fresh, bounded store per call, and what a call hands back.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! Calling a policy: each export in a fresh, bounded store, in the module's own contract.
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
@@ -13,9 +10,8 @@ use super::context::{CallContext, GuestCall};
 use super::contract::ModulePre;
 use super::host::HostState;
 use super::{PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError};
-use crate::containment::rates::{Deferral, WriteBuckets};
-use crate::containment::{Boundary, ForkSource, Rule, SandboxScope};
-use cubepod_kube::{Cluster, Resource};
+use crate::containment::{Boundary, ForkSource, SandboxScope};
+use cubepod_kube::Resource;
 
 // Each export is called in the module's own contract (`contract/`), in a fresh store under
 // the same bounds and scope whatever the version.
