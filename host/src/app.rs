@@ -437,9 +437,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use clap::Parser;
 
-    use crate::config::{Cli, Command};
     use crate::controller::cache::Cache;
     use crate::controller::claims::ClaimView;
     use crate::controller::inputs;
@@ -492,20 +490,11 @@ mod tests {
         }
     }
 
-    fn run_args(flags: &[&str]) -> RunArgs {
-        let cli = Cli::try_parse_from(["cubepod-controller", "run"].iter().chain(flags))
-            .expect("flags parse");
-        let Command::Run(args) = cli.command else {
-            panic!("run");
-        };
-        args
-    }
-
     /// A setting's default is stated twice, by its flag and by the library's defaults (which
     /// `policy test`, the benchmarks and the tests run with): the two say the same.
     #[test]
     fn the_flags_defaults_are_the_engines_and_the_managers() {
-        let args = run_args(&[]);
+        let args = crate::config::tests::run(&[]);
         let flags = runtime_config(&args);
         let engine = RuntimeConfig::default();
         assert_eq!(flags.call_deadline, engine.call_deadline);
@@ -531,7 +520,7 @@ mod tests {
     /// the engine `run` makes, to the first request of a new sandbox's reconcile.
     #[test]
     fn the_host_call_timeout_flag_bounds_each_request_of_the_policys() {
-        let args = run_args(&["--host-call-timeout", "150ms"]);
+        let args = crate::config::tests::run(&["--host-call-timeout", "150ms"]);
         let config = RuntimeConfig {
             // Not the controller's cache of compiled modules.
             cache_dir: None,

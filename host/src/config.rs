@@ -831,7 +831,7 @@ fn cpu_quantity(text: &str) -> Result<u128, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -846,7 +846,8 @@ mod tests {
         );
     }
 
-    fn run(flags: &[&str]) -> RunArgs {
+    /// The `run` subcommand's arguments parsed from `flags`.
+    pub(crate) fn run(flags: &[&str]) -> RunArgs {
         let cli = Cli::try_parse_from(["cubepod-controller", "run"].iter().chain(flags))
             .expect("flags parse");
         let Command::Run(args) = cli.command else {

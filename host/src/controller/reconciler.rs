@@ -348,9 +348,18 @@ impl Reconciler {
         report: &mut Carried,
     ) -> Result<Action, ReconcileError> {
         let result = self.sandbox_pass(target, report).await;
+        self.reported(Resource::Sandbox, target, result).await
+    }
+
+    /// A pass's result, a failure of the policy's first said on its object.
+    async fn reported(
+        &self,
+        resource: Resource,
+        target: &ObjectRef,
+        result: Result<Action, ReconcileError>,
+    ) -> Result<Action, ReconcileError> {
         if let Err(error) = &result {
-            self.report_policy_failure(Resource::Sandbox, target, error)
-                .await;
+            self.report_policy_failure(resource, target, error).await;
         }
         result
     }
@@ -953,11 +962,7 @@ impl Reconciler {
         report: &mut Carried,
     ) -> Result<Action, ReconcileError> {
         let result = self.pool_pass(target, report).await;
-        if let Err(error) = &result {
-            self.report_policy_failure(Resource::PodWarmPool, target, error)
-                .await;
-        }
-        result
+        self.reported(Resource::PodWarmPool, target, result).await
     }
 
     async fn pool_pass(
