@@ -14,7 +14,7 @@ use cubepod_kube::Resource;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Boundary {
     /// The namespaces the controller serves.
-    pub namespaces: BTreeSet<String>,
+    pub(crate) namespaces: BTreeSet<String>,
     /// The cluster network of the flags (`--cluster-cidr`, `--dns-*`, `--ingress-from`).
     pub network: ClusterNetwork,
 }

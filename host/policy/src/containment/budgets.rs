@@ -204,7 +204,7 @@ fn serialized_len(value: &impl Serialize) -> usize {
 
 impl Containment {
     /// A manifest's size, before anything parses it.
-    pub fn check_manifest_size(
+    pub(crate) fn check_manifest_size(
         &self,
         what: &dyn fmt::Display,
         manifest: &str,

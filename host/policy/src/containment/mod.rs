@@ -36,7 +36,7 @@
 //! unit tests sit beside it; `tests.rs` holds the fixtures they share and the tests that span
 //! rules.
 
-pub mod boundary;
+pub(crate) mod boundary;
 mod budgets;
 mod fields;
 pub mod ipset;
@@ -77,8 +77,8 @@ pub use pod::{
 pub use quantity::{
     QuantityError, format_bytes, parse_ceil as quantity_value, parse_ceil_milli as quantity_milli,
 };
-pub use scope::{ChildHeld, ChildRole, ForkSource, SandboxScope};
-pub use secret::MAX_SECRET_BYTES;
+pub(crate) use scope::ChildRole;
+pub use scope::{ChildHeld, ForkSource, SandboxScope};
 pub use surfaced::Surfaced;
 pub use text::{clip, shown};
 
@@ -159,7 +159,7 @@ impl fmt::Display for Rule {
 pub struct Refusal {
     pub rule: Rule,
     /// `Pod ns/name`.
-    pub what: String,
+    pub(crate) what: String,
     /// The field refused: `spec.hostNetwork`, `metadata.labels`, `namespace` (the call's).
     pub field: String,
     pub reason: String,
@@ -183,7 +183,7 @@ impl Refusal {
 
 /// `Pod ns/name`, with the guest's strings clipped: written out only where a refusal or a
 /// message needs it, since every admitted call would otherwise pay for the text.
-pub fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> Described<'a> {
+pub(crate) fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> Described<'a> {
     Described {
         resource,
         namespace,
@@ -193,7 +193,7 @@ pub fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> De
 
 /// An object a call names, as [`describe`] shows it.
 #[derive(Clone, Copy, Debug)]
-pub struct Described<'a> {
+pub(crate) struct Described<'a> {
     resource: Resource,
     namespace: &'a str,
     name: &'a str,
@@ -280,7 +280,7 @@ impl Default for Containment {
 
 /// What the host knows of one call and of the controller's cache that the rules of order read
 /// (no Pod before its NetworkPolicy, no NetworkPolicy deleted before its Pod).
-pub trait CallFacts {
+pub(crate) trait CallFacts {
     /// What this call last did to an object: `Some(true)` written, `Some(false)` deleted,
     /// `None` neither.
     fn last_done(&self, resource: Resource, namespace: &str, name: &str) -> Option<bool>;
@@ -295,7 +295,7 @@ impl Containment {
     /// manifest within its size before it is parsed; the boundary ([`Boundary::check`]); then
     /// a write as [`Self::check_write`] and no Pod before its NetworkPolicy, a delete as
     /// [`Self::check_delete`] and no NetworkPolicy deleted while its Pod is there.
-    pub fn check_call(
+    pub(crate) fn check_call(
         &self,
         call: Option<(&Boundary, &SandboxScope)>,
         resource: Resource,
@@ -336,7 +336,7 @@ impl Containment {
 
     /// A delete's name: one of the Sandbox's child names. Whether the object is the
     /// Sandbox's is the cache's to say (see `runtime::ChildLookup`).
-    pub fn check_delete(
+    pub(crate) fn check_delete(
         &self,
         scope: &SandboxScope,
         resource: Resource,

@@ -38,7 +38,7 @@ pub fn parse_ceil_milli(text: &str) -> Result<u128, QuantityError> {
 }
 
 /// Millicores as a user writes CPU: whole cores where they are (`16`), else `1500m`.
-pub fn format_milli(milli: u128) -> String {
+pub(crate) fn format_milli(milli: u128) -> String {
     if milli.is_multiple_of(1000) {
         (milli / 1000).to_string()
     } else {

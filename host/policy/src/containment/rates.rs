@@ -33,7 +33,7 @@ pub struct Rates {
 
 /// The write buckets of one controller (one call context: shared by all its calls, apart
 /// from any other controller, `policy test` run or self-test), made at its first write.
-pub type WriteBuckets = OnceLock<TokenBuckets<ObjectRef>>;
+pub(crate) type WriteBuckets = OnceLock<TokenBuckets<ObjectRef>>;
 
 impl Rates {
     pub fn new(write_bytes_per_minute: u64, event_burst: u32) -> Self {
@@ -44,7 +44,12 @@ impl Rates {
     }
 
     /// Charges a write of `bytes` for `sandbox`'s children, now, to `buckets`.
-    pub fn take_write(&self, buckets: &WriteBuckets, sandbox: &ObjectRef, bytes: usize) -> Take {
+    pub(crate) fn take_write(
+        &self,
+        buckets: &WriteBuckets,
+        sandbox: &ObjectRef,
+        bytes: usize,
+    ) -> Take {
         buckets
             .get_or_init(|| {
                 TokenBuckets::per(self.write_bytes_per_minute as f64, Duration::from_secs(60))
@@ -100,7 +105,7 @@ pub struct TokenBuckets<K> {
 
 impl<K: Hash + Eq + Clone> TokenBuckets<K> {
     /// `capacity` tokens at once, refilled at `capacity` per `period`.
-    pub fn per(capacity: f64, period: Duration) -> Self {
+    pub(crate) fn per(capacity: f64, period: Duration) -> Self {
         Self::new(capacity, capacity / period.as_secs_f64().max(1e-9))
     }
 

@@ -11,32 +11,32 @@ pub struct Meta {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub namespace: String,
+    pub(crate) namespace: String,
     #[serde(default)]
     pub uid: String,
     #[serde(default)]
-    pub generation: i64,
+    pub(crate) generation: i64,
     #[serde(default)]
     pub resource_version: String,
     pub deletion_timestamp: Option<String>,
-    pub creation_timestamp: Option<String>,
+    pub(crate) creation_timestamp: Option<String>,
     #[serde(default)]
     pub finalizers: Vec<String>,
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     #[serde(default)]
-    pub owner_references: Vec<OwnerReference>,
+    pub(crate) owner_references: Vec<OwnerReference>,
 }
 
 /// One of `metadata.ownerReferences`: what the controller reads of it.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct OwnerReference {
+pub(crate) struct OwnerReference {
     #[serde(default)]
-    pub uid: String,
+    pub(crate) uid: String,
     #[serde(default)]
-    pub controller: bool,
+    pub(crate) controller: bool,
 }
 
 impl Meta {
@@ -48,7 +48,7 @@ impl Meta {
     }
 
     /// The uid of the controller reference, if there is one.
-    pub fn controller_uid(&self) -> Option<&str> {
+    pub(crate) fn controller_uid(&self) -> Option<&str> {
         self.owner_references
             .iter()
             .find(|o| o.controller)
@@ -97,7 +97,7 @@ impl<'a> MetaView<'a> {
         self.labels?.get(key)?.as_str()
     }
 
-    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+    pub(crate) fn annotation(&self, key: &str) -> Option<&'a str> {
         self.annotations?.get(key)?.as_str()
     }
 }

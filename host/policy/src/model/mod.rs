@@ -31,7 +31,7 @@ pub struct Unreadable {
     pub error: ModelError,
     pub uid: String,
     pub resource_version: String,
-    pub generation: i64,
+    pub(crate) generation: i64,
     /// Its status already carries this error, so there is nothing more to write.
     pub reported: bool,
 }

@@ -8,7 +8,7 @@ use crate::containment::ipset::{Cidr, IpSet};
 use crate::runtime::bindings::ClusterNetwork;
 
 /// kind's and kubeadm's default pod and service ranges.
-pub const DEFAULT_CLUSTER_CIDRS: [&str; 2] = ["10.244.0.0/16", "10.96.0.0/12"];
+pub(crate) const DEFAULT_CLUSTER_CIDRS: [&str; 2] = ["10.244.0.0/16", "10.96.0.0/12"];
 pub const DEFAULT_DNS_NAMESPACE: &str = "kube-system";
 pub const DEFAULT_DNS_SELECTOR: &str = "k8s-app=kube-dns";
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";

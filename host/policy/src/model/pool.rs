@@ -91,7 +91,7 @@ fn status_from_json(status: &StatusJson) -> WarmPoolStatus {
 }
 
 /// The label selector of a pool's members: the scale subresource's `status.selector`.
-pub fn selector(pool: &str) -> String {
+pub(crate) fn selector(pool: &str) -> String {
     format!("{}={pool}", super::names::POOL_LABEL)
 }
 

@@ -12,14 +12,14 @@ use crate::runtime::bindings::{
 };
 
 pub const FINALIZER: &str = "cubepod.io/cleanup";
-pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
+pub(crate) const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
 pub use super::names::POOL_LABEL;
 pub const CLAIMED_BY_LABEL: &str = "cubepod.io/claimed-by";
-pub const DEFAULT_SIZE: &str = "10Gi";
+pub(crate) const DEFAULT_SIZE: &str = "10Gi";
 /// What a policy is handed of a Sandbox's labels, and of its annotations: at most this many
 /// entries, of at most [`META_BYTES`] of keys and values together, in key order.
-pub const META_ENTRIES: usize = 64;
-pub const META_BYTES: usize = 16 * 1024;
+pub(crate) const META_ENTRIES: usize = 64;
+pub(crate) const META_BYTES: usize = 16 * 1024;
 /// kubectl's copy of the whole object: never handed to a policy.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -445,14 +445,6 @@ fn service_from_json(
         });
     }
     Ok(ServiceSpec { ports })
-}
-
-pub fn protocol_name(protocol: ServiceProtocol) -> &'static str {
-    match protocol {
-        ServiceProtocol::Tcp => "TCP",
-        ServiceProtocol::Udp => "UDP",
-        ServiceProtocol::Sctp => "SCTP",
-    }
 }
 
 fn phase_from_str(phase: Option<&str>) -> SandboxPhase {

@@ -9,19 +9,19 @@ use crate::runtime::bindings::{Condition, ConditionStatus};
 #[serde(rename_all = "camelCase")]
 pub struct ConditionJson {
     #[serde(rename = "type")]
-    pub kind: String,
-    pub status: String,
+    pub(crate) kind: String,
+    pub(crate) status: String,
     #[serde(default)]
-    pub reason: String,
+    pub(crate) reason: String,
     #[serde(default)]
-    pub message: String,
+    pub(crate) message: String,
     #[serde(default)]
-    pub last_transition_time: String,
+    pub(crate) last_transition_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+    pub(crate) observed_generation: Option<i64>,
 }
 
-pub fn condition_from_json(c: &ConditionJson) -> Condition {
+pub(crate) fn condition_from_json(c: &ConditionJson) -> Condition {
     Condition {
         kind: c.kind.clone(),
         status: match c.status.as_str() {

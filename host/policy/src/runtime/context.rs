@@ -13,7 +13,7 @@ use cubepod_kube::{Cluster, Resource};
 
 /// Told of every request a guest's `kube-client` call made (or that the boundary refused),
 /// so that the caller can count them.
-pub type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
+pub(crate) type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
 
 /// One request on behalf of a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct HostCallRecord {
     pub verb: &'static str,
     pub resource: Resource,
     /// Zero for a refused call.
-    pub duration: Duration,
+    pub(crate) duration: Duration,
     /// `ok`, an [`ApiErrorKind::label`](cubepod_kube::ApiErrorKind::label), `timeout`, or
     /// `refused` (by the boundary: nothing was sent).
     pub result: &'static str,
@@ -54,19 +54,19 @@ pub trait ChildLookup: Send + Sync {
 /// What a call may reach: the cluster through the boundary, and how to wait on it.
 #[derive(Clone)]
 pub struct CallContext {
-    pub cluster: Arc<dyn Cluster>,
+    pub(crate) cluster: Arc<dyn Cluster>,
     pub boundary: Arc<Boundary>,
     /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
     /// drives its future on it, so it must be made outside the runtime's threads. How long a
     /// request may wait is the engine's ([`RuntimeConfig::host_call_timeout`]).
     ///
     /// [`RuntimeConfig::host_call_timeout`]: super::RuntimeConfig::host_call_timeout
-    pub handle: tokio::runtime::Handle,
-    pub observer: Option<HostCallObserver>,
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) observer: Option<HostCallObserver>,
     /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
-    pub children: Option<Arc<dyn ChildLookup>>,
+    pub(crate) children: Option<Arc<dyn ChildLookup>>,
     /// Each Sandbox's write rate, across the calls of this context (`--max-write-bytes-per-minute`).
-    pub write_rates: Arc<WriteBuckets>,
+    pub(crate) write_rates: Arc<WriteBuckets>,
 }
 
 impl CallContext {

@@ -34,8 +34,7 @@ mod host;
 mod module;
 
 pub use context::{
-    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
-    KubeCall,
+    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallRecord, KubeCall,
 };
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
@@ -106,7 +105,7 @@ impl Contract {
     }
 
     /// The interface a policy exports: `cubepod:controller/policy@0.2.0`.
-    pub fn policy_interface(self) -> String {
+    pub(crate) fn policy_interface(self) -> String {
         format!("{CONTRACT_PACKAGE}/policy@{}", self.version())
     }
 }
@@ -182,17 +181,4 @@ impl RuntimeError {
             RuntimeError::Io { .. } => "io",
         }
     }
-
-    /// The export the failing call ran, for the errors that happen inside one.
-    pub fn export(&self) -> Option<&'static str> {
-        match self {
-            RuntimeError::Trap { export, .. }
-            | RuntimeError::DeadlineExceeded { export, .. }
-            | RuntimeError::MemoryExhausted { export, .. }
-            | RuntimeError::MemoryBudget { export, .. } => Some(export),
-            _ => None,
-        }
-    }
 }
-
-pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
