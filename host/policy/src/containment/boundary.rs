@@ -29,6 +29,7 @@ impl Default for Boundary {
 }
 
 impl Boundary {
+    /// The boundary of a controller that manages these namespaces: a policy writes in no other.
     pub fn new<I, S>(namespaces: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -66,6 +66,7 @@ pub struct IpSet {
 }
 
 impl IpSet {
+    /// The addresses of one CIDR.
     pub fn of(cidr: Cidr) -> IpSet {
         let mut set = IpSet::default();
         set.family_mut(cidr.v6).push((cidr.first, cidr.last));
@@ -80,6 +81,7 @@ impl IpSet {
         self.v4.is_empty() && self.v6.is_empty()
     }
 
+    /// The addresses in either set.
     pub fn union(&self, other: &IpSet) -> IpSet {
         IpSet {
             v4: union(&self.v4, &other.v4),

@@ -14,11 +14,17 @@ use serde_json::Number;
 /// One JSON value of a manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Json<'a> {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A number.
     Number(Number),
+    /// A string, borrowed from the text where it can be.
     String(Cow<'a, str>),
+    /// An array.
     Array(Vec<Json<'a>>),
+    /// An object.
     Object(Object<'a>),
 }
 

@@ -27,7 +27,9 @@ const RUNTIME_ANNOTATION_PREFIXES: [&str; 5] = [
 /// Which metadata map a list is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
+    /// `metadata.labels`.
     Label,
+    /// `metadata.annotations`.
     Annotation,
 }
 
@@ -75,6 +77,7 @@ pub struct KeyAllowlist {
 }
 
 impl KeyAllowlist {
+    /// An allowlist of label or annotation keys, from the operator's entries.
     pub fn new<I, S>(kind: KeyKind, entries: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -96,7 +99,7 @@ impl KeyAllowlist {
     }
 
     /// Whether a policy may set `key`: an entry names it or is a prefix of it, and it is not a
-    /// [`reserved`] key.
+    /// reserved key.
     pub fn admits(&self, key: &str) -> bool {
         reserved(self.kind, key).is_none()
             && self.entries.iter().any(|entry| {

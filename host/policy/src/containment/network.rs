@@ -11,7 +11,7 @@
 //! An `ipBlock` inside an IPv6 prefix that carries an IPv4 address (IPv4-mapped, NAT64) is
 //! held to the rules of the IPv4 addresses it carries too, and NAT64's local-use prefix is
 //! refused outright; a tenant's `allowCIDRs` entry that reaches any of these, in any form, is
-//! refused before the policy runs ([`refused_allow_cidr`]).
+//! refused before the policy runs (`refused_allow_cidr`).
 
 use std::fmt;
 use std::sync::LazyLock;

@@ -15,6 +15,8 @@ mod placement;
 
 /// The Pod Security Standards level a sandbox's Pod must meet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+// Undocumented variants: clap would print a variant's doc as its help in `--help`.
+#[allow(missing_docs)]
 pub enum PodSecurity {
     #[default]
     Baseline,

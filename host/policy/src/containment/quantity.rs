@@ -2,12 +2,16 @@
 //! suffix, never a float, so that a size just past a bound cannot round under it.
 
 /// Why a text is not a quantity the boundary can compare.
+/// Why a text is not a quantity the host can compare.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
+    /// Not the syntax of a Kubernetes quantity.
     #[error("is not a Kubernetes quantity")]
     Syntax,
+    /// Below zero.
     #[error("is negative")]
     Negative,
+    /// Past what a `u128` of the unit holds.
     #[error("is too large to compare")]
     TooLarge,
 }

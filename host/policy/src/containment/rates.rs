@@ -36,6 +36,7 @@ pub struct Rates {
 pub(crate) type WriteBuckets = OnceLock<TokenBuckets<ObjectRef>>;
 
 impl Rates {
+    /// The rates of `--write-bytes-per-minute` and `--event-burst`.
     pub fn new(write_bytes_per_minute: u64, event_burst: u32) -> Self {
         Self {
             write_bytes_per_minute,
@@ -68,7 +69,9 @@ impl Default for Rates {
 /// and whether to tell the Sandbox (the first of an episode).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deferral {
+    /// How long until the deferred writes fit the budget.
     pub wait: Duration,
+    /// The first deferral of an episode: the one the Sandbox is told of.
     pub first: bool,
     /// The first write deferred, in words (`NetworkPolicy ns/a-network`).
     pub what: String,
@@ -86,7 +89,12 @@ pub enum Take {
     Taken,
     /// Past the rate: nothing taken. `wait` is when the bucket holds enough; `first` when this
     /// is the first deferral since the bucket was last full (the one to tell the object of).
-    Deferred { wait: Duration, first: bool },
+    Deferred {
+        /// Until the bucket holds enough.
+        wait: Duration,
+        /// The first deferral since the bucket was last full.
+        first: bool,
+    },
 }
 
 struct Bucket {
@@ -109,6 +117,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
         Self::new(capacity, capacity / period.as_secs_f64().max(1e-9))
     }
 
+    /// Buckets of `capacity` tokens each, refilled at `per_second`.
     pub fn new(capacity: f64, per_second: f64) -> Self {
         Self {
             capacity: capacity.max(1.0),
@@ -117,6 +126,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
         }
     }
 
+    /// Tokens a full bucket holds.
     pub fn capacity(&self) -> f64 {
         self.capacity
     }

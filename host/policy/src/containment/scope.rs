@@ -15,8 +15,11 @@ use cubepod_kube::Resource;
 /// The Sandbox a call is for, from the call's own input: what its children are.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SandboxScope {
+    /// The Sandbox's namespace.
     pub namespace: String,
+    /// The Sandbox's name.
     pub name: String,
+    /// The Sandbox's UID, which its children's owner reference names.
     pub uid: String,
     /// `spec.rootfsGeneration`: the one rootfs PVC a call may write and a Pod may mount;
     /// older ones it may only delete.

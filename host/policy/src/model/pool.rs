@@ -23,6 +23,7 @@ struct StatusJson {
     conditions: Vec<ConditionJson>,
 }
 
+/// A `PodWarmPool` object as the contract's `warm-pool`, or what is wrong with it.
 pub fn from_json(object: &Value) -> Result<WarmPool, ModelError> {
     let meta = Meta::read(object);
     let fail = |field: &str, problem: String| ModelError {

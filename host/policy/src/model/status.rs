@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::time;
 use crate::runtime::bindings::{Condition, ConditionStatus};
 
+/// A condition in the metav1.Condition shape, as `status.conditions` holds it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConditionJson {
@@ -35,6 +36,7 @@ pub(crate) fn condition_from_json(c: &ConditionJson) -> Condition {
     }
 }
 
+/// The contract's condition `c` as written, observed at `generation`.
 pub fn condition_to_json(c: &Condition, generation: i64) -> ConditionJson {
     ConditionJson {
         kind: c.kind.clone(),

@@ -89,6 +89,7 @@ pub struct Charge {
 }
 
 impl Charge {
+    /// A charge of nothing yet against `budget`.
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
         Self { budget, bytes: 0 }
     }

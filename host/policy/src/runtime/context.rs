@@ -20,6 +20,7 @@ pub(crate) type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
 pub struct HostCallRecord {
     /// `create`, `get` or `delete`.
     pub verb: &'static str,
+    /// The resource it addressed.
     pub resource: Resource,
     /// Zero for a refused call.
     pub(crate) duration: Duration,
@@ -55,6 +56,7 @@ pub trait ChildLookup: Send + Sync {
 #[derive(Clone)]
 pub struct CallContext {
     pub(crate) cluster: Arc<dyn Cluster>,
+    /// The containment rules every request passes.
     pub boundary: Arc<Boundary>,
     /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
     /// drives its future on it, so it must be made outside the runtime's threads. How long a
@@ -86,11 +88,13 @@ impl CallContext {
         }
     }
 
+    /// Answers the policy's reads of children from `children` (the controller's cache).
     pub fn with_children(mut self, children: Arc<dyn ChildLookup>) -> Self {
         self.children = Some(children);
         self
     }
 
+    /// Hands each host call's record to `observer` as it ends.
     pub fn with_observer(mut self, observer: HostCallObserver) -> Self {
         self.observer = Some(observer);
         self
@@ -114,15 +118,22 @@ pub enum Effect {
     /// Created, or found existing (AlreadyExists). `object` is the object as the API returned
     /// it; for an object that already existed, the manifest (a Pod's: the object read back).
     Applied {
+        /// Its resource.
         resource: Resource,
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
+        /// The object, as above.
         object: serde_json::Value,
     },
     /// Deleted, or found gone (NotFound).
     Deleted {
+        /// Its resource.
         resource: Resource,
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
     },
 }
@@ -132,7 +143,9 @@ pub enum Effect {
 pub struct KubeCall {
     /// The import: `ensure-pvc`, `delete-pod`, ...
     pub op: &'static str,
+    /// The namespace it addressed.
     pub namespace: String,
+    /// The name of the object it addressed.
     pub name: String,
     /// The manifest of an `ensure-*`, as the guest serialized it.
     pub manifest: Option<String>,
@@ -143,7 +156,9 @@ pub struct KubeCall {
 /// What an export returned, and what it did on the way.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GuestCall<T> {
+    /// What the export returned.
     pub value: T,
+    /// The host calls' effects, in order.
     pub effects: Vec<Effect>,
     /// `kube-client` calls the guest made, refused ones included.
     pub host_calls: u32,
