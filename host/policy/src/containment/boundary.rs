@@ -14,7 +14,7 @@ use cubepod_kube::Resource;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Boundary {
     /// The namespaces the controller serves.
-    pub namespaces: BTreeSet<String>,
+    pub(crate) namespaces: BTreeSet<String>,
     /// The cluster network of the flags (`--cluster-cidr`, `--dns-*`, `--ingress-from`).
     pub network: ClusterNetwork,
 }
@@ -29,6 +29,7 @@ impl Default for Boundary {
 }
 
 impl Boundary {
+    /// The boundary of a controller that manages these namespaces: a policy writes in no other.
     pub fn new<I, S>(namespaces: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -31,6 +31,7 @@ pub const MIN_REQUEUE_SECONDS: u32 = 1;
 pub struct OutputBudget {
     /// A status as written (its JSON).
     pub status_bytes: usize,
+    /// Conditions one status may carry.
     pub conditions: usize,
     /// Events one call may ask for.
     pub events: usize,
@@ -140,6 +141,7 @@ impl OutputBudget {
         Ok(())
     }
 
+    /// Refuses events past the count and message budgets; `what` names the call in the refusal.
     pub fn events(&self, what: &str, events: &[Event]) -> Result<(), Refusal> {
         if events.len() > self.events {
             return Err(Refusal::new(
@@ -204,7 +206,7 @@ fn serialized_len(value: &impl Serialize) -> usize {
 
 impl Containment {
     /// A manifest's size, before anything parses it.
-    pub fn check_manifest_size(
+    pub(crate) fn check_manifest_size(
         &self,
         what: &dyn fmt::Display,
         manifest: &str,

@@ -9,16 +9,16 @@ use std::net::IpAddr;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{cidr:?} is not a CIDR ({why})")]
 pub struct CidrError {
-    pub cidr: String,
-    pub why: &'static str,
+    pub(crate) cidr: String,
+    pub(crate) why: &'static str,
 }
 
 /// One CIDR: its family and the interval of addresses it covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {
-    pub v6: bool,
-    pub first: u128,
-    pub last: u128,
+    pub(crate) v6: bool,
+    pub(crate) first: u128,
+    pub(crate) last: u128,
 }
 
 impl Cidr {
@@ -66,6 +66,7 @@ pub struct IpSet {
 }
 
 impl IpSet {
+    /// The addresses of one CIDR.
     pub fn of(cidr: Cidr) -> IpSet {
         let mut set = IpSet::default();
         set.family_mut(cidr.v6).push((cidr.first, cidr.last));
@@ -76,10 +77,11 @@ impl IpSet {
         if v6 { &mut self.v6 } else { &mut self.v4 }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.v4.is_empty() && self.v6.is_empty()
     }
 
+    /// The addresses in either set.
     pub fn union(&self, other: &IpSet) -> IpSet {
         IpSet {
             v4: union(&self.v4, &other.v4),
@@ -87,7 +89,7 @@ impl IpSet {
         }
     }
 
-    pub fn minus(&self, other: &IpSet) -> IpSet {
+    pub(crate) fn minus(&self, other: &IpSet) -> IpSet {
         IpSet {
             v4: minus(&self.v4, &other.v4),
             v6: minus(&self.v6, &other.v6),
@@ -95,28 +97,20 @@ impl IpSet {
     }
 
     /// Every address of `self` is in `other`.
-    pub fn is_subset(&self, other: &IpSet) -> bool {
+    pub(crate) fn is_subset(&self, other: &IpSet) -> bool {
         self.minus(other).is_empty()
     }
 
     /// Some address of `self` is in `other`.
-    pub fn intersects(&self, other: &IpSet) -> bool {
+    pub(crate) fn intersects(&self, other: &IpSet) -> bool {
         self.minus(other) != *self
-    }
-
-    /// The IPv4 part alone.
-    pub fn v4_only(&self) -> IpSet {
-        IpSet {
-            v4: self.v4.clone(),
-            v6: Vec::new(),
-        }
     }
 
     /// `self` with each of its IPv4 ranges also in the IPv6 forms that carry an IPv4 address:
     /// IPv4-mapped (`::ffff:a.b.c.d`) and NAT64's well-known prefix (`64:ff9b::a.b.c.d`). A
     /// parser that reads a mapped address as the IPv4 one, or a NAT64 gateway, takes such an
     /// address to the IPv4 one it carries.
-    pub fn with_v4_forms(&self) -> IpSet {
+    pub(crate) fn with_v4_forms(&self) -> IpSet {
         let mut forms = self.clone();
         for prefix in CARRIERS {
             let carried: Vec<(u128, u128)> = self
@@ -132,11 +126,11 @@ impl IpSet {
 
 /// The /96 prefixes whose last 32 bits are an IPv4 address: IPv4-mapped (`::ffff:0:0/96`) and
 /// NAT64's well-known prefix (`64:ff9b::/96`, RFC 6052).
-pub const CARRIERS: [u128; 2] = [0xffff << 32, 0x64_ff9b << 96];
+pub(crate) const CARRIERS: [u128; 2] = [0xffff << 32, 0x64_ff9b << 96];
 
 /// NAT64's local-use prefix (`64:ff9b:1::/48`, RFC 8215): where in it an IPv4 address sits is
 /// the operator's choice, so none of it can be read as one.
-pub const NAT64_LOCAL: Cidr = Cidr {
+pub(crate) const NAT64_LOCAL: Cidr = Cidr {
     v6: true,
     first: 0x64_ff9b_0001 << 80,
     last: (0x64_ff9b_0001 << 80) | ((1 << 80) - 1),
@@ -144,7 +138,7 @@ pub const NAT64_LOCAL: Cidr = Cidr {
 
 impl Cidr {
     /// The IPv4 range a CIDR inside one of the [`CARRIERS`] carries; `None` for any other.
-    pub fn carried_v4(self) -> Option<Cidr> {
+    pub(crate) fn carried_v4(self) -> Option<Cidr> {
         if !self.v6 {
             return None;
         }
@@ -160,7 +154,7 @@ impl Cidr {
     }
 
     /// Every address of `other` is in `self`.
-    pub fn contains(self, other: Cidr) -> bool {
+    pub(crate) fn contains(self, other: Cidr) -> bool {
         self.v6 == other.v6 && self.first <= other.first && other.last <= self.last
     }
 }
@@ -168,7 +162,7 @@ impl Cidr {
 impl IpSet {
     /// The IPv4 addresses that the parts of `self` within `carrier` (a CIDR inside one of the
     /// [`CARRIERS`]) carry.
-    pub fn carried_v4(&self, carrier: Cidr) -> IpSet {
+    pub(crate) fn carried_v4(&self, carrier: Cidr) -> IpSet {
         let low = (1u128 << 32) - 1;
         let v4 = self
             .v6

@@ -14,11 +14,17 @@ use serde_json::Number;
 /// One JSON value of a manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Json<'a> {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A number.
     Number(Number),
+    /// A string, borrowed from the text where it can be.
     String(Cow<'a, str>),
+    /// An array.
     Array(Vec<Json<'a>>),
+    /// An object.
     Object(Object<'a>),
 }
 
@@ -32,81 +38,77 @@ impl<'a> Json<'a> {
         serde_json::from_str(text)
     }
 
-    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Json<'a>> {
         self.as_object().and_then(|o| o.get(key))
     }
 
-    pub fn as_object(&self) -> Option<&Object<'a>> {
+    pub(crate) fn as_object(&self) -> Option<&Object<'a>> {
         match self {
             Json::Object(o) => Some(o),
             _ => None,
         }
     }
 
-    pub fn as_array(&self) -> Option<&Vec<Json<'a>>> {
+    pub(crate) fn as_array(&self) -> Option<&Vec<Json<'a>>> {
         match self {
             Json::Array(a) => Some(a),
             _ => None,
         }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Json::String(s) => Some(s),
             _ => None,
         }
     }
 
-    pub fn as_bool(&self) -> Option<bool> {
+    pub(crate) fn as_bool(&self) -> Option<bool> {
         match self {
             Json::Bool(b) => Some(*b),
             _ => None,
         }
     }
 
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match self {
             Json::Number(n) => n.as_u64(),
             _ => None,
         }
     }
 
-    pub fn is_string(&self) -> bool {
+    pub(crate) fn is_string(&self) -> bool {
         matches!(self, Json::String(_))
     }
 
-    pub fn is_boolean(&self) -> bool {
+    pub(crate) fn is_boolean(&self) -> bool {
         matches!(self, Json::Bool(_))
     }
 
-    pub fn is_null(&self) -> bool {
+    pub(crate) fn is_null(&self) -> bool {
         matches!(self, Json::Null)
     }
 }
 
 impl<'a> Object<'a> {
-    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Json<'a>> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    pub fn contains_key(&self, key: &str) -> bool {
+    pub(crate) fn contains_key(&self, key: &str) -> bool {
         self.get(key).is_some()
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(k, _)| k.as_ref())
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
         self.0.iter().map(|(k, v)| (k.as_ref(), v))
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

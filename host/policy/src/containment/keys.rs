@@ -10,7 +10,7 @@ use std::fmt;
 use crate::model::names::MANAGED_BY_LABEL;
 
 /// Every key the controller sets or reads of its own is under this prefix.
-pub const HOST_PREFIX: &str = "cubepod.io/";
+pub(crate) const HOST_PREFIX: &str = "cubepod.io/";
 
 /// Annotation keys, by prefix, that configure the runtime or a security profile: Kata's
 /// hypervisor and kernel settings, CRI-O's, and the legacy AppArmor and seccomp annotations.
@@ -27,13 +27,15 @@ const RUNTIME_ANNOTATION_PREFIXES: [&str; 5] = [
 /// Which metadata map a list is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
+    /// `metadata.labels`.
     Label,
+    /// `metadata.annotations`.
     Annotation,
 }
 
 impl KeyKind {
     /// The flag that widens it.
-    pub const fn flag(self) -> &'static str {
+    pub(crate) const fn flag(self) -> &'static str {
         match self {
             KeyKind::Label => "--allow-pod-label",
             KeyKind::Annotation => "--allow-pod-annotation",
@@ -49,7 +51,7 @@ impl KeyKind {
 }
 
 /// Why `key` is one no flag widens, if it is.
-pub fn reserved(kind: KeyKind, key: &str) -> Option<&'static str> {
+pub(crate) fn reserved(kind: KeyKind, key: &str) -> Option<&'static str> {
     if key.starts_with(HOST_PREFIX) {
         return Some("the host's (every key under cubepod.io/ is)");
     }
@@ -75,6 +77,7 @@ pub struct KeyAllowlist {
 }
 
 impl KeyAllowlist {
+    /// An allowlist of label or annotation keys, from the operator's entries.
     pub fn new<I, S>(kind: KeyKind, entries: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -87,16 +90,16 @@ impl KeyAllowlist {
     }
 
     /// Nothing allowed: the host's keys only.
-    pub fn none(kind: KeyKind) -> Self {
+    pub(crate) fn none(kind: KeyKind) -> Self {
         Self::new(kind, Vec::<String>::new())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Whether a policy may set `key`: an entry names it or is a prefix of it, and it is not a
-    /// [`reserved`] key.
+    /// reserved key.
     pub fn admits(&self, key: &str) -> bool {
         reserved(self.kind, key).is_none()
             && self.entries.iter().any(|entry| {
@@ -109,7 +112,7 @@ impl KeyAllowlist {
     }
 
     /// Why `key` is refused, for a refusal's message.
-    pub fn refusal(&self, key: &str) -> String {
+    pub(crate) fn refusal(&self, key: &str) -> String {
         let noun = self.kind.noun();
         match reserved(self.kind, key) {
             Some(why) => format!("a Pod {noun} that is {why}: no flag widens it"),

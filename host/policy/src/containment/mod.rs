@@ -3,11 +3,11 @@
 //! policy's output by them before it writes any of it (docs/policy-authoring.md, "The
 //! boundary", has the table). One file per rule:
 //!
-//! - [`boundary`]: the first layer of a call ([`Boundary::check`]): the configured
+//! - `boundary.rs`: the first layer of a call ([`Boundary::check`]): the configured
 //!   namespaces only, a sandbox's child kinds only (Pods, PVCs, Secrets, NetworkPolicies,
 //!   Services), a valid name, and a manifest that is the object the call names (rules
 //!   `namespace`, `kind`, `name`, `manifest`);
-//! - [`Containment`] (this file: [`Containment::check_write`], [`Containment::check_delete`])
+//! - [`Containment`] (this file: [`Containment::check_write`], `Containment::check_delete`)
 //!   dispatches what one call for Sandbox S may write, as allowlists of what a sandbox needs:
 //!   - `scope.rs`: only S's own children (a rootfs PVC only of S's current generation), with
 //!     S's labels and controller reference; `metadata.rs`: on the Pod the labels and
@@ -26,9 +26,9 @@
 //!   `reap`); `spec.rs`: a Sandbox's own spec within the operator's bounds, before the policy
 //!   is handed it.
 //!
-//! The entry points, all here: [`Containment::check_call`] (a `kube-client` call, every rule
+//! The entry points, all here: `Containment::check_call` (a `kube-client` call, every rule
 //! in order), [`Containment::sandbox_output`] (what a reconcile returns),
-//! [`Containment::refused_spec`], and [`SandboxScope::check_held`] (whether a delete is sent).
+//! [`Containment::refused_spec`], and `SandboxScope::check_held` (whether a delete is sent).
 //!
 //! A field, kind or value not known to be safe is refused; an operator widens the lists by
 //! flag (`config::ContainmentArgs`). A refusal names its [`Rule`] and the field; it goes back
@@ -36,7 +36,7 @@
 //! unit tests sit beside it; `tests.rs` holds the fixtures they share and the tests that span
 //! rules.
 
-pub mod boundary;
+pub(crate) mod boundary;
 mod budgets;
 mod fields;
 pub mod ipset;
@@ -77,8 +77,8 @@ pub use pod::{
 pub use quantity::{
     QuantityError, format_bytes, parse_ceil as quantity_value, parse_ceil_milli as quantity_milli,
 };
-pub use scope::{ChildHeld, ChildRole, ForkSource, SandboxScope};
-pub use secret::MAX_SECRET_BYTES;
+pub(crate) use scope::ChildRole;
+pub use scope::{ChildHeld, ForkSource, SandboxScope};
 pub use surfaced::Surfaced;
 pub use text::{clip, shown};
 
@@ -101,6 +101,7 @@ pub const KEPT_PREFIX: usize = 1024;
 pub enum Rule {
     /// The export may not call the cluster, or the object is not the call's Sandbox's child.
     Scope,
+    /// Not a namespace the controller manages.
     Namespace,
     /// Not a child kind: a Pod, PVC, Secret, NetworkPolicy or Service.
     Kind,
@@ -112,7 +113,9 @@ pub enum Rule {
     Budget,
     /// Outside the Pod profile.
     Pod,
+    /// Outside the PVC rules: the sandbox's own claims, of bounded size.
     Pvc,
+    /// Outside the Secret rules.
     Secret,
     /// A NetworkPolicy wider than the spec allows, or a Pod before its NetworkPolicy.
     Network,
@@ -127,6 +130,7 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// The rule's name in refusals, logs and metric labels.
     pub const fn label(self) -> &'static str {
         match self {
             Rule::Scope => "scope",
@@ -157,15 +161,18 @@ impl fmt::Display for Rule {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: refused by rule {rule} at {field}: {reason}")]
 pub struct Refusal {
+    /// The rule that refused.
     pub rule: Rule,
     /// `Pod ns/name`.
-    pub what: String,
+    pub(crate) what: String,
     /// The field refused: `spec.hostNetwork`, `metadata.labels`, `namespace` (the call's).
     pub field: String,
+    /// Why, in words.
     pub reason: String,
 }
 
 impl Refusal {
+    /// A refusal of `what` by `rule` at `field`, for `reason`.
     pub fn new(
         rule: Rule,
         what: impl fmt::Display,
@@ -183,7 +190,7 @@ impl Refusal {
 
 /// `Pod ns/name`, with the guest's strings clipped: written out only where a refusal or a
 /// message needs it, since every admitted call would otherwise pay for the text.
-pub fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> Described<'a> {
+pub(crate) fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> Described<'a> {
     Described {
         resource,
         namespace,
@@ -193,7 +200,7 @@ pub fn describe<'a>(resource: Resource, namespace: &'a str, name: &'a str) -> De
 
 /// An object a call names, as [`describe`] shows it.
 #[derive(Clone, Copy, Debug)]
-pub struct Described<'a> {
+pub(crate) struct Described<'a> {
     resource: Resource,
     namespace: &'a str,
     name: &'a str,
@@ -217,6 +224,7 @@ impl fmt::Display for Described<'_> {
 pub struct Containment {
     /// RuntimeClasses a Pod may name (it must name one).
     pub runtime_classes: BTreeSet<String>,
+    /// The Pod security profile every Pod must satisfy.
     pub pod_security: PodSecurity,
     /// The only service account a Pod may run as.
     pub service_account: String,
@@ -280,7 +288,7 @@ impl Default for Containment {
 
 /// What the host knows of one call and of the controller's cache that the rules of order read
 /// (no Pod before its NetworkPolicy, no NetworkPolicy deleted before its Pod).
-pub trait CallFacts {
+pub(crate) trait CallFacts {
     /// What this call last did to an object: `Some(true)` written, `Some(false)` deleted,
     /// `None` neither.
     fn last_done(&self, resource: Resource, namespace: &str, name: &str) -> Option<bool>;
@@ -295,7 +303,7 @@ impl Containment {
     /// manifest within its size before it is parsed; the boundary ([`Boundary::check`]); then
     /// a write as [`Self::check_write`] and no Pod before its NetworkPolicy, a delete as
     /// [`Self::check_delete`] and no NetworkPolicy deleted while its Pod is there.
-    pub fn check_call(
+    pub(crate) fn check_call(
         &self,
         call: Option<(&Boundary, &SandboxScope)>,
         resource: Resource,
@@ -336,7 +344,7 @@ impl Containment {
 
     /// A delete's name: one of the Sandbox's child names. Whether the object is the
     /// Sandbox's is the cache's to say (see `runtime::ChildLookup`).
-    pub fn check_delete(
+    pub(crate) fn check_delete(
         &self,
         scope: &SandboxScope,
         resource: Resource,

@@ -11,7 +11,7 @@
 //! An `ipBlock` inside an IPv6 prefix that carries an IPv4 address (IPv4-mapped, NAT64) is
 //! held to the rules of the IPv4 addresses it carries too, and NAT64's local-use prefix is
 //! refused outright; a tenant's `allowCIDRs` entry that reaches any of these, in any form, is
-//! refused before the policy runs ([`refused_allow_cidr`]).
+//! refused before the policy runs (`refused_allow_cidr`).
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -30,15 +30,15 @@ use cubepod_kube::Resource;
 /// What a NetworkPolicy may allow for one Sandbox: its spec and the cluster network.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxNetwork {
-    pub egress: EgressMode,
-    pub allow_cidrs: Vec<String>,
-    pub deny_cidrs: Vec<String>,
+    pub(crate) egress: EgressMode,
+    pub(crate) allow_cidrs: Vec<String>,
+    pub(crate) deny_cidrs: Vec<String>,
     /// `spec.service.ports` as (port, protocol); `None` without `spec.service`.
-    pub service_ports: Option<Vec<(u16, ServiceProtocol)>>,
-    pub cluster: ClusterNetwork,
+    pub(crate) service_ports: Option<Vec<(u16, ServiceProtocol)>>,
+    pub(crate) cluster: ClusterNetwork,
 }
 
-pub fn protocol_name(protocol: ServiceProtocol) -> &'static str {
+pub(crate) fn protocol_name(protocol: ServiceProtocol) -> &'static str {
     match protocol {
         ServiceProtocol::Tcp => "TCP",
         ServiceProtocol::Udp => "UDP",
@@ -56,7 +56,7 @@ static INTERNET: LazyLock<IpSet> = LazyLock::new(|| {
 
 /// The cloud metadata service (169.254.169.254, and AWS's IPv6 fd00:ec2::254) and the
 /// link-local ranges it lives in: never reached unless the operator lists them.
-pub const METADATA: [&str; 4] = [
+pub(crate) const METADATA: [&str; 4] = [
     "169.254.169.254/32",
     "169.254.0.0/16",
     "fd00:ec2::254/128",
@@ -68,7 +68,7 @@ static METADATA_SET: LazyLock<IpSet> = LazyLock::new(|| set_of(METADATA, |_| {})
 /// What no sandbox reaches unless the operator lists it, in any form: the metadata service and
 /// link-local, the cluster's ranges, each IPv4 range also as IPv4-mapped and NAT64 addresses,
 /// and NAT64's local-use prefix; less `exempt` (`--allowed-egress-cidrs`).
-pub fn protected(cluster: &IpSet, exempt: &IpSet) -> IpSet {
+pub(crate) fn protected(cluster: &IpSet, exempt: &IpSet) -> IpSet {
     METADATA_SET
         .union(cluster)
         .with_v4_forms()
@@ -79,7 +79,7 @@ pub fn protected(cluster: &IpSet, exempt: &IpSet) -> IpSet {
 /// The first entry of a Sandbox's `spec.network.allowCIDRs` that reaches a [`protected`]
 /// address, with why: the host refuses such a spec before the policy runs (`SpecValid`
 /// False). An entry that does not parse is the policy's to refuse.
-pub fn refused_allow_cidr(
+pub(crate) fn refused_allow_cidr(
     allow_cidrs: &[String],
     cluster_cidrs: &[String],
     exempt: &IpSet,
@@ -124,7 +124,7 @@ impl SandboxNetwork {
     /// ranges but for `egress: cluster`, unless `exempt` (`--allowed-egress-cidrs`) holds
     /// them. A deny CIDR or a cluster CIDR that does not parse leaves nothing checkable: an
     /// error, so that nothing is admitted.
-    pub fn allowed_addresses(&self, exempt: &IpSet) -> Result<IpSet, String> {
+    pub(crate) fn allowed_addresses(&self, exempt: &IpSet) -> Result<IpSet, String> {
         let mut problem = None;
         let deny = set_of(self.deny_cidrs.iter().map(String::as_str), |c| {
             problem.get_or_insert_with(|| format!("spec.network.denyCIDRs holds {c:?}"));

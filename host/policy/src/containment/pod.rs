@@ -15,6 +15,8 @@ mod placement;
 
 /// The Pod Security Standards level a sandbox's Pod must meet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+// Undocumented variants: clap would print a variant's doc as its help in `--help`.
+#[allow(missing_docs)]
 pub enum PodSecurity {
     #[default]
     Baseline,
@@ -80,7 +82,7 @@ impl Default for PodBounds {
 impl PodBounds {
     /// The amount `text` of `resource` (`cpu`, `memory`, `ephemeral-storage`), in the unit its
     /// bound is kept in, if it is a quantity within that bound; else why not.
-    pub fn amount(&self, resource: &str, text: &str) -> Result<u128, String> {
+    pub(crate) fn amount(&self, resource: &str, text: &str) -> Result<u128, String> {
         let (value, max, flag) = match resource {
             "cpu" => (
                 quantity::parse_ceil_milli(text),
@@ -115,7 +117,7 @@ impl PodBounds {
     }
 
     /// `amount` of `resource` as a user writes it.
-    pub fn show(&self, resource: &str, amount: u128) -> String {
+    pub(crate) fn show(&self, resource: &str, amount: u128) -> String {
         if resource == "cpu" {
             quantity::format_milli(amount)
         } else {
@@ -124,7 +126,7 @@ impl PodBounds {
     }
 
     /// The bound of `resource`, in its unit.
-    pub fn max(&self, resource: &str) -> u128 {
+    pub(crate) fn max(&self, resource: &str) -> u128 {
         match resource {
             "cpu" => self.cpu_milli,
             "memory" => self.memory_bytes,
@@ -134,7 +136,7 @@ impl PodBounds {
 
     /// A Sandbox's (or a pool template's) own `resources`: the field at fault and why, if
     /// either is past its bound. `prefix` is where the spec sits (`spec`, `spec.template`).
-    pub fn check_spec(
+    pub(crate) fn check_spec(
         &self,
         prefix: &str,
         cpu: Option<&str>,

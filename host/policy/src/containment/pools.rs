@@ -15,7 +15,7 @@ use crate::model::sandbox::{self, POOL_LABEL};
 use crate::runtime::bindings::{ReapAction, ReapCandidate, ReapDecision, ShutdownPolicy, WarmPool};
 
 /// A claim only of a member the input offered: a ready, unclaimed member of the sandbox's pool.
-pub fn claim(what: &str, member: &str, offered: &[String]) -> Result<(), Refusal> {
+pub(crate) fn claim(what: &str, member: &str, offered: &[String]) -> Result<(), Refusal> {
     if offered.iter().any(|o| o == member) {
         return Ok(());
     }
@@ -33,7 +33,7 @@ pub fn claim(what: &str, member: &str, offered: &[String]) -> Result<(), Refusal
 /// A status names as the Sandbox's member only the one the controller adopted for it (`bound`)
 /// or the one it claims in the same output: the name is what the claim's view of its member,
 /// its Pod and volumes are read from, so a policy may not point it at another Sandbox.
-pub fn claimed_member(
+pub(crate) fn claimed_member(
     what: &str,
     written: Option<&str>,
     bound: Option<&str>,

@@ -2,12 +2,16 @@
 //! suffix, never a float, so that a size just past a bound cannot round under it.
 
 /// Why a text is not a quantity the boundary can compare.
+/// Why a text is not a quantity the host can compare.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
+    /// Not the syntax of a Kubernetes quantity.
     #[error("is not a Kubernetes quantity")]
     Syntax,
+    /// Below zero.
     #[error("is negative")]
     Negative,
+    /// Past what a `u128` of the unit holds.
     #[error("is too large to compare")]
     TooLarge,
 }
@@ -38,7 +42,7 @@ pub fn parse_ceil_milli(text: &str) -> Result<u128, QuantityError> {
 }
 
 /// Millicores as a user writes CPU: whole cores where they are (`16`), else `1500m`.
-pub fn format_milli(milli: u128) -> String {
+pub(crate) fn format_milli(milli: u128) -> String {
     if milli.is_multiple_of(1000) {
         (milli / 1000).to_string()
     } else {

@@ -33,9 +33,10 @@ pub struct Rates {
 
 /// The write buckets of one controller (one call context: shared by all its calls, apart
 /// from any other controller, `policy test` run or self-test), made at its first write.
-pub type WriteBuckets = OnceLock<TokenBuckets<ObjectRef>>;
+pub(crate) type WriteBuckets = OnceLock<TokenBuckets<ObjectRef>>;
 
 impl Rates {
+    /// The rates of `--write-bytes-per-minute` and `--event-burst`.
     pub fn new(write_bytes_per_minute: u64, event_burst: u32) -> Self {
         Self {
             write_bytes_per_minute,
@@ -44,7 +45,12 @@ impl Rates {
     }
 
     /// Charges a write of `bytes` for `sandbox`'s children, now, to `buckets`.
-    pub fn take_write(&self, buckets: &WriteBuckets, sandbox: &ObjectRef, bytes: usize) -> Take {
+    pub(crate) fn take_write(
+        &self,
+        buckets: &WriteBuckets,
+        sandbox: &ObjectRef,
+        bytes: usize,
+    ) -> Take {
         buckets
             .get_or_init(|| {
                 TokenBuckets::per(self.write_bytes_per_minute as f64, Duration::from_secs(60))
@@ -63,7 +69,9 @@ impl Default for Rates {
 /// and whether to tell the Sandbox (the first of an episode).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deferral {
+    /// How long until the deferred writes fit the budget.
     pub wait: Duration,
+    /// The first deferral of an episode: the one the Sandbox is told of.
     pub first: bool,
     /// The first write deferred, in words (`NetworkPolicy ns/a-network`).
     pub what: String,
@@ -81,7 +89,12 @@ pub enum Take {
     Taken,
     /// Past the rate: nothing taken. `wait` is when the bucket holds enough; `first` when this
     /// is the first deferral since the bucket was last full (the one to tell the object of).
-    Deferred { wait: Duration, first: bool },
+    Deferred {
+        /// Until the bucket holds enough.
+        wait: Duration,
+        /// The first deferral since the bucket was last full.
+        first: bool,
+    },
 }
 
 struct Bucket {
@@ -100,10 +113,11 @@ pub struct TokenBuckets<K> {
 
 impl<K: Hash + Eq + Clone> TokenBuckets<K> {
     /// `capacity` tokens at once, refilled at `capacity` per `period`.
-    pub fn per(capacity: f64, period: Duration) -> Self {
+    pub(crate) fn per(capacity: f64, period: Duration) -> Self {
         Self::new(capacity, capacity / period.as_secs_f64().max(1e-9))
     }
 
+    /// Buckets of `capacity` tokens each, refilled at `per_second`.
     pub fn new(capacity: f64, per_second: f64) -> Self {
         Self {
             capacity: capacity.max(1.0),
@@ -112,6 +126,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
         }
     }
 
+    /// Tokens a full bucket holds.
     pub fn capacity(&self) -> f64 {
         self.capacity
     }

@@ -15,8 +15,11 @@ use cubepod_kube::Resource;
 /// The Sandbox a call is for, from the call's own input: what its children are.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SandboxScope {
+    /// The Sandbox's namespace.
     pub namespace: String,
+    /// The Sandbox's name.
     pub name: String,
+    /// The Sandbox's UID, which its children's owner reference names.
     pub uid: String,
     /// `spec.rootfsGeneration`: the one rootfs PVC a call may write and a Pod may mount;
     /// older ones it may only delete.
@@ -40,10 +43,10 @@ pub struct SandboxScope {
 /// the policy's to write.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForkSource {
-    pub name: String,
+    pub(crate) name: String,
     /// The source's PVCs that are not being deleted: labelled as its, managed, and with its
     /// controller reference (the source's uid).
-    pub pvcs: Vec<String>,
+    pub(crate) pvcs: Vec<String>,
 }
 
 /// What the controller's cache holds under a name, for the delete rule.
@@ -59,7 +62,7 @@ pub enum ChildHeld {
 
 /// Which child of its Sandbox an object is, by its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChildRole {
+pub(crate) enum ChildRole {
     Pod,
     Workspace,
     Rootfs(u32),
@@ -71,7 +74,7 @@ pub enum ChildRole {
 impl SandboxScope {
     /// The role of `resource` `name` among this Sandbox's children, if it is one of their
     /// names (`<s>`, `<s>-workspace`, `<s>-rootfs-g<N>`, `<s>-credentials`).
-    pub fn child_role(&self, resource: Resource, name: &str) -> Option<ChildRole> {
+    pub(crate) fn child_role(&self, resource: Resource, name: &str) -> Option<ChildRole> {
         let s = self.name.as_str();
         match resource {
             Resource::Pod if name == names::pod(s) => Some(ChildRole::Pod),
@@ -171,7 +174,7 @@ impl SandboxScope {
     /// (`held`; `None` where there is no cache): `Ok(false)` for what it does not hold (taken
     /// as gone), refused for another Sandbox's child; without a cache, only what the input shows
     /// as observed is sent, anything else refused (fail closed).
-    pub fn check_held(
+    pub(crate) fn check_held(
         &self,
         resource: Resource,
         namespace: &str,

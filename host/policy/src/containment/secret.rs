@@ -6,7 +6,7 @@ use super::json::Json;
 use super::{Fields, Refusal, Rule, clip, short};
 
 /// The most a Secret's data may hold, keys and values as sent (base64 counted as sent).
-pub const MAX_SECRET_BYTES: usize = 64 << 10;
+pub(crate) const MAX_SECRET_BYTES: usize = 64 << 10;
 
 pub(super) fn check(what: &dyn fmt::Display, object: &Json<'_>) -> Result<(), Refusal> {
     let fields = Fields::new(Rule::Secret, what);
@@ -62,6 +62,7 @@ pub(super) fn check(what: &dyn fmt::Display, object: &Json<'_>) -> Result<(), Re
 mod tests {
     use serde_json::json;
 
+    use super::MAX_SECRET_BYTES;
     use crate::containment::tests::*;
     use crate::containment::*;
 

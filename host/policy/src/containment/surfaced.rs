@@ -40,13 +40,8 @@ impl Surfaced {
 
     /// Objects remembered.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -15,6 +15,7 @@ pub fn selector() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY},{SANDBOX_LABEL}")
 }
 
+/// No children observed.
 pub fn empty() -> ObservedChildren {
     ObservedChildren {
         pvcs: Vec::new(),
@@ -25,6 +26,7 @@ pub fn empty() -> ObservedChildren {
     }
 }
 
+/// A Pod as the contract's `observed-pod`.
 pub fn pod(object: &Value) -> ObservedPod {
     let meta = MetaView::of(object);
     let status = object.get("status");

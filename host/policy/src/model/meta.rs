@@ -5,41 +5,48 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+/// An object's `metadata`, owned: what the controller keeps of it.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Meta {
+    /// `metadata.name`.
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub namespace: String,
+    pub(crate) namespace: String,
+    /// `metadata.uid`.
     #[serde(default)]
     pub uid: String,
     #[serde(default)]
-    pub generation: i64,
+    pub(crate) generation: i64,
+    /// `metadata.resourceVersion`.
     #[serde(default)]
     pub resource_version: String,
+    /// `metadata.deletionTimestamp`: set once the object is being deleted.
     pub deletion_timestamp: Option<String>,
-    pub creation_timestamp: Option<String>,
+    pub(crate) creation_timestamp: Option<String>,
+    /// `metadata.finalizers`.
     #[serde(default)]
     pub finalizers: Vec<String>,
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     #[serde(default)]
-    pub owner_references: Vec<OwnerReference>,
+    pub(crate) owner_references: Vec<OwnerReference>,
 }
 
 /// One of `metadata.ownerReferences`: what the controller reads of it.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct OwnerReference {
+pub(crate) struct OwnerReference {
     #[serde(default)]
-    pub uid: String,
+    pub(crate) uid: String,
     #[serde(default)]
-    pub controller: bool,
+    pub(crate) controller: bool,
 }
 
 impl Meta {
+    /// The `metadata` of an object (empty where it has none or it does not parse).
     pub fn read(object: &serde_json::Value) -> Meta {
         object
             .get("metadata")
@@ -48,7 +55,7 @@ impl Meta {
     }
 
     /// The uid of the controller reference, if there is one.
-    pub fn controller_uid(&self) -> Option<&str> {
+    pub(crate) fn controller_uid(&self) -> Option<&str> {
         self.owner_references
             .iter()
             .find(|o| o.controller)
@@ -62,8 +69,11 @@ impl Meta {
 /// Each field is read on its own: one of the wrong type reads as absent.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MetaView<'a> {
+    /// `metadata.name`.
     pub name: &'a str,
+    /// `metadata.namespace`.
     pub namespace: &'a str,
+    /// `metadata.resourceVersion`.
     pub resource_version: &'a str,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
@@ -72,6 +82,7 @@ pub struct MetaView<'a> {
 }
 
 impl<'a> MetaView<'a> {
+    /// The `metadata` of an object, borrowed (empty where it has none).
     pub fn of(object: &'a Value) -> Self {
         let Some(meta) = object.get("metadata").and_then(Value::as_object) else {
             return Self::default();
@@ -93,11 +104,12 @@ impl<'a> MetaView<'a> {
         view
     }
 
+    /// The value of label `key`, if the object carries it.
     pub fn label(&self, key: &str) -> Option<&'a str> {
         self.labels?.get(key)?.as_str()
     }
 
-    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+    pub(crate) fn annotation(&self, key: &str) -> Option<&'a str> {
         self.annotations?.get(key)?.as_str()
     }
 }

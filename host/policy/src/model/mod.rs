@@ -7,6 +7,7 @@ pub mod meta;
 /// The names and labels the design fixes, shared with every policy: the SDK's own file,
 /// compiled into the host as well, so that there is one copy and no crate between them.
 #[path = "../../../../sdk/src/names.rs"]
+#[allow(missing_docs)] // The SDK's file: its items are documented there, or not, for both.
 pub mod names;
 pub mod network;
 pub mod pool;
@@ -18,20 +19,28 @@ pub mod time;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} {namespace}/{name}: {field}: {problem}")]
 pub struct ModelError {
+    /// The kind of the object: `Sandbox`, `PodWarmPool`.
     pub kind: &'static str,
+    /// The object's namespace.
     pub namespace: String,
+    /// The object's name.
     pub name: String,
+    /// The field that could not be read: `spec.size`.
     pub field: String,
+    /// What is wrong with it.
     pub problem: String,
 }
 
 /// An object of ours that could not be read: what the controller needs to say so in its status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable {
+    /// Why it could not be read.
     pub error: ModelError,
+    /// The object's UID.
     pub uid: String,
+    /// The object's `resourceVersion` when it was read.
     pub resource_version: String,
-    pub generation: i64,
+    pub(crate) generation: i64,
     /// Its status already carries this error, so there is nothing more to write.
     pub reported: bool,
 }
@@ -40,6 +49,7 @@ pub struct Unreadable {
 pub const SPEC_VALID: &str = "SpecValid";
 
 impl Unreadable {
+    /// The unreadable `object` and why, noting whether its status already says so.
     pub fn new(error: ModelError, object: &serde_json::Value) -> Self {
         let meta = meta::Meta::read(object);
         let message = error.to_string();
@@ -109,11 +119,14 @@ impl Unreadable {
 /// Where an object lives: the work queue's key and the caches' index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
+    /// The object's namespace.
     pub namespace: String,
+    /// The object's name.
     pub name: String,
 }
 
 impl ObjectRef {
+    /// The object `namespace/name`.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             namespace: namespace.into(),

@@ -8,9 +8,12 @@ use crate::containment::ipset::{Cidr, IpSet};
 use crate::runtime::bindings::ClusterNetwork;
 
 /// kind's and kubeadm's default pod and service ranges.
-pub const DEFAULT_CLUSTER_CIDRS: [&str; 2] = ["10.244.0.0/16", "10.96.0.0/12"];
+pub(crate) const DEFAULT_CLUSTER_CIDRS: [&str; 2] = ["10.244.0.0/16", "10.96.0.0/12"];
+/// The namespace of the cluster DNS by default.
 pub const DEFAULT_DNS_NAMESPACE: &str = "kube-system";
+/// The label selector of the cluster DNS Pods by default.
 pub const DEFAULT_DNS_SELECTOR: &str = "k8s-app=kube-dns";
+/// The cluster's DNS domain by default.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The cluster network of the default flags.

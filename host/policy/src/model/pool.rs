@@ -23,6 +23,7 @@ struct StatusJson {
     conditions: Vec<ConditionJson>,
 }
 
+/// A `PodWarmPool` object as the contract's `warm-pool`, or what is wrong with it.
 pub fn from_json(object: &Value) -> Result<WarmPool, ModelError> {
     let meta = Meta::read(object);
     let fail = |field: &str, problem: String| ModelError {
@@ -91,7 +92,7 @@ fn status_from_json(status: &StatusJson) -> WarmPoolStatus {
 }
 
 /// The label selector of a pool's members: the scale subresource's `status.selector`.
-pub fn selector(pool: &str) -> String {
+pub(crate) fn selector(pool: &str) -> String {
     format!("{}={pool}", super::names::POOL_LABEL)
 }
 

@@ -11,15 +11,17 @@ use crate::runtime::bindings::{
     SandboxStatus, ServicePort, ServiceProtocol, ServiceSpec, ShutdownPolicy,
 };
 
+/// The finalizer the controller puts on each Sandbox, so that its cleanup runs before it goes.
 pub const FINALIZER: &str = "cubepod.io/cleanup";
-pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
+pub(crate) const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
 pub use super::names::POOL_LABEL;
+/// The label of a pool member claimed by a Sandbox: the claiming Sandbox's name.
 pub const CLAIMED_BY_LABEL: &str = "cubepod.io/claimed-by";
-pub const DEFAULT_SIZE: &str = "10Gi";
+pub(crate) const DEFAULT_SIZE: &str = "10Gi";
 /// What a policy is handed of a Sandbox's labels, and of its annotations: at most this many
 /// entries, of at most [`META_BYTES`] of keys and values together, in key order.
-pub const META_ENTRIES: usize = 64;
-pub const META_BYTES: usize = 16 * 1024;
+pub(crate) const META_ENTRIES: usize = 64;
+pub(crate) const META_BYTES: usize = 16 * 1024;
 /// kubectl's copy of the whole object: never handed to a policy.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -27,8 +29,11 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// write it back safely.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxObject {
+    /// The Sandbox as the contract's record.
     pub sandbox: Sandbox,
+    /// `metadata.resourceVersion` as read.
     pub resource_version: String,
+    /// `metadata.finalizers`.
     pub finalizers: Vec<String>,
     /// `metadata.creationTimestamp`: where the start-up metrics count from. The host's own,
     /// not the contract's.
@@ -47,6 +52,7 @@ pub struct SandboxObject {
 }
 
 impl SandboxObject {
+    /// Whether the controller's finalizer is on it.
     pub fn has_finalizer(&self) -> bool {
         self.finalizers.iter().any(|f| f == FINALIZER)
     }
@@ -404,6 +410,7 @@ pub fn desired_state_name(state: DesiredState) -> &'static str {
     }
 }
 
+/// An egress mode as the API writes it: `Internet`, `None`, ...
 pub fn egress_name(egress: EgressMode) -> &'static str {
     match egress {
         EgressMode::Internet => "Internet",
@@ -447,14 +454,6 @@ fn service_from_json(
     Ok(ServiceSpec { ports })
 }
 
-pub fn protocol_name(protocol: ServiceProtocol) -> &'static str {
-    match protocol {
-        ServiceProtocol::Tcp => "TCP",
-        ServiceProtocol::Udp => "UDP",
-        ServiceProtocol::Sctp => "SCTP",
-    }
-}
-
 fn phase_from_str(phase: Option<&str>) -> SandboxPhase {
     match phase {
         Some("Running") => SandboxPhase::Running,
@@ -465,6 +464,7 @@ fn phase_from_str(phase: Option<&str>) -> SandboxPhase {
     }
 }
 
+/// A phase as the API writes it: `Pending`, `Running`, ...
 pub fn phase_name(phase: SandboxPhase) -> &'static str {
     match phase {
         SandboxPhase::Pending => "Pending",
@@ -500,6 +500,7 @@ fn status_from_json(status: &StatusJson) -> SandboxStatus {
 pub struct StatusPatch(StatusJson);
 
 impl StatusPatch {
+    /// The patch that writes `status` as observed at `generation`.
     pub fn new(status: &SandboxStatus, generation: i64) -> Self {
         StatusPatch(StatusJson {
             phase: Some(phase_name(status.phase).to_string()),

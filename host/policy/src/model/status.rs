@@ -5,23 +5,24 @@ use serde::{Deserialize, Serialize};
 use super::time;
 use crate::runtime::bindings::{Condition, ConditionStatus};
 
+/// A condition in the metav1.Condition shape, as `status.conditions` holds it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConditionJson {
     #[serde(rename = "type")]
-    pub kind: String,
-    pub status: String,
+    pub(crate) kind: String,
+    pub(crate) status: String,
     #[serde(default)]
-    pub reason: String,
+    pub(crate) reason: String,
     #[serde(default)]
-    pub message: String,
+    pub(crate) message: String,
     #[serde(default)]
-    pub last_transition_time: String,
+    pub(crate) last_transition_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+    pub(crate) observed_generation: Option<i64>,
 }
 
-pub fn condition_from_json(c: &ConditionJson) -> Condition {
+pub(crate) fn condition_from_json(c: &ConditionJson) -> Condition {
     Condition {
         kind: c.kind.clone(),
         status: match c.status.as_str() {
@@ -35,6 +36,7 @@ pub fn condition_from_json(c: &ConditionJson) -> Condition {
     }
 }
 
+/// The contract's condition `c` as written, observed at `generation`.
 pub fn condition_to_json(c: &Condition, generation: i64) -> ConditionJson {
     ConditionJson {
         kind: c.kind.clone(),

@@ -2,16 +2,19 @@
 
 use jiff::Timestamp;
 
+/// Now, in seconds since the epoch.
 pub fn now() -> i64 {
     Timestamp::now().as_second()
 }
 
+/// An RFC 3339 timestamp in seconds since the epoch.
 pub fn parse(text: &str) -> Result<i64, String> {
     text.parse::<Timestamp>()
         .map(|t| t.as_second())
         .map_err(|e| format!("{text:?} is not an RFC 3339 time: {e}"))
 }
 
+/// Seconds since the epoch as an RFC 3339 timestamp.
 pub fn format(seconds: i64) -> String {
     Timestamp::from_second(seconds)
         .map(|t| t.to_string())

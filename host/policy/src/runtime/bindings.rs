@@ -21,7 +21,7 @@ pub use exports::cubepod::controller::policy::{
 
 /// Contract 0.1.0, from the frozen `wit/0.1.0/`: what a module built against it imports and
 /// exports.
-pub mod v0_1 {
+pub(crate) mod v0_1 {
     wasmtime::component::bindgen!({
         path: "../../wit/0.1.0",
         world: "policy-module",
@@ -31,8 +31,8 @@ pub mod v0_1 {
         exports: { default: async },
     });
 
-    pub use cubepod::controller::types::*;
-    pub use exports::cubepod::controller::policy::{
+    pub(crate) use cubepod::controller::types::*;
+    pub(crate) use exports::cubepod::controller::policy::{
         CleanupOutput, PolicyInfo, PoolInput, PoolOutput, ReconcileInput, ReconcileOutput,
     };
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 /// The default budget, in MiB: with the controller's own memory and the instance pool's
 /// pages kept resident between calls, it keeps the Deployment's 512Mi limit with margin.
-pub const DEFAULT_CALLS_MEMORY_BUDGET_MIB: u32 = 256;
+pub(crate) const DEFAULT_CALLS_MEMORY_BUDGET_MIB: u32 = 256;
 
 /// Bytes charged per byte of guest memory: the guest's page, and one copy of it on the host's
 /// heap, which is what lifting an output or a `kube-client` argument (a string, a list) makes
@@ -19,7 +19,7 @@ pub const GUEST_MEMORY_CHARGE: usize = 2;
 
 /// Bytes charged per byte of a manifest the host parses, while it holds the parsed value: a
 /// `serde_json::Value` of a Kubernetes object takes up to about this many times its text.
-pub const MANIFEST_PARSE_CHARGE: usize = 8;
+pub(crate) const MANIFEST_PARSE_CHARGE: usize = 8;
 
 /// One budget shared by every call of an engine. Cheap to share (`Arc`).
 #[derive(Debug)]
@@ -31,7 +31,7 @@ pub struct MemoryBudget {
 }
 
 impl MemoryBudget {
-    pub fn new(limit: usize) -> Arc<Self> {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
         Arc::new(Self {
             limit,
             charged: AtomicUsize::new(0),
@@ -40,7 +40,7 @@ impl MemoryBudget {
     }
 
     /// The most all calls may hold at once, in bytes.
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
@@ -89,6 +89,7 @@ pub struct Charge {
 }
 
 impl Charge {
+    /// A charge of nothing yet against `budget`.
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
         Self { budget, bytes: 0 }
     }
@@ -110,7 +111,7 @@ impl Charge {
         self.bytes
     }
 
-    pub fn budget(&self) -> &Arc<MemoryBudget> {
+    pub(crate) fn budget(&self) -> &Arc<MemoryBudget> {
         &self.budget
     }
 }

@@ -13,16 +13,17 @@ use cubepod_kube::{Cluster, Resource};
 
 /// Told of every request a guest's `kube-client` call made (or that the boundary refused),
 /// so that the caller can count them.
-pub type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
+pub(crate) type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
 
 /// One request on behalf of a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostCallRecord {
     /// `create`, `get` or `delete`.
     pub verb: &'static str,
+    /// The resource it addressed.
     pub resource: Resource,
     /// Zero for a refused call.
-    pub duration: Duration,
+    pub(crate) duration: Duration,
     /// `ok`, an [`ApiErrorKind::label`](cubepod_kube::ApiErrorKind::label), `timeout`, or
     /// `refused` (by the boundary: nothing was sent).
     pub result: &'static str,
@@ -54,19 +55,20 @@ pub trait ChildLookup: Send + Sync {
 /// What a call may reach: the cluster through the boundary, and how to wait on it.
 #[derive(Clone)]
 pub struct CallContext {
-    pub cluster: Arc<dyn Cluster>,
+    pub(crate) cluster: Arc<dyn Cluster>,
+    /// The containment rules every request passes.
     pub boundary: Arc<Boundary>,
     /// The runtime the cluster's futures run on: a blocking call (`reconcile_sandbox`, ...)
     /// drives its future on it, so it must be made outside the runtime's threads. How long a
     /// request may wait is the engine's ([`RuntimeConfig::host_call_timeout`]).
     ///
     /// [`RuntimeConfig::host_call_timeout`]: super::RuntimeConfig::host_call_timeout
-    pub handle: tokio::runtime::Handle,
-    pub observer: Option<HostCallObserver>,
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) observer: Option<HostCallObserver>,
     /// The controller's cache, for the delete rule; `None` in tests and `policy test`.
-    pub children: Option<Arc<dyn ChildLookup>>,
+    pub(crate) children: Option<Arc<dyn ChildLookup>>,
     /// Each Sandbox's write rate, across the calls of this context (`--max-write-bytes-per-minute`).
-    pub write_rates: Arc<WriteBuckets>,
+    pub(crate) write_rates: Arc<WriteBuckets>,
 }
 
 impl CallContext {
@@ -86,11 +88,13 @@ impl CallContext {
         }
     }
 
+    /// Answers the policy's reads of children from `children` (the controller's cache).
     pub fn with_children(mut self, children: Arc<dyn ChildLookup>) -> Self {
         self.children = Some(children);
         self
     }
 
+    /// Hands each host call's record to `observer` as it ends.
     pub fn with_observer(mut self, observer: HostCallObserver) -> Self {
         self.observer = Some(observer);
         self
@@ -114,15 +118,22 @@ pub enum Effect {
     /// Created, or found existing (AlreadyExists). `object` is the object as the API returned
     /// it; for an object that already existed, the manifest (a Pod's: the object read back).
     Applied {
+        /// Its resource.
         resource: Resource,
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
+        /// The object, as above.
         object: serde_json::Value,
     },
     /// Deleted, or found gone (NotFound).
     Deleted {
+        /// Its resource.
         resource: Resource,
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
     },
 }
@@ -132,7 +143,9 @@ pub enum Effect {
 pub struct KubeCall {
     /// The import: `ensure-pvc`, `delete-pod`, ...
     pub op: &'static str,
+    /// The namespace it addressed.
     pub namespace: String,
+    /// The name of the object it addressed.
     pub name: String,
     /// The manifest of an `ensure-*`, as the guest serialized it.
     pub manifest: Option<String>,
@@ -143,7 +156,9 @@ pub struct KubeCall {
 /// What an export returned, and what it did on the way.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GuestCall<T> {
+    /// What the export returned.
     pub value: T,
+    /// The host calls' effects, in order.
     pub effects: Vec<Effect>,
     /// `kube-client` calls the guest made, refused ones included.
     pub host_calls: u32,

@@ -126,6 +126,7 @@ struct EngineInner {
 }
 
 impl PolicyEngine {
+    /// An engine of these settings; an error if the calls' memory budget cannot hold one call.
     pub fn new(mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
         // A zero tick would spin the ticker thread.
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
@@ -173,10 +174,12 @@ impl PolicyEngine {
         })
     }
 
+    /// The settings it runs with.
     pub fn config(&self) -> &RuntimeConfig {
         &self.inner.config
     }
 
+    /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
     }

@@ -22,6 +22,8 @@
 //! - every call: a fresh store, an epoch deadline on guest time, a memory limit, and a timeout
 //!   on each host call.
 
+// Generated from the WIT by bindgen: documented in `wit/`, not here.
+#[allow(missing_docs)]
 pub mod bindings;
 pub mod budget;
 mod cache;
@@ -34,8 +36,7 @@ mod host;
 mod module;
 
 pub use context::{
-    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
-    KubeCall,
+    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallRecord, KubeCall,
 };
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
@@ -106,7 +107,7 @@ impl Contract {
     }
 
     /// The interface a policy exports: `cubepod:controller/policy@0.2.0`.
-    pub fn policy_interface(self) -> String {
+    pub(crate) fn policy_interface(self) -> String {
         format!("{CONTRACT_PACKAGE}/policy@{}", self.version())
     }
 }
@@ -125,25 +126,39 @@ pub enum RuntimeError {
     /// instantiation...). The store is thrown away; the module stays usable.
     #[error("policy trapped in {export}: {message}")]
     Trap {
+        /// The export that ran.
         export: &'static str,
+        /// The trap, as wasmtime tells it.
         message: String,
     },
     /// The guest ran longer than the call deadline (time in host calls not counted).
     #[error("policy ran past its {deadline:?} deadline in {export}")]
     DeadlineExceeded {
+        /// The export that ran.
         export: &'static str,
+        /// The call deadline.
         deadline: Duration,
     },
     /// The guest tried to grow its memory past the limit.
     #[error("policy exceeded its memory limit of {limit} bytes in {export}")]
-    MemoryExhausted { export: &'static str, limit: usize },
+    MemoryExhausted {
+        /// The export that ran.
+        export: &'static str,
+        /// The guest's memory limit, bytes.
+        limit: usize,
+    },
     /// The calls in flight together had spent the memory budget of all calls
     /// (`--calls-memory-budget`) when this one grew its memory or sent a manifest: the call
     /// fails, to be retried once others have ended.
     #[error(
         "the policy calls in flight had spent their memory budget of {budget} bytes in {export}"
     )]
-    MemoryBudget { export: &'static str, budget: usize },
+    MemoryBudget {
+        /// The export that ran.
+        export: &'static str,
+        /// The memory budget of all calls, bytes.
+        budget: usize,
+    },
     /// The guest went past one of its fixed budgets (kube-client calls per call, and the
     /// reconcile core's output budgets): the call is failed and nothing after that point is
     /// carried out. The message names the budget and its bound.
@@ -151,18 +166,32 @@ pub enum RuntimeError {
     Budget(String),
     /// The bytes are not a component wasmtime can compile.
     #[error("policy does not compile: {why}")]
-    Compile { why: String },
+    Compile {
+        /// wasmtime's error.
+        why: String,
+    },
     /// The wasm engine (its instance pool, its epoch ticker) could not be set up.
     #[error("cannot set up the wasm engine: {why}")]
-    Engine { why: String },
+    Engine {
+        /// What failed.
+        why: String,
+    },
     /// The component does not implement the `policy-module` world of a contract this host
     /// runs. `contract` is the one it was checked against (`cubepod:controller@0.1.0`), or the
     /// unsupported one it targets.
     #[error("policy breaks the contract {contract}: {why}")]
-    Contract { contract: String, why: String },
+    Contract {
+        /// The contract: `cubepod:controller@0.2.0`.
+        contract: String,
+        /// What of it the component breaks.
+        why: String,
+    },
+    /// Reading a policy file or the module cache failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error reading or writing it.
         #[source]
         source: std::io::Error,
     },
@@ -182,17 +211,4 @@ impl RuntimeError {
             RuntimeError::Io { .. } => "io",
         }
     }
-
-    /// The export the failing call ran, for the errors that happen inside one.
-    pub fn export(&self) -> Option<&'static str> {
-        match self {
-            RuntimeError::Trap { export, .. }
-            | RuntimeError::DeadlineExceeded { export, .. }
-            | RuntimeError::MemoryExhausted { export, .. }
-            | RuntimeError::MemoryBudget { export, .. } => Some(export),
-            _ => None,
-        }
-    }
 }
-
-pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

@@ -64,6 +64,7 @@ impl PolicyModule {
         &self.inner.exports
     }
 
+    /// The engine it was compiled by.
     pub fn engine(&self) -> &PolicyEngine {
         &self.engine
     }
