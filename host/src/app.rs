@@ -177,7 +177,7 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
 /// hot swap uses. A refused module stops the start: nothing has been asked of the cluster yet
 /// (no Lease, no watch), so a replica that restarts with a bad module in its ConfigMap leaves
 /// the healthy replicas alone.
-pub async fn admit_policy(
+pub(crate) async fn admit_policy(
     admission: &Admission,
     path: Option<&PathBuf>,
 ) -> Result<Admitted, StartError> {

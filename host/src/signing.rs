@@ -55,7 +55,7 @@ pub enum SignatureError {
 
 impl SignatureError {
     /// The `reason` of the refusal in logs and the `result` of `cubepod_policy_swaps_total`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             SignatureError::Missing { .. } => "signature_missing",
             SignatureError::Malformed { .. } => "signature_malformed",
@@ -80,7 +80,7 @@ pub struct VerifyingKey {
 
 impl VerifyingKey {
     /// Reads a PEM "PUBLIC KEY" (SPKI) file of an ECDSA P-256 or Ed25519 key.
-    pub fn load(path: &Path) -> Result<Self, KeyError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, KeyError> {
         let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
             path: path.to_path_buf(),
             source,
@@ -128,17 +128,12 @@ impl VerifyingKey {
         }
     }
 
-    /// The first 8 bytes of the sha256 of the key's SPKI, in hex.
-    pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// `<path> (<algorithm>, <fingerprint>)`, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} ({}, {})",
             self.path.display(),
@@ -177,11 +172,11 @@ impl KeyRing {
         Ok(Self { keys })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
-    pub fn keys(&self) -> &[VerifyingKey] {
+    pub(crate) fn keys(&self) -> &[VerifyingKey] {
         &self.keys
     }
 
@@ -329,7 +324,7 @@ impl SigningKey {
         Ok(Self { key })
     }
 
-    pub fn algorithm(&self) -> &'static str {
+    pub(crate) fn algorithm(&self) -> &'static str {
         match self.key {
             PrivateKey::EcdsaP256(_) => "ecdsa-p256",
             PrivateKey::Ed25519(_) => "ed25519",

@@ -25,12 +25,12 @@ pub enum LeaderState {
 }
 
 impl LeaderState {
-    pub fn may_reconcile(&self) -> bool {
+    pub(crate) fn may_reconcile(&self) -> bool {
         matches!(self, LeaderState::Disabled | LeaderState::Leading { .. })
     }
 
     /// One line for `/readyz`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             LeaderState::Disabled => "leader election: off (this replica reconciles)".to_string(),
             LeaderState::Leading { identity } => format!("leader: yes ({identity})"),
@@ -65,18 +65,18 @@ impl Leadership {
     }
 
     /// Every change of the state from now on (the current one first).
-    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaderState> {
         self.state.subscribe()
     }
 
     /// Waits until this replica may reconcile.
-    pub async fn wait_until_leading(&self) {
+    pub(crate) async fn wait_until_leading(&self) {
         let mut state = self.state.subscribe();
         let _ = state.wait_for(LeaderState::may_reconcile).await;
     }
 
     /// Marks this replica a follower, before its first campaign.
-    pub fn start_following(&self) {
+    pub(crate) fn start_following(&self) {
         self.set(LeaderState::Following { holder: None });
     }
 
@@ -103,9 +103,9 @@ pub struct ElectionConfig {
 }
 
 pub struct LeaderElection {
-    pub cluster: Arc<dyn Cluster>,
-    pub config: ElectionConfig,
-    pub leadership: Arc<Leadership>,
+    pub(crate) cluster: Arc<dyn Cluster>,
+    pub(crate) config: ElectionConfig,
+    pub(crate) leadership: Arc<Leadership>,
     /// The Lease's spec last seen, and when this replica first saw it.
     observed: Option<(Value, Instant)>,
     last_renewed: Option<Instant>,

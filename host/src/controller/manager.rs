@@ -13,7 +13,7 @@ use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
-pub use super::reconciler::ReconcileError;
+pub(crate) use super::reconciler::ReconcileError;
 use super::reconciler::{
     Action, Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
 };
@@ -82,12 +82,12 @@ const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
 pub struct ControllerManager {
-    pub cluster: Arc<dyn Cluster>,
+    pub(crate) cluster: Arc<dyn Cluster>,
     pub cache: Arc<Cache>,
     pub queue: Arc<WorkQueue>,
     pub policy: Arc<PolicySlot>,
     pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
+    pub(crate) health: Arc<Health>,
     pub config: ManagerConfig,
     /// Carries out each key's policy call; shared with `policy test`.
     pub reconciler: Reconciler,

@@ -10,7 +10,7 @@ pub struct PolicySlot {
 }
 
 impl PolicySlot {
-    pub fn new(module: PolicyModule) -> Arc<Self> {
+    pub(crate) fn new(module: PolicyModule) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Arc::new(module)),
         })
@@ -24,7 +24,7 @@ impl PolicySlot {
     }
 
     /// Makes `module` the active one and returns the one it replaced.
-    pub fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
+    pub(crate) fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut current, Arc::new(module))
     }

@@ -18,7 +18,8 @@ use super::health::ActivePolicy;
 use super::manager::ControllerManager;
 use super::queue::WorkKey;
 use crate::admission::Admission;
-pub use crate::admission::{Refused as SwapRefused, sha256_hex};
+use crate::admission::Refused as SwapRefused;
+pub use crate::admission::sha256_hex;
 
 /// What a check of the file found.
 #[derive(Debug)]
@@ -38,11 +39,11 @@ pub enum SwapOutcome {
 }
 
 pub struct PolicyWatcher {
-    pub path: PathBuf,
-    pub admission: Admission,
-    pub manager: Arc<ControllerManager>,
+    pub(crate) path: PathBuf,
+    pub(crate) admission: Admission,
+    pub(crate) manager: Arc<ControllerManager>,
     /// A check also runs this often, in case a file event was missed.
-    pub poll_interval: Duration,
+    pub(crate) poll_interval: Duration,
     /// The module digest and signature digest of the last refusal.
     last_refused: Option<(String, Option<String>)>,
     last_unreadable: Option<String>,

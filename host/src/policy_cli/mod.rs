@@ -5,11 +5,11 @@
 //! module as a file) and `policy new` (a policy crate on the SDK, from templates). Each loads
 //! modules as `run` does.
 
-pub mod export;
-pub mod inspect;
-pub mod new;
-pub mod sign;
-pub mod test;
+pub(crate) mod export;
+pub(crate) mod inspect;
+pub(crate) mod new;
+pub(crate) mod sign;
+pub(crate) mod test;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ use crate::config::{ContainmentArgs, PolicyCommand};
 use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, RuntimeError};
 
 /// The MODULE argument that names the policy embedded in the binary.
-pub const BUILTIN_DEFAULT: &str = "builtin:default";
+pub(crate) const BUILTIN_DEFAULT: &str = "builtin:default";
 
 /// Why `policy test` or `policy inspect` could not run at all (as opposed to a scenario that
 /// failed).
@@ -63,7 +63,7 @@ pub enum CliError {
 }
 
 /// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file.
-pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
+pub(crate) fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
     if module.as_os_str() == BUILTIN_DEFAULT {
         return Ok(Cow::Borrowed(DEFAULT_POLICY));
     }
@@ -77,7 +77,7 @@ pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
 
 /// An engine with the given bounds and containment rules, as `run` makes it (no compilation cache: a test run
 /// should not depend on, or fill, the controller's).
-pub fn engine(
+pub(crate) fn engine(
     deadline: Duration,
     memory_mib: u32,
     containment: &ContainmentArgs,

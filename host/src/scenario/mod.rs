@@ -17,12 +17,8 @@ mod expect;
 pub mod format;
 pub(crate) mod junit;
 pub(crate) mod runner;
-pub mod schema;
+pub(crate) mod schema;
 pub mod scratch;
-
-pub use conformance::SelfTestError;
-pub use format::{FormatError, Scenario};
-pub use runner::Report;
 
 /// One runtime and one loaded default policy for the unit tests of this module.
 #[cfg(test)]
@@ -31,7 +27,7 @@ pub(crate) mod test_support {
 
     use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, RuntimeConfig};
 
-    pub fn runtime() -> &'static tokio::runtime::Runtime {
+    pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
         static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
         RT.get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()
@@ -42,7 +38,7 @@ pub(crate) mod test_support {
         })
     }
 
-    pub fn default_policy() -> &'static PolicyModule {
+    pub(crate) fn default_policy() -> &'static PolicyModule {
         static MODULE: OnceLock<PolicyModule> = OnceLock::new();
         MODULE.get_or_init(|| {
             PolicyEngine::new(RuntimeConfig::default())
