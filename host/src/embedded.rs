@@ -58,6 +58,7 @@ pub(crate) fn namespaces(served: &[String], lease_namespace: &str) -> Vec<String
     names
 }
 
+/// Why the embedded cluster's examples could not be seeded.
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
     #[error("{file}: not YAML: {source}")]
@@ -74,6 +75,7 @@ pub enum SeedError {
     },
 }
 
+/// Why the embedded cluster could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeStartError {
     #[error(

@@ -9,12 +9,15 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+/// The controller's Prometheus metrics, in their own registry.
 pub struct Metrics {
     registry: Registry,
     pub(crate) active_sandboxes: IntGauge,
     pub(crate) paused_sandboxes: IntGauge,
     pub(crate) warmpool_ready: IntGaugeVec,
+    /// Reconciles, by `kind` of object and `result`.
     pub reconciles: IntCounterVec,
+    /// The time of one reconcile, API calls included, by `kind` and `result`.
     pub reconcile_duration: HistogramVec,
     pub(crate) kube_requests: IntCounterVec,
     pub(crate) kube_request_duration: HistogramVec,
@@ -29,8 +32,10 @@ pub struct Metrics {
     pub(crate) reap_ticks: IntCounter,
     pub(crate) reap_tick_duration: Histogram,
     pub(crate) pool_ticks: IntCounter,
+    /// Policy calls that trapped or ran out of time or memory, by `export` and `reason`.
     pub guest_traps: IntCounterVec,
     pub(crate) guest_call_duration: HistogramVec,
+    /// The policy's kube-client calls refused at the boundary, by `verb`, `resource` and `rule`.
     pub boundary_refusals: IntCounterVec,
     /// Events recorded, by `type` and what was written: a new Event, a repeat counted on an
     /// earlier one, one past its object's rate, or a write that failed.
@@ -38,6 +43,7 @@ pub struct Metrics {
     /// The policy's writes not sent because their Sandbox was past its write rate, by
     /// `resource`.
     pub policy_writes_deferred: IntCounterVec,
+    /// New policy modules, by `result`: applied, or the reason of the refusal.
     pub policy_swaps: IntCounterVec,
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
     /// folder, `poll`: the poll interval).

@@ -128,6 +128,7 @@ impl VerifyingKey {
         }
     }
 
+    /// The file it was read from.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -21,9 +21,12 @@ use cubepod_policy_host::runtime::bindings::{
     Sandbox, SandboxPhase, WarmPool,
 };
 
+/// A WarmPool as the cache keeps it.
 #[derive(Debug, Clone)]
 pub struct PoolObject {
+    /// The pool, parsed.
     pub pool: WarmPool,
+    /// Its `metadata.resourceVersion`.
     pub resource_version: String,
 }
 
@@ -114,11 +117,13 @@ pub(crate) struct Relist {
 /// Counts for the gauges.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counts {
+    /// Sandboxes that are not paused.
     pub active: usize,
     pub(crate) paused: usize,
     pub(crate) pools_ready: Vec<(ObjectRef, u32)>,
 }
 
+/// What the reflectors have seen of the cluster: the objects each reconcile reads.
 #[derive(Default)]
 pub struct Cache {
     inner: RwLock<Inner>,
@@ -733,22 +738,27 @@ impl Cache {
         inner.tombstones.retain(|_, (_, at)| at.elapsed() < ttl);
     }
 
+    /// The Sandbox of this key, if it is cached and parses.
     pub fn sandbox(&self, key: &ObjectRef) -> Option<SandboxObject> {
         self.read().sandboxes.get(key).map(|s| (**s).clone())
     }
 
+    /// Why the Sandbox of this key does not parse, if it does not.
     pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<Unreadable> {
         self.read().unreadable.get(key).cloned()
     }
 
+    /// The WarmPool of this key, if it is cached and parses.
     pub fn pool(&self, key: &ObjectRef) -> Option<PoolObject> {
         self.read().pools.get(key).cloned()
     }
 
+    /// Why the WarmPool of this key does not parse, if it does not.
     pub fn unreadable_pool(&self, key: &ObjectRef) -> Option<Unreadable> {
         self.read().unreadable_pools.get(key).cloned()
     }
 
+    /// Every Sandbox cached that parses.
     pub fn sandboxes(&self) -> Vec<SandboxObject> {
         self.read()
             .sandboxes
@@ -771,6 +781,7 @@ impl Cache {
             .collect()
     }
 
+    /// The keys of every Sandbox cached, readable or not.
     pub fn sandbox_keys(&self) -> Vec<ObjectRef> {
         let inner = self.read();
         inner
@@ -781,6 +792,7 @@ impl Cache {
             .collect()
     }
 
+    /// The keys of every WarmPool cached, readable or not.
     pub fn pool_keys(&self) -> Vec<ObjectRef> {
         let inner = self.read();
         inner
@@ -791,6 +803,7 @@ impl Cache {
             .collect()
     }
 
+    /// The children of this Sandbox, as its reconcile is handed them.
     pub fn observed(&self, sandbox: &ObjectRef) -> ObservedChildren {
         let inner = self.read();
         let Some(entry) = inner.children.get(sandbox) else {
@@ -903,6 +916,7 @@ impl Cache {
             .is_some_and(|s| awaits_claim(&s.sandbox))
     }
 
+    /// The counts for the gauges.
     pub fn counts(&self) -> Counts {
         let inner = self.read();
         let mut counts = Counts::default();

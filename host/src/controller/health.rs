@@ -28,6 +28,8 @@ impl ActivePolicy {
     }
 }
 
+/// What `/healthz` and `/readyz` report from: the heartbeat, cache sync, leadership and the
+/// policy.
 pub struct Health {
     /// Whether this replica may reconcile (leader election).
     pub(crate) leadership: Arc<Leadership>,

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use cubepod_kube::{ApiErrorKind, ApiResult, Cluster, Resource};
 
+/// Whether this replica leads, and so may reconcile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaderState {
     /// No election: this replica always reconciles.
@@ -50,16 +51,19 @@ pub struct Leadership {
 }
 
 impl Leadership {
+    /// Shared leadership, starting in `state`.
     pub fn new(state: LeaderState) -> Arc<Self> {
         Arc::new(Self {
             state: watch::Sender::new(state),
         })
     }
 
+    /// The state now.
     pub fn state(&self) -> LeaderState {
         self.state.borrow().clone()
     }
 
+    /// Whether this replica may reconcile now.
     pub fn may_reconcile(&self) -> bool {
         self.state.borrow().may_reconcile()
     }
@@ -92,16 +96,24 @@ impl Leadership {
     }
 }
 
+/// Which Lease the election holds, as whom, and its timings.
 #[derive(Clone, Debug)]
 pub struct ElectionConfig {
+    /// The Lease's namespace.
     pub namespace: String,
+    /// The Lease's name.
     pub name: String,
+    /// This replica's holder identity.
     pub identity: String,
+    /// How long a Lease not renewed stays held.
     pub lease_duration: Duration,
+    /// How long the leader may go without renewing before it steps down.
     pub renew_deadline: Duration,
+    /// How often it tries to acquire or renew.
     pub retry_period: Duration,
 }
 
+/// Leader election on a coordination.k8s.io Lease, as client-go does it.
 pub struct LeaderElection {
     pub(crate) cluster: Arc<dyn Cluster>,
     pub(crate) config: ElectionConfig,
@@ -119,6 +131,7 @@ fn now_micro() -> String {
 }
 
 impl LeaderElection {
+    /// An election on `cluster`, updating `leadership`.
     pub fn new(
         cluster: Arc<dyn Cluster>,
         config: ElectionConfig,

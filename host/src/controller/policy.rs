@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use cubepod_policy_host::runtime::PolicyModule;
 
+/// The running policy module, swapped whole when a new one is admitted.
 pub struct PolicySlot {
     current: RwLock<Arc<PolicyModule>>,
 }
@@ -16,6 +17,7 @@ impl PolicySlot {
         })
     }
 
+    /// The module running now.
     pub fn current(&self) -> Arc<PolicyModule> {
         self.current
             .read()

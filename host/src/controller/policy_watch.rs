@@ -38,6 +38,7 @@ pub enum SwapOutcome {
     Unreadable(String),
 }
 
+/// Watches `run --policy`'s file and swaps in each new module admission accepts.
 pub struct PolicyWatcher {
     pub(crate) path: PathBuf,
     pub(crate) admission: Admission,
@@ -50,6 +51,7 @@ pub struct PolicyWatcher {
 }
 
 impl PolicyWatcher {
+    /// A watcher of `path` that swaps modules into `manager`.
     pub fn new(
         path: PathBuf,
         admission: Admission,

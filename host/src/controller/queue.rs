@@ -16,9 +16,12 @@ use prometheus::{Gauge, Histogram, IntCounter, IntGauge};
 use crate::metrics::Metrics;
 use cubepod_policy_host::model::ObjectRef;
 
+/// What a worker reconciles.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkKey {
+    /// A Sandbox.
     Sandbox(ObjectRef),
+    /// A WarmPool.
     Pool(ObjectRef),
 }
 
@@ -51,9 +54,12 @@ impl std::fmt::Display for WorkKey {
     }
 }
 
+/// The retry delays of a failing key: doubling from `base`, capped at `max`, jittered.
 #[derive(Clone, Copy, Debug)]
 pub struct Backoff {
+    /// The delay after the first failure.
     pub base: Duration,
+    /// The cap on the delay.
     pub max: Duration,
 }
 
@@ -124,6 +130,7 @@ impl Inner {
     }
 }
 
+/// The keys to reconcile: deduplicated, each processed by one worker at a time.
 pub struct WorkQueue {
     inner: Mutex<Inner>,
     urgent: std::sync::OnceLock<Urgency>,
@@ -195,6 +202,7 @@ impl WorkQueue {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues `key` (once, however often it is added before a worker takes it).
     pub fn add(&self, key: WorkKey) {
         let urgent = self.is_urgent(&key);
         let mut inner = self.lock();
@@ -352,6 +360,7 @@ impl WorkQueue {
         self.lock().waiting()
     }
 
+    /// Whether no key is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

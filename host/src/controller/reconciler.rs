@@ -112,10 +112,12 @@ pub enum Clock {
 }
 
 impl Clock {
+    /// A clock stopped at `at` (seconds since the epoch), moved by [`Self::set`].
     pub fn fixed(at: i64) -> Self {
         Clock::Fixed(Arc::new(AtomicI64::new(at)))
     }
 
+    /// Seconds since the epoch.
     pub fn now(&self) -> i64 {
         match self {
             Clock::System => time::now(),
@@ -163,6 +165,7 @@ pub struct Settings {
     pub(crate) max_pool_replicas: u32,
     /// A just-started sandbox's Pending status waits this long for Ready (zero: never held).
     pub(crate) status_coalesce: Duration,
+    /// The clock the policy is handed.
     pub clock: Clock,
     pub(crate) tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
@@ -174,6 +177,7 @@ pub struct Settings {
 /// it or its children change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Action {
+    /// When to look at the key again, if at all.
     pub requeue_after: Option<Duration>,
 }
 
@@ -256,6 +260,7 @@ pub struct Reconciler {
     pub(crate) policy: Arc<PolicySlot>,
     pub(crate) context: CallContext,
     pub(crate) metrics: Arc<Metrics>,
+    /// Its settings.
     pub settings: Settings,
     held_statuses: HeldStatuses,
     surfaced: Surfaced,

@@ -25,9 +25,13 @@ pub enum Finalizing {
     Gone,
 }
 
+/// The controller's own writes (finalizers, status), kept in step with the cache.
 pub struct Writer<'a> {
+    /// Where it writes.
     pub cluster: &'a dyn Cluster,
+    /// The cache it keeps up to date with its writes.
     pub cache: &'a Cache,
+    /// Where it records Events.
     pub events: &'a Recorder,
 }
 
@@ -50,6 +54,7 @@ impl Writer<'_> {
         self.set_finalizers(object, finalizers).await
     }
 
+    /// Removes the controller's finalizer from the Sandbox.
     pub async fn remove_finalizer(&self, object: &SandboxObject) -> ApiResult<Finalizing> {
         let finalizers: Vec<String> = object
             .finalizers

@@ -38,25 +38,31 @@ pub enum FormatError {
 /// One scenario, ready to run.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// The scenario's name.
     pub name: String,
     /// The file it came from, for the report.
     pub file: PathBuf,
+    /// The namespace its objects are in.
     pub namespace: String,
+    /// The controller's `--max-pool-replicas`.
     pub max_pool_replicas: u32,
     /// Objects in the cluster before the first step.
     pub objects: Vec<SeedObject>,
+    /// What runs, in order.
     pub steps: Vec<Step>,
 }
 
 /// One step: an action, the time it runs at, and what must hold afterwards.
 #[derive(Debug, Clone)]
 pub struct Step {
+    /// What the controller does.
     pub action: Action,
     /// Seconds since the epoch; every policy call needs one.
     pub now: Option<i64>,
     pub(crate) expect: Expect,
 }
 
+/// What a step has the controller do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// What the controller runs for a Sandbox key: `reconcile-sandbox`, or `cleanup-sandbox`
@@ -82,12 +88,16 @@ impl Action {
     }
 }
 
+/// Which reap candidates a reap step hands the policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReapTarget {
+    /// Every candidate.
     All,
+    /// Only these, by name.
     Only(Vec<String>),
 }
 
+/// A merge patch of one object, as a step.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PatchStep {

@@ -81,6 +81,7 @@ pub struct StepOutcome {
     pub(crate) error: Option<StepError>,
 }
 
+/// A scratch in-memory cluster with one reconciler, for running scenario steps.
 pub struct Scratch {
     cluster: Arc<MemoryCluster>,
     reconciler: Reconciler,

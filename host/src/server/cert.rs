@@ -19,6 +19,7 @@ use cubepod_apiserver::serve::provider;
 /// How often the files are checked for a change (controller-runtime's certwatcher polls as often).
 const POLL: Duration = Duration::from_secs(10);
 
+/// Why the metrics server's certificate could not be made or read.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
     #[error("making the metrics server's self-signed certificate: {0}")]
