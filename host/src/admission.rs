@@ -20,14 +20,19 @@ use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, R
 /// Why a module was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
+    /// Its signature is missing or matches no configured key.
     #[error("{0}")]
     Signature(#[from] SignatureError),
+    /// It does not compile, or breaks the contract or its `describe`.
     #[error("{0}")]
     Load(#[from] RuntimeError),
+    /// It failed a built-in conformance case.
     #[error("self-test failed: {0}")]
     SelfTest(#[from] SelfTestError),
+    /// The check itself panicked.
     #[error("the check ended abnormally: {0}")]
     Panic(String),
+    /// The file could not be read as a module.
     #[error("{0}")]
     File(FileError),
 }
@@ -51,23 +56,42 @@ pub enum FileError {
     /// Missing, or not permitted: not a refusal; the next look may find it.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// A FIFO, a device, a socket or a directory where the file should be.
     #[error("{} is {what}, not a regular file: only a regular file (or a symlink to one) is read", path.display())]
-    NotRegular { path: PathBuf, what: &'static str },
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead: `a directory`.
+        what: &'static str,
+    },
+    /// Larger than its bound.
     #[error("{} holds {size} bytes, more than the {max} a {role} may ({bound})", path.display())]
     TooLarge {
+        /// The file.
         path: PathBuf,
+        /// Its size, bytes.
         size: u64,
+        /// The most it may hold, bytes.
         max: u64,
+        /// What the file is: `policy module`, `signature`.
         role: &'static str,
+        /// Where the bound comes from: the flag that sets it, or the fixed bound.
         bound: &'static str,
     },
+    /// Its read did not finish within [`READ_TIMEOUT`].
     #[error("{} was not read within {timeout:?}", path.display())]
-    Timeout { path: PathBuf, timeout: Duration },
+    Timeout {
+        /// The file.
+        path: PathBuf,
+        /// How long the read was given.
+        timeout: Duration,
+    },
 }
 
 impl FileError {

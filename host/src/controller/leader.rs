@@ -17,10 +17,14 @@ use cubepod_kube::{ApiErrorKind, ApiResult, Cluster, Resource};
 pub enum LeaderState {
     /// No election: this replica always reconciles.
     Disabled,
+    /// This replica holds the Lease and reconciles.
     Leading {
+        /// This replica's holder identity.
         identity: String,
     },
+    /// Another replica holds the Lease (or none yet): this one waits.
     Following {
+        /// The holder seen, if any.
         holder: Option<String>,
     },
 }

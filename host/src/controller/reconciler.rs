@@ -37,17 +37,22 @@ use cubepod_policy_host::runtime::{CallContext, GuestCall, KubeCall, PolicyModul
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
+    /// The policy call failed: a trap, a timeout, the memory limit.
     #[error("policy: {0}")]
     Runtime(#[from] RuntimeError),
+    /// The policy returned an error.
     #[error("the policy returned an error: {}", describe_kube_error(.0))]
     Guest(KubeError),
+    /// A write of the controller's own failed.
     #[error("{what}: {source}")]
     Api {
         /// The write that failed, in words: `writing the status`.
         what: String,
+        /// The API's error.
         #[source]
         source: ApiError,
     },
+    /// The task running the policy call panicked or was cancelled.
     #[error("the policy task ended abnormally: {0}")]
     Join(String),
     /// The output broke a rule of the boundary: nothing of it was written.
@@ -107,7 +112,9 @@ fn api(what: &'static str) -> impl FnOnce(ApiError) -> ReconcileError {
 /// each step's time, so that a scenario is the same on every run.
 #[derive(Clone, Debug)]
 pub enum Clock {
+    /// The system clock.
     System,
+    /// A fixed time, seconds since the epoch, that [`Clock::set`] moves.
     Fixed(Arc<AtomicI64>),
 }
 
