@@ -24,33 +24,60 @@ pub fn signature_path(module: &Path) -> PathBuf {
 /// A key file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
+    /// The file could not be read.
     #[error("key {}: {source}", path.display())]
     Read {
+        /// The key file.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not a key of a supported kind.
     #[error("key {}: {why}", path.display())]
-    Parse { path: PathBuf, why: String },
+    Parse {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// Why a module's signature does not admit it. Each is a `reason` of the refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
+    /// No `.sig` beside the module.
     #[error(
         "no signature {} ({why}): a verification key is configured, so only a module with a \
          valid signature beside it loads",
         path.display()
     )]
-    Missing { path: PathBuf, why: String },
+    Missing {
+        /// Where the signature was looked for.
+        path: PathBuf,
+        /// Why it was not read.
+        why: String,
+    },
+    /// The `.sig` is not a signature.
     #[error("signature {} is malformed: {why}", path.display())]
-    Malformed { path: PathBuf, why: String },
+    Malformed {
+        /// The signature file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// No configured key verifies the module with it.
     #[error(
         "signature {} does not verify this module with any configured key ({keys}): signed by \
          another key, or the module changed after signing",
         path.display()
     )]
-    Invalid { path: PathBuf, keys: String },
+    Invalid {
+        /// The signature file.
+        path: PathBuf,
+        /// The keys tried, as [`VerifyingKey`]s describe themselves.
+        keys: String,
+    },
 }
 
 impl SignatureError {

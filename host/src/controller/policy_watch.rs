@@ -26,12 +26,18 @@ pub use crate::admission::sha256_hex;
 pub enum SwapOutcome {
     /// Same content as the running module, or as one refused before (with the same signature).
     Unchanged,
+    /// A new module, admitted and running now.
     Applied {
+        /// Its sha256, hex.
         digest: String,
+        /// How long the check took, from the read to the swap.
         took: Duration,
     },
+    /// A new module that admission refused; the running module stays.
     Refused {
+        /// Its sha256, hex.
         digest: String,
+        /// Why it was refused.
         why: SwapRefused,
     },
     /// The file could not be read; the running module stays.

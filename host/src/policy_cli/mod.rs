@@ -28,36 +28,54 @@ pub(crate) const BUILTIN_DEFAULT: &str = "builtin:default";
 /// failed).
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
+    /// A module or scenario file could not be read.
     #[error("{}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
+    /// A directory given as SCENARIO holds no scenario file.
     #[error("{}: no scenario file (*.yaml, *.yml) there", path.display())]
-    NoScenarios { path: PathBuf },
+    NoScenarios {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The wasm engine could not be made.
     #[error("{0}")]
     Engine(RuntimeError),
+    /// Neither conformance cases nor scenarios to run.
     #[error(
         "nothing to run: --no-conformance leaves out the conformance cases, and no SCENARIO was given"
     )]
     NothingToRun,
+    /// The JUnit report could not be written.
     #[error("writing the JUnit report {}: {source}", path.display())]
     Junit {
+        /// The report's file.
         path: PathBuf,
+        /// The write's error.
         #[source]
         source: std::io::Error,
     },
+    /// The signing key could not be used.
     #[error("{0}")]
     Key(#[from] crate::signing::KeyError),
+    /// A file (the exported module, the signature) could not be written.
     #[error("writing {}: {source}", path.display())]
     Write {
+        /// The file.
         path: PathBuf,
+        /// The write's error.
         #[source]
         source: std::io::Error,
     },
+    /// Standard output could not be written.
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// `policy new` could not make the crate.
     #[error("{0}")]
     New(#[from] new::NewError),
 }
