@@ -186,6 +186,7 @@ impl Candidate {
     }
 }
 
+/// The sha256 of `bytes`, in hex: a module's digest.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
 }
@@ -193,6 +194,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// A module that passed every step.
 #[derive(Debug, Clone)]
 pub struct Admitted {
+    /// The module, loaded.
     pub module: PolicyModule,
     /// The key that verified it; `None` when no key is configured (or for the built-in).
     pub(crate) key: Option<VerifyingKey>,
@@ -234,6 +236,7 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// Admission with `engine`, verifying signatures with `keys` (none: unsigned modules pass).
     pub fn new(engine: PolicyEngine, keys: KeyRing) -> Self {
         Self {
             engine,

@@ -116,6 +116,7 @@ const BUCKETS: &[f64] = &[
 ];
 
 impl Metrics {
+    /// Every metric, registered in a new registry.
     pub fn new() -> Self {
         let metrics = Self::unset();
         // Every label value known in advance has its series from the start, at zero: a rate

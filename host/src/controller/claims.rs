@@ -57,7 +57,9 @@ pub enum ClaimView {
     Unclaimed,
     /// The member this claim adopted. `recovered`: the claim's status does not name it yet.
     Bound {
+        /// The adopted member.
         member: Box<SandboxObject>,
+        /// Whether the claim's status does not name it yet.
         recovered: bool,
     },
     /// A ready member reserved for this claim until the offer is dropped.
@@ -67,7 +69,10 @@ pub enum ClaimView {
     Wait,
     /// No ready member suits the claim: it starts cold. `mismatch`: why the ready members
     /// do not suit it, when there are some.
-    None { mismatch: Option<Mismatch> },
+    None {
+        /// Why the ready members do not suit the claim, if there are some.
+        mismatch: Option<Mismatch>,
+    },
 }
 
 /// A member offered to one claim, at the version it was offered; released when dropped.

@@ -30,21 +30,33 @@ const MAX_PASSES: usize = 5;
 pub enum SelfTestError {
     /// A built-in scenario does not parse or seed: a bug of this build, not of the policy.
     #[error("built-in conformance scenario {file} is broken: {why}")]
-    Scenario { file: &'static str, why: String },
+    Scenario {
+        /// The scenario's file.
+        file: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The policy trapped, ran past its deadline or out of memory.
     #[error("conformance '{case}'{input}: {source}")]
     Runtime {
+        /// The conformance case.
         case: &'static str,
+        /// The input the policy was handed.
         input: Input,
+        /// The runtime's error.
         #[source]
         source: RuntimeError,
     },
     /// The policy broke an invariant of the contract.
     #[error("conformance '{case}'{input}: {invariant}: {detail}")]
     Violation {
+        /// The conformance case.
         case: &'static str,
+        /// The input the policy was handed.
         input: Input,
+        /// The invariant broken.
         invariant: &'static str,
+        /// How it was broken.
         detail: String,
     },
 }

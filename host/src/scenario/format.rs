@@ -22,17 +22,29 @@ pub(crate) const DEFAULT_MAX_POOL_REPLICAS: u32 = 100;
 /// Why a scenario file cannot be used: which file, and serde's field path and position.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
+    /// The file could not be read.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
     /// `serde_yaml_ng` names the field path and the line and column.
     #[error("{}: {message}", path.display())]
-    Yaml { path: PathBuf, message: String },
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// The file holds no scenario.
     #[error("{}: no scenario in the file", path.display())]
-    Empty { path: PathBuf },
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// One scenario, ready to run.

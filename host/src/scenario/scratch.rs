@@ -43,7 +43,9 @@ pub enum StepError {
     /// The scratch API server refused a write the controller makes for the policy's output.
     #[error("{what}: {source}")]
     Api {
+        /// The write, in words.
         what: String,
+        /// The API's error.
         #[source]
         source: ApiError,
     },
