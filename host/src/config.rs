@@ -15,6 +15,7 @@ use cubepod_policy_host::model::network;
 use cubepod_policy_host::runtime::bindings::ClusterNetwork;
 use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
 
+/// The command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "cubepod-controller",
@@ -22,10 +23,12 @@ use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
     about = "Runs Kata-isolated sandboxes on Kubernetes; the reconcile policy is a wasm component."
 )]
 pub struct Cli {
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands.
 // Parsed once per process: the size difference between the variants costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
@@ -37,6 +40,7 @@ pub enum Command {
     Policy(PolicyArgs),
 }
 
+/// `run`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Policy module (a wasm component of the cubepod:controller world). Default: the
@@ -334,12 +338,15 @@ fn users_id() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// `policy`'s subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyArgs {
+    /// Which `policy` subcommand.
     #[command(subcommand)]
     pub command: PolicyCommand,
 }
 
+/// The `policy` subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum PolicyCommand {
     /// Check a policy module as the controller admits it, then run scenario files against it,
@@ -382,6 +389,7 @@ pub enum PolicyCommand {
     New(PolicyNewArgs),
 }
 
+/// `policy export`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyExportArgs {
     /// The module: `builtin:default` (the policy built into this binary) or a file.
@@ -392,6 +400,7 @@ pub struct PolicyExportArgs {
     pub(crate) output: PathBuf,
 }
 
+/// `policy new`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyNewArgs {
     /// The policy's name: the crate's, and the one `describe` reports (lowercase letters,
@@ -430,6 +439,7 @@ pub struct PolicyNewArgs {
     pub(crate) sdk_branch: Option<String>,
 }
 
+/// `policy sign`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicySignArgs {
     /// The private key: PEM PKCS#8 ("PRIVATE KEY"), ECDSA P-256 or Ed25519, unencrypted.
@@ -444,6 +454,7 @@ pub struct PolicySignArgs {
     pub(crate) output: Option<PathBuf>,
 }
 
+/// `policy test`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyTestArgs {
     /// The policy: a wasm component file, or `builtin:default` for the policy built into
@@ -476,6 +487,7 @@ pub struct PolicyTestArgs {
     pub(crate) containment: ContainmentArgs,
 }
 
+/// `policy inspect`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyInspectArgs {
     /// The policy: a wasm component file, or `builtin:default` for the policy built into
