@@ -84,7 +84,7 @@ pub enum FileError {
         /// Where the bound comes from: the flag that sets it, or the fixed bound.
         bound: &'static str,
     },
-    /// Its read did not finish within [`READ_TIMEOUT`].
+    /// Its read did not finish within `READ_TIMEOUT`.
     #[error("{} was not read within {timeout:?}", path.display())]
     Timeout {
         /// The file.
@@ -260,7 +260,7 @@ impl Admission {
     }
 
     /// Reads the module at `path` and, when keys are configured, `<path>.sig` beside it, each
-    /// only if it is a regular file within its bound ([`read_bounded`]). A module that cannot
+    /// only if it is a regular file within its bound (`read_bounded`). A module that cannot
     /// be read is an error, a refusal (reason `file`) when it is not a file to read; a
     /// signature that is missing is kept as such, and refuses the module when it is checked.
     pub async fn read(&self, path: &Path) -> Result<Candidate, FileError> {
@@ -352,7 +352,7 @@ impl Admission {
         Ok(Admitted { module, key, cases })
     }
 
-    /// [`Self::check`] on a blocking thread of the current runtime.
+    /// `Self::check` on a blocking thread of the current runtime.
     pub async fn admit(&self, candidate: Candidate) -> Result<Admitted, Refused> {
         let admission = self.clone();
         let handle = Handle::current();

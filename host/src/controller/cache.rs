@@ -587,7 +587,7 @@ impl Cache {
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
-    /// key that may have changed. [`Self::begin_relist`] does the same page by page.
+    /// key that may have changed. `Self::begin_relist` does the same page by page.
     pub fn replace(&self, resource: Resource, namespace: &str, items: &[Value]) -> Vec<WorkKey> {
         let mut relist = Self::begin_relist(resource, namespace);
         let mut keys = self.relist_page(&mut relist, items);

@@ -126,7 +126,7 @@ pub(crate) enum Record {
 /// reason and message) increments the first one's `count` and `lastTimestamp` rather than
 /// creating another object, and each object gets `--event-burst` Events at once, then one per
 /// [`EVENT_REFILL`], whatever their reasons and messages (the bucket is the object's, per
-/// [`Source`]); the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
+/// `Source`); the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
 pub struct Recorder {
     inner: Mutex<RecorderState>,
     buckets: TokenBuckets<(String, ObjectRef, Source)>,

@@ -180,7 +180,7 @@ pub struct Settings {
 }
 
 /// What the loop does with a key after a reconcile that succeeded, as kube-runtime's `Action`:
-/// look at it again after `requeue_after` (zero: at once, [`IMMEDIATE_PASSES`]), or only when
+/// look at it again after `requeue_after` (zero: at once, `IMMEDIATE_PASSES`), or only when
 /// it or its children change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Action {
@@ -353,7 +353,7 @@ impl Reconciler {
     /// `cleanup-sandbox` once it is being deleted), then what the policy returned; what the
     /// loop does with the key next is the returned [`Action`]. `report` keeps what was done up
     /// to an error. A failure of the policy's (a trap, its deadline or memory, a refused output)
-    /// is also said on the Sandbox ([`Self::report_policy_failure`]).
+    /// is also said on the Sandbox (`Self::report_policy_failure`).
     pub async fn sandbox(
         &self,
         target: &ObjectRef,

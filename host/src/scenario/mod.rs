@@ -1,14 +1,14 @@
 //! Testing a policy without a cluster: `cubepod-controller policy test MODULE [SCENARIO...]`
 //! runs scenario files (the objects in the cluster, the steps, what must hold after each)
 //! through the same sandboxed runtime the controller uses, on a scratch in-memory cluster; and
-//! [`conformance::run`] runs the built-in conformance cases that the controller requires of
+//! `conformance::run` runs the built-in conformance cases that the controller requires of
 //! every module.
 //!
-//! - [`format`]: the scenario file, parsed strictly, with errors that say where;
+//! - [`format`](mod@format): the scenario file, parsed strictly, with errors that say where;
 //! - [`scratch`]: the scratch cluster, and each step carried out as the controller would;
-//! - [`runner`] and `expect`: one scenario, its expectations checked;
-//! - [`diff`]: readable expected-vs-actual;
-//! - [`junit`]: the report for CI systems;
+//! - `runner` and `expect`: one scenario, its expectations checked;
+//! - `diff`: readable expected-vs-actual;
+//! - `junit`: the report for CI systems;
 //! - [`conformance`]: policy-agnostic invariants on built-in situations;
 
 pub mod conformance;
