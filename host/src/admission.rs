@@ -20,14 +20,19 @@ use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, PolicyModule, R
 /// Why a module was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
+    /// Its signature is missing or matches no configured key.
     #[error("{0}")]
     Signature(#[from] SignatureError),
+    /// It does not compile, or breaks the contract or its `describe`.
     #[error("{0}")]
     Load(#[from] RuntimeError),
+    /// It failed a built-in conformance case.
     #[error("self-test failed: {0}")]
     SelfTest(#[from] SelfTestError),
+    /// The check itself panicked.
     #[error("the check ended abnormally: {0}")]
     Panic(String),
+    /// The file could not be read as a module.
     #[error("{0}")]
     File(FileError),
 }
@@ -35,15 +40,15 @@ pub enum Refused {
 /// The most a module file may hold unless `--max-policy-bytes` says otherwise: a ConfigMap
 /// holds at most 1 MiB, and a release build of a policy is a few hundred KiB; a debug build
 /// of the default policy fits too.
-pub const DEFAULT_MAX_MODULE_BYTES: u64 = 16 << 20;
+pub(crate) const DEFAULT_MAX_MODULE_BYTES: u64 = 16 << 20;
 
 /// The most a `.sig` may hold: a signature is under 100 bytes of base64 (a DER ECDSA P-256
 /// signature is at most 72 bytes, an Ed25519 one 64).
-pub const MAX_SIGNATURE_BYTES: u64 = 4 << 10;
+pub(crate) const MAX_SIGNATURE_BYTES: u64 = 4 << 10;
 
 /// How long one read of a module or its signature may take: a file on a stuck network or
 /// FUSE mount must not hold the watcher.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a module file (or its signature) was not read.
 #[derive(Debug, thiserror::Error)]
@@ -51,28 +56,47 @@ pub enum FileError {
     /// Missing, or not permitted: not a refusal; the next look may find it.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// A FIFO, a device, a socket or a directory where the file should be.
     #[error("{} is {what}, not a regular file: only a regular file (or a symlink to one) is read", path.display())]
-    NotRegular { path: PathBuf, what: &'static str },
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead: `a directory`.
+        what: &'static str,
+    },
+    /// Larger than its bound.
     #[error("{} holds {size} bytes, more than the {max} a {role} may ({bound})", path.display())]
     TooLarge {
+        /// The file.
         path: PathBuf,
+        /// Its size, bytes.
         size: u64,
+        /// The most it may hold, bytes.
         max: u64,
+        /// What the file is: `policy module`, `signature`.
         role: &'static str,
+        /// Where the bound comes from: the flag that sets it, or the fixed bound.
         bound: &'static str,
     },
+    /// Its read did not finish within `READ_TIMEOUT`.
     #[error("{} was not read within {timeout:?}", path.display())]
-    Timeout { path: PathBuf, timeout: Duration },
+    Timeout {
+        /// The file.
+        path: PathBuf,
+        /// How long the read was given.
+        timeout: Duration,
+    },
 }
 
 impl FileError {
     /// Whether the file is refused (reason `file`) rather than just not readable now.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         !matches!(self, FileError::Io { .. })
     }
 }
@@ -110,7 +134,7 @@ impl Refused {
 
 /// What the signature check has to go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SignatureFile {
+pub(crate) enum SignatureFile {
     /// No key is configured, or the module is the built-in default (part of the binary,
     /// verified with it): nothing to check.
     NotChecked,
@@ -125,14 +149,14 @@ pub enum SignatureFile {
 #[derive(Debug, Clone)]
 pub struct Candidate {
     /// The file, or `built-in default`.
-    pub what: String,
-    pub bytes: Arc<[u8]>,
-    pub signature: SignatureFile,
+    pub(crate) what: String,
+    pub(crate) bytes: Arc<[u8]>,
+    pub(crate) signature: SignatureFile,
 }
 
 impl Candidate {
     /// The built-in default policy.
-    pub fn builtin() -> Self {
+    pub(crate) fn builtin() -> Self {
         Self {
             what: "built-in default".to_string(),
             bytes: Arc::from(DEFAULT_POLICY),
@@ -141,14 +165,14 @@ impl Candidate {
     }
 
     /// sha256 of the module's bytes.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         sha256_hex(&self.bytes)
     }
 
     /// What a verdict on this candidate depends on: the module's digest and what was read of
     /// its signature. A refusal is remembered by this, so that the same module with a new
     /// signature is checked again.
-    pub fn identity(&self) -> (String, Option<String>) {
+    pub(crate) fn identity(&self) -> (String, Option<String>) {
         let signature = match &self.signature {
             SignatureFile::NotChecked => None,
             SignatureFile::Read {
@@ -162,6 +186,7 @@ impl Candidate {
     }
 }
 
+/// The sha256 of `bytes`, in hex: a module's digest.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
 }
@@ -169,16 +194,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// A module that passed every step.
 #[derive(Debug, Clone)]
 pub struct Admitted {
+    /// The module, loaded.
     pub module: PolicyModule,
     /// The key that verified it; `None` when no key is configured (or for the built-in).
-    pub key: Option<VerifyingKey>,
+    pub(crate) key: Option<VerifyingKey>,
     /// Conformance cases passed.
-    pub cases: usize,
+    pub(crate) cases: usize,
 }
 
 /// How much of the checks after the signature to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Extent {
+pub(crate) enum Extent {
     /// Compile, contract and `describe` only: `policy test --no-conformance`, for the scenarios
     /// alone.
     Load,
@@ -188,14 +214,14 @@ pub enum Extent {
 
 /// A module that loaded, and the verdict of each conformance case that ran.
 #[derive(Debug)]
-pub struct Examination {
-    pub module: PolicyModule,
-    pub cases: Vec<conformance::Outcome>,
+pub(crate) struct Examination {
+    pub(crate) module: PolicyModule,
+    pub(crate) cases: Vec<conformance::Outcome>,
 }
 
 impl Examination {
     /// The module and how many cases it passed, or the first failure: what admits a module.
-    pub fn verdict(self) -> Result<(PolicyModule, usize), Refused> {
+    pub(crate) fn verdict(self) -> Result<(PolicyModule, usize), Refused> {
         let cases = conformance::verdict(self.cases)?;
         Ok((self.module, cases))
     }
@@ -210,6 +236,7 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// Admission with `engine`, verifying signatures with `keys` (none: unsigned modules pass).
     pub fn new(engine: PolicyEngine, keys: KeyRing) -> Self {
         Self {
             engine,
@@ -224,16 +251,16 @@ impl Admission {
         self
     }
 
-    pub fn engine(&self) -> &PolicyEngine {
+    pub(crate) fn engine(&self) -> &PolicyEngine {
         &self.engine
     }
 
-    pub fn keys(&self) -> &KeyRing {
+    pub(crate) fn keys(&self) -> &KeyRing {
         &self.keys
     }
 
     /// Reads the module at `path` and, when keys are configured, `<path>.sig` beside it, each
-    /// only if it is a regular file within its bound ([`read_bounded`]). A module that cannot
+    /// only if it is a regular file within its bound (`read_bounded`). A module that cannot
     /// be read is an error, a refusal (reason `file`) when it is not a file to read; a
     /// signature that is missing is kept as such, and refuses the module when it is checked.
     pub async fn read(&self, path: &Path) -> Result<Candidate, FileError> {
@@ -267,7 +294,10 @@ impl Admission {
     }
 
     /// The signature step alone: `Ok(None)` when there is nothing to check.
-    pub fn verify(&self, candidate: &Candidate) -> Result<Option<VerifyingKey>, SignatureError> {
+    pub(crate) fn verify(
+        &self,
+        candidate: &Candidate,
+    ) -> Result<Option<VerifyingKey>, SignatureError> {
         if self.keys.is_empty() {
             return Ok(None);
         }
@@ -296,7 +326,7 @@ impl Admission {
     /// is in the examination, for [`Examination::verdict`] to refuse. The controller (at start
     /// and in every swap), `policy test` and `policy inspect` all judge a module by this.
     /// Blocking: call it from a blocking thread; the scratch clusters run on `handle`.
-    pub fn examine(
+    pub(crate) fn examine(
         &self,
         bytes: &[u8],
         handle: &Handle,
@@ -311,14 +341,18 @@ impl Admission {
     }
 
     /// The whole pipeline, blocking. The signature is checked before anything is compiled.
-    pub fn check(&self, candidate: &Candidate, handle: &Handle) -> Result<Admitted, Refused> {
+    pub(crate) fn check(
+        &self,
+        candidate: &Candidate,
+        handle: &Handle,
+    ) -> Result<Admitted, Refused> {
         let key = self.verify(candidate)?;
         let extent = Extent::Conformance(conformance::Extent::UntilFirstFailure);
         let (module, cases) = self.examine(&candidate.bytes, handle, extent)?.verdict()?;
         Ok(Admitted { module, key, cases })
     }
 
-    /// [`Self::check`] on a blocking thread of the current runtime.
+    /// `Self::check` on a blocking thread of the current runtime.
     pub async fn admit(&self, candidate: Candidate) -> Result<Admitted, Refused> {
         let admission = self.clone();
         let handle = Handle::current();
@@ -333,7 +367,7 @@ impl Admission {
 /// for a writer) and following symlinks (a ConfigMap volume's file is a symlink through
 /// `..data`), then judged by what was opened (`fstat`), so that a file swapped in between is
 /// not read unchecked; at most `max + 1` bytes are read, in case it grew since.
-pub async fn read_bounded(
+pub(crate) async fn read_bounded(
     path: &Path,
     max: u64,
     role: &'static str,

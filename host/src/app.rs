@@ -25,52 +25,81 @@ use cubepod_kube::review::Reviewer;
 use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig};
 
+/// Why `run` could not start the controller.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The cluster's connection settings are unusable.
     #[error("Kubernetes connection: {0}")]
     Kube(#[from] cubepod_kube::rest::RestError),
+    /// A CRD the controller needs is not installed.
     #[error(
         "the {kind} CRD is not installed in this cluster ({why}): install it with \
          `kubectl apply -k deploy/` (or `kubectl apply -f deploy/crds/`)"
     )]
-    CrdMissing { kind: &'static str, why: String },
-    #[error("cannot list {kind}s in namespace {namespace}: {why}")]
-    Preflight {
+    CrdMissing {
+        /// The CRD's kind.
         kind: &'static str,
-        namespace: String,
+        /// What the API answered.
         why: String,
     },
+    /// A namespace's objects cannot be listed (RBAC, most often).
+    #[error("cannot list {kind}s in namespace {namespace}: {why}")]
+    Preflight {
+        /// The kind listed.
+        kind: &'static str,
+        /// The namespace.
+        namespace: String,
+        /// What the API answered.
+        why: String,
+    },
+    /// The `--policy` file could not be read.
     #[error("policy module {path}: {source}")]
     PolicyFile {
+        /// The file.
         path: PathBuf,
+        /// The read's error.
         source: std::io::Error,
     },
+    /// The policy could not be loaded.
     #[error("policy {what}: {source}")]
     Policy {
+        /// Which policy, in words.
         what: String,
+        /// The runtime's error.
         source: cubepod_policy_host::runtime::RuntimeError,
     },
+    /// Admission refused the policy module.
     #[error("policy module {what} refused ({}): {source}", source.reason())]
     PolicyRefused {
+        /// Which policy, in words.
         what: String,
+        /// Why it was refused.
         source: crate::admission::Refused,
     },
+    /// A `--policy-verify-key` could not be read.
     #[error("policy verification {0}")]
     VerifyKey(#[from] crate::signing::KeyError),
+    /// The embedded cluster's examples could not be seeded.
     #[error("seeding the embedded cluster: {0}")]
     Seed(#[from] crate::embedded::SeedError),
+    /// The embedded cluster could not be served.
     #[error(transparent)]
     Serve(#[from] crate::embedded::ServeStartError),
+    /// An address to serve on (the probes, `/metrics`) could not be bound.
     #[error("cannot serve on {addr}: {source}")]
     Listen {
+        /// The address.
         addr: std::net::SocketAddr,
+        /// The socket's error.
         source: std::io::Error,
     },
+    /// Plain `/metrics` asked for on an address that is not loopback.
     #[error(
         "--metrics-secure=false serves /metrics beside the probes with no authentication, so only \
          on a loopback --listen, not {0}; over HTTPS, --metrics-secure, it may be served anywhere"
     )]
     PlainMetrics(std::net::SocketAddr),
+    /// The metrics server's certificate could not be made or read.
     #[error(transparent)]
     MetricsCert(#[from] crate::server::cert::CertError),
 }
@@ -177,7 +206,7 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
 /// hot swap uses. A refused module stops the start: nothing has been asked of the cluster yet
 /// (no Lease, no watch), so a replica that restarts with a bad module in its ConfigMap leaves
 /// the healthy replicas alone.
-pub async fn admit_policy(
+pub(crate) async fn admit_policy(
     admission: &Admission,
     path: Option<&PathBuf>,
 ) -> Result<Admitted, StartError> {

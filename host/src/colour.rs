@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 /// The decision, from what it depends on: whether the stream is a terminal, and the value of
 /// `NO_COLOR` (`None` when unset).
-pub fn wanted(is_terminal: bool, no_color: Option<&OsStr>) -> bool {
+pub(crate) fn wanted(is_terminal: bool, no_color: Option<&OsStr>) -> bool {
     // An empty NO_COLOR means unset, as the convention says.
     is_terminal && no_color.is_none_or(OsStr::is_empty)
 }

@@ -15,6 +15,7 @@ use cubepod_policy_host::model::network;
 use cubepod_policy_host::runtime::bindings::ClusterNetwork;
 use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
 
+/// The command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "cubepod-controller",
@@ -22,10 +23,12 @@ use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
     about = "Runs Kata-isolated sandboxes on Kubernetes; the reconcile policy is a wasm component."
 )]
 pub struct Cli {
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands.
 // Parsed once per process: the size difference between the variants costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
@@ -37,12 +40,13 @@ pub enum Command {
     Policy(PolicyArgs),
 }
 
+/// `run`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Policy module (a wasm component of the cubepod:controller world). Default: the
     /// built-in default policy.
     #[arg(long, env = "CUBEPOD_POLICY")]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
 
     /// Public key (PEM, ECDSA P-256 or Ed25519) that policy modules must be signed with: a module
     /// loads, at start or in a swap, only with a valid signature beside it (`<module>.sig`, as
@@ -54,16 +58,16 @@ pub struct RunArgs {
         value_delimiter = ',',
         value_name = "PATH"
     )]
-    pub policy_verify_keys: Vec<PathBuf>,
+    pub(crate) policy_verify_keys: Vec<PathBuf>,
 
     /// The most a policy module file may hold, in bytes: a larger file (or anything but a
     /// regular file) is refused unread (reason `file`). A ConfigMap holds at most 1 MiB.
     #[arg(long, env = "CUBEPOD_MAX_POLICY_BYTES", default_value_t = crate::admission::DEFAULT_MAX_MODULE_BYTES, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
-    pub max_policy_bytes: u64,
+    pub(crate) max_policy_bytes: u64,
 
     /// How often the policy file is checked for a new module, besides on file events.
     #[arg(long, env = "CUBEPOD_POLICY_POLL_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
-    pub policy_poll_interval: Duration,
+    pub(crate) policy_poll_interval: Duration,
 
     /// Namespaces whose Sandboxes and PodWarmPools are reconciled; the policy may write only
     /// there. Comma-separated.
@@ -73,19 +77,19 @@ pub struct RunArgs {
         value_delimiter = ',',
         default_value = "cubepod-workloads"
     )]
-    pub namespaces: Vec<String>,
+    pub(crate) namespaces: Vec<String>,
 
     /// Address of /healthz and /readyz, plain HTTP for the kubelet (and of /metrics with
     /// --metrics-secure=false). Default: 0.0.0.0:8081; with the embedded cluster 127.0.0.1:8081.
     #[arg(long, env = "CUBEPOD_LISTEN")]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
 
     /// Address of /metrics over HTTPS: each request's bearer token is reviewed by the cluster
     /// (TokenReview), then its user must be allowed `get` on the non-resource URL /metrics
     /// (SubjectAccessReview); 401 without a token the cluster authenticates, 403 when not
     /// allowed. Answers are kept a minute (tokens), five minutes (allowed), 30 s (denied).
     #[arg(long, env = "CUBEPOD_METRICS_LISTEN", default_value = "0.0.0.0:8443")]
-    pub metrics_listen: SocketAddr,
+    pub(crate) metrics_listen: SocketAddr,
 
     /// Serve /metrics over HTTPS with authentication and authorization (--metrics-listen);
     /// `false`: plain HTTP beside the probes (--listen), with no authentication, allowed only
@@ -97,37 +101,37 @@ pub struct RunArgs {
         default_missing_value = "true",
         value_name = "BOOL"
     )]
-    pub metrics_secure: Option<bool>,
+    pub(crate) metrics_secure: Option<bool>,
 
     /// Folder of the metrics server's certificate and key (PEM; e.g. a mounted cert-manager
     /// Secret), read again when they change. Default: none, a self-signed certificate made at
     /// start.
     #[arg(long, env = "CUBEPOD_METRICS_CERT_PATH", value_name = "DIR")]
-    pub metrics_cert_path: Option<PathBuf>,
+    pub(crate) metrics_cert_path: Option<PathBuf>,
 
     /// File name of the certificate (and its chain) in --metrics-cert-path.
     #[arg(long, env = "CUBEPOD_METRICS_CERT_NAME", default_value = "tls.crt")]
-    pub metrics_cert_name: String,
+    pub(crate) metrics_cert_name: String,
 
     /// File name of the private key in --metrics-cert-path.
     #[arg(long, env = "CUBEPOD_METRICS_CERT_KEY", default_value = "tls.key")]
-    pub metrics_cert_key: String,
+    pub(crate) metrics_cert_key: String,
 
     /// How often the idle reaper runs.
     #[arg(long, env = "CUBEPOD_REAP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
-    pub reap_interval: Duration,
+    pub(crate) reap_interval: Duration,
 
     /// How often every warm pool is reconciled, besides on changes.
     #[arg(long, env = "CUBEPOD_POOL_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub pool_interval: Duration,
+    pub(crate) pool_interval: Duration,
 
     /// Time bound of one call into the policy (epoch deadline).
     #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub guest_deadline: Duration,
+    pub(crate) guest_deadline: Duration,
 
     /// Memory bound of one call into the policy, in MiB.
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub guest_memory_mib: u32,
+    pub(crate) guest_memory_mib: u32,
 
     /// Memory all policy calls in flight may hold together (a Kubernetes quantity): each
     /// charges twice its guest memory (the guest's pages and the host's copy of what it
@@ -135,7 +139,7 @@ pub struct RunArgs {
     /// it. Sized for the Deployment's 512Mi limit (docs/architecture.md, "Host memory across
     /// calls"); it must hold one call at its bounds.
     #[arg(long, env = "CUBEPOD_CALLS_MEMORY_BUDGET", default_value = "256Mi", value_parser = volume_size)]
-    pub calls_memory_budget: u128,
+    pub(crate) calls_memory_budget: u128,
 
     /// How a policy call's linear memory sits in the address space: `guarded` reserves 4 GiB
     /// and a guard region per memory slot, so the compiled code checks no bounds (about 4 GiB
@@ -143,22 +147,22 @@ pub struct RunArgs {
     /// memory bound, and the code checks each access (slower policy code, the same answers):
     /// for a host that caps the address space (`ulimit -v`), or a tool such as valgrind.
     #[arg(long, env = "CUBEPOD_GUEST_ADDRESS_SPACE", value_enum, default_value_t = AddressSpace::Guarded)]
-    pub guest_address_space: AddressSpace,
+    pub(crate) guest_address_space: AddressSpace,
 
     /// Time bound of one Kubernetes request made for the policy.
     #[arg(long, env = "CUBEPOD_HOST_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub host_call_timeout: Duration,
+    pub(crate) host_call_timeout: Duration,
 
     #[command(flatten)]
-    pub containment: ContainmentArgs,
+    pub(crate) containment: ContainmentArgs,
 
     #[command(flatten)]
-    pub network: NetworkArgs,
+    pub(crate) network: NetworkArgs,
 
     /// Reconciles run at once. A reconcile mostly waits on its API requests (a new sandbox's
     /// are four in a row), so this is what keeps the API busy; each is one request in flight.
     #[arg(long, env = "CUBEPOD_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub concurrency: u32,
+    pub(crate) concurrency: u32,
 
     /// Threads that run the reconciles, their policy calls, the watches and the servers.
     /// One keeps a reconcile, its guest and its requests on one thread, with no hand-off
@@ -170,27 +174,27 @@ pub struct RunArgs {
 
     /// Upper bound on a PodWarmPool's replicas; a pool above it is capped and told so.
     #[arg(long, env = "CUBEPOD_MAX_POOL_REPLICAS", default_value_t = 100)]
-    pub max_pool_replicas: u32,
+    pub(crate) max_pool_replicas: u32,
 
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, env = "CUBEPOD_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub shutdown_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
 
     /// Where compiled policy modules are cached, keyed by digest and engine. Created private
     /// (0700); not used (modules are compiled in memory) when it is a symlink, owned by another
     /// user, or writable by its group or others. Default: a folder in the system's temporary
     /// directory.
     #[arg(long, env = "CUBEPOD_CACHE_DIR")]
-    pub cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
 
     /// Run against the embedded in-memory cluster even if a kubeconfig is found.
     #[arg(long, env = "CUBEPOD_EMBEDDED")]
-    pub embedded: bool,
+    pub(crate) embedded: bool,
 
     /// Embedded cluster: more objects to create at start, besides deploy/examples: YAML files
     /// or folders of them (Sandboxes and PodWarmPools). Repeatable.
     #[arg(long = "seed", env = "CUBEPOD_SEED", value_delimiter = ',')]
-    pub seeds: Vec<PathBuf>,
+    pub(crate) seeds: Vec<PathBuf>,
 
     /// Embedded cluster: the loopback address its Kubernetes API is served on, for kubectl
     /// (HTTPS, a CA and a token made at start). Port 0: a free one.
@@ -199,21 +203,21 @@ pub struct RunArgs {
         env = "CUBEPOD_EMBEDDED_API_LISTEN",
         default_value = "127.0.0.1:0"
     )]
-    pub embedded_api_listen: std::net::SocketAddr,
+    pub(crate) embedded_api_listen: std::net::SocketAddr,
 
     /// Embedded cluster: where the kubeconfig for its API is written (mode 0600). Default:
     /// `$XDG_STATE_HOME/cubepod-controller/kubeconfig` (`~/.local/state/...`), or the temp dir.
     #[arg(long, env = "CUBEPOD_EMBEDDED_KUBECONFIG")]
-    pub embedded_kubeconfig: Option<PathBuf>,
+    pub(crate) embedded_kubeconfig: Option<PathBuf>,
 
     /// Embedded cluster: how long a created Pod takes to turn Running and Ready.
     #[arg(long, env = "CUBEPOD_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub pod_start_delay: Duration,
+    pub(crate) pod_start_delay: Duration,
 
     /// How long a just-started sandbox may wait for its Pod to be Ready before its Pending
     /// status is written (0: write every change at once). Saves a status write per sandbox.
     #[arg(long, env = "CUBEPOD_STATUS_COALESCE", default_value = "2s", value_parser = humantime::parse_duration)]
-    pub status_coalesce: Duration,
+    pub(crate) status_coalesce: Duration,
 
     /// Post Normal Events (Created, Paused, Reset, Claimed, ...), as `kubectl describe` shows
     /// them; `--normal-events=false` posts Warnings only.
@@ -226,36 +230,36 @@ pub struct RunArgs {
         default_missing_value = "true",
         value_name = "BOOL"
     )]
-    pub normal_events: bool,
+    pub(crate) normal_events: bool,
 
     /// Elect a leader among replicas with a coordination.k8s.io Lease; only the leader
     /// reconciles.
     #[arg(long, env = "CUBEPOD_LEADER_ELECT")]
-    pub leader_elect: bool,
+    pub(crate) leader_elect: bool,
 
     /// Namespace of the leader Lease (the controller's own).
     #[arg(long, env = "POD_NAMESPACE", default_value = "cubepod-system")]
-    pub lease_namespace: String,
+    pub(crate) lease_namespace: String,
 
     /// Name of the leader Lease.
     #[arg(long, env = "CUBEPOD_LEASE_NAME", default_value = "cubepod-controller")]
-    pub lease_name: String,
+    pub(crate) lease_name: String,
 
     /// This replica's identity in the Lease. Default: the Pod's name, else host name and PID.
     #[arg(long, env = "POD_NAME")]
-    pub identity: Option<String>,
+    pub(crate) identity: Option<String>,
 
     /// How long a Lease holds without renewal before another replica may take it.
     #[arg(long, env = "CUBEPOD_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
-    pub lease_duration: Duration,
+    pub(crate) lease_duration: Duration,
 
     /// How long a leader keeps reconciling while it fails to renew.
     #[arg(long, env = "CUBEPOD_LEASE_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub lease_renew_deadline: Duration,
+    pub(crate) lease_renew_deadline: Duration,
 
     /// How often the Lease is renewed or tried.
     #[arg(long, env = "CUBEPOD_LEASE_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
-    pub lease_retry_period: Duration,
+    pub(crate) lease_retry_period: Duration,
 
     /// Log format: text or json.
     #[arg(long, env = "CUBEPOD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -263,7 +267,7 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    pub fn identity(&self) -> String {
+    pub(crate) fn identity(&self) -> String {
         self.identity.clone().unwrap_or_else(|| {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
@@ -274,7 +278,7 @@ impl RunArgs {
 
     /// Where the embedded cluster's kubeconfig goes: the flag, else the user's state dir, else
     /// a per-user folder of the temp dir.
-    pub fn embedded_kubeconfig(&self) -> PathBuf {
+    pub(crate) fn embedded_kubeconfig(&self) -> PathBuf {
         if let Some(path) = &self.embedded_kubeconfig {
             return path.clone();
         }
@@ -297,7 +301,7 @@ impl RunArgs {
 
     /// The probes' address: the flag, else every interface for the kubelet, or loopback only
     /// for the embedded cluster (served on loopback only itself).
-    pub fn listen(&self, embedded: bool) -> SocketAddr {
+    pub(crate) fn listen(&self, embedded: bool) -> SocketAddr {
         self.listen.unwrap_or(if embedded {
             SocketAddr::from(([127, 0, 0, 1], 8081))
         } else {
@@ -307,12 +311,12 @@ impl RunArgs {
 
     /// Whether /metrics is served over HTTPS with authentication: the flag, else for a
     /// Kubernetes API but not for the embedded cluster (whose README reads it with plain curl).
-    pub fn metrics_secure(&self, embedded: bool) -> bool {
+    pub(crate) fn metrics_secure(&self, embedded: bool) -> bool {
         self.metrics_secure.unwrap_or(!embedded)
     }
 
     /// The metrics server's certificate and key files, when --metrics-cert-path names a folder.
-    pub fn metrics_cert_files(&self) -> Option<(PathBuf, PathBuf)> {
+    pub(crate) fn metrics_cert_files(&self) -> Option<(PathBuf, PathBuf)> {
         self.metrics_cert_path.as_ref().map(|dir| {
             (
                 dir.join(&self.metrics_cert_name),
@@ -321,7 +325,7 @@ impl RunArgs {
         })
     }
 
-    pub fn cache_dir(&self) -> PathBuf {
+    pub(crate) fn cache_dir(&self) -> PathBuf {
         self.cache_dir
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("cubepod-controller-cache"))
@@ -334,12 +338,15 @@ fn users_id() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// `policy`'s subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyArgs {
+    /// Which `policy` subcommand.
     #[command(subcommand)]
     pub command: PolicyCommand,
 }
 
+/// The `policy` subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum PolicyCommand {
     /// Check a policy module as the controller admits it, then run scenario files against it,
@@ -382,39 +389,41 @@ pub enum PolicyCommand {
     New(PolicyNewArgs),
 }
 
+/// `policy export`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyExportArgs {
     /// The module: `builtin:default` (the policy built into this binary) or a file.
-    pub module: PathBuf,
+    pub(crate) module: PathBuf,
 
     /// Where to write it.
     #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
+    pub(crate) output: PathBuf,
 }
 
+/// `policy new`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyNewArgs {
     /// The policy's name: the crate's, and the one `describe` reports (lowercase letters,
     /// digits and hyphens).
-    pub name: String,
+    pub(crate) name: String,
 
     /// The directory to create. Default: NAME, in the current directory.
     #[arg(long, value_name = "DIR")]
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
 
     /// A cubepod-controller checkout whose `sdk/` the crate depends on by path. Default: the
     /// checkout this binary was built from, if it is still there.
     #[arg(long, value_name = "CHECKOUT", conflicts_with = "sdk_git")]
-    pub sdk_path: Option<PathBuf>,
+    pub(crate) sdk_path: Option<PathBuf>,
 
     /// A cubepod-controller git repository the crate takes the SDK from (for CI on any
     /// machine).
     #[arg(long, value_name = "URL")]
-    pub sdk_git: Option<String>,
+    pub(crate) sdk_git: Option<String>,
 
     /// With --sdk-git: the commit (a hash, or a full ref such as `refs/pull/1/head`).
     #[arg(long, value_name = "REV", requires = "sdk_git", conflicts_with_all = ["sdk_tag", "sdk_branch"])]
-    pub sdk_rev: Option<String>,
+    pub(crate) sdk_rev: Option<String>,
 
     /// With --sdk-git: the tag.
     #[arg(
@@ -423,92 +432,95 @@ pub struct PolicyNewArgs {
         requires = "sdk_git",
         conflicts_with = "sdk_branch"
     )]
-    pub sdk_tag: Option<String>,
+    pub(crate) sdk_tag: Option<String>,
 
     /// With --sdk-git: the branch (default: the repository's default branch).
     #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
-    pub sdk_branch: Option<String>,
+    pub(crate) sdk_branch: Option<String>,
 }
 
+/// `policy sign`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicySignArgs {
     /// The private key: PEM PKCS#8 ("PRIVATE KEY"), ECDSA P-256 or Ed25519, unencrypted.
     #[arg(long, value_name = "PATH")]
-    pub key: PathBuf,
+    pub(crate) key: PathBuf,
 
     /// The policy module to sign.
-    pub module: PathBuf,
+    pub(crate) module: PathBuf,
 
     /// Where to write the signature. Default: the module's path with `.sig` appended.
     #[arg(long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
 }
 
+/// `policy test`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyTestArgs {
     /// The policy: a wasm component file, or `builtin:default` for the policy built into
     /// this binary.
-    pub module: PathBuf,
+    pub(crate) module: PathBuf,
 
     /// Scenario files (YAML), or folders searched for *.yaml and *.yml.
     #[arg(value_name = "SCENARIO")]
-    pub scenarios: Vec<PathBuf>,
+    pub(crate) scenarios: Vec<PathBuf>,
 
     /// Also write a JUnit XML report here, for CI systems.
     #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
+    pub(crate) junit: Option<PathBuf>,
 
     /// Leave out the conformance self-test that `run` gives every module before it runs it:
     /// the scenarios alone. Without it, a module `run` would refuse fails here too.
     #[arg(long)]
-    pub no_conformance: bool,
+    pub(crate) no_conformance: bool,
 
     /// Time bound of one call into the policy (epoch deadline), as `run --guest-deadline`.
     #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub guest_deadline: Duration,
+    pub(crate) guest_deadline: Duration,
 
     /// Memory bound of one call into the policy, in MiB, as `run --guest-memory-mib`.
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub guest_memory_mib: u32,
+    pub(crate) guest_memory_mib: u32,
 
     /// The containment rules, as `run` has them: the same flags give the same refusals.
     #[command(flatten)]
-    pub containment: ContainmentArgs,
+    pub(crate) containment: ContainmentArgs,
 }
 
+/// `policy inspect`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyInspectArgs {
     /// The policy: a wasm component file, or `builtin:default` for the policy built into
     /// this binary.
-    pub module: PathBuf,
+    pub(crate) module: PathBuf,
 
     /// Print JSON instead of text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 
     /// Also check the module's signature (`<module>.sig`) as `run --policy-verify-key PATH`
     /// would; a module it would refuse exits 1. Repeatable.
     #[arg(long = "verify-key", value_delimiter = ',', value_name = "PATH")]
-    pub verify_keys: Vec<PathBuf>,
+    pub(crate) verify_keys: Vec<PathBuf>,
 
     /// Time bound of one policy call during the conformance self-test.
     #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub guest_deadline: Duration,
+    pub(crate) guest_deadline: Duration,
 
     /// Memory bound of one policy call during the conformance self-test, in MiB.
     #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub guest_memory_mib: u32,
+    pub(crate) guest_memory_mib: u32,
 
     /// The containment rules of the conformance self-test, as `run` has them.
     #[command(flatten)]
-    pub containment: ContainmentArgs,
+    pub(crate) containment: ContainmentArgs,
 }
 
 /// What a policy's `kube-client` calls may write, and their per-call budgets: one set of
 /// flags for `run`, `policy test` and `policy inspect`, so that CI refuses what production
 /// would (see docs/policy-authoring.md, "What a policy may do").
 #[derive(Debug, Clone, Args)]
-pub struct ContainmentArgs {
+pub(crate) struct ContainmentArgs {
     /// RuntimeClasses a sandbox's Pod may name; it must name one. Comma-separated.
     #[arg(
         long,
@@ -516,11 +528,11 @@ pub struct ContainmentArgs {
         value_delimiter = ',',
         default_value = "kata-qemu"
     )]
-    pub allowed_runtime_classes: Vec<String>,
+    pub(crate) allowed_runtime_classes: Vec<String>,
 
     /// The Pod Security Standards level a sandbox's Pod must meet.
     #[arg(long, env = "CUBEPOD_POD_SECURITY", value_enum, default_value_t = PodSecurity::Baseline)]
-    pub pod_security: PodSecurity,
+    pub(crate) pod_security: PodSecurity,
 
     /// The only service account a sandbox's Pod may run as (always without a token).
     #[arg(
@@ -528,7 +540,7 @@ pub struct ContainmentArgs {
         env = "CUBEPOD_SANDBOX_SERVICE_ACCOUNT",
         default_value = "default"
     )]
-    pub sandbox_service_account: String,
+    pub(crate) sandbox_service_account: String,
 
     /// Pod spec fields besides the sandbox profile that a policy may set. Comma-separated.
     #[arg(
@@ -537,7 +549,7 @@ pub struct ContainmentArgs {
         value_delimiter = ',',
         value_parser = PossibleValuesParser::new(WIDENABLE_POD_FIELDS)
     )]
-    pub allow_pod_field: Vec<String>,
+    pub(crate) allow_pod_field: Vec<String>,
 
     /// Labels besides the host's that a policy may put on a sandbox's Pod: keys (`team`) or
     /// prefixes ending in `/` (`example.com/`). Never the host's own (the managed-by label,
@@ -551,7 +563,7 @@ pub struct ContainmentArgs {
         value_name = "KEY",
         value_parser = pod_label
     )]
-    pub allow_pod_label: Vec<String>,
+    pub(crate) allow_pod_label: Vec<String>,
 
     /// Annotations a policy may put on a sandbox's Pod, as keys or prefixes ending in `/`.
     /// Never the host's (under `cubepod.io/`), nor those the container runtime reads
@@ -564,22 +576,22 @@ pub struct ContainmentArgs {
         value_name = "KEY",
         value_parser = pod_annotation
     )]
-    pub allow_pod_annotation: Vec<String>,
+    pub(crate) allow_pod_annotation: Vec<String>,
 
     /// Secrets besides the sandbox's own that a Pod may reference (env, volumes, image pull
     /// secrets). Comma-separated.
     #[arg(long, env = "CUBEPOD_ALLOWED_SECRET_REFS", value_delimiter = ',')]
-    pub allowed_secret_refs: Vec<String>,
+    pub(crate) allowed_secret_refs: Vec<String>,
 
     /// ConfigMaps a Pod may reference. Comma-separated.
     #[arg(long, env = "CUBEPOD_ALLOWED_CONFIG_MAP_REFS", value_delimiter = ',')]
-    pub allowed_config_map_refs: Vec<String>,
+    pub(crate) allowed_config_map_refs: Vec<String>,
 
     /// PriorityClasses a sandbox's Pod may name, where `--allow-pod-field=priorityClassName`
     /// lets it name one; none by default. A priority class decides whose Pods this one preempts:
     /// list `system-*` classes only knowing that. Comma-separated.
     #[arg(long, env = "CUBEPOD_ALLOWED_PRIORITY_CLASSES", value_delimiter = ',')]
-    pub allowed_priority_classes: Vec<String>,
+    pub(crate) allowed_priority_classes: Vec<String>,
 
     /// Schedulers a sandbox's Pod may name, where `--allow-pod-field=schedulerName` lets it.
     /// Comma-separated.
@@ -589,7 +601,7 @@ pub struct ContainmentArgs {
         value_delimiter = ',',
         default_value = containment::DEFAULT_SCHEDULER
     )]
-    pub allowed_schedulers: Vec<String>,
+    pub(crate) allowed_schedulers: Vec<String>,
 
     /// Node keys a sandbox's Pod may tolerate (as taints) and select nodes by (in
     /// `nodeSelector` and node affinity), where `--allow-pod-field` lets it set those: the
@@ -604,43 +616,43 @@ pub struct ContainmentArgs {
         value_name = "KEY",
         value_parser = PossibleValuesParser::new(containment::RESERVED_NODE_KEYS)
     )]
-    pub allow_node_key: Vec<String>,
+    pub(crate) allow_node_key: Vec<String>,
 
     /// The longest `terminationGracePeriodSeconds` a sandbox's Pod (or a probe) may have:
     /// pause, reset, reap and delete wait this long on a VM that ignores SIGTERM.
     #[arg(long, env = "CUBEPOD_MAX_TERMINATION_GRACE_PERIOD", default_value = "30s", value_parser = humantime::parse_duration)]
-    pub max_termination_grace_period: Duration,
+    pub(crate) max_termination_grace_period: Duration,
 
     /// The longest `activeDeadlineSeconds` a sandbox's Pod may have (none is no deadline).
     #[arg(long, env = "CUBEPOD_MAX_ACTIVE_DEADLINE", default_value = "30days", value_parser = humantime::parse_duration)]
-    pub max_active_deadline: Duration,
+    pub(crate) max_active_deadline: Duration,
 
     /// The most CPU a sandbox may ask for (a Kubernetes quantity): each request and limit of
     /// its Pod's containers, the Pod's sum as the scheduler counts it, and the Sandbox's (or a
     /// pool template's) `spec.resources.cpu`, which past it gets `SpecValid=False`.
     #[arg(long, env = "CUBEPOD_MAX_SANDBOX_CPU", default_value = "16", value_parser = cpu_quantity)]
-    pub max_sandbox_cpu: u128,
+    pub(crate) max_sandbox_cpu: u128,
 
     /// The most memory a sandbox may ask for, as `--max-sandbox-cpu` bounds CPU.
     #[arg(long, env = "CUBEPOD_MAX_SANDBOX_MEMORY", default_value = "64Gi", value_parser = volume_size)]
-    pub max_sandbox_memory: u128,
+    pub(crate) max_sandbox_memory: u128,
 
     /// The most ephemeral storage a sandbox's Pod may ask for (its containers' and the Pod's
     /// sum).
     #[arg(long, env = "CUBEPOD_MAX_SANDBOX_EPHEMERAL_STORAGE", default_value = "100Gi", value_parser = volume_size)]
-    pub max_sandbox_ephemeral_storage: u128,
+    pub(crate) max_sandbox_ephemeral_storage: u128,
 
     /// The largest storage a PVC may request (a Kubernetes quantity).
     #[arg(long, env = "CUBEPOD_MAX_VOLUME_SIZE", default_value = "1Ti", value_parser = volume_size)]
-    pub max_volume_size: u128,
+    pub(crate) max_volume_size: u128,
 
     /// kube-client calls one policy call may make; past it the call fails (reason budget).
     #[arg(long, env = "CUBEPOD_MAX_KUBE_CALLS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub max_kube_calls: u32,
+    pub(crate) max_kube_calls: u32,
 
     /// Bytes of one manifest a policy sends, checked before it is parsed.
     #[arg(long, env = "CUBEPOD_MAX_MANIFEST_BYTES", default_value_t = 512 << 10, value_parser = clap::value_parser!(u64).range(1024..=(64 << 20)))]
-    pub max_manifest_bytes: u64,
+    pub(crate) max_manifest_bytes: u64,
 
     /// Addresses a sandbox may reach although the host protects them: the cloud metadata
     /// service and link-local, the cluster's ranges (`--cluster-cidr`) and the API server, in
@@ -651,39 +663,39 @@ pub struct ContainmentArgs {
         value_delimiter = ',',
         value_parser = cidr
     )]
-    pub allowed_egress_cidrs: Vec<String>,
+    pub(crate) allowed_egress_cidrs: Vec<String>,
 
     /// Bytes of the status one policy call returns, as written.
     #[arg(long, env = "CUBEPOD_MAX_STATUS_BYTES", default_value_t = 64 << 10, value_parser = clap::value_parser!(u64).range(1024..=(1 << 20)))]
-    pub max_status_bytes: u64,
+    pub(crate) max_status_bytes: u64,
 
     /// Conditions one status may hold.
     #[arg(long, env = "CUBEPOD_MAX_CONDITIONS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub max_conditions: u32,
+    pub(crate) max_conditions: u32,
 
     /// Events one policy call may ask for.
     #[arg(long, env = "CUBEPOD_MAX_EVENTS_PER_CALL", default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=256))]
-    pub max_events_per_call: u32,
+    pub(crate) max_events_per_call: u32,
 
     /// Bytes of one Event's message.
     #[arg(long, env = "CUBEPOD_MAX_EVENT_MESSAGE_BYTES", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(64..=(32 << 10)))]
-    pub max_event_message_bytes: u32,
+    pub(crate) max_event_message_bytes: u32,
 
     /// Bytes of manifests a policy may have written for one Sandbox per minute (and at once):
     /// a write past it is not sent but deferred until the rate allows, counted
     /// (`cubepod_policy_writes_deferred_total`) and told once on the Sandbox.
     #[arg(long, env = "CUBEPOD_MAX_WRITE_BYTES_PER_MINUTE", default_value_t = containment::rates::DEFAULT_WRITE_BYTES_PER_MINUTE, value_parser = clap::value_parser!(u64).range(1024..))]
-    pub max_write_bytes_per_minute: u64,
+    pub(crate) max_write_bytes_per_minute: u64,
 
     /// Events one object may get at once (new or counted repeats, the policy's and the
     /// controller's each), then one per 5 minutes; the rest are counted, not written, and the
     /// first of them told once.
     #[arg(long, env = "CUBEPOD_EVENT_BURST", default_value_t = containment::rates::DEFAULT_EVENT_BURST, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub event_burst: u32,
+    pub(crate) event_burst: u32,
 }
 
 impl ContainmentArgs {
-    pub fn containment(&self) -> Containment {
+    pub(crate) fn containment(&self) -> Containment {
         Containment {
             runtime_classes: self.allowed_runtime_classes.iter().cloned().collect(),
             pod_security: self.pod_security,
@@ -734,7 +746,7 @@ impl ContainmentArgs {
 /// The cluster network (`model::network`): what a sandbox's NetworkPolicy blocks, allows for
 /// DNS and lets in; handed to the policy and held against what it writes.
 #[derive(Debug, Clone, Args)]
-pub struct NetworkArgs {
+pub(crate) struct NetworkArgs {
     /// The cluster's pod and service ranges: blocked for `egress: internet`, allowed for
     /// `egress: cluster`. Repeatable or comma-separated.
     #[arg(
@@ -744,32 +756,32 @@ pub struct NetworkArgs {
         default_value = "10.244.0.0/16,10.96.0.0/12",
         value_parser = cidr
     )]
-    pub cluster_cidrs: Vec<String>,
+    pub(crate) cluster_cidrs: Vec<String>,
 
     /// The namespace of the cluster's DNS pods (port 53 is allowed to them).
     #[arg(long, env = "CUBEPOD_DNS_NAMESPACE", default_value = network::DEFAULT_DNS_NAMESPACE)]
-    pub dns_namespace: String,
+    pub(crate) dns_namespace: String,
 
     /// The labels of the cluster's DNS pods: `k=v[,k=v]`.
     #[arg(long, env = "CUBEPOD_DNS_SELECTOR", default_value = network::DEFAULT_DNS_SELECTOR, value_parser = selector)]
-    pub dns_selector: Labels,
+    pub(crate) dns_selector: Labels,
 
     /// The labels (`k=v[,k=v]`) of pods, in any namespace, that may connect to a sandbox's
     /// Service ports. Default: none, no ingress at all.
     #[arg(long, env = "CUBEPOD_INGRESS_FROM", value_parser = selector)]
-    pub ingress_from: Option<Labels>,
+    pub(crate) ingress_from: Option<Labels>,
 
     /// The cluster's DNS domain: a sandbox's Service is `<name>.<namespace>.svc.<domain>`.
     #[arg(long, env = "CUBEPOD_CLUSTER_DOMAIN", default_value = network::DEFAULT_CLUSTER_DOMAIN)]
-    pub cluster_domain: String,
+    pub(crate) cluster_domain: String,
 }
 
 /// A label selector of equalities, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Labels(pub Vec<(String, String)>);
+pub(crate) struct Labels(pub(crate) Vec<(String, String)>);
 
 impl NetworkArgs {
-    pub fn cluster_network(&self) -> ClusterNetwork {
+    pub(crate) fn cluster_network(&self) -> ClusterNetwork {
         ClusterNetwork {
             cluster_cidrs: self.cluster_cidrs.clone(),
             dns_namespace: self.dns_namespace.clone(),

@@ -14,10 +14,10 @@ use cubepod_apiserver::serve::{ApiServer, KubeconfigAuth, ServeError, ServeOptio
 use cubepod_kube::{ApiErrorKind, Cluster, Resource};
 
 /// The kubeconfig's cluster, user and context.
-pub const CONTEXT: &str = "cubepod-embedded";
+pub(crate) const CONTEXT: &str = "cubepod-embedded";
 
 /// The examples, in the order a newcomer reads them.
-pub const EXAMPLES: &[(&str, &str)] = &[
+pub(crate) const EXAMPLES: &[(&str, &str)] = &[
     (
         "sandbox-running.yaml",
         include_str!("../../deploy/examples/sandbox-running.yaml"),
@@ -46,7 +46,7 @@ const DEPLOY_NAMESPACES: &str = include_str!("../../deploy/namespace.yaml");
 /// The namespaces the embedded cluster has (besides those every cluster has): the ones
 /// `deploy/` makes, where its examples live, the controller's own (`--namespaces`) and its
 /// Lease's. A create anywhere else is NotFound, as in a real cluster.
-pub fn namespaces(served: &[String], lease_namespace: &str) -> Vec<String> {
+pub(crate) fn namespaces(served: &[String], lease_namespace: &str) -> Vec<String> {
     let mut names: Vec<String> = parse_documents("namespace.yaml", DEPLOY_NAMESPACES)
         .unwrap_or_default()
         .iter()
@@ -58,6 +58,7 @@ pub fn namespaces(served: &[String], lease_namespace: &str) -> Vec<String> {
     names
 }
 
+/// Why the embedded cluster's examples could not be seeded.
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
     #[error("{file}: not YAML: {source}")]
@@ -74,6 +75,7 @@ pub enum SeedError {
     },
 }
 
+/// Why the embedded cluster could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeStartError {
     #[error(
@@ -98,9 +100,9 @@ pub enum ServeStartError {
 /// The embedded cluster, served: the server and the kubeconfig written for it. Dropping it
 /// stops serving and removes the kubeconfig (its token opens nothing any more).
 #[derive(Debug)]
-pub struct Served {
-    pub server: ApiServer,
-    pub kubeconfig: PathBuf,
+pub(crate) struct Served {
+    pub(crate) server: ApiServer,
+    pub(crate) kubeconfig: PathBuf,
 }
 
 impl Drop for Served {
@@ -112,7 +114,7 @@ impl Drop for Served {
 /// Serves `cluster` on `addr` (loopback; port 0 for a free one) with HTTPS from a fresh CA and
 /// a fresh bearer token, and writes the kubeconfig at `kubeconfig` (mode 0600). The token is
 /// only in that file.
-pub fn serve(
+pub(crate) fn serve(
     cluster: Arc<MemoryCluster>,
     addr: SocketAddr,
     kubeconfig: &Path,
@@ -152,7 +154,7 @@ pub fn serve(
 }
 
 /// Parses YAML documents (`---`-separated) into Kubernetes objects.
-pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Value>, SeedError> {
+pub(crate) fn parse_documents(file: &str, text: &str) -> Result<Vec<Value>, SeedError> {
     let mut objects = Vec::new();
     for document in serde_yaml_ng::Deserializer::from_str(text) {
         let value = Value::deserialize(document).map_err(|source| SeedError::Yaml {
@@ -205,7 +207,7 @@ fn resource_of(object: &Value) -> Option<Resource> {
 
 /// Creates every example object in `cluster`, then the objects of the `extra` YAML files (or
 /// folders of them); returns how many.
-pub async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, SeedError> {
+pub(crate) async fn seed(cluster: &dyn Cluster, extra: &[PathBuf]) -> Result<usize, SeedError> {
     let mut sources: Vec<(String, String)> = EXAMPLES
         .iter()
         .map(|(file, text)| (file.to_string(), text.to_string()))

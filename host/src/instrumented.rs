@@ -11,13 +11,13 @@ use cubepod_kube::{
     ApiResult, BoxFuture, Cluster, EchoFilter, ObjectList, PageRequest, Resource, Scope, WatchEvent,
 };
 
-pub struct InstrumentedCluster {
+pub(crate) struct InstrumentedCluster {
     inner: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
 }
 
 impl InstrumentedCluster {
-    pub fn new(inner: Arc<dyn Cluster>, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub(crate) fn new(inner: Arc<dyn Cluster>, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self { inner, metrics })
     }
 

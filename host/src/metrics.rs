@@ -9,28 +9,33 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+/// The controller's Prometheus metrics, in their own registry.
 pub struct Metrics {
     registry: Registry,
-    pub active_sandboxes: IntGauge,
-    pub paused_sandboxes: IntGauge,
-    pub warmpool_ready: IntGaugeVec,
+    pub(crate) active_sandboxes: IntGauge,
+    pub(crate) paused_sandboxes: IntGauge,
+    pub(crate) warmpool_ready: IntGaugeVec,
+    /// Reconciles, by `kind` of object and `result`.
     pub reconciles: IntCounterVec,
+    /// The time of one reconcile, API calls included, by `kind` and `result`.
     pub reconcile_duration: HistogramVec,
-    pub kube_requests: IntCounterVec,
-    pub kube_request_duration: HistogramVec,
-    pub reaps: IntCounter,
+    pub(crate) kube_requests: IntCounterVec,
+    pub(crate) kube_request_duration: HistogramVec,
+    pub(crate) reaps: IntCounter,
     /// Sandboxes shut down at `spec.shutdownTime`, by `action` (`delete`, `pause`).
-    pub shutdowns: IntCounterVec,
+    pub(crate) shutdowns: IntCounterVec,
     /// From a Sandbox's creation to the status write that first reports it Ready, by
     /// `launch` (`warm`: a claim from a pool, `cold`: started on its own).
-    pub sandbox_startup: HistogramVec,
+    pub(crate) sandbox_startup: HistogramVec,
     /// From the controller first seeing a claim to the write that adopted its pool member.
-    pub sandbox_claim: Histogram,
-    pub reap_ticks: IntCounter,
-    pub reap_tick_duration: Histogram,
-    pub pool_ticks: IntCounter,
+    pub(crate) sandbox_claim: Histogram,
+    pub(crate) reap_ticks: IntCounter,
+    pub(crate) reap_tick_duration: Histogram,
+    pub(crate) pool_ticks: IntCounter,
+    /// Policy calls that trapped or ran out of time or memory, by `export` and `reason`.
     pub guest_traps: IntCounterVec,
-    pub guest_call_duration: HistogramVec,
+    pub(crate) guest_call_duration: HistogramVec,
+    /// The policy's kube-client calls refused at the boundary, by `verb`, `resource` and `rule`.
     pub boundary_refusals: IntCounterVec,
     /// Events recorded, by `type` and what was written: a new Event, a repeat counted on an
     /// earlier one, one past its object's rate, or a write that failed.
@@ -38,43 +43,44 @@ pub struct Metrics {
     /// The policy's writes not sent because their Sandbox was past its write rate, by
     /// `resource`.
     pub policy_writes_deferred: IntCounterVec,
+    /// New policy modules, by `result`: applied, or the reason of the refusal.
     pub policy_swaps: IntCounterVec,
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
     /// folder, `poll`: the poll interval).
-    pub policy_file_checks: IntCounterVec,
-    pub policy_info: IntGaugeVec,
-    pub queue_depth: IntGauge,
+    pub(crate) policy_file_checks: IntCounterVec,
+    pub(crate) policy_info: IntGaugeVec,
+    pub(crate) queue_depth: IntGauge,
     /// What the policy calls in flight hold of `--calls-memory-budget`, in bytes.
-    pub calls_memory_charged: IntGauge,
-    pub controller: ControllerMetrics,
-    pub workqueue: WorkqueueMetrics,
-    pub rest_client_requests: RestClientRequests,
+    pub(crate) calls_memory_charged: IntGauge,
+    pub(crate) controller: ControllerMetrics,
+    pub(crate) workqueue: WorkqueueMetrics,
+    pub(crate) rest_client_requests: RestClientRequests,
     /// client-go's `leader_election_master_status{name}`: 1 while this replica holds the Lease
     /// `name`, 0 while it follows; only with `--leader-elect`.
-    pub leader_election_master_status: IntGaugeVec,
+    pub(crate) leader_election_master_status: IntGaugeVec,
 }
 
 /// controller-runtime's `pkg/internal/controller/metrics`, by controller name (`sandbox`,
 /// `podwarmpool`: the lowercased kind, as controller-runtime names a controller).
-pub struct ControllerMetrics {
+pub(crate) struct ControllerMetrics {
     /// `result`: `success`, `error`, `requeue` or `requeue_after`.
-    pub reconcile_total: IntCounterVec,
-    pub reconcile_errors: IntCounterVec,
-    pub reconcile_time: HistogramVec,
-    pub max_concurrent_reconciles: IntGaugeVec,
-    pub active_workers: IntGaugeVec,
+    pub(crate) reconcile_total: IntCounterVec,
+    pub(crate) reconcile_errors: IntCounterVec,
+    pub(crate) reconcile_time: HistogramVec,
+    pub(crate) max_concurrent_reconciles: IntGaugeVec,
+    pub(crate) active_workers: IntGaugeVec,
 }
 
 /// controller-runtime's `pkg/metrics/workqueue.go`: `name` and `controller` are both the
 /// controller's name; `depth` has a `priority` label, empty without a priority queue.
-pub struct WorkqueueMetrics {
-    pub depth: IntGaugeVec,
-    pub adds: IntCounterVec,
-    pub queue_duration: HistogramVec,
-    pub work_duration: HistogramVec,
-    pub unfinished_work: GaugeVec,
-    pub longest_running_processor: GaugeVec,
-    pub retries: IntCounterVec,
+pub(crate) struct WorkqueueMetrics {
+    pub(crate) depth: IntGaugeVec,
+    pub(crate) adds: IntCounterVec,
+    pub(crate) queue_duration: HistogramVec,
+    pub(crate) work_duration: HistogramVec,
+    pub(crate) unfinished_work: GaugeVec,
+    pub(crate) longest_running_processor: GaugeVec,
+    pub(crate) retries: IntCounterVec,
 }
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
@@ -110,6 +116,7 @@ const BUCKETS: &[f64] = &[
 ];
 
 impl Metrics {
+    /// Every metric, registered in a new registry.
     pub fn new() -> Self {
         let metrics = Self::unset();
         // Every label value known in advance has its series from the start, at zero: a rate
@@ -387,7 +394,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail on I/O; a bad metric would be a bug caught in tests.
         if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {

@@ -24,38 +24,65 @@ pub fn signature_path(module: &Path) -> PathBuf {
 /// A key file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
+    /// The file could not be read.
     #[error("key {}: {source}", path.display())]
     Read {
+        /// The key file.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not a key of a supported kind.
     #[error("key {}: {why}", path.display())]
-    Parse { path: PathBuf, why: String },
+    Parse {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// Why a module's signature does not admit it. Each is a `reason` of the refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
+    /// No `.sig` beside the module.
     #[error(
         "no signature {} ({why}): a verification key is configured, so only a module with a \
          valid signature beside it loads",
         path.display()
     )]
-    Missing { path: PathBuf, why: String },
+    Missing {
+        /// Where the signature was looked for.
+        path: PathBuf,
+        /// Why it was not read.
+        why: String,
+    },
+    /// The `.sig` is not a signature.
     #[error("signature {} is malformed: {why}", path.display())]
-    Malformed { path: PathBuf, why: String },
+    Malformed {
+        /// The signature file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// No configured key verifies the module with it.
     #[error(
         "signature {} does not verify this module with any configured key ({keys}): signed by \
          another key, or the module changed after signing",
         path.display()
     )]
-    Invalid { path: PathBuf, keys: String },
+    Invalid {
+        /// The signature file.
+        path: PathBuf,
+        /// The keys tried, as [`VerifyingKey`]s describe themselves.
+        keys: String,
+    },
 }
 
 impl SignatureError {
     /// The `reason` of the refusal in logs and the `result` of `cubepod_policy_swaps_total`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             SignatureError::Missing { .. } => "signature_missing",
             SignatureError::Malformed { .. } => "signature_malformed",
@@ -80,7 +107,7 @@ pub struct VerifyingKey {
 
 impl VerifyingKey {
     /// Reads a PEM "PUBLIC KEY" (SPKI) file of an ECDSA P-256 or Ed25519 key.
-    pub fn load(path: &Path) -> Result<Self, KeyError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, KeyError> {
         let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
             path: path.to_path_buf(),
             source,
@@ -128,17 +155,13 @@ impl VerifyingKey {
         }
     }
 
-    /// The first 8 bytes of the sha256 of the key's SPKI, in hex.
-    pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
+    /// The file it was read from.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// `<path> (<algorithm>, <fingerprint>)`, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} ({}, {})",
             self.path.display(),
@@ -177,11 +200,11 @@ impl KeyRing {
         Ok(Self { keys })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
-    pub fn keys(&self) -> &[VerifyingKey] {
+    pub(crate) fn keys(&self) -> &[VerifyingKey] {
         &self.keys
     }
 
@@ -329,7 +352,7 @@ impl SigningKey {
         Ok(Self { key })
     }
 
-    pub fn algorithm(&self) -> &'static str {
+    pub(crate) fn algorithm(&self) -> &'static str {
         match self.key {
             PrivateKey::EcdsaP256(_) => "ecdsa-p256",
             PrivateKey::Ed25519(_) => "ed25519",

@@ -21,9 +21,12 @@ use cubepod_policy_host::runtime::bindings::{
     Sandbox, SandboxPhase, WarmPool,
 };
 
+/// A WarmPool as the cache keeps it.
 #[derive(Debug, Clone)]
 pub struct PoolObject {
+    /// The pool, parsed.
     pub pool: WarmPool,
+    /// Its `metadata.resourceVersion`.
     pub resource_version: String,
 }
 
@@ -101,11 +104,11 @@ struct OwnWrite {
 
 /// How long a deletion is remembered: well past the client's request timeout, after which no
 /// answer to a write made before the deletion can still arrive.
-pub const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
+pub(crate) const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
 
 /// A relist in progress (see [`Cache::begin_relist`]): which objects its pages showed, as
 /// (owning sandbox, name) for children and ("", name) for our own resources.
-pub struct Relist {
+pub(crate) struct Relist {
     resource: Resource,
     namespace: String,
     seen: HashSet<(String, String)>,
@@ -114,11 +117,13 @@ pub struct Relist {
 /// Counts for the gauges.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counts {
+    /// Sandboxes that are not paused.
     pub active: usize,
-    pub paused: usize,
-    pub pools_ready: Vec<(ObjectRef, u32)>,
+    pub(crate) paused: usize,
+    pub(crate) pools_ready: Vec<(ObjectRef, u32)>,
 }
 
+/// What the reflectors have seen of the cluster: the objects each reconcile reads.
 #[derive(Default)]
 pub struct Cache {
     inner: RwLock<Inner>,
@@ -509,7 +514,7 @@ impl Cache {
 
     /// [`Self::apply`]'s check for an echo, on an event not yet decoded (see
     /// [`cubepod_kube::EchoFilter`]): when it is the echo of an own write, the keys it wakes.
-    pub fn take_echo(
+    pub(crate) fn take_echo(
         &self,
         resource: Resource,
         key: ObjectRef,
@@ -522,21 +527,21 @@ impl Cache {
     /// its version: the watch's echo of it then queues no reconcile of that sandbox, which
     /// already went on from this answer. (A new sandbox's finalizer, children and status
     /// echoed back had cost it two more reconciles that found nothing to do.)
-    pub fn apply_own(&self, resource: Resource, object: &Value) {
+    pub(crate) fn apply_own(&self, resource: Resource, object: &Value) {
         self.apply_own_read(resource, object, None, None);
     }
 
     /// Applies the answer of a claim's adoption of a pool member: the claim goes on from it
     /// (it is reconciled again at once), so the echo wakes only the member's pool, which
     /// refills.
-    pub fn apply_adoption(&self, answer: &Value, claim: &ObjectRef) {
+    pub(crate) fn apply_adoption(&self, answer: &Value, claim: &ObjectRef) {
         let claim = WorkKey::Sandbox(claim.clone());
         self.apply_own_read(Resource::Sandbox, answer, None, Some(&claim));
     }
 
     /// [`Self::apply_own`] of a Sandbox whose write was answered with its metadata alone:
     /// `read` is the record the write left (`sandbox::after_own_write`).
-    pub fn apply_own_sandbox(&self, answer: &Value, read: SandboxObject) {
+    pub(crate) fn apply_own_sandbox(&self, answer: &Value, read: SandboxObject) {
         self.apply_own_read(Resource::Sandbox, answer, Some(read), None);
     }
 
@@ -582,7 +587,7 @@ impl Cache {
     }
 
     /// Replaces everything of `resource` in `namespace` with a fresh list, and returns every
-    /// key that may have changed. [`Self::begin_relist`] does the same page by page.
+    /// key that may have changed. `Self::begin_relist` does the same page by page.
     pub fn replace(&self, resource: Resource, namespace: &str, items: &[Value]) -> Vec<WorkKey> {
         let mut relist = Self::begin_relist(resource, namespace);
         let mut keys = self.relist_page(&mut relist, items);
@@ -595,7 +600,7 @@ impl Cache {
     /// Starts a relist of `resource` in `namespace`: its pages are applied as they come, and
     /// [`Self::finish_relist`] then drops what no page showed. Until then the cache holds the
     /// old state and the new side by side, which is no staler than it was before the relist.
-    pub fn begin_relist(resource: Resource, namespace: &str) -> Relist {
+    pub(crate) fn begin_relist(resource: Resource, namespace: &str) -> Relist {
         Relist {
             resource,
             namespace: namespace.to_string(),
@@ -604,7 +609,7 @@ impl Cache {
     }
 
     /// Applies one page of a relist; returns the keys to reconcile.
-    pub fn relist_page(&self, relist: &mut Relist, items: &[Value]) -> Vec<WorkKey> {
+    pub(crate) fn relist_page(&self, relist: &mut Relist, items: &[Value]) -> Vec<WorkKey> {
         let mut keys = Vec::new();
         for item in items {
             let meta = MetaView::of(item);
@@ -627,7 +632,7 @@ impl Cache {
 
     /// Ends a relist: what of `resource` in its namespace no page showed is gone. Returns the
     /// keys that changed.
-    pub fn finish_relist(&self, relist: Relist) -> Vec<WorkKey> {
+    pub(crate) fn finish_relist(&self, relist: Relist) -> Vec<WorkKey> {
         let Relist {
             resource,
             namespace,
@@ -728,27 +733,32 @@ impl Cache {
     }
 
     /// Forgets deletions older than `ttl`.
-    pub fn prune_tombstones(&self, ttl: Duration) {
+    pub(crate) fn prune_tombstones(&self, ttl: Duration) {
         let mut inner = self.write();
         inner.tombstones.retain(|_, (_, at)| at.elapsed() < ttl);
     }
 
+    /// The Sandbox of this key, if it is cached and parses.
     pub fn sandbox(&self, key: &ObjectRef) -> Option<SandboxObject> {
         self.read().sandboxes.get(key).map(|s| (**s).clone())
     }
 
+    /// Why the Sandbox of this key does not parse, if it does not.
     pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<Unreadable> {
         self.read().unreadable.get(key).cloned()
     }
 
+    /// The WarmPool of this key, if it is cached and parses.
     pub fn pool(&self, key: &ObjectRef) -> Option<PoolObject> {
         self.read().pools.get(key).cloned()
     }
 
+    /// Why the WarmPool of this key does not parse, if it does not.
     pub fn unreadable_pool(&self, key: &ObjectRef) -> Option<Unreadable> {
         self.read().unreadable_pools.get(key).cloned()
     }
 
+    /// Every Sandbox cached that parses.
     pub fn sandboxes(&self) -> Vec<SandboxObject> {
         self.read()
             .sandboxes
@@ -760,7 +770,7 @@ impl Cache {
     /// What the reaper is handed in `namespace` (see [`sandbox::reap_candidate`]), each with
     /// the resourceVersion it was read at; built under the lock, without copying whole
     /// sandboxes.
-    pub fn reap_candidates(&self, namespace: &str) -> Vec<(ReapCandidate, String)> {
+    pub(crate) fn reap_candidates(&self, namespace: &str) -> Vec<(ReapCandidate, String)> {
         self.read()
             .sandboxes
             .values()
@@ -771,6 +781,7 @@ impl Cache {
             .collect()
     }
 
+    /// The keys of every Sandbox cached, readable or not.
     pub fn sandbox_keys(&self) -> Vec<ObjectRef> {
         let inner = self.read();
         inner
@@ -781,6 +792,7 @@ impl Cache {
             .collect()
     }
 
+    /// The keys of every WarmPool cached, readable or not.
     pub fn pool_keys(&self) -> Vec<ObjectRef> {
         let inner = self.read();
         inner
@@ -791,6 +803,7 @@ impl Cache {
             .collect()
     }
 
+    /// The children of this Sandbox, as its reconcile is handed them.
     pub fn observed(&self, sandbox: &ObjectRef) -> ObservedChildren {
         let inner = self.read();
         let Some(entry) = inner.children.get(sandbox) else {
@@ -849,7 +862,7 @@ impl Cache {
 
     /// This process created the member `name` of `pool`, of uid `uid`: a member until the
     /// pool's record holds it, and then as the record says.
-    pub fn record_created(&self, pool: &ObjectRef, name: &str, uid: &str) {
+    pub(crate) fn record_created(&self, pool: &ObjectRef, name: &str, uid: &str) {
         let mut inner = self.write();
         inner.membership.created(pool, name, uid);
         inner.resettle(&ObjectRef::new(&pool.namespace, name));
@@ -858,7 +871,7 @@ impl Cache {
     /// What the next status of `pool` should change in its record of members (see
     /// [`Membership::delta`]): the members this process created, and the entries whose
     /// Sandbox is gone, was made again (another uid), or is a claim's that records it itself.
-    pub fn record_delta(&self, pool: &ObjectRef) -> Option<RecordDelta> {
+    pub(crate) fn record_delta(&self, pool: &ObjectRef) -> Option<RecordDelta> {
         let inner = self.read();
         let sandbox = |name: &str| inner.sandboxes.get(&ObjectRef::new(&pool.namespace, name));
         inner.membership.delta(
@@ -881,7 +894,7 @@ impl Cache {
 
     /// Whether a claim of `pool` waits to be served while the pool has a ready, unclaimed
     /// member to serve it from.
-    pub fn claims_waiting_on(&self, pool: &ObjectRef) -> bool {
+    pub(crate) fn claims_waiting_on(&self, pool: &ObjectRef) -> bool {
         let inner = self.read();
         let in_pool = |s: &Sandbox| s.namespace == pool.namespace;
         let waiting = inner.sandboxes.values().any(|s| {
@@ -896,13 +909,14 @@ impl Cache {
 
     /// Whether `key` is a claim not yet served: it names a pool, and neither a member in its
     /// status nor a volume of its own. The work queue serves these first.
-    pub fn awaits_claim(&self, key: &ObjectRef) -> bool {
+    pub(crate) fn awaits_claim(&self, key: &ObjectRef) -> bool {
         self.read()
             .sandboxes
             .get(key)
             .is_some_and(|s| awaits_claim(&s.sandbox))
     }
 
+    /// The counts for the gauges.
     pub fn counts(&self) -> Counts {
         let inner = self.read();
         let mut counts = Counts::default();
@@ -924,7 +938,7 @@ impl Cache {
 
     /// Whether `sandbox`'s entry holds this child: one table lookup, the common case of a
     /// policy deleting its own child.
-    pub fn holds_child(
+    pub(crate) fn holds_child(
         &self,
         resource: Resource,
         namespace: &str,
@@ -941,7 +955,7 @@ impl Cache {
     /// The PVCs held under `sandbox` that it owns by the controller's record (managed, with
     /// the controller reference to `uid`) and that are not being deleted: what a fork of it
     /// may clone. One lookup.
-    pub fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
+    pub(crate) fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
         if uid.is_empty() {
             return Vec::new();
         }
@@ -962,7 +976,12 @@ impl Cache {
     /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
     /// (one, unless someone relabelled it), for the boundary's delete and takeover rules. A
     /// scan of every sandbox's children: only for a name the calling sandbox does not hold.
-    pub fn child_owners(&self, resource: Resource, namespace: &str, name: &str) -> Vec<String> {
+    pub(crate) fn child_owners(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<String> {
         let child = version_key_parts(resource, name);
         self.read()
             .children

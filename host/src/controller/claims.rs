@@ -22,7 +22,7 @@ use cubepod_policy_host::runtime::bindings::{
 };
 
 /// The longest a pool's refill waits in a row for its claims to be served.
-pub const REFILL_HOLD: Duration = Duration::from_secs(2);
+pub(crate) const REFILL_HOLD: Duration = Duration::from_secs(2);
 
 /// Conflicted offers remembered at most: each is one member at one version, dropped once the
 /// member moves on; the bound only matters if members are deleted right after a conflict.
@@ -57,7 +57,9 @@ pub enum ClaimView {
     Unclaimed,
     /// The member this claim adopted. `recovered`: the claim's status does not name it yet.
     Bound {
+        /// The adopted member.
         member: Box<SandboxObject>,
+        /// Whether the claim's status does not name it yet.
         recovered: bool,
     },
     /// A ready member reserved for this claim until the offer is dropped.
@@ -67,13 +69,16 @@ pub enum ClaimView {
     Wait,
     /// No ready member suits the claim: it starts cold. `mismatch`: why the ready members
     /// do not suit it, when there are some.
-    None { mismatch: Option<Mismatch> },
+    None {
+        /// Why the ready members do not suit the claim, if there are some.
+        mismatch: Option<Mismatch>,
+    },
 }
 
 /// A member offered to one claim, at the version it was offered; released when dropped.
 pub struct Offer {
-    pub member: String,
-    pub version: String,
+    pub(crate) member: String,
+    pub(crate) version: String,
     member_ref: ObjectRef,
     claims: Claims,
 }
@@ -88,9 +93,9 @@ impl Drop for Offer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
     /// The field's path: `spec.image`.
-    pub field: &'static str,
-    pub claim: String,
-    pub member: String,
+    pub(crate) field: &'static str,
+    pub(crate) claim: String,
+    pub(crate) member: String,
 }
 
 impl std::fmt::Display for Mismatch {
@@ -197,7 +202,7 @@ impl Claims {
 
     /// The adoption of `offer` met a conflict: the member moved on since it was offered, and
     /// is not offered again at that version.
-    pub fn conflicted(&self, offer: &Offer) {
+    pub(crate) fn conflicted(&self, offer: &Offer) {
         let mut inner = self.lock();
         if inner.stale.len() >= STALE_OFFERS {
             inner.stale.clear();
@@ -208,7 +213,7 @@ impl Claims {
     }
 
     /// The claim adopted the member `offer` names: how long since it was first seen waiting.
-    pub fn served(&self, claim: &ObjectRef, offer: &Offer) -> Option<f64> {
+    pub(crate) fn served(&self, claim: &ObjectRef, offer: &Offer) -> Option<f64> {
         let mut inner = self.lock();
         inner.adopted.insert(claim.clone(), offer.member.clone());
         inner
@@ -218,7 +223,7 @@ impl Claims {
     }
 
     /// The claim is gone: nothing is kept of it.
-    pub fn forget(&self, claim: &ObjectRef) {
+    pub(crate) fn forget(&self, claim: &ObjectRef) {
         let mut inner = self.lock();
         inner.seen.remove(claim);
         inner.adopted.remove(claim);
@@ -228,7 +233,7 @@ impl Claims {
     /// of it waits to be served and it has a ready, unclaimed member to serve it from, its
     /// refill would only compete with the claims. A pool waits [`REFILL_HOLD`] at most in a
     /// row, so that claims that never stop coming do not stop it.
-    pub fn refill_waits(&self, cache: &Cache, pool: &ObjectRef) -> Option<Duration> {
+    pub(crate) fn refill_waits(&self, cache: &Cache, pool: &ObjectRef) -> Option<Duration> {
         let waiting = cache.claims_waiting_on(pool);
         let mut inner = self.lock();
         if !waiting {
@@ -323,7 +328,7 @@ fn holds(member: &SandboxObject, claim: &str) -> bool {
 /// be the member's; its resources, storage class, runtime class and Service, when it sets
 /// them. Its own lifecycle (desired state, generation, idle timeout, shutdown time) is not
 /// compared: it is the claim's, not the member's.
-pub fn mismatch(claim: &SandboxSpec, member: &SandboxSpec) -> Option<Mismatch> {
+pub(crate) fn mismatch(claim: &SandboxSpec, member: &SandboxSpec) -> Option<Mismatch> {
     let text = |s: &String| format!("{s:?}");
     let cidrs = |c: &Vec<String>| format!("{c:?}");
     let egress = |e: &EgressMode| format!("{:?}", egress_name(*e));

@@ -12,13 +12,13 @@ use cubepod_policy_host::runtime::bindings::{SandboxPhase, SandboxStatus};
 /// When each sandbox's Pending status was first held back. Kept here rather than read from
 /// the status: a status that was never written has no start time to measure the window from,
 /// and the policy would report a new one on every pass.
-pub struct HeldStatuses {
+pub(crate) struct HeldStatuses {
     window: Duration,
     since: Mutex<HashMap<ObjectRef, Instant>>,
 }
 
 impl HeldStatuses {
-    pub fn new(window: Duration) -> Self {
+    pub(crate) fn new(window: Duration) -> Self {
         Self {
             window,
             since: Mutex::new(HashMap::new()),
@@ -26,7 +26,7 @@ impl HeldStatuses {
     }
 
     /// How long to wait before writing `new` over `old`, or `None` to write (or skip) now.
-    pub fn hold(
+    pub(crate) fn hold(
         &self,
         target: &ObjectRef,
         old: &SandboxStatus,
@@ -64,7 +64,7 @@ impl HeldStatuses {
     }
 
     /// The sandbox is gone or written: nothing held for it.
-    pub fn forget(&self, target: &ObjectRef) {
+    pub(crate) fn forget(&self, target: &ObjectRef) {
         self.since
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -72,12 +72,12 @@ impl HeldStatuses {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.since.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -31,7 +31,7 @@ const NAME_PREFIX: usize = 253 - 1 - 16 - 16 - 16;
 
 /// A name no other Event gets: `<object>.<time><process><sequence>`, all hex. The sequence is
 /// 64 bits and never wraps in a process's life; the process part tells processes apart.
-pub fn event_name(object: &str, now: i64) -> String {
+pub(crate) fn event_name(object: &str, now: i64) -> String {
     let mut end = object.len().min(NAME_PREFIX);
     while !object.is_char_boundary(end) {
         end -= 1;
@@ -46,7 +46,7 @@ pub fn event_name(object: &str, now: i64) -> String {
 }
 
 /// An Event's `type`, as the API spells it.
-pub fn type_name(kind: EventType) -> &'static str {
+pub(crate) fn type_name(kind: EventType) -> &'static str {
     match kind {
         EventType::Normal => "Normal",
         EventType::Warning => "Warning",
@@ -54,7 +54,7 @@ pub fn type_name(kind: EventType) -> &'static str {
 }
 
 /// A core/v1 Event about `kind` `namespace/name` (uid `uid`).
-pub fn event_object(
+pub(crate) fn event_object(
     kind: &str,
     namespace: &str,
     name: &str,
@@ -105,14 +105,14 @@ struct Posted {
 /// Whose Events a bucket counts: the policy's and the controller's own have one bucket each
 /// per object, so that a policy's flood never silences what the controller has to say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Source {
+pub(crate) enum Source {
     Policy,
     Controller,
 }
 
 /// What the recorder does with one Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
+pub(crate) enum Record {
     /// A new Event object.
     Create(Value),
     /// A repeat: the Event `name` gets this `count` and `lastTimestamp`.
@@ -126,7 +126,7 @@ pub enum Record {
 /// reason and message) increments the first one's `count` and `lastTimestamp` rather than
 /// creating another object, and each object gets `--event-burst` Events at once, then one per
 /// [`EVENT_REFILL`], whatever their reasons and messages (the bucket is the object's, per
-/// [`Source`]); the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
+/// `Source`); the ones past that are counted (`cubepod_events_total{result="rate_limited"}`).
 pub struct Recorder {
     inner: Mutex<RecorderState>,
     buckets: TokenBuckets<(String, ObjectRef, Source)>,
@@ -148,7 +148,7 @@ struct RecorderState {
 }
 
 impl Recorder {
-    pub fn new(metrics: std::sync::Arc<crate::metrics::Metrics>, burst: u32) -> Self {
+    pub(crate) fn new(metrics: std::sync::Arc<crate::metrics::Metrics>, burst: u32) -> Self {
         Self::with_burst(Some(metrics), burst)
     }
 
@@ -163,7 +163,7 @@ impl Recorder {
     }
 
     /// Counts what became of an Event of `kind`.
-    pub fn count(&self, kind: EventType, result: &str) {
+    pub(crate) fn count(&self, kind: EventType, result: &str) {
         if let Some(metrics) = &self.metrics {
             metrics
                 .events
@@ -173,7 +173,7 @@ impl Recorder {
     }
 
     /// Events an object may get at once (`--event-burst`).
-    pub fn burst(&self) -> u32 {
+    pub(crate) fn burst(&self) -> u32 {
         self.buckets.capacity() as u32
     }
 
@@ -183,7 +183,7 @@ impl Recorder {
     }
 
     /// What to write for `event` of `source` about `kind` `target` (uid `uid`) at `now`.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         kind: &str,
         target: &ObjectRef,
@@ -229,7 +229,7 @@ impl Recorder {
 
     /// The repeat of `name` could not be written (the Event expired or was deleted): the next
     /// occurrence creates a new one.
-    pub fn forget(&self, name: &str) {
+    pub(crate) fn forget(&self, name: &str) {
         let mut state = self.lock();
         state.posted.retain(|_, posted| posted.name != name);
         let RecorderState { posted, order, .. } = &mut *state;

@@ -9,15 +9,15 @@ use cubepod_policy_host::model::time;
 use cubepod_policy_host::runtime::PolicyModule;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ActivePolicy {
-    pub name: String,
-    pub version: String,
-    pub contract_version: String,
-    pub digest: String,
+pub(crate) struct ActivePolicy {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) contract_version: String,
+    pub(crate) digest: String,
 }
 
 impl ActivePolicy {
-    pub fn of(module: &PolicyModule) -> Self {
+    pub(crate) fn of(module: &PolicyModule) -> Self {
         let info = module.info();
         Self {
             name: info.name.clone(),
@@ -28,9 +28,11 @@ impl ActivePolicy {
     }
 }
 
+/// What `/healthz` and `/readyz` report from: the heartbeat, cache sync, leadership and the
+/// policy.
 pub struct Health {
     /// Whether this replica may reconcile (leader election).
-    pub leadership: Arc<Leadership>,
+    pub(crate) leadership: Arc<Leadership>,
     /// Unix milliseconds of the control loop's last heartbeat.
     heartbeat: AtomicI64,
     synced: AtomicBool,
@@ -57,36 +59,36 @@ impl Default for Health {
 }
 
 impl Health {
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         self.heartbeat.store(now_millis(), Ordering::Release);
     }
 
     /// Alive when the loop beat within `max_silence`.
-    pub fn alive(&self, max_silence: Duration) -> bool {
+    pub(crate) fn alive(&self, max_silence: Duration) -> bool {
         let last = self.heartbeat.load(Ordering::Acquire);
         last > 0 && now_millis().saturating_sub(last) <= max_silence.as_millis() as i64
     }
 
-    pub fn set_synced(&self, synced: bool) {
+    pub(crate) fn set_synced(&self, synced: bool) {
         self.synced.store(synced, Ordering::Release);
     }
 
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
     }
 
-    pub fn set_policy(&self, policy: ActivePolicy) {
+    pub(crate) fn set_policy(&self, policy: ActivePolicy) {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Some(policy);
     }
 
-    pub fn policy(&self) -> Option<ActivePolicy> {
+    pub(crate) fn policy(&self) -> Option<ActivePolicy> {
         self.policy
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    pub fn set_policy_file(&self, problem: Option<String>) {
+    pub(crate) fn set_policy_file(&self, problem: Option<String>) {
         *self.policy_file.write().unwrap_or_else(|p| p.into_inner()) = problem;
     }
 
@@ -99,7 +101,7 @@ impl Health {
     }
 
     /// Seconds since the epoch of the last beat, for messages.
-    pub fn last_beat(&self) -> String {
+    pub(crate) fn last_beat(&self) -> String {
         time::format(self.heartbeat.load(Ordering::Acquire) / 1000)
     }
 }

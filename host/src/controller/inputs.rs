@@ -50,7 +50,7 @@ pub fn reconcile_input(
 }
 
 /// The input of `reconcile-pool` for `pool`.
-pub fn pool_input(cache: &Cache, pool: &WarmPool, now: i64, max_replicas: u32) -> PoolInput {
+pub(crate) fn pool_input(cache: &Cache, pool: &WarmPool, now: i64, max_replicas: u32) -> PoolInput {
     PoolInput {
         now,
         members: cache.pool_members(&ObjectRef::new(&pool.namespace, &pool.name)),

@@ -12,25 +12,30 @@ use tokio::sync::watch;
 
 use cubepod_kube::{ApiErrorKind, ApiResult, Cluster, Resource};
 
+/// Whether this replica leads, and so may reconcile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaderState {
     /// No election: this replica always reconciles.
     Disabled,
+    /// This replica holds the Lease and reconciles.
     Leading {
+        /// This replica's holder identity.
         identity: String,
     },
+    /// Another replica holds the Lease (or none yet): this one waits.
     Following {
+        /// The holder seen, if any.
         holder: Option<String>,
     },
 }
 
 impl LeaderState {
-    pub fn may_reconcile(&self) -> bool {
+    pub(crate) fn may_reconcile(&self) -> bool {
         matches!(self, LeaderState::Disabled | LeaderState::Leading { .. })
     }
 
     /// One line for `/readyz`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             LeaderState::Disabled => "leader election: off (this replica reconciles)".to_string(),
             LeaderState::Leading { identity } => format!("leader: yes ({identity})"),
@@ -50,33 +55,36 @@ pub struct Leadership {
 }
 
 impl Leadership {
+    /// Shared leadership, starting in `state`.
     pub fn new(state: LeaderState) -> Arc<Self> {
         Arc::new(Self {
             state: watch::Sender::new(state),
         })
     }
 
+    /// The state now.
     pub fn state(&self) -> LeaderState {
         self.state.borrow().clone()
     }
 
+    /// Whether this replica may reconcile now.
     pub fn may_reconcile(&self) -> bool {
         self.state.borrow().may_reconcile()
     }
 
     /// Every change of the state from now on (the current one first).
-    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaderState> {
         self.state.subscribe()
     }
 
     /// Waits until this replica may reconcile.
-    pub async fn wait_until_leading(&self) {
+    pub(crate) async fn wait_until_leading(&self) {
         let mut state = self.state.subscribe();
         let _ = state.wait_for(LeaderState::may_reconcile).await;
     }
 
     /// Marks this replica a follower, before its first campaign.
-    pub fn start_following(&self) {
+    pub(crate) fn start_following(&self) {
         self.set(LeaderState::Following { holder: None });
     }
 
@@ -92,20 +100,28 @@ impl Leadership {
     }
 }
 
+/// Which Lease the election holds, as whom, and its timings.
 #[derive(Clone, Debug)]
 pub struct ElectionConfig {
+    /// The Lease's namespace.
     pub namespace: String,
+    /// The Lease's name.
     pub name: String,
+    /// This replica's holder identity.
     pub identity: String,
+    /// How long a Lease not renewed stays held.
     pub lease_duration: Duration,
+    /// How long the leader may go without renewing before it steps down.
     pub renew_deadline: Duration,
+    /// How often it tries to acquire or renew.
     pub retry_period: Duration,
 }
 
+/// Leader election on a coordination.k8s.io Lease, as client-go does it.
 pub struct LeaderElection {
-    pub cluster: Arc<dyn Cluster>,
-    pub config: ElectionConfig,
-    pub leadership: Arc<Leadership>,
+    pub(crate) cluster: Arc<dyn Cluster>,
+    pub(crate) config: ElectionConfig,
+    pub(crate) leadership: Arc<Leadership>,
     /// The Lease's spec last seen, and when this replica first saw it.
     observed: Option<(Value, Instant)>,
     last_renewed: Option<Instant>,
@@ -119,6 +135,7 @@ fn now_micro() -> String {
 }
 
 impl LeaderElection {
+    /// An election on `cluster`, updating `leadership`.
     pub fn new(
         cluster: Arc<dyn Cluster>,
         config: ElectionConfig,

@@ -13,7 +13,7 @@ use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
-pub use super::reconciler::ReconcileError;
+pub(crate) use super::reconciler::ReconcileError;
 use super::reconciler::{
     Action, Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
 };
@@ -25,14 +25,22 @@ use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::runtime::bindings::ClusterNetwork;
 use cubepod_policy_host::runtime::{CallContext, HostCallRecord, PolicyModule};
 
+/// The control loop's settings, from the command line.
 #[derive(Clone, Debug)]
 pub struct ManagerConfig {
+    /// The namespaces watched and reconciled.
     pub namespaces: Vec<String>,
+    /// Keys reconciled at once.
     pub concurrency: usize,
+    /// How often the reap tick runs.
     pub reap_interval: Duration,
+    /// How often every WarmPool is queued.
     pub pool_interval: Duration,
+    /// The most replicas a WarmPool may ask for.
     pub max_pool_replicas: u32,
+    /// How long a shutdown waits for reconciles in flight.
     pub shutdown_timeout: Duration,
+    /// The retry delays of a key whose reconcile failed.
     pub backoff: Backoff,
     /// A sandbox whose Pod was just started is reported Pending only if it is still starting
     /// after this long: most become Running first, and one status write then says so.
@@ -42,6 +50,7 @@ pub struct ManagerConfig {
     pub normal_events: bool,
     /// The system clock, or a fixed one that a test moves.
     pub clock: Clock,
+    /// The credential handed to the policy for a Sandbox's new Secret.
     pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
     pub reap_page: usize,
@@ -81,13 +90,19 @@ const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 /// How often deletions older than the cache's tombstone TTL are forgotten.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
+/// The control loop: reflectors, work queue, workers, ticks, around one reconciler.
 pub struct ControllerManager {
-    pub cluster: Arc<dyn Cluster>,
+    pub(crate) cluster: Arc<dyn Cluster>,
+    /// What the reflectors have seen.
     pub cache: Arc<Cache>,
+    /// The keys to reconcile.
     pub queue: Arc<WorkQueue>,
+    /// The running policy module.
     pub policy: Arc<PolicySlot>,
+    /// The Prometheus metrics.
     pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
+    pub(crate) health: Arc<Health>,
+    /// Its settings.
     pub config: ManagerConfig,
     /// Carries out each key's policy call; shared with `policy test`.
     pub reconciler: Reconciler,

@@ -35,20 +35,20 @@ pub(crate) struct Membership {
 
 /// What a Sandbox shows of itself that membership is decided on.
 pub(crate) struct Claimant<'a> {
-    pub name: &'a str,
-    pub uid: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) uid: &'a str,
     /// Its `cubepod.io/pool` label.
-    pub label: Option<&'a str>,
+    pub(crate) label: Option<&'a str>,
     /// The uid its controller reference names.
-    pub controller_uid: Option<&'a str>,
+    pub(crate) controller_uid: Option<&'a str>,
 }
 
 /// The change a pool's status makes to its record: a uid to record, or `None` to drop.
-pub type RecordDelta = BTreeMap<String, Option<String>>;
+pub(crate) type RecordDelta = BTreeMap<String, Option<String>>;
 
 impl Membership {
     /// Whether the pool `pool` (in the Sandbox's namespace) takes `s` as its member.
-    pub fn confirms(&self, pool: &ObjectRef, s: &Claimant<'_>) -> bool {
+    pub(crate) fn confirms(&self, pool: &ObjectRef, s: &Claimant<'_>) -> bool {
         if s.label != Some(pool.name.as_str()) {
             return false;
         }
@@ -66,7 +66,7 @@ impl Membership {
 
     /// The pool `pool` as its status now records its members (`None`: the pool is gone).
     /// Returns the names whose membership may have changed.
-    pub fn set_pool(
+    pub(crate) fn set_pool(
         &mut self,
         pool: &ObjectRef,
         now: Option<(String, Option<BTreeMap<String, String>>)>,
@@ -100,19 +100,19 @@ impl Membership {
 
     /// Whether the pool's status predates the record: its members are then every Sandbox
     /// labelled so, which only a scan finds.
-    pub fn unrecorded(&self, pool: &ObjectRef) -> bool {
+    pub(crate) fn unrecorded(&self, pool: &ObjectRef) -> bool {
         self.pools.get(pool).is_some_and(|e| e.recorded.is_none())
     }
 
     /// This process created the member `name` (uid `uid`) of `pool`.
-    pub fn created(&mut self, pool: &ObjectRef, name: &str, uid: &str) {
+    pub(crate) fn created(&mut self, pool: &ObjectRef, name: &str, uid: &str) {
         if let Some(entry) = self.pools.get_mut(pool) {
             entry.created.insert(name.to_string(), uid.to_string());
         }
     }
 
     /// Marks `name` a confirmed member of `pool`, or not.
-    pub fn index(&mut self, pool: &ObjectRef, name: &str, confirmed: bool) {
+    pub(crate) fn index(&mut self, pool: &ObjectRef, name: &str, confirmed: bool) {
         let Some(entry) = self.pools.get_mut(pool) else {
             return;
         };
@@ -126,7 +126,7 @@ impl Membership {
 
     /// The Sandbox `name` of `pool`'s namespace is gone: what this process created of that
     /// name is forgotten.
-    pub fn gone(&mut self, pool: &ObjectRef, name: &str) {
+    pub(crate) fn gone(&mut self, pool: &ObjectRef, name: &str) {
         if let Some(entry) = self.pools.get_mut(pool) {
             entry
                 .confirmed
@@ -136,7 +136,7 @@ impl Membership {
     }
 
     /// `pool`'s confirmed members, in name order.
-    pub fn members(&self, pool: &ObjectRef) -> impl Iterator<Item = &ObjectRef> {
+    pub(crate) fn members(&self, pool: &ObjectRef) -> impl Iterator<Item = &ObjectRef> {
         self.pools
             .get(pool)
             .into_iter()
@@ -147,7 +147,7 @@ impl Membership {
     /// created, and the entries to drop (`keep` says, of a recorded name and uid, whether the
     /// record still needs it). `None` when nothing changes; a pool whose status predates the
     /// record gets one, of its confirmed members.
-    pub fn delta(
+    pub(crate) fn delta(
         &self,
         pool: &ObjectRef,
         uid_of: impl Fn(&str) -> Option<String>,

@@ -11,7 +11,7 @@ pub mod inputs;
 pub mod leader;
 pub mod manager;
 pub(crate) mod membership;
-pub mod policy;
+pub(crate) mod policy;
 pub mod policy_watch;
 pub mod queue;
 pub mod reconciler;

@@ -5,17 +5,19 @@ use std::sync::{Arc, RwLock};
 
 use cubepod_policy_host::runtime::PolicyModule;
 
+/// The running policy module, swapped whole when a new one is admitted.
 pub struct PolicySlot {
     current: RwLock<Arc<PolicyModule>>,
 }
 
 impl PolicySlot {
-    pub fn new(module: PolicyModule) -> Arc<Self> {
+    pub(crate) fn new(module: PolicyModule) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Arc::new(module)),
         })
     }
 
+    /// The module running now.
     pub fn current(&self) -> Arc<PolicyModule> {
         self.current
             .read()
@@ -24,7 +26,7 @@ impl PolicySlot {
     }
 
     /// Makes `module` the active one and returns the one it replaced.
-    pub fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
+    pub(crate) fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut current, Arc::new(module))
     }

@@ -18,37 +18,46 @@ use super::health::ActivePolicy;
 use super::manager::ControllerManager;
 use super::queue::WorkKey;
 use crate::admission::Admission;
-pub use crate::admission::{Refused as SwapRefused, sha256_hex};
+use crate::admission::Refused as SwapRefused;
+pub use crate::admission::sha256_hex;
 
 /// What a check of the file found.
 #[derive(Debug)]
 pub enum SwapOutcome {
     /// Same content as the running module, or as one refused before (with the same signature).
     Unchanged,
+    /// A new module, admitted and running now.
     Applied {
+        /// Its sha256, hex.
         digest: String,
+        /// How long the check took, from the read to the swap.
         took: Duration,
     },
+    /// A new module that admission refused; the running module stays.
     Refused {
+        /// Its sha256, hex.
         digest: String,
+        /// Why it was refused.
         why: SwapRefused,
     },
     /// The file could not be read; the running module stays.
     Unreadable(String),
 }
 
+/// Watches `run --policy`'s file and swaps in each new module admission accepts.
 pub struct PolicyWatcher {
-    pub path: PathBuf,
-    pub admission: Admission,
-    pub manager: Arc<ControllerManager>,
+    pub(crate) path: PathBuf,
+    pub(crate) admission: Admission,
+    pub(crate) manager: Arc<ControllerManager>,
     /// A check also runs this often, in case a file event was missed.
-    pub poll_interval: Duration,
+    pub(crate) poll_interval: Duration,
     /// The module digest and signature digest of the last refusal.
     last_refused: Option<(String, Option<String>)>,
     last_unreadable: Option<String>,
 }
 
 impl PolicyWatcher {
+    /// A watcher of `path` that swaps modules into `manager`.
     pub fn new(
         path: PathBuf,
         admission: Admission,

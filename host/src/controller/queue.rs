@@ -16,15 +16,18 @@ use prometheus::{Gauge, Histogram, IntCounter, IntGauge};
 use crate::metrics::Metrics;
 use cubepod_policy_host::model::ObjectRef;
 
+/// What a worker reconciles.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkKey {
+    /// A Sandbox.
     Sandbox(ObjectRef),
+    /// A WarmPool.
     Pool(ObjectRef),
 }
 
 impl WorkKey {
     /// Every [`WorkKey::kind`]: the controllers, as the metrics name them.
-    pub const KINDS: [&'static str; 2] = ["sandbox", "podwarmpool"];
+    pub(crate) const KINDS: [&'static str; 2] = ["sandbox", "podwarmpool"];
 
     /// Its position in [`WorkKey::KINDS`].
     fn index(&self) -> usize {
@@ -34,7 +37,7 @@ impl WorkKey {
         }
     }
 
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             WorkKey::Sandbox(_) => "sandbox",
             WorkKey::Pool(_) => "podwarmpool",
@@ -51,9 +54,12 @@ impl std::fmt::Display for WorkKey {
     }
 }
 
+/// The retry delays of a failing key: doubling from `base`, capped at `max`, jittered.
 #[derive(Clone, Copy, Debug)]
 pub struct Backoff {
+    /// The delay after the first failure.
     pub base: Duration,
+    /// The cap on the delay.
     pub max: Duration,
 }
 
@@ -69,7 +75,7 @@ impl Default for Backoff {
 impl Backoff {
     /// The delay after `failures` failures in a row: base * 2^(failures-1), capped, with ±20%
     /// jitter so that keys that failed together do not retry together.
-    pub fn delay(&self, failures: u32) -> Duration {
+    pub(crate) fn delay(&self, failures: u32) -> Duration {
         let exponent = failures.saturating_sub(1).min(30);
         let raw = self.base.saturating_mul(1u32 << exponent).min(self.max);
         let jitter = rand::rng().random_range(0.8..1.2);
@@ -101,7 +107,7 @@ struct Inner {
 
 /// How long a pool woken by a change of a member waits before it is queued
 /// ([`WorkQueue::add_woken`]).
-pub const POOL_SETTLE: Duration = Duration::from_millis(100);
+pub(crate) const POOL_SETTLE: Duration = Duration::from_millis(100);
 
 /// Which keys go before the others.
 type Urgency = Box<dyn Fn(&WorkKey) -> bool + Send + Sync>;
@@ -124,6 +130,7 @@ impl Inner {
     }
 }
 
+/// The keys to reconcile: deduplicated, each processed by one worker at a time.
 pub struct WorkQueue {
     inner: Mutex<Inner>,
     urgent: std::sync::OnceLock<Urgency>,
@@ -163,7 +170,7 @@ impl QueueSeries {
 }
 
 impl WorkQueue {
-    pub fn new(backoff: Backoff, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub(crate) fn new(backoff: Backoff, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             inner: Mutex::new(Inner::default()),
             urgent: std::sync::OnceLock::new(),
@@ -175,7 +182,7 @@ impl WorkQueue {
 
     /// Keys for which `urgent` holds are taken before every other waiting key (a claim
     /// before the refill of its pool). Set once; later calls are ignored.
-    pub fn set_urgent(&self, urgent: impl Fn(&WorkKey) -> bool + Send + Sync + 'static) {
+    pub(crate) fn set_urgent(&self, urgent: impl Fn(&WorkKey) -> bool + Send + Sync + 'static) {
         let _ = self.urgent.set(Box::new(urgent));
     }
 
@@ -195,6 +202,7 @@ impl WorkQueue {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues `key` (once, however often it is added before a worker takes it).
     pub fn add(&self, key: WorkKey) {
         let urgent = self.is_urgent(&key);
         let mut inner = self.lock();
@@ -216,7 +224,7 @@ impl WorkQueue {
         }
     }
 
-    pub fn add_after(self: &Arc<Self>, key: WorkKey, delay: Duration) {
+    pub(crate) fn add_after(self: &Arc<Self>, key: WorkKey, delay: Duration) {
         if self.lock().shut_down {
             return;
         }
@@ -228,7 +236,7 @@ impl WorkQueue {
     /// A key a watch event woke. A pool's waits [`POOL_SETTLE`], once: a burst of changes to
     /// its members (claims adopting one after another) is then one reconcile of the pool, run
     /// after the burst, rather than one per member in its midst. A sandbox's goes at once.
-    pub fn add_woken(self: &Arc<Self>, key: WorkKey) {
+    pub(crate) fn add_woken(self: &Arc<Self>, key: WorkKey) {
         if matches!(key, WorkKey::Sandbox(_)) {
             return self.add(key);
         }
@@ -279,7 +287,7 @@ impl WorkQueue {
     }
 
     /// Requeues a failed key after its backoff; returns the delay.
-    pub fn add_rate_limited(self: &Arc<Self>, key: WorkKey) -> Duration {
+    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: WorkKey) -> Duration {
         let failures = {
             let mut inner = self.lock();
             let count = inner.failures.entry(key.clone()).or_insert(0);
@@ -292,16 +300,12 @@ impl WorkQueue {
     }
 
     /// Forgets a key's failures after it succeeded.
-    pub fn forget(&self, key: &WorkKey) {
+    pub(crate) fn forget(&self, key: &WorkKey) {
         self.lock().failures.remove(key);
     }
 
-    pub fn failures(&self, key: &WorkKey) -> u32 {
-        self.lock().failures.get(key).copied().unwrap_or(0)
-    }
-
     /// The next key to process, or `None` once the queue is shut down.
-    pub async fn next(&self) -> Option<WorkKey> {
+    pub(crate) async fn next(&self) -> Option<WorkKey> {
         loop {
             let notified = self.notify.notified();
             {
@@ -336,7 +340,7 @@ impl WorkQueue {
     }
 
     /// Marks a key processed; if it was added meanwhile, it is queued again.
-    pub fn done(&self, key: &WorkKey) {
+    pub(crate) fn done(&self, key: &WorkKey) {
         let urgent = self.is_urgent(key);
         let mut inner = self.lock();
         inner.processing.remove(key);
@@ -352,10 +356,11 @@ impl WorkQueue {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().waiting()
     }
 
+    /// Whether no key is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -367,7 +372,7 @@ impl WorkQueue {
 
     /// Sets `workqueue_unfinished_work_seconds` (the time so far of every key in processing)
     /// and `workqueue_longest_running_processor_seconds`; client-go does this every 500 ms.
-    pub fn update_unfinished_work(&self) {
+    pub(crate) fn update_unfinished_work(&self) {
         let inner = self.lock();
         let now = Instant::now();
         let mut totals = [(0.0_f64, 0.0_f64); 2];
@@ -384,7 +389,7 @@ impl WorkQueue {
     }
 
     /// Resolves once the queue is shut down.
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         loop {
             let notified = self.notify.notified();
             if self.lock().shut_down {
@@ -394,7 +399,7 @@ impl WorkQueue {
         }
     }
 
-    pub fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.lock().shut_down = true;
         self.notify.notify_waiters();
     }

@@ -37,17 +37,22 @@ use cubepod_policy_host::runtime::{CallContext, GuestCall, KubeCall, PolicyModul
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
+    /// The policy call failed: a trap, a timeout, the memory limit.
     #[error("policy: {0}")]
     Runtime(#[from] RuntimeError),
+    /// The policy returned an error.
     #[error("the policy returned an error: {}", describe_kube_error(.0))]
     Guest(KubeError),
+    /// A write of the controller's own failed.
     #[error("{what}: {source}")]
     Api {
         /// The write that failed, in words: `writing the status`.
         what: String,
+        /// The API's error.
         #[source]
         source: ApiError,
     },
+    /// The task running the policy call panicked or was cancelled.
     #[error("the policy task ended abnormally: {0}")]
     Join(String),
     /// The output broke a rule of the boundary: nothing of it was written.
@@ -60,7 +65,7 @@ pub enum ReconcileError {
 
 impl ReconcileError {
     /// The `result` label of `cubepod_reconciles_total`.
-    pub fn metric_label(&self) -> &'static str {
+    pub(crate) fn metric_label(&self) -> &'static str {
         match self {
             ReconcileError::Runtime(e) => e.metric_label(),
             ReconcileError::Guest(_) => "guest_kube_error",
@@ -84,7 +89,7 @@ impl ReconcileError {
 }
 
 /// `kube-error` in words: `refused: ...`, `retryable after 100 ms: ...`.
-pub fn describe_kube_error(error: &KubeError) -> String {
+pub(crate) fn describe_kube_error(error: &KubeError) -> String {
     match error {
         KubeError::NotFound(m) => format!("not-found: {m}"),
         KubeError::Conflict(m) => format!("conflict: {m}"),
@@ -107,15 +112,19 @@ fn api(what: &'static str) -> impl FnOnce(ApiError) -> ReconcileError {
 /// each step's time, so that a scenario is the same on every run.
 #[derive(Clone, Debug)]
 pub enum Clock {
+    /// The system clock.
     System,
+    /// A fixed time, seconds since the epoch, that [`Clock::set`] moves.
     Fixed(Arc<AtomicI64>),
 }
 
 impl Clock {
+    /// A clock stopped at `at` (seconds since the epoch), moved by [`Self::set`].
     pub fn fixed(at: i64) -> Self {
         Clock::Fixed(Arc::new(AtomicI64::new(at)))
     }
 
+    /// Seconds since the epoch.
     pub fn now(&self) -> i64 {
         match self {
             Clock::System => time::now(),
@@ -158,35 +167,37 @@ impl Tokens {
 pub struct Settings {
     /// Post Normal Events (Started, Paused, ...) as well as Warnings: each is an API write,
     /// or a repeat's patch.
-    pub normal_events: bool,
+    pub(crate) normal_events: bool,
     /// The most members a pool may have, whatever its spec says.
-    pub max_pool_replicas: u32,
+    pub(crate) max_pool_replicas: u32,
     /// A just-started sandbox's Pending status waits this long for Ready (zero: never held).
-    pub status_coalesce: Duration,
+    pub(crate) status_coalesce: Duration,
+    /// The clock the policy is handed.
     pub clock: Clock,
-    pub tokens: Tokens,
+    pub(crate) tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
-    pub reap_page: usize,
+    pub(crate) reap_page: usize,
 }
 
 /// What the loop does with a key after a reconcile that succeeded, as kube-runtime's `Action`:
-/// look at it again after `requeue_after` (zero: at once, [`IMMEDIATE_PASSES`]), or only when
+/// look at it again after `requeue_after` (zero: at once, `IMMEDIATE_PASSES`), or only when
 /// it or its children change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Action {
+    /// When to look at the key again, if at all.
     pub requeue_after: Option<Duration>,
 }
 
 impl Action {
     /// Looked at again only when the object or its children change.
-    pub const fn await_change() -> Self {
+    pub(crate) const fn await_change() -> Self {
         Self {
             requeue_after: None,
         }
     }
 
     /// Looked at again after `after`, whatever changes.
-    pub const fn requeue(after: Duration) -> Self {
+    pub(crate) const fn requeue(after: Duration) -> Self {
         Self {
             requeue_after: Some(after),
         }
@@ -215,25 +226,25 @@ pub struct Carried {
     pub calls: Vec<KubeCall>,
     /// The returned status as the controller writes it (the `status` of the patch), when
     /// [`Self::record_status`] asks for it.
-    pub status: Option<Value>,
+    pub(crate) status: Option<Value>,
     /// Whether to keep `status`: `policy test` reports it, the control loop reads nothing of
     /// it and so skips the copy (a status is some thirty allocations, copied and dropped at
     /// every reconcile).
-    pub record_status: bool,
+    pub(crate) record_status: bool,
     /// Reasons of the Events the policy asked for.
-    pub events: Vec<String>,
+    pub(crate) events: Vec<String>,
     /// The policy's own `requeue-after-seconds`.
     pub requeue_after_seconds: Option<u32>,
-    pub claim: Option<String>,
+    pub(crate) claim: Option<String>,
     /// `cleanup-sandbox`'s `done`.
-    pub done: Option<bool>,
+    pub(crate) done: Option<bool>,
     /// Sandboxes the reaper acted on: marked idle, paused for good or deleted at their
     /// shutdown time.
-    pub reaped: Vec<String>,
-    pub pool_create: Vec<String>,
-    pub pool_delete: Vec<String>,
+    pub(crate) reaped: Vec<String>,
+    pub(crate) pool_create: Vec<String>,
+    pub(crate) pool_delete: Vec<String>,
     /// Why the object was not handed to the policy, when it was not.
-    pub skipped: Option<String>,
+    pub(crate) skipped: Option<String>,
 }
 
 impl Carried {
@@ -251,22 +262,23 @@ impl Carried {
 
 /// One policy and the cluster it decides for, behind a cache.
 pub struct Reconciler {
-    pub cluster: Arc<dyn Cluster>,
-    pub cache: Arc<Cache>,
-    pub policy: Arc<PolicySlot>,
-    pub context: CallContext,
-    pub metrics: Arc<Metrics>,
+    pub(crate) cluster: Arc<dyn Cluster>,
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) policy: Arc<PolicySlot>,
+    pub(crate) context: CallContext,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Its settings.
     pub settings: Settings,
     held_statuses: HeldStatuses,
     surfaced: Surfaced,
     /// Claims in flight in this process: the members they are offered.
-    pub claims: Claims,
+    pub(crate) claims: Claims,
     /// Events as client-go's recorder posts them: repeats counted, each object rate-limited.
     events: Recorder,
 }
 
 impl Reconciler {
-    pub fn new(
+    pub(crate) fn new(
         cluster: Arc<dyn Cluster>,
         cache: Arc<Cache>,
         policy: Arc<PolicySlot>,
@@ -341,7 +353,7 @@ impl Reconciler {
     /// `cleanup-sandbox` once it is being deleted), then what the policy returned; what the
     /// loop does with the key next is the returned [`Action`]. `report` keeps what was done up
     /// to an error. A failure of the policy's (a trap, its deadline or memory, a refused output)
-    /// is also said on the Sandbox ([`Self::report_policy_failure`]).
+    /// is also said on the Sandbox (`Self::report_policy_failure`).
     pub async fn sandbox(
         &self,
         target: &ObjectRef,
@@ -956,7 +968,7 @@ impl Reconciler {
 
     /// Reconciles one PodWarmPool: `reconcile-pool`, then its creates and deletes of members
     /// and its status. A failure of the policy's is said on the pool, as on a Sandbox.
-    pub async fn pool(
+    pub(crate) async fn pool(
         &self,
         target: &ObjectRef,
         report: &mut Carried,
@@ -1518,10 +1530,10 @@ pub const REAP_PAGE: usize = 10_000;
 /// Passes a key that asks to run again at once (`requeue` of zero: a claim that adopted its
 /// member, and now reports it) gets in a row, in the loop as in `policy test`; past them it is
 /// queued.
-pub const IMMEDIATE_PASSES: usize = 3;
+pub(crate) const IMMEDIATE_PASSES: usize = 3;
 
 /// The reason of the `Ready` condition a failure of the policy's sets.
-pub const POLICY_FAILED: &str = "PolicyFailed";
+pub(crate) const POLICY_FAILED: &str = "PolicyFailed";
 
 /// The policy's failure as a condition says it: `Ready=False`, reason `PolicyFailed`, set by
 /// the host; a pass the policy gets through drops it (a policy copies its input's conditions

@@ -39,18 +39,18 @@ pub fn scopes(namespace: &str) -> Vec<Scope> {
 }
 
 /// Items per list page, as client-go's reflectors ask for.
-pub const LIST_PAGE_SIZE: u32 = 500;
+pub(crate) const LIST_PAGE_SIZE: u32 = 500;
 
 /// A watch that ends sooner than this without an event is taken as refused, not as done.
 const QUICK_END: Duration = Duration::from_secs(1);
 
-pub struct Reflector {
-    pub cluster: Arc<dyn Cluster>,
-    pub scope: Scope,
-    pub cache: Arc<Cache>,
-    pub queue: Arc<WorkQueue>,
+pub(crate) struct Reflector {
+    pub(crate) cluster: Arc<dyn Cluster>,
+    pub(crate) scope: Scope,
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) queue: Arc<WorkQueue>,
     /// Set once the first list is in the cache.
-    pub synced: Arc<AtomicBool>,
+    pub(crate) synced: Arc<AtomicBool>,
 }
 
 /// Why a watch phase ended.
@@ -68,7 +68,7 @@ const BACKOFF: Backoff = Backoff {
 impl Reflector {
     /// Lists, then watches from the list's version, until shutdown; lists again whenever the
     /// watch cannot be resumed.
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let mut failures = 0u32;
         loop {
             let Some(version) = self.list(&mut failures, &mut shutdown).await else {

@@ -3,7 +3,7 @@
 //! The cache holds one per sandbox, so this is most of what 10,000 sandboxes cost it.
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SmallMap<V>(Vec<(String, V)>);
+pub(crate) struct SmallMap<V>(Vec<(String, V)>);
 
 impl<V> Default for SmallMap<V> {
     fn default() -> Self {
@@ -18,19 +18,19 @@ impl<V> SmallMap<V> {
 
     /// The value of the key that is `parts` joined, looked up without joining them: a lookup
     /// per watch event and write answer need not allocate its key.
-    pub fn get_joined(&self, parts: &[&str]) -> Option<&V> {
+    pub(crate) fn get_joined(&self, parts: &[&str]) -> Option<&V> {
         self.find_joined(parts).ok().map(|i| &self.0[i].1)
     }
 
     /// Sets the value of the key that is `parts` joined; the key is joined only when new.
-    pub fn insert_joined(&mut self, parts: &[&str], value: V) {
+    pub(crate) fn insert_joined(&mut self, parts: &[&str], value: V) {
         match self.find_joined(parts) {
             Ok(i) => self.0[i].1 = value,
             Err(i) => self.0.insert(i, (parts.concat(), value)),
         }
     }
 
-    pub fn remove_joined(&mut self, parts: &[&str]) -> Option<V> {
+    pub(crate) fn remove_joined(&mut self, parts: &[&str]) -> Option<V> {
         self.find_joined(parts).ok().map(|i| self.0.remove(i).1)
     }
 
@@ -39,26 +39,26 @@ impl<V> SmallMap<V> {
             .binary_search_by(|(k, _)| cmp_joined(k.as_bytes(), parts))
     }
 
-    pub fn insert(&mut self, key: String, value: V) {
+    pub(crate) fn insert(&mut self, key: String, value: V) {
         match self.find(&key) {
             Ok(i) => self.0[i].1 = value,
             Err(i) => self.0.insert(i, (key, value)),
         }
     }
 
-    pub fn remove(&mut self, key: &str) -> Option<V> {
+    pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
         self.find(key).ok().map(|i| self.0.remove(i).1)
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &V) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str, &V) -> bool) {
         self.0.retain(|(k, v)| keep(k, v));
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }

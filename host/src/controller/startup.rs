@@ -14,7 +14,7 @@ use cubepod_policy_host::runtime::bindings::{ConditionStatus, SandboxStatus};
 
 /// `warm` or `cold` when writing `written` over `object`'s status is its first report of
 /// Ready; `None` otherwise.
-pub fn first_ready(object: &SandboxObject, written: &SandboxStatus) -> Option<&'static str> {
+pub(crate) fn first_ready(object: &SandboxObject, written: &SandboxStatus) -> Option<&'static str> {
     let before = &object.sandbox.status;
     let counted = object.first_ready_at.is_some() || is_ready(before);
     let member = object.sandbox.pool.is_some() && written.claimed_member.is_none();
@@ -36,7 +36,7 @@ fn is_ready(status: &SandboxStatus) -> bool {
 }
 
 /// Seconds from `created_at` to `now`, never negative (clocks of two machines).
-pub fn since(created_at: Option<i64>, now: i64) -> Option<f64> {
+pub(crate) fn since(created_at: Option<i64>, now: i64) -> Option<f64> {
     created_at.map(|created| now.saturating_sub(created).max(0) as f64)
 }
 

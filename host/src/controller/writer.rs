@@ -25,9 +25,13 @@ pub enum Finalizing {
     Gone,
 }
 
+/// The controller's own writes (finalizers, status), kept in step with the cache.
 pub struct Writer<'a> {
+    /// Where it writes.
     pub cluster: &'a dyn Cluster,
+    /// The cache it keeps up to date with its writes.
     pub cache: &'a Cache,
+    /// Where it records Events.
     pub events: &'a Recorder,
 }
 
@@ -44,12 +48,13 @@ impl Writer<'_> {
     /// Adds `cubepod.io/cleanup`, conditional on the version read, so that no other finalizer
     /// is lost to a concurrent write. `Gone` when the sandbox was deleted meanwhile: there is
     /// nothing to create children for.
-    pub async fn add_finalizer(&self, object: &SandboxObject) -> ApiResult<Finalizing> {
+    pub(crate) async fn add_finalizer(&self, object: &SandboxObject) -> ApiResult<Finalizing> {
         let mut finalizers = object.finalizers.clone();
         finalizers.push(FINALIZER.to_string());
         self.set_finalizers(object, finalizers).await
     }
 
+    /// Removes the controller's finalizer from the Sandbox.
     pub async fn remove_finalizer(&self, object: &SandboxObject) -> ApiResult<Finalizing> {
         let finalizers: Vec<String> = object
             .finalizers
@@ -105,7 +110,7 @@ impl Writer<'_> {
     /// the version it was computed from: a concurrent write (the reaper's mark, another
     /// replica) makes it a Conflict, and the key is reconciled again on fresh data instead of
     /// overwriting what it did not see.
-    pub async fn write_status(
+    pub(crate) async fn write_status(
         &self,
         resource: Resource,
         target: &ObjectRef,
@@ -120,7 +125,7 @@ impl Writer<'_> {
     /// [`Self::write_status`]). `status` is what the API holds once it is written (the patch
     /// read back) and `first_ready_at` the `status.firstReadyAt` the patch sets, if it sets
     /// it: the answer is then asked for as the object's metadata alone.
-    pub async fn write_sandbox_status(
+    pub(crate) async fn write_sandbox_status(
         &self,
         object: &SandboxObject,
         patch: &StatusPatch,
@@ -188,7 +193,7 @@ impl Writer<'_> {
 
     /// A status written for another reconcile to act on (the reaper's mark): its echo
     /// queues the object as any change does.
-    pub async fn mark_status(
+    pub(crate) async fn mark_status(
         &self,
         resource: Resource,
         target: &ObjectRef,
@@ -231,7 +236,7 @@ impl Writer<'_> {
     /// Adopts the member `offer` names for `claim`: labels it claimed and makes the claim its
     /// owner, on the member's version as offered (unclaimed), so that a member taken since,
     /// by this process or any other, is a Conflict and never changes owner.
-    pub async fn claim_member(&self, claim: &Sandbox, offer: &Offer) -> ApiResult<()> {
+    pub(crate) async fn claim_member(&self, claim: &Sandbox, offer: &Offer) -> ApiResult<()> {
         let patch = json!({"metadata": {
             "resourceVersion": offer.version,
             "labels": {CLAIMED_BY_LABEL: claim.name},
@@ -252,7 +257,7 @@ impl Writer<'_> {
 
     /// Sets a Sandbox's `spec.desiredState` over the version read (a claim's, carried to its
     /// member).
-    pub async fn set_desired_state(
+    pub(crate) async fn set_desired_state(
         &self,
         object: &SandboxObject,
         state: DesiredState,
@@ -273,7 +278,7 @@ impl Writer<'_> {
     /// Creates a pool member from the manifest the core admitted (`containment::pools::member`), and
     /// counts it the pool's until the pool's record (written with its status) holds it. A name
     /// taken already is not the pool's: whoever made it, the controller did not just now.
-    pub async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {
+    pub(crate) async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {
         match self
             .cluster
             .create(Resource::Sandbox, &pool.namespace, object)
@@ -293,7 +298,7 @@ impl Writer<'_> {
         }
     }
 
-    pub async fn delete_member(&self, pool: &ObjectRef, name: &str) -> ApiResult<()> {
+    pub(crate) async fn delete_member(&self, pool: &ObjectRef, name: &str) -> ApiResult<()> {
         match self
             .cluster
             .delete(Resource::Sandbox, &pool.namespace, name)
@@ -307,7 +312,7 @@ impl Writer<'_> {
     /// `spec.desiredState: Paused` for a sandbox whose shutdown time passed with
     /// `shutdownPolicy: Pause`, over the version the reaper's decision saw; its next
     /// reconcile pauses it. A pause is for good because nothing sets it back but the user.
-    pub async fn pause_for_good(&self, target: &ObjectRef, version: &str) -> ApiResult<()> {
+    pub(crate) async fn pause_for_good(&self, target: &ObjectRef, version: &str) -> ApiResult<()> {
         let patch = json!({
             "metadata": {"resourceVersion": version},
             "spec": {"desiredState": "Paused"},
@@ -331,7 +336,11 @@ impl Writer<'_> {
     /// patch would answer): the finalizer's cleanup then deletes its children. The delete
     /// itself takes no precondition here, so a write between the read and the delete is the
     /// one window left; the read makes it a request's length, not a tick's.
-    pub async fn delete_if_unchanged(&self, target: &ObjectRef, version: &str) -> ApiResult<()> {
+    pub(crate) async fn delete_if_unchanged(
+        &self,
+        target: &ObjectRef,
+        version: &str,
+    ) -> ApiResult<()> {
         let current = match self
             .cluster
             .get(Resource::Sandbox, &target.namespace, &target.name)
@@ -367,7 +376,7 @@ impl Writer<'_> {
     /// transition). A failure to post is logged, never fails the reconcile. The first of the
     /// policy's Events past its object's rate is told once, by an Event of the controller's.
     #[allow(clippy::too_many_arguments)]
-    pub async fn post_events(
+    pub(crate) async fn post_events(
         &self,
         kind: &str,
         target: &ObjectRef,

@@ -7,7 +7,7 @@ use super::{CliError, read_module};
 use crate::config::PolicyExportArgs;
 
 /// Runs `policy export`: writes the module's bytes, unchanged, to `--output`.
-pub fn run(args: &PolicyExportArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+pub(crate) fn run(args: &PolicyExportArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     let bytes = read_module(&args.module)?;
     std::fs::write(&args.output, &bytes).map_err(|source| CliError::Write {
         path: args.output.clone(),

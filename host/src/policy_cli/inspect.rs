@@ -18,42 +18,42 @@ use cubepod_policy_host::runtime::{CONTRACT_PACKAGE, Contract, RuntimeError, tar
 /// What inspection found.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Inspection {
-    pub module: String,
+pub(crate) struct Inspection {
+    pub(crate) module: String,
     /// sha256 of the bytes, lower-case hex.
-    pub digest: String,
-    pub size: usize,
-    pub name: Option<String>,
-    pub version: Option<String>,
+    pub(crate) digest: String,
+    pub(crate) size: usize,
+    pub(crate) name: Option<String>,
+    pub(crate) version: Option<String>,
     /// What `describe` said of the contract.
-    pub contract_version: Option<String>,
+    pub(crate) contract_version: Option<String>,
     /// The contract the component targets, from its import and export names
     /// (`cubepod:controller@0.1.0`), supported or not; `None` when they name none.
-    pub contract: Option<String>,
+    pub(crate) contract: Option<String>,
     /// Every contract the host runs modules of, oldest first.
-    pub host_contracts: Vec<String>,
+    pub(crate) host_contracts: Vec<String>,
     /// `None` when the bytes are not a component at all.
-    pub imports: Option<Vec<String>>,
-    pub exports: Option<Vec<String>>,
+    pub(crate) imports: Option<Vec<String>>,
+    pub(crate) exports: Option<Vec<String>>,
     /// How many conformance cases passed, when it got that far.
-    pub conformance: Option<usize>,
-    pub fits: bool,
+    pub(crate) conformance: Option<usize>,
+    pub(crate) fits: bool,
     /// Why the module does not fit the contract.
-    pub why: Option<String>,
+    pub(crate) why: Option<String>,
     /// The signature's verdict, when verification keys were given.
-    pub signature: Option<SignatureVerdict>,
+    pub(crate) signature: Option<SignatureVerdict>,
 }
 
 /// What `--verify-key` found of the module's signature.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SignatureVerdict {
+pub(crate) struct SignatureVerdict {
     /// A controller with these keys would admit the module (as far as its signature goes).
-    pub valid: bool,
+    pub(crate) valid: bool,
     /// `valid`, `not_checked` (the built-in policy), or the refusal's reason
     /// (`signature_missing`, `signature_malformed`, `signature_invalid`).
-    pub result: String,
-    pub detail: String,
+    pub(crate) result: String,
+    pub(crate) detail: String,
 }
 
 impl SignatureVerdict {
@@ -83,7 +83,7 @@ impl SignatureVerdict {
 
 /// Inspects a module as read (its signature too, when `admission` has keys). Call from a
 /// blocking thread: the self-test's scratch clusters run on `handle`.
-pub fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) -> Inspection {
+pub(crate) fn inspect(admission: &Admission, candidate: &Candidate, handle: &Handle) -> Inspection {
     let engine = admission.engine();
     let bytes: &[u8] = &candidate.bytes;
     let mut found = Inspection {
@@ -176,7 +176,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// The text report.
-pub fn render_text(found: &Inspection) -> String {
+pub(crate) fn render_text(found: &Inspection) -> String {
     let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".to_string());
     // The version the component targets: what describe said is the same once it loaded.
     let targeted = found
@@ -236,7 +236,7 @@ pub fn render_text(found: &Inspection) -> String {
 
 /// Runs `policy inspect`; `Ok(true)` when the module fits (and, with `--verify-key`, its
 /// signature verifies). Call from a blocking thread.
-pub fn run(
+pub(crate) fn run(
     args: &PolicyInspectArgs,
     handle: &Handle,
     out: &mut dyn std::io::Write,

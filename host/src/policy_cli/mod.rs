@@ -5,11 +5,11 @@
 //! module as a file) and `policy new` (a policy crate on the SDK, from templates). Each loads
 //! modules as `run` does.
 
-pub mod export;
-pub mod inspect;
-pub mod new;
-pub mod sign;
-pub mod test;
+pub(crate) mod export;
+pub(crate) mod inspect;
+pub(crate) mod new;
+pub(crate) mod sign;
+pub(crate) mod test;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -22,48 +22,66 @@ use crate::config::{ContainmentArgs, PolicyCommand};
 use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, RuntimeError};
 
 /// The MODULE argument that names the policy embedded in the binary.
-pub const BUILTIN_DEFAULT: &str = "builtin:default";
+pub(crate) const BUILTIN_DEFAULT: &str = "builtin:default";
 
 /// Why `policy test` or `policy inspect` could not run at all (as opposed to a scenario that
 /// failed).
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
+    /// A module or scenario file could not be read.
     #[error("{}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
+    /// A directory given as SCENARIO holds no scenario file.
     #[error("{}: no scenario file (*.yaml, *.yml) there", path.display())]
-    NoScenarios { path: PathBuf },
+    NoScenarios {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The wasm engine could not be made.
     #[error("{0}")]
     Engine(RuntimeError),
+    /// Neither conformance cases nor scenarios to run.
     #[error(
         "nothing to run: --no-conformance leaves out the conformance cases, and no SCENARIO was given"
     )]
     NothingToRun,
+    /// The JUnit report could not be written.
     #[error("writing the JUnit report {}: {source}", path.display())]
     Junit {
+        /// The report's file.
         path: PathBuf,
+        /// The write's error.
         #[source]
         source: std::io::Error,
     },
+    /// The signing key could not be used.
     #[error("{0}")]
     Key(#[from] crate::signing::KeyError),
+    /// A file (the exported module, the signature) could not be written.
     #[error("writing {}: {source}", path.display())]
     Write {
+        /// The file.
         path: PathBuf,
+        /// The write's error.
         #[source]
         source: std::io::Error,
     },
+    /// Standard output could not be written.
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// `policy new` could not make the crate.
     #[error("{0}")]
     New(#[from] new::NewError),
 }
 
 /// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file.
-pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
+pub(crate) fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
     if module.as_os_str() == BUILTIN_DEFAULT {
         return Ok(Cow::Borrowed(DEFAULT_POLICY));
     }
@@ -77,7 +95,7 @@ pub fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
 
 /// An engine with the given bounds and containment rules, as `run` makes it (no compilation cache: a test run
 /// should not depend on, or fill, the controller's).
-pub fn engine(
+pub(crate) fn engine(
     deadline: Duration,
     memory_mib: u32,
     containment: &ContainmentArgs,

@@ -79,7 +79,7 @@ pub enum NewError {
 
 /// Where the new crate gets the SDK from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SdkSource {
+pub(crate) enum SdkSource {
     /// A cubepod-controller checkout on this machine (its root).
     Path(PathBuf),
     /// A cubepod-controller git repository, at a commit, tag or branch if given.
@@ -88,7 +88,7 @@ pub enum SdkSource {
 
 /// Where in a git repository, as cargo names it (in a dependency as in `cargo install`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GitRef {
+pub(crate) enum GitRef {
     Rev(String),
     Tag(String),
     Branch(String),
@@ -179,7 +179,10 @@ impl SdkSource {
 }
 
 /// Runs `policy new`: writes the crate, then names its files and what to run next.
-pub fn run(args: &PolicyNewArgs, out: &mut dyn std::io::Write) -> Result<(), super::CliError> {
+pub(crate) fn run(
+    args: &PolicyNewArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<(), super::CliError> {
     check_name(&args.name)?;
     let sdk = SdkSource::from_args(args)?;
     let dir = args
@@ -210,7 +213,11 @@ pub fn run(args: &PolicyNewArgs, out: &mut dyn std::io::Write) -> Result<(), sup
 }
 
 /// Writes every template into `dir` (created, or empty), filled in; returns the paths written.
-pub fn write_crate(dir: &Path, name: &str, sdk: &SdkSource) -> Result<Vec<&'static str>, NewError> {
+pub(crate) fn write_crate(
+    dir: &Path,
+    name: &str,
+    sdk: &SdkSource,
+) -> Result<Vec<&'static str>, NewError> {
     check_name(name)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();

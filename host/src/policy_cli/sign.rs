@@ -8,7 +8,7 @@ use crate::config::PolicySignArgs;
 use crate::signing::{SigningKey, signature_path};
 
 /// Runs `policy sign`: writes the module's signature to `<module>.sig` (or `--output`).
-pub fn run(args: &PolicySignArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+pub(crate) fn run(args: &PolicySignArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     let key = SigningKey::load(&args.key)?;
     // A file, not `builtin:default`: the built-in policy is verified with the binary.
     let module = std::fs::read(&args.module).map_err(|source| CliError::Read {

@@ -22,7 +22,7 @@ use cubepod_policy_host::runtime::{Contract, PolicyModule};
 
 /// Every scenario file under the given paths: files as given, folders searched (recursively)
 /// for `*.yaml` and `*.yml`, in name order.
-pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+pub(crate) fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     let mut files = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|source| CliError::Read {
@@ -65,7 +65,11 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CliError> {
 
 /// Runs `policy test`; `Ok(true)` when the module passed the admission checks and every
 /// scenario passed. Call from a blocking thread.
-pub fn run(args: &PolicyTestArgs, handle: &Handle, out: &mut dyn Write) -> Result<bool, CliError> {
+pub(crate) fn run(
+    args: &PolicyTestArgs,
+    handle: &Handle,
+    out: &mut dyn Write,
+) -> Result<bool, CliError> {
     let files = scenario_files(&args.scenarios)?;
     if files.is_empty() && args.no_conformance {
         return Err(CliError::NothingToRun);

@@ -30,21 +30,33 @@ const MAX_PASSES: usize = 5;
 pub enum SelfTestError {
     /// A built-in scenario does not parse or seed: a bug of this build, not of the policy.
     #[error("built-in conformance scenario {file} is broken: {why}")]
-    Scenario { file: &'static str, why: String },
+    Scenario {
+        /// The scenario's file.
+        file: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The policy trapped, ran past its deadline or out of memory.
     #[error("conformance '{case}'{input}: {source}")]
     Runtime {
+        /// The conformance case.
         case: &'static str,
+        /// The input the policy was handed.
         input: Input,
+        /// The runtime's error.
         #[source]
         source: RuntimeError,
     },
     /// The policy broke an invariant of the contract.
     #[error("conformance '{case}'{input}: {invariant}: {detail}")]
     Violation {
+        /// The conformance case.
         case: &'static str,
+        /// The input the policy was handed.
         input: Input,
+        /// The invariant broken.
         invariant: &'static str,
+        /// How it was broken.
         detail: String,
     },
 }
@@ -99,9 +111,9 @@ type Check = fn(&Ctx<'_>) -> Result<(), SelfTestError>;
 /// One conformance case: a built-in situation and the invariants checked on it.
 #[derive(Debug)]
 pub struct Case {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// `conformance/<file>`, or `None` for a case with no situation (describe).
-    pub file: Option<&'static str>,
+    pub(crate) file: Option<&'static str>,
     text: &'static str,
     check: Check,
 }
@@ -145,11 +157,11 @@ pub fn cases() -> &'static [Case] {
 
 /// The span a self-test runs in. Its reconciles log as the controller's do, but about scratch
 /// objects (`conformance-gone`, ...): [`quiet_at_info`] keeps them out of an INFO log.
-pub const SPAN: &str = "conformance_self_test";
+pub(crate) const SPAN: &str = "conformance_self_test";
 
 /// How far a run of the cases goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Extent {
+pub(crate) enum Extent {
     /// Up to the first failure: what admission needs to refuse a module, and no more (a
     /// module that loops would otherwise spend a deadline on every case).
     UntilFirstFailure,
@@ -159,16 +171,16 @@ pub enum Extent {
 
 /// One case's verdict.
 #[derive(Debug)]
-pub struct Outcome {
-    pub case: &'static Case,
-    pub result: Result<(), SelfTestError>,
-    pub duration: Duration,
+pub(crate) struct Outcome {
+    pub(crate) case: &'static Case,
+    pub(crate) result: Result<(), SelfTestError>,
+    pub(crate) duration: Duration,
 }
 
 /// Runs the cases, in order, as far as `extent` says. Call from a blocking thread, not from
 /// async code: the scratch clusters' futures run on `handle`, on this thread, so inside this
 /// span.
-pub fn run(module: &PolicyModule, handle: &Handle, extent: Extent) -> Vec<Outcome> {
+pub(crate) fn run(module: &PolicyModule, handle: &Handle, extent: Extent) -> Vec<Outcome> {
     let _span = tracing::info_span!(SPAN).entered();
     let mut outcomes = Vec::new();
     for case in cases() {
@@ -188,7 +200,7 @@ pub fn run(module: &PolicyModule, handle: &Handle, extent: Extent) -> Vec<Outcom
 }
 
 /// How many cases passed when all did, else the first failure.
-pub fn verdict(outcomes: Vec<Outcome>) -> Result<usize, SelfTestError> {
+pub(crate) fn verdict(outcomes: Vec<Outcome>) -> Result<usize, SelfTestError> {
     let passed = outcomes.len();
     match outcomes.into_iter().find_map(|o| o.result.err()) {
         Some(error) => Err(error),

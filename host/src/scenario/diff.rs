@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// A line diff of two lists, `- ` for expected only, `+ ` for actual only, `  ` for both, in
 /// the order of a longest common subsequence. Empty when the lists are equal.
-pub fn lines(expected: &[String], actual: &[String]) -> Vec<String> {
+pub(crate) fn lines(expected: &[String], actual: &[String]) -> Vec<String> {
     if expected == actual {
         return Vec::new();
     }
@@ -49,7 +49,7 @@ pub fn lines(expected: &[String], actual: &[String]) -> Vec<String> {
 /// Lists of objects that all have a `type` (conditions) or all a `name` (containers, volumes,
 /// env) are matched by that key, so that a condition can be checked without listing every
 /// other; any other list must match item by item, with the same length.
-pub fn subset(path: &str, expected: &Value, actual: Option<&Value>) -> Vec<String> {
+pub(crate) fn subset(path: &str, expected: &Value, actual: Option<&Value>) -> Vec<String> {
     let mut out = Vec::new();
     walk(path, expected, actual, &mut out);
     out
@@ -155,7 +155,7 @@ fn join(path: &str, key: &str) -> String {
 }
 
 /// A value in a diff line: JSON, compact, cut when long.
-pub fn show(value: &Value) -> String {
+pub(crate) fn show(value: &Value) -> String {
     const MAX: usize = 160;
     let text = value.to_string();
     if text.chars().count() <= MAX {

@@ -5,7 +5,7 @@ use super::diff;
 use super::format::Expect;
 use super::scratch::{Scratch, StepOutcome, summary};
 
-pub fn check(expect: &Expect, outcome: &StepOutcome, scratch: &Scratch) -> Vec<String> {
+pub(crate) fn check(expect: &Expect, outcome: &StepOutcome, scratch: &Scratch) -> Vec<String> {
     let mut out = Vec::new();
     let result = &outcome.result;
     match (&expect.error, &outcome.error) {

@@ -15,48 +15,66 @@ use serde_json::Value;
 use cubepod_kube::Resource;
 
 /// The namespace a scenario runs in unless it names another.
-pub const DEFAULT_NAMESPACE: &str = "cubepod-workloads";
+pub(crate) const DEFAULT_NAMESPACE: &str = "cubepod-workloads";
 /// `max-replicas` of the pool input unless the scenario names another (the CLI's default).
-pub const DEFAULT_MAX_POOL_REPLICAS: u32 = 100;
+pub(crate) const DEFAULT_MAX_POOL_REPLICAS: u32 = 100;
 
 /// Why a scenario file cannot be used: which file, and serde's field path and position.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
+    /// The file could not be read.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
     /// `serde_yaml_ng` names the field path and the line and column.
     #[error("{}: {message}", path.display())]
-    Yaml { path: PathBuf, message: String },
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// The file holds no scenario.
     #[error("{}: no scenario in the file", path.display())]
-    Empty { path: PathBuf },
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// One scenario, ready to run.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// The scenario's name.
     pub name: String,
     /// The file it came from, for the report.
     pub file: PathBuf,
+    /// The namespace its objects are in.
     pub namespace: String,
+    /// The controller's `--max-pool-replicas`.
     pub max_pool_replicas: u32,
     /// Objects in the cluster before the first step.
     pub objects: Vec<SeedObject>,
+    /// What runs, in order.
     pub steps: Vec<Step>,
 }
 
 /// One step: an action, the time it runs at, and what must hold afterwards.
 #[derive(Debug, Clone)]
 pub struct Step {
+    /// What the controller does.
     pub action: Action,
     /// Seconds since the epoch; every policy call needs one.
     pub now: Option<i64>,
-    pub expect: Expect,
+    pub(crate) expect: Expect,
 }
 
+/// What a step has the controller do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// What the controller runs for a Sandbox key: `reconcile-sandbox`, or `cleanup-sandbox`
@@ -74,7 +92,7 @@ pub enum Action {
 
 impl Action {
     /// Whether the step calls the policy (and so needs a `now`).
-    pub fn calls_policy(&self) -> bool {
+    pub(crate) fn calls_policy(&self) -> bool {
         matches!(
             self,
             Action::Reconcile(_) | Action::Pool(_) | Action::Reap(_)
@@ -82,26 +100,30 @@ impl Action {
     }
 }
 
+/// Which reap candidates a reap step hands the policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReapTarget {
+    /// Every candidate.
     All,
+    /// Only these, by name.
     Only(Vec<String>),
 }
 
+/// A merge patch of one object, as a step.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PatchStep {
-    pub kind: KindName,
-    pub name: String,
+    pub(crate) kind: KindName,
+    pub(crate) name: String,
     /// An RFC 7386 merge patch; its `status`, if any, goes through the status subresource.
-    pub merge: Value,
+    pub(crate) merge: Value,
 }
 
 /// `Kind/name` of an object, as `expect.absent` and `delete` name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectName {
-    pub resource: Resource,
-    pub name: String,
+    pub(crate) resource: Resource,
+    pub(crate) name: String,
 }
 
 impl std::fmt::Display for ObjectName {
@@ -128,7 +150,7 @@ impl TryFrom<String> for ObjectName {
 
 /// A kind of object a scenario may hold: one the controller reads or the policy writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KindName(pub Resource);
+pub(crate) struct KindName(pub(crate) Resource);
 
 impl TryFrom<String> for KindName {
     type Error = String;
@@ -147,7 +169,7 @@ const KINDS: [Resource; 7] = [
     Resource::Service,
 ];
 
-pub fn resource_of_kind(kind: &str) -> Result<Resource, String> {
+pub(crate) fn resource_of_kind(kind: &str) -> Result<Resource, String> {
     KINDS.into_iter().find(|r| r.kind() == kind).ok_or_else(|| {
         let known: Vec<&str> = KINDS.iter().map(|r| r.kind()).collect();
         format!("kind {kind:?} is not one of {}", known.join(", "))
@@ -158,9 +180,9 @@ pub fn resource_of_kind(kind: &str) -> Result<Resource, String> {
 /// `metadata.name`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedObject {
-    pub resource: Resource,
-    pub name: String,
-    pub object: Value,
+    pub(crate) resource: Resource,
+    pub(crate) name: String,
+    pub(crate) object: Value,
 }
 
 impl TryFrom<Value> for SeedObject {
@@ -187,10 +209,10 @@ impl TryFrom<Value> for SeedObject {
 /// An object expected in the cluster after the step: matched by kind and `metadata.name`,
 /// then every field given must be there with that value.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExpectedObject {
-    pub resource: Resource,
-    pub name: String,
-    pub fields: Value,
+pub(crate) struct ExpectedObject {
+    pub(crate) resource: Resource,
+    pub(crate) name: String,
+    pub(crate) fields: Value,
 }
 
 impl TryFrom<Value> for ExpectedObject {
@@ -225,42 +247,42 @@ fn kind_and_name(object: &Value) -> Result<(Resource, String), String> {
 /// What must hold after a step. Every field is optional: only what is given is checked.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Expect {
+pub(crate) struct Expect {
     /// The policy's kube-client calls, exactly and in order: `ensure-pvc a-workspace`
     /// (`op namespace/name` outside the scenario's namespace).
-    pub calls: Option<Vec<String>>,
+    pub(crate) calls: Option<Vec<String>>,
     /// Objects in the cluster afterwards, each a subset of the real one.
     #[serde(default)]
-    pub objects: Vec<ExpectedObject>,
+    pub(crate) objects: Vec<ExpectedObject>,
     /// Objects that must not exist afterwards: `Kind/name`.
     #[serde(default)]
-    pub absent: Vec<ObjectName>,
+    pub(crate) absent: Vec<ObjectName>,
     /// A subset of the status the policy returned, as the controller writes it (`phase`,
     /// `podIP`, `rootfsPVC`, `conditions` matched by `type`...).
-    pub status: Option<Value>,
+    pub(crate) status: Option<Value>,
     /// The reasons of the Events the policy asked for, in order.
-    pub events: Option<Vec<String>>,
+    pub(crate) events: Option<Vec<String>>,
     /// `null` for none.
     #[serde(default, deserialize_with = "present")]
-    pub requeue_after_seconds: Option<Option<u32>>,
+    pub(crate) requeue_after_seconds: Option<Option<u32>>,
     /// The pool member a reconcile adopted; `null` for none.
     #[serde(default, deserialize_with = "present")]
-    pub claim: Option<Option<String>>,
+    pub(crate) claim: Option<Option<String>>,
     /// `cleanup-sandbox` reported every child gone.
-    pub done: Option<bool>,
+    pub(crate) done: Option<bool>,
     /// Names of the sandboxes a reap acted on: idle pauses and shutdowns (in any order).
-    pub reaped: Option<Vec<String>>,
-    pub pool: Option<PoolExpect>,
+    pub(crate) reaped: Option<Vec<String>>,
+    pub(crate) pool: Option<PoolExpect>,
     /// The step fails, with an error containing this text.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PoolExpect {
+pub(crate) struct PoolExpect {
     /// Names of the members the pool decided to create (in any order).
-    pub create: Option<Vec<String>>,
-    pub delete: Option<Vec<String>>,
+    pub(crate) create: Option<Vec<String>>,
+    pub(crate) delete: Option<Vec<String>>,
 }
 
 /// A field that is there, even as `null`, is `Some`: `null` then asserts "none".
@@ -309,7 +331,7 @@ pub fn read_file(path: &Path) -> Result<Vec<Scenario>, FormatError> {
 
 /// Parses the scenarios of `text`, read from `path`. A scenario without a name is named after
 /// the file (and its position, when the file holds several).
-pub fn parse(path: &Path, text: &str) -> Result<Vec<Scenario>, FormatError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Scenario>, FormatError> {
     let yaml_error = |e: serde_yaml_ng::Error| FormatError::Yaml {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -362,7 +384,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Scenario>, FormatError> {
 }
 
 /// The calls of `expect.calls` are written like this; the runner formats actual calls alike.
-pub fn call_summary(op: &str, namespace: &str, name: &str, scenario_namespace: &str) -> String {
+pub(crate) fn call_summary(
+    op: &str,
+    namespace: &str,
+    name: &str,
+    scenario_namespace: &str,
+) -> String {
     if namespace == scenario_namespace {
         format!("{op} {name}")
     } else {

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::runner::Report;
 
 /// The report of `reports`, grouped by file in the order first seen.
-pub fn render(reports: &[Report]) -> String {
+pub(crate) fn render(reports: &[Report]) -> String {
     let mut files: Vec<&Path> = Vec::new();
     for report in reports {
         if !files.contains(&report.file.as_path()) {
@@ -77,7 +77,7 @@ pub fn render(reports: &[Report]) -> String {
 
 /// Text for an attribute or element: the five special characters as entities, and the
 /// characters XML 1.0 cannot hold at all (most control characters) replaced.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

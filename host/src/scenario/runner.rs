@@ -14,23 +14,23 @@ use cubepod_policy_host::runtime::PolicyModule;
 
 /// How one scenario went.
 #[derive(Debug, Clone)]
-pub struct Report {
-    pub name: String,
-    pub file: PathBuf,
+pub(crate) struct Report {
+    pub(crate) name: String,
+    pub(crate) file: PathBuf,
     /// Readable lines saying what differed; empty when the scenario passed.
-    pub failures: Vec<String>,
-    pub duration: Duration,
+    pub(crate) failures: Vec<String>,
+    pub(crate) duration: Duration,
 }
 
 impl Report {
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.failures.is_empty()
     }
 }
 
 /// Runs `scenario` against `module`. Call from a blocking thread: the scratch cluster's
 /// futures run on `handle`.
-pub fn run(module: &PolicyModule, handle: &Handle, scenario: &Scenario) -> Report {
+pub(crate) fn run(module: &PolicyModule, handle: &Handle, scenario: &Scenario) -> Report {
     let started = Instant::now();
     let failures = run_steps(module, handle, scenario);
     Report {
@@ -72,7 +72,7 @@ fn run_steps(module: &PolicyModule, handle: &Handle, scenario: &Scenario) -> Vec
 }
 
 /// A step's action in a few words: `reconcile a`, `reap all`, `patch Sandbox/a`.
-pub fn describe(action: &Action) -> String {
+pub(crate) fn describe(action: &Action) -> String {
     match action {
         Action::Reconcile(name) => format!("reconcile {name}"),
         Action::Pool(name) => format!("pool {name}"),

@@ -37,14 +37,14 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 /// One thing the API server would refuse, at a field path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// `spec.resources.cpu`, `spec.containers[0].image`; empty for the object itself.
-    pub field: String,
-    pub problem: Problem,
+    pub(crate) field: String,
+    pub(crate) problem: Problem,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     Unknown,
     Type { expected: String, got: &'static str },
     Required,
@@ -72,7 +72,7 @@ impl fmt::Display for Violation {
 }
 
 /// Checks `object`, a `resource` as a scenario declares it: every violation, fields in name order.
-pub fn check(resource: Resource, object: &Value) -> Vec<Violation> {
+pub(crate) fn check(resource: Resource, object: &Value) -> Vec<Violation> {
     let schemas = schemas();
     let mut out = Vec::new();
     let core = Walker {

@@ -26,7 +26,7 @@ use cubepod_policy_host::containment::Refusal;
 use cubepod_policy_host::model::{ObjectRef, children};
 use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 
-pub use crate::controller::reconciler::describe_kube_error as kube_error;
+pub(crate) use crate::controller::reconciler::describe_kube_error as kube_error;
 
 /// The credential handed to the policy: fixed, so that manifests are the same on every run.
 pub const FRESH_TOKEN: &str = "scenario-token";
@@ -43,7 +43,9 @@ pub enum StepError {
     /// The scratch API server refused a write the controller makes for the policy's output.
     #[error("{what}: {source}")]
     Api {
+        /// The write, in words.
         what: String,
+        /// The API's error.
         #[source]
         source: ApiError,
     },
@@ -72,15 +74,16 @@ impl From<ReconcileError> for StepError {
 }
 
 /// What one step returned and did: the reconcile core's report.
-pub type StepResult = Carried;
+pub(crate) type StepResult = Carried;
 
 /// A step's result, and the error that ended it early (calls made before it are kept).
 #[derive(Debug, Default)]
 pub struct StepOutcome {
-    pub result: StepResult,
-    pub error: Option<StepError>,
+    pub(crate) result: StepResult,
+    pub(crate) error: Option<StepError>,
 }
 
+/// A scratch in-memory cluster with one reconciler, for running scenario steps.
 pub struct Scratch {
     cluster: Arc<MemoryCluster>,
     reconciler: Reconciler,
@@ -126,16 +129,17 @@ impl Scratch {
     }
 
     /// What the scratch controller counted: the metrics its reconcile core keeps.
-    pub fn metrics(&self) -> &Metrics {
+    #[cfg(test)]
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.reconciler.metrics
     }
 
-    pub fn namespace(&self) -> &str {
+    pub(crate) fn namespace(&self) -> &str {
         &self.namespace
     }
 
     /// The context policy calls run in: this cluster, behind a boundary of its namespace.
-    pub fn context(&self) -> &CallContext {
+    pub(crate) fn context(&self) -> &CallContext {
         &self.reconciler.context
     }
 
@@ -145,7 +149,7 @@ impl Scratch {
     }
 
     /// The cache, filled afresh from the cluster.
-    pub fn refreshed(&mut self) -> Result<&Cache, StepError> {
+    pub(crate) fn refreshed(&mut self) -> Result<&Cache, StepError> {
         self.refresh()?;
         Ok(&self.reconciler.cache)
     }
@@ -176,13 +180,13 @@ impl Scratch {
     }
 
     /// An object of the cluster, if it exists.
-    pub fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
+    pub(crate) fn get(&self, resource: Resource, namespace: &str, name: &str) -> Option<Value> {
         self.block_on(self.cluster.get(resource, namespace, name))
             .ok()
     }
 
     /// `Kind/name` of every child labelled as `sandbox`'s, in any namespace.
-    pub fn children_of(&self, sandbox: &str) -> Vec<(String, Value)> {
+    pub(crate) fn children_of(&self, sandbox: &str) -> Vec<(String, Value)> {
         [
             Resource::Pod,
             Resource::PersistentVolumeClaim,
@@ -461,6 +465,6 @@ async fn user_patch(
 }
 
 /// A call as `expect.calls` writes it.
-pub fn summary(call: &KubeCall, namespace: &str) -> String {
+pub(crate) fn summary(call: &KubeCall, namespace: &str) -> String {
     call_summary(call.op, &call.namespace, &call.name, namespace)
 }

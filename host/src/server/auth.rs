@@ -22,21 +22,21 @@ use sha2::{Digest, Sha256};
 use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer, UserInfo};
 
 /// How long a token's review is kept, authenticated or not (controller-runtime's `CacheTTL`).
-pub const TOKEN_TTL: Duration = Duration::from_secs(60);
+pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(60);
 /// How long an allowed request is kept (`AllowCacheTTL`).
-pub const ALLOW_TTL: Duration = Duration::from_secs(5 * 60);
+pub(crate) const ALLOW_TTL: Duration = Duration::from_secs(5 * 60);
 /// How long a denied request is kept (`DenyCacheTTL`).
-pub const DENY_TTL: Duration = Duration::from_secs(30);
+pub(crate) const DENY_TTL: Duration = Duration::from_secs(30);
 /// Bound on one review, retries included (`TokenAccessReviewTimeout`).
-pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 /// Entries each cache holds at most: scrapers are few, but tokens are whatever clients send.
 const CAPACITY: usize = 1024;
 
 /// Why a request is refused: the status and the body's one line, as controller-runtime words it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub status: StatusCode,
-    pub message: String,
+pub(crate) struct Refusal {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
 }
 
 impl Refusal {
@@ -52,7 +52,7 @@ impl Refusal {
 type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// The authentication and authorization of every request to the metrics server.
-pub struct Gate {
+pub(crate) struct Gate {
     reviewer: Arc<dyn Reviewer>,
     users: TtlCache<[u8; 32], Option<UserInfo>>,
     decisions: TtlCache<NonResourceRequest, Decision>,
@@ -60,7 +60,7 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new(reviewer: Arc<dyn Reviewer>) -> Self {
+    pub(crate) fn new(reviewer: Arc<dyn Reviewer>) -> Self {
         Self::with_clock(reviewer, Arc::new(Instant::now))
     }
 
@@ -74,7 +74,7 @@ impl Gate {
     }
 
     /// `Ok` when the request may be served.
-    pub async fn check(
+    pub(crate) async fn check(
         &self,
         headers: &HeaderMap,
         method: &Method,

@@ -19,6 +19,7 @@ use cubepod_apiserver::serve::provider;
 /// How often the files are checked for a change (controller-runtime's certwatcher polls as often).
 const POLL: Duration = Duration::from_secs(10);
 
+/// Why the metrics server's certificate could not be made or read.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
     #[error("making the metrics server's self-signed certificate: {0}")]
@@ -36,13 +37,13 @@ pub enum CertError {
 
 /// Where the certificate comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     SelfSigned,
     Files { cert: PathBuf, key: PathBuf },
 }
 
 /// The certificate served, swapped in place when its files change.
-pub struct Certificate {
+pub(crate) struct Certificate {
     source: Source,
     current: RwLock<(Arc<CertifiedKey>, Option<Stamp>)>,
 }
@@ -60,7 +61,7 @@ type Stamp = (Option<SystemTime>, Option<SystemTime>);
 
 impl Certificate {
     /// Makes or reads the certificate; the files must be readable and hold a matching pair.
-    pub fn new(source: Source) -> Result<Arc<Self>, CertError> {
+    pub(crate) fn new(source: Source) -> Result<Arc<Self>, CertError> {
         let (key, stamp) = match &source {
             Source::SelfSigned => (self_signed()?, None),
             Source::Files { cert, key } => {
@@ -77,7 +78,7 @@ impl Certificate {
     /// A TLS server config serving this certificate, over HTTP/1.1 only: kubebuilder's scaffold
     /// turns HTTP/2 off on the metrics server (the "rapid reset" and stream floods), and a
     /// scraper needs nothing more.
-    pub fn server_config(self: &Arc<Self>) -> Result<Arc<rustls::ServerConfig>, CertError> {
+    pub(crate) fn server_config(self: &Arc<Self>) -> Result<Arc<rustls::ServerConfig>, CertError> {
         let mut config = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
@@ -88,7 +89,7 @@ impl Certificate {
 
     /// Reads the files again whenever they change, until `shutdown`; a pair that does not load
     /// is reported and the served certificate stays.
-    pub async fn watch(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn watch(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
         self.watch_every(POLL, shutdown).await;
     }
 

@@ -3,9 +3,9 @@
 //! `--metrics-listen` (`:8443`, [`secure`]), or, with `--metrics-secure=false`, plain beside the
 //! probes on a loopback address (the embedded demo's default).
 
-pub mod auth;
-pub mod cert;
-pub mod secure;
+pub(crate) mod auth;
+pub(crate) mod cert;
+pub(crate) mod secure;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,12 +27,12 @@ use crate::metrics::Metrics;
 const MAX_SILENCE: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
-pub struct ServerState {
-    pub health: Arc<Health>,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct ServerState {
+    pub(crate) health: Arc<Health>,
+    pub(crate) metrics: Arc<Metrics>,
     /// `/metrics` served here, plain (`--metrics-secure=false`); otherwise a 404 that says
     /// where it is.
-    pub plain_metrics: bool,
+    pub(crate) plain_metrics: bool,
 }
 
 const PLAIN: &str = "text/plain; charset=utf-8";
@@ -49,7 +49,7 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
 }
 
 /// Answers one request; public so that tests can call the router in-process.
-pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+pub(crate) fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<Bytes>> {
     if method != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into(), PLAIN);
     }
@@ -117,7 +117,7 @@ pub fn route(state: &ServerState, method: &Method, path: &str) -> Response<Full<
 }
 
 /// Binds `addr`; returns the bound address (port 0 picks one) and the serving task.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     state: ServerState,
     shutdown: watch::Receiver<bool>,

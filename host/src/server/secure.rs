@@ -24,7 +24,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds `addr` and serves `/metrics` with TLS from `tls`, each request checked by `gate`;
 /// returns the bound address (port 0 picks one) and the serving task.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
     gate: Arc<Gate>,

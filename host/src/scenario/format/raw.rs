@@ -112,11 +112,11 @@ struct RawScenario {
 /// A scenario as written, checked, before it knows its file.
 #[derive(Debug)]
 pub(super) struct CheckedScenario {
-    pub name: Option<String>,
-    pub namespace: String,
-    pub max_pool_replicas: u32,
-    pub objects: Vec<SeedObject>,
-    pub steps: Vec<Step>,
+    pub(crate) name: Option<String>,
+    pub(crate) namespace: String,
+    pub(crate) max_pool_replicas: u32,
+    pub(crate) objects: Vec<SeedObject>,
+    pub(crate) steps: Vec<Step>,
 }
 
 impl TryFrom<RawScenario> for CheckedScenario {
