@@ -13,7 +13,7 @@ use cubepod_kube::{Cluster, Resource};
 
 /// Told of every request a guest's `kube-client` call made (or that the boundary refused),
 /// so that the caller can count them.
-pub(crate) type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
+pub type HostCallObserver = Arc<dyn Fn(HostCallRecord) + Send + Sync>;
 
 /// One request on behalf of a guest.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,7 +36,8 @@ mod host;
 mod module;
 
 pub use context::{
-    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallRecord, KubeCall,
+    CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
+    KubeCall,
 };
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
