@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::client::ApiClient;
 use super::create::{Perf, QUIET, Setup, first_seen};
-use super::process::ControllerProcess;
+use super::process::{ControllerProcess, cpu_of};
 use super::{NS, Protocol, fake_server};
 
 /// The clients that POST the claims, one request in flight each.
@@ -52,6 +52,8 @@ pub struct ClaimRun {
     pub not_running: Vec<String>,
     /// The controller's CPU from the first POST to the N-th claim Running.
     pub controller_cpu: Duration,
+    /// This process's CPU over the same time: the fake API server, the clients and the watch.
+    pub bench_cpu: Duration,
     pub warnings: Vec<String>,
 }
 
@@ -92,6 +94,11 @@ impl ClaimRun {
 
     pub fn cpu_per_claim_micros(&self) -> f64 {
         self.controller_cpu.as_secs_f64() / self.n as f64 * 1e6
+    }
+
+    /// The fake's (and its clients') CPU per claim, µs.
+    pub fn bench_cpu_per_claim_micros(&self) -> f64 {
+        self.bench_cpu.as_secs_f64() / self.n as f64 * 1e6
     }
 }
 
@@ -190,7 +197,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
     };
     let posted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let perf = Perf::start(setup.perf.as_deref(), controller.pid())?;
-    let cpu_before = controller.cpu()?;
+    let cpu_before = (controller.cpu()?, cpu_of("/proc/self/stat")?);
     let started = Instant::now();
     let post = {
         let (client, posted, names) = (client.clone(), posted.clone(), Arc::new(names.clone()));
@@ -253,7 +260,8 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
     let took = running_at.values().max().map_or(Duration::ZERO, |last| {
         last.saturating_duration_since(started)
     });
-    let controller_cpu = controller.cpu()?.saturating_sub(cpu_before);
+    let controller_cpu = controller.cpu()?.saturating_sub(cpu_before.0);
+    let bench_cpu = cpu_of("/proc/self/stat")?.saturating_sub(cpu_before.1);
     perf.stop();
     let posted = posted
         .lock()
@@ -348,6 +356,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
         double_claims,
         not_running,
         controller_cpu,
+        bench_cpu,
         warnings,
     })
 }

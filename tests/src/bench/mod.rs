@@ -718,7 +718,7 @@ pub fn run(options: &Options) -> Result<Results> {
                     "claims N={n} {} run {}: {:.0} claims/s (cold fill {:.0}/s), latency p50 \
                      {:.1} ms p90 {:.1} p99 {:.1} max {:.1}, {:.2} writes and {:.2} Events per \
                      claim {:?}, {} refill writes, {:.2} 409s per claim, {} double claims, {} \
-                     not Running, controller CPU {:.0} µs per claim",
+                     not Running, CPU per claim: controller {:.0} µs, fake and clients {:.0} µs",
                     protocol.flag(),
                     run + 1,
                     result.claims_per_second(),
@@ -735,6 +735,7 @@ pub fn run(options: &Options) -> Result<Results> {
                     result.double_claims,
                     result.not_running.len(),
                     result.cpu_per_claim_micros(),
+                    result.bench_cpu_per_claim_micros(),
                 ));
                 for stuck in result.not_running.iter().take(3) {
                     say(format_args!("  not Running: {stuck}"));

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::claims::ClaimRun;
 use super::create::CreateRun;
 use super::stats::{median, p50_p99_micros};
 use super::{Protocol, Results};
@@ -646,6 +647,27 @@ fn claim_rows(results: &Results) -> Vec<Row> {
             ),
             target: format!("≤ {TARGET_WRITES_PER_CLAIM:.0}"),
             verdict: at_most(writes, TARGET_WRITES_PER_CLAIM + 1e-9, "", 2),
+        });
+        // Each side's CPU per claim, and its share of one core over the burst: the side
+        // nearest a whole core is where the claims queue.
+        let controller = median_of(runs, |r| r.cpu_per_claim_micros()).unwrap_or(f64::NAN);
+        let fake = median_of(runs, |r| r.bench_cpu_per_claim_micros()).unwrap_or(f64::NAN);
+        let busy = |cpu: fn(&ClaimRun) -> Duration| {
+            median_of(runs, |r| {
+                cpu(r).as_secs_f64() / r.took.as_secs_f64() * 100.0
+            })
+            .unwrap_or(f64::NAN)
+        };
+        rows.push(Row {
+            metric: format!("CPU per claim over the burst, {what}"),
+            value: format!(
+                "controller {controller:.0} µs ({:.0}% of a core), the fake with its clients \
+                 {fake:.0} µs ({:.0}% of a core)",
+                busy(|r| r.controller_cpu),
+                busy(|r| r.bench_cpu)
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
         });
         let conflicts = median_of(runs, |r| r.conflicts_per_claim()).unwrap_or(f64::NAN);
         let wrong = runs
