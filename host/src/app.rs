@@ -13,6 +13,7 @@ use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
 use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
+use crate::controller::reconciler::Settings;
 use crate::instrumented::InstrumentedCluster;
 use crate::metrics::Metrics;
 use crate::server::auth::Gate;
@@ -372,18 +373,20 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             concurrency: args.concurrency as usize,
             reap_interval: args.reap_interval,
             pool_interval: args.pool_interval,
-            max_pool_replicas: args.max_pool_replicas,
             shutdown_timeout: args.shutdown_timeout,
             backoff: Backoff::default(),
-            status_coalesce: args.status_coalesce,
-            normal_events: args.normal_events,
+            reconcile: Arc::new(Settings {
+                max_pool_replicas: args.max_pool_replicas,
+                status_coalesce: args.status_coalesce,
+                normal_events: args.normal_events,
+                ..Settings::default()
+            }),
             // The API server is among the cluster's ranges: no sandbox reaches it but by
             // `egress: cluster` or `--allowed-egress-cidrs`.
             cluster_network: cubepod_policy_host::model::network::with_api_server(
                 args.network.cluster_network(),
                 &api_server,
             ),
-            ..ManagerConfig::for_namespaces(Vec::new())
         },
         metrics.clone(),
         health.clone(),
@@ -538,10 +541,10 @@ mod tests {
         assert_eq!(args.concurrency as usize, manager.concurrency);
         assert_eq!(args.reap_interval, manager.reap_interval);
         assert_eq!(args.pool_interval, manager.pool_interval);
-        assert_eq!(args.max_pool_replicas, manager.max_pool_replicas);
+        assert_eq!(args.max_pool_replicas, manager.reconcile.max_pool_replicas);
         assert_eq!(args.shutdown_timeout, manager.shutdown_timeout);
-        assert_eq!(args.status_coalesce, manager.status_coalesce);
-        assert_eq!(args.normal_events, manager.normal_events);
+        assert_eq!(args.status_coalesce, manager.reconcile.status_coalesce);
+        assert_eq!(args.normal_events, manager.reconcile.normal_events);
         assert_eq!(args.network.cluster_network(), manager.cluster_network);
     }
 
