@@ -7,12 +7,13 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::admission::{Admission, Admitted, Candidate, FileError, REFUSAL_REASONS, Refused};
-use crate::config::RunArgs;
+use crate::config::{EngineFlags, RunArgs};
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
 use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
+use crate::controller::reconciler::Settings;
 use crate::instrumented::InstrumentedCluster;
 use crate::metrics::Metrics;
 use crate::server::auth::Gate;
@@ -23,7 +24,7 @@ use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_kube::review::Reviewer;
 use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
-use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig};
+use cubepod_policy_host::runtime::PolicyEngine;
 
 /// Why `run` could not start the controller.
 #[derive(Debug, thiserror::Error)]
@@ -283,31 +284,16 @@ async fn serve_secure_metrics(
     Ok(task)
 }
 
-/// The engine of `run`, from the flags: how every policy call it makes is bounded (the guest's
-/// deadline and memory, each `kube-client` request's timeout) and contained.
-pub(crate) fn runtime_config(args: &RunArgs) -> RuntimeConfig {
-    RuntimeConfig {
-        call_deadline: args.guest_deadline,
-        memory_limit_bytes: args.guest_memory_mib as usize * 1024 * 1024,
-        host_call_timeout: args.host_call_timeout,
-        cache_dir: Some(args.cache_dir()),
-        // The workers, the reap and pool ticks, and a hot swap's self-test.
-        max_concurrent_calls: args.concurrency.saturating_add(8),
-        containment: Arc::new(args.containment.containment()),
-        address_space: args.guest_address_space,
-        calls_memory_budget_bytes: usize::try_from(args.calls_memory_budget).unwrap_or(usize::MAX),
-        ..RuntimeConfig::default()
-    }
-}
-
 /// Runs the controller until `shutdown` turns true.
 pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
 
-    let engine = PolicyEngine::new(runtime_config(&args)).map_err(|source| StartError::Policy {
-        what: "engine".to_string(),
-        source,
+    let engine = PolicyEngine::new(EngineFlags::Run(&args).runtime_config()).map_err(|source| {
+        StartError::Policy {
+            what: "engine".to_string(),
+            source,
+        }
     })?;
     engine
         .memory_budget()
@@ -372,18 +358,20 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             concurrency: args.concurrency as usize,
             reap_interval: args.reap_interval,
             pool_interval: args.pool_interval,
-            max_pool_replicas: args.max_pool_replicas,
             shutdown_timeout: args.shutdown_timeout,
             backoff: Backoff::default(),
-            status_coalesce: args.status_coalesce,
-            normal_events: args.normal_events,
+            reconcile: Arc::new(Settings {
+                max_pool_replicas: args.max_pool_replicas,
+                status_coalesce: args.status_coalesce,
+                normal_events: args.normal_events,
+                ..Settings::default()
+            }),
             // The API server is among the cluster's ranges: no sandbox reaches it but by
             // `egress: cluster` or `--allowed-egress-cidrs`.
             cluster_network: cubepod_policy_host::model::network::with_api_server(
                 args.network.cluster_network(),
                 &api_server,
             ),
-            ..ManagerConfig::for_namespaces(Vec::new())
         },
         metrics.clone(),
         health.clone(),
@@ -474,7 +462,7 @@ mod tests {
     use cubepod_policy_host::containment::Boundary;
     use cubepod_policy_host::model::{children, network, sandbox};
     use cubepod_policy_host::runtime::bindings::KubeError;
-    use cubepod_policy_host::runtime::{CallContext, DEFAULT_POLICY};
+    use cubepod_policy_host::runtime::{CallContext, DEFAULT_POLICY, RuntimeConfig};
 
     /// An API server that takes every request and never answers.
     struct Silent;
@@ -524,7 +512,7 @@ mod tests {
     #[test]
     fn the_flags_defaults_are_the_engines_and_the_managers() {
         let args = crate::config::tests::run(&[]);
-        let flags = runtime_config(&args);
+        let flags = EngineFlags::Run(&args).runtime_config();
         let engine = RuntimeConfig::default();
         assert_eq!(flags.call_deadline, engine.call_deadline);
         assert_eq!(flags.memory_limit_bytes, engine.memory_limit_bytes);
@@ -538,10 +526,10 @@ mod tests {
         assert_eq!(args.concurrency as usize, manager.concurrency);
         assert_eq!(args.reap_interval, manager.reap_interval);
         assert_eq!(args.pool_interval, manager.pool_interval);
-        assert_eq!(args.max_pool_replicas, manager.max_pool_replicas);
+        assert_eq!(args.max_pool_replicas, manager.reconcile.max_pool_replicas);
         assert_eq!(args.shutdown_timeout, manager.shutdown_timeout);
-        assert_eq!(args.status_coalesce, manager.status_coalesce);
-        assert_eq!(args.normal_events, manager.normal_events);
+        assert_eq!(args.status_coalesce, manager.reconcile.status_coalesce);
+        assert_eq!(args.normal_events, manager.reconcile.normal_events);
         assert_eq!(args.network.cluster_network(), manager.cluster_network);
     }
 
@@ -553,7 +541,7 @@ mod tests {
         let config = RuntimeConfig {
             // Not the controller's cache of compiled modules.
             cache_dir: None,
-            ..runtime_config(&args)
+            ..EngineFlags::Run(&args).runtime_config()
         };
         let module = PolicyEngine::new(config)
             .expect("an engine")

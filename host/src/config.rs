@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::builder::PossibleValuesParser;
@@ -13,7 +14,7 @@ use cubepod_policy_host::containment::{
 };
 use cubepod_policy_host::model::network;
 use cubepod_policy_host::runtime::bindings::ClusterNetwork;
-use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB};
+use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB, RuntimeConfig};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -125,13 +126,8 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_POOL_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     pub(crate) pool_interval: Duration,
 
-    /// Time bound of one call into the policy (epoch deadline).
-    #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub(crate) guest_deadline: Duration,
-
-    /// Memory bound of one call into the policy, in MiB.
-    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub(crate) guest_memory_mib: u32,
+    #[command(flatten)]
+    pub(crate) guest: GuestArgs,
 
     /// Memory all policy calls in flight may hold together (a Kubernetes quantity): each
     /// charges twice its guest memory (the guest's pages and the host's copy of what it
@@ -456,6 +452,14 @@ pub struct PolicySignArgs {
 
 /// `policy test`'s arguments.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("guest_deadline", |a| a.help(
+        "Time bound of one call into the policy (epoch deadline), as `run --guest-deadline`"
+    )),
+    mut_arg("guest_memory_mib", |a| a.help(
+        "Memory bound of one call into the policy, in MiB, as `run --guest-memory-mib`"
+    ))
+)]
 pub struct PolicyTestArgs {
     /// The policy: a wasm component file, or `builtin:default` for the policy built into
     /// this binary.
@@ -474,13 +478,8 @@ pub struct PolicyTestArgs {
     #[arg(long)]
     pub(crate) no_conformance: bool,
 
-    /// Time bound of one call into the policy (epoch deadline), as `run --guest-deadline`.
-    #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub(crate) guest_deadline: Duration,
-
-    /// Memory bound of one call into the policy, in MiB, as `run --guest-memory-mib`.
-    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub(crate) guest_memory_mib: u32,
+    #[command(flatten)]
+    pub(crate) guest: GuestArgs,
 
     /// The containment rules, as `run` has them: the same flags give the same refusals.
     #[command(flatten)]
@@ -489,6 +488,14 @@ pub struct PolicyTestArgs {
 
 /// `policy inspect`'s arguments.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("guest_deadline", |a| a.help(
+        "Time bound of one policy call during the conformance self-test"
+    )),
+    mut_arg("guest_memory_mib", |a| a.help(
+        "Memory bound of one policy call during the conformance self-test, in MiB"
+    ))
+)]
 pub struct PolicyInspectArgs {
     /// The policy: a wasm component file, or `builtin:default` for the policy built into
     /// this binary.
@@ -503,17 +510,77 @@ pub struct PolicyInspectArgs {
     #[arg(long = "verify-key", value_delimiter = ',', value_name = "PATH")]
     pub(crate) verify_keys: Vec<PathBuf>,
 
-    /// Time bound of one policy call during the conformance self-test.
-    #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
-    pub(crate) guest_deadline: Duration,
-
-    /// Memory bound of one policy call during the conformance self-test, in MiB.
-    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub(crate) guest_memory_mib: u32,
+    #[command(flatten)]
+    pub(crate) guest: GuestArgs,
 
     /// The containment rules of the conformance self-test, as `run` has them.
     #[command(flatten)]
     pub(crate) containment: ContainmentArgs,
+}
+
+/// The bounds of one policy call: one set of flags for `run`, `policy test` and `policy
+/// inspect` (each `policy` subcommand words their help for itself).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct GuestArgs {
+    /// Time bound of one call into the policy (epoch deadline).
+    #[arg(long, env = "CUBEPOD_GUEST_DEADLINE", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub(crate) guest_deadline: Duration,
+
+    /// Memory bound of one call into the policy, in MiB.
+    #[arg(long, env = "CUBEPOD_GUEST_MEMORY_MIB", default_value_t = DEFAULT_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) guest_memory_mib: u32,
+}
+
+/// The policy engine's flags: `run`'s, or those of a `policy` subcommand (`test`, `inspect`).
+pub(crate) enum EngineFlags<'a> {
+    /// `run`'s: the controller's engine.
+    Run(&'a RunArgs),
+    /// A `policy` subcommand's: the call bounds and containment rules, as `run` has them.
+    Policy {
+        /// The bounds of one call.
+        guest: &'a GuestArgs,
+        /// The containment rules.
+        containment: &'a ContainmentArgs,
+    },
+}
+
+impl EngineFlags<'_> {
+    /// The engine's configuration. `run` and a `policy` subcommand bound each call and contain
+    /// it alike, so that CI refuses what production would; they differ in how they call it.
+    pub(crate) fn runtime_config(&self) -> RuntimeConfig {
+        let (guest, containment) = match self {
+            EngineFlags::Run(args) => (&args.guest, &args.containment),
+            EngineFlags::Policy { guest, containment } => (*guest, *containment),
+        };
+        let config = RuntimeConfig {
+            call_deadline: guest.guest_deadline,
+            memory_limit_bytes: guest.guest_memory_mib as usize * 1024 * 1024,
+            containment: Arc::new(containment.containment()),
+            ..RuntimeConfig::default()
+        };
+        match self {
+            // Many calls at once, within `run`'s bounds on them, and compiled modules cached.
+            EngineFlags::Run(args) => RuntimeConfig {
+                host_call_timeout: args.host_call_timeout,
+                cache_dir: Some(args.cache_dir()),
+                // The workers, the reap and pool ticks, and a hot swap's self-test.
+                max_concurrent_calls: args.concurrency.saturating_add(8),
+                address_space: args.guest_address_space,
+                calls_memory_budget_bytes: usize::try_from(args.calls_memory_budget)
+                    .unwrap_or(usize::MAX),
+                ..config
+            },
+            // One call at a time: the budget of calls in flight only has to hold it. No
+            // compilation cache: a test run should not depend on, or fill, the controller's.
+            EngineFlags::Policy { .. } => RuntimeConfig {
+                calls_memory_budget_bytes: config
+                    .calls_memory_budget_bytes
+                    .max(config.call_charge_bound()),
+                cache_dir: None,
+                ..config
+            },
+        }
+    }
 }
 
 /// What a policy's `kube-client` calls may write, and their per-call budgets: one set of
@@ -1029,6 +1096,55 @@ pub(crate) mod tests {
         ] {
             let parsed = Cli::try_parse_from(["cubepod-controller", "run", bad]);
             assert!(parsed.is_err(), "{bad}");
+        }
+    }
+
+    /// `policy test` and `policy inspect` bound and contain each call as `run` does with the
+    /// same flags, so that CI refuses what production would; they call one at a time, and
+    /// neither read nor fill the controller's compilation cache.
+    #[test]
+    fn the_policy_subcommands_engines_bound_and_contain_calls_as_runs_does() {
+        let flags = [
+            "--guest-deadline=250ms",
+            "--guest-memory-mib=64",
+            "--max-kube-calls=7",
+            "--allowed-runtime-classes=kata-fc",
+        ];
+        let run_args = run(&flags);
+        let controller = EngineFlags::Run(&run_args).runtime_config();
+        assert_eq!(controller.call_deadline, Duration::from_millis(250));
+        assert_eq!(controller.memory_limit_bytes, 64 << 20);
+        assert_eq!(controller.containment.max_kube_calls, 7);
+        assert!(controller.cache_dir.is_some());
+        for subcommand in ["test", "inspect"] {
+            let cli = Cli::try_parse_from(
+                [
+                    "cubepod-controller",
+                    "policy",
+                    subcommand,
+                    "builtin:default",
+                ]
+                .iter()
+                .chain(&flags),
+            )
+            .expect("flags parse");
+            let Command::Policy(PolicyArgs { command }) = cli.command else {
+                panic!("policy");
+            };
+            let (guest, containment) = match &command {
+                PolicyCommand::Test(args) => (&args.guest, &args.containment),
+                PolicyCommand::Inspect(args) => (&args.guest, &args.containment),
+                _ => panic!("{subcommand}"),
+            };
+            let config = EngineFlags::Policy { guest, containment }.runtime_config();
+            assert_eq!(
+                config.call_deadline, controller.call_deadline,
+                "{subcommand}"
+            );
+            assert_eq!(config.memory_limit_bytes, controller.memory_limit_bytes);
+            assert_eq!(config.containment, controller.containment, "{subcommand}");
+            assert_eq!(config.cache_dir, None, "{subcommand}");
+            assert!(config.calls_memory_budget_bytes >= config.call_charge_bound());
         }
     }
 }

@@ -17,7 +17,7 @@ use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::{Carried, Clock, Tokens};
+use cubepod_host::controller::reconciler::{Carried, Clock, Settings, Tokens};
 use cubepod_host::controller::reflector;
 use cubepod_host::metrics::Metrics;
 use cubepod_host::scenario::format::{self, Action, ReapTarget, Scenario};
@@ -303,10 +303,13 @@ async fn through_the_manager(module: &PolicyModule, scenario: &Scenario) -> Vec<
         .await
         .unwrap_or_else(|e| panic!("{}: {e}", scenario.name));
     let config = ManagerConfig {
-        max_pool_replicas: scenario.max_pool_replicas,
-        status_coalesce: Duration::ZERO,
-        clock: Clock::fixed(0),
-        tokens: Tokens::Fixed(FRESH_TOKEN),
+        reconcile: Arc::new(Settings {
+            max_pool_replicas: scenario.max_pool_replicas,
+            status_coalesce: Duration::ZERO,
+            clock: Clock::fixed(0),
+            tokens: Tokens::Fixed(FRESH_TOKEN),
+            ..Settings::default()
+        }),
         ..ManagerConfig::for_namespaces(vec![namespace.to_string()])
     };
     let manager = ControllerManager::new(
@@ -331,7 +334,7 @@ async fn through_the_manager(module: &PolicyModule, scenario: &Scenario) -> Vec<
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        manager.config.clock.set(step.now.unwrap_or(0));
+        manager.config.reconcile.clock.set(step.now.unwrap_or(0));
         let key = |name: &str| ObjectRef::new(namespace, name);
         match &step.action {
             Action::Reconcile(name) => manager.process(WorkKey::Sandbox(key(name))).await,

@@ -15,7 +15,7 @@ use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::{Carried, Clock};
+use cubepod_host::controller::reconciler::{Carried, Clock, Settings};
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{Cluster, Resource, WatchEventType};
 use cubepod_policy_host::model::ObjectRef;
@@ -63,8 +63,11 @@ fn controller_with(clock: Clock) -> Controller {
         hostile(),
         ManagerConfig {
             // A just-started sandbox's status is not held: the requeue is the policy's.
-            status_coalesce: Duration::ZERO,
-            clock,
+            reconcile: Arc::new(Settings {
+                status_coalesce: Duration::ZERO,
+                clock,
+                ..Settings::default()
+            }),
             ..ManagerConfig::for_namespaces(vec![NS.to_string()])
         },
         metrics.clone(),

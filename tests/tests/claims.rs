@@ -40,6 +40,7 @@ use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::Backoff;
+use cubepod_host::controller::reconciler::Settings;
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
@@ -690,8 +691,11 @@ impl Controller {
         let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
         config.concurrency = knobs.concurrency;
         config.pool_interval = POOL_INTERVAL;
-        config.max_pool_replicas = MAX_POOL_REPLICAS;
-        config.status_coalesce = Duration::from_millis(200);
+        config.reconcile = Arc::new(Settings {
+            max_pool_replicas: MAX_POOL_REPLICAS,
+            status_coalesce: Duration::from_millis(200),
+            ..Settings::default()
+        });
         config.shutdown_timeout = Duration::from_secs(5);
         // Retries within the quiet window: a key still failing is seen writing, not asleep.
         config.backoff = Backoff {

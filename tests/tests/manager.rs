@@ -7,6 +7,7 @@ use std::time::Duration;
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+use cubepod_host::controller::reconciler::Settings;
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{Cluster, Resource};
 use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};
@@ -465,7 +466,12 @@ async fn one_reaper_tick_judges_every_page_of_candidates() {
             .await
             .unwrap();
     }
-    let manager = manager(&cluster, |config| config.reap_page = 3);
+    let manager = manager(&cluster, |config| {
+        config.reconcile = Arc::new(Settings {
+            reap_page: 3,
+            ..Settings::default()
+        })
+    });
     let (_stop, shutdown) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let synced = manager.spawn_reflectors(&mut tasks, &shutdown);

@@ -17,6 +17,7 @@ mod kubelet;
 mod merge;
 mod meta;
 mod namespaces;
+mod pod_lifecycle;
 mod schema;
 mod selector;
 pub mod serve;

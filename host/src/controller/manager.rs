@@ -14,9 +14,7 @@ use super::health::{ActivePolicy, Health};
 use super::policy::PolicySlot;
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub(crate) use super::reconciler::ReconcileError;
-use super::reconciler::{
-    Action, Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, Reconciler, Settings, Tokens,
-};
+use super::reconciler::{Action, Carried, IMMEDIATE_PASSES, Reconciler, Settings};
 use super::reflector::{self, Reflector};
 use crate::metrics::Metrics;
 use cubepod_kube::Cluster;
@@ -36,24 +34,12 @@ pub struct ManagerConfig {
     pub reap_interval: Duration,
     /// How often every WarmPool is queued.
     pub pool_interval: Duration,
-    /// The most replicas a WarmPool may ask for.
-    pub max_pool_replicas: u32,
     /// How long a shutdown waits for reconciles in flight.
     pub shutdown_timeout: Duration,
     /// The retry delays of a key whose reconcile failed.
     pub backoff: Backoff,
-    /// A sandbox whose Pod was just started is reported Pending only if it is still starting
-    /// after this long: most become Running first, and one status write then says so.
-    pub status_coalesce: Duration,
-    /// Post Normal Events (Started, Paused, ...) as well as Warnings: each is an API write,
-    /// or a repeat's patch.
-    pub normal_events: bool,
-    /// The system clock, or a fixed one that a test moves.
-    pub clock: Clock,
-    /// The credential handed to the policy for a Sandbox's new Secret.
-    pub tokens: Tokens,
-    /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
-    pub reap_page: usize,
+    /// What each reconcile may do besides the policy's decisions: the reconciler holds these.
+    pub reconcile: Arc<Settings>,
     /// The cluster network every reconcile is handed, and the policy's NetworkPolicies are
     /// checked against (the boundary's).
     pub cluster_network: ClusterNetwork,
@@ -67,14 +53,9 @@ impl ManagerConfig {
             concurrency: 16,
             reap_interval: Duration::from_secs(30),
             pool_interval: Duration::from_secs(10),
-            max_pool_replicas: 100,
             shutdown_timeout: Duration::from_secs(10),
             backoff: Backoff::default(),
-            status_coalesce: Duration::from_secs(2),
-            normal_events: true,
-            clock: Clock::System,
-            tokens: Tokens::Random,
-            reap_page: REAP_PAGE,
+            reconcile: Arc::default(),
             cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
         }
     }
@@ -153,14 +134,7 @@ impl ControllerManager {
             policy.clone(),
             context,
             metrics.clone(),
-            Settings {
-                normal_events: config.normal_events,
-                max_pool_replicas: config.max_pool_replicas,
-                status_coalesce: config.status_coalesce,
-                clock: config.clock.clone(),
-                tokens: config.tokens,
-                reap_page: config.reap_page,
-            },
+            config.reconcile.clone(),
         );
         // controller-runtime's series, there from the start: every worker may take either kind.
         let c = &metrics.controller;

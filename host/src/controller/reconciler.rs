@@ -162,21 +162,41 @@ impl Tokens {
     }
 }
 
-/// What a reconcile may do besides the policy's decisions.
+/// What a reconcile may do besides the policy's decisions: the one copy of these settings,
+/// shared by the control loop's configuration ([`ManagerConfig::reconcile`]) and its reconciler.
+///
+/// [`ManagerConfig::reconcile`]: super::manager::ManagerConfig::reconcile
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Post Normal Events (Started, Paused, ...) as well as Warnings: each is an API write,
     /// or a repeat's patch.
-    pub(crate) normal_events: bool,
+    pub normal_events: bool,
     /// The most members a pool may have, whatever its spec says.
-    pub(crate) max_pool_replicas: u32,
-    /// A just-started sandbox's Pending status waits this long for Ready (zero: never held).
-    pub(crate) status_coalesce: Duration,
-    /// The clock the policy is handed.
+    pub max_pool_replicas: u32,
+    /// A sandbox whose Pod was just started is reported Pending only if it is still starting
+    /// after this long: most become Running first, and one status write then says so (zero:
+    /// never held).
+    pub status_coalesce: Duration,
+    /// The clock the policy is handed: the system's, or a fixed one that a test moves.
     pub clock: Clock,
-    pub(crate) tokens: Tokens,
+    /// The credential handed to the policy for a Sandbox's new Secret.
+    pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
-    pub(crate) reap_page: usize,
+    pub reap_page: usize,
+}
+
+impl Default for Settings {
+    /// The controller's: the command line's defaults, the system clock, random credentials.
+    fn default() -> Self {
+        Self {
+            normal_events: true,
+            max_pool_replicas: 100,
+            status_coalesce: Duration::from_secs(2),
+            clock: Clock::System,
+            tokens: Tokens::Random,
+            reap_page: REAP_PAGE,
+        }
+    }
 }
 
 /// What the loop does with a key after a reconcile that succeeded, as kube-runtime's `Action`:
@@ -267,8 +287,8 @@ pub struct Reconciler {
     pub(crate) policy: Arc<PolicySlot>,
     pub(crate) context: CallContext,
     pub(crate) metrics: Arc<Metrics>,
-    /// Its settings.
-    pub settings: Settings,
+    /// Its settings, shared with the manager's configuration.
+    pub settings: Arc<Settings>,
     held_statuses: HeldStatuses,
     surfaced: Surfaced,
     /// Claims in flight in this process: the members they are offered.
@@ -284,7 +304,7 @@ impl Reconciler {
         policy: Arc<PolicySlot>,
         context: CallContext,
         metrics: Arc<Metrics>,
-        settings: Settings,
+        settings: Arc<Settings>,
     ) -> Self {
         Self {
             held_statuses: HeldStatuses::new(settings.status_coalesce),

@@ -241,11 +241,7 @@ pub(crate) fn run(
     handle: &Handle,
     out: &mut dyn std::io::Write,
 ) -> Result<bool, CliError> {
-    let engine = cli::engine(
-        args.guest_deadline,
-        args.guest_memory_mib,
-        &args.containment,
-    )?;
+    let engine = cli::engine(&args.guest, &args.containment)?;
     let admission = Admission::new(engine, KeyRing::load(&args.verify_keys)?);
     let candidate = if args.module.as_os_str() == cli::BUILTIN_DEFAULT {
         Candidate {

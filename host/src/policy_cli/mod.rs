@@ -13,13 +13,11 @@ pub(crate) mod test;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::runtime::Handle;
 
-use crate::config::{ContainmentArgs, PolicyCommand};
-use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig, RuntimeError};
+use crate::config::{ContainmentArgs, EngineFlags, GuestArgs, PolicyCommand};
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeError};
 
 /// The MODULE argument that names the policy embedded in the binary.
 pub(crate) const BUILTIN_DEFAULT: &str = "builtin:default";
@@ -93,23 +91,13 @@ pub(crate) fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError>
         })
 }
 
-/// An engine with the given bounds and containment rules, as `run` makes it (no compilation cache: a test run
-/// should not depend on, or fill, the controller's).
+/// An engine with the given bounds and containment rules, as a `policy` subcommand runs it
+/// ([`EngineFlags::runtime_config`]).
 pub(crate) fn engine(
-    deadline: Duration,
-    memory_mib: u32,
+    guest: &GuestArgs,
     containment: &ContainmentArgs,
 ) -> Result<PolicyEngine, CliError> {
-    let mut config = RuntimeConfig {
-        call_deadline: deadline,
-        memory_limit_bytes: memory_mib as usize * 1024 * 1024,
-        containment: Arc::new(containment.containment()),
-        ..RuntimeConfig::default()
-    };
-    // One call at a time: the budget of calls in flight only has to hold it.
-    config.calls_memory_budget_bytes = config
-        .calls_memory_budget_bytes
-        .max(config.call_charge_bound());
+    let config = EngineFlags::Policy { guest, containment }.runtime_config();
     PolicyEngine::new(config).map_err(CliError::Engine)
 }
 

@@ -75,11 +75,7 @@ pub(crate) fn run(
         return Err(CliError::NothingToRun);
     }
     let bytes = read_module(&args.module)?;
-    let engine = engine(
-        args.guest_deadline,
-        args.guest_memory_mib,
-        &args.containment,
-    )?;
+    let engine = engine(&args.guest, &args.containment)?;
     // The controller's own admission, but for the signature (`policy inspect --verify-key`
     // checks that): a module that passes here is one `run` with the same flags takes.
     let admission = Admission::new(engine, KeyRing::default());

@@ -15,7 +15,7 @@ use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
 use crate::controller::cache::Cache;
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconciler::{
-    Carried, Clock, IMMEDIATE_PASSES, REAP_PAGE, ReconcileError, Reconciler, Settings, Tokens,
+    Carried, Clock, IMMEDIATE_PASSES, ReconcileError, Reconciler, Settings, Tokens,
 };
 use crate::controller::reflector;
 use crate::metrics::Metrics;
@@ -111,14 +111,12 @@ impl Scratch {
             PolicySlot::new(module.clone()),
             context,
             Arc::new(Metrics::new()),
-            Settings {
-                normal_events: true,
-                max_pool_replicas: 100,
+            Arc::new(Settings {
                 status_coalesce: Duration::ZERO,
                 clock: Clock::fixed(0),
                 tokens: Tokens::Fixed(FRESH_TOKEN),
-                reap_page: REAP_PAGE,
-            },
+                ..Settings::default()
+            }),
         );
         Self {
             cluster,
@@ -228,8 +226,10 @@ impl Scratch {
             record_status: true,
             ..StepResult::default()
         };
-        self.reconciler.settings.clock.set(now.unwrap_or(0));
-        self.reconciler.settings.max_pool_replicas = max_pool_replicas;
+        // The scratch reconciler is the settings' only holder: they change in place.
+        let settings = Arc::make_mut(&mut self.reconciler.settings);
+        settings.clock.set(now.unwrap_or(0));
+        settings.max_pool_replicas = max_pool_replicas;
         let done = self.refresh().and_then(|()| match action {
             Action::Reconcile(name) => {
                 let target = ObjectRef::new(&self.namespace, name);

@@ -4,8 +4,10 @@
 //! list types' keys (`listtype`) and the CEL rules (`rules`), in that order and with the API
 //! server's words, so that what a real cluster refuses is refused here too.
 
+mod cel_rule;
 mod datetime;
 mod defaults;
+mod error;
 mod listtype;
 mod objectmeta;
 mod rules;
@@ -21,8 +23,8 @@ use super::crds;
 use super::field::{BadValue, FieldError, Kind, Path};
 use cubepod_kube::Resource;
 
+pub(crate) use self::error::SchemaError;
 use self::structural::Node;
-pub(crate) use self::structural::SchemaError;
 
 /// One CRD's schema, compiled (patterns and rules included).
 #[derive(Debug)]

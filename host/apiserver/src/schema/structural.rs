@@ -7,15 +7,8 @@
 use regex::Regex;
 use serde_json::Value;
 
-use super::rules::Rule;
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SchemaError {
-    #[error("{path}: `{keyword}` is not enforced by the in-memory API server")]
-    Unsupported { path: String, keyword: String },
-    #[error("{path}: {why}")]
-    Invalid { path: String, why: String },
-}
+use super::cel_rule::Rule;
+use super::error::SchemaError;
 
 /// `type`: what a value must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

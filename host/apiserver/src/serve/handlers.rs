@@ -1,13 +1,11 @@
 //! One request, end to end: the layer (if any), auth, routing, the verb against the
 //! MemoryCluster, the response (JSON, a Table or the metadata alone) and its record.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, WARNING};
 use hyper::http::request::Parts;
@@ -19,6 +17,8 @@ use serde_json::{Value, json};
 use super::body::{self, Body};
 use super::fields::FieldSelector;
 use super::partial;
+use super::render::Render;
+use super::request_body::{read_json, read_object};
 use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
@@ -28,9 +28,6 @@ use crate::MemoryCluster;
 use crate::crds;
 use crate::selector::Selector;
 use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
-
-/// The API server's own limit on a request body (3 MiB).
-const MAX_BODY: usize = 3 * 1024 * 1024;
 
 const MERGE_PATCH: &str = "application/merge-patch+json";
 
@@ -402,30 +399,6 @@ fn namespace_list(
     Ok(body::json(StatusCode::OK, &document))
 }
 
-/// How the objects of a GET, and a write's answer, are sent: as Table rows (with what each row
-/// carries), as their metadata alone, or whole.
-#[derive(Clone, Copy)]
-pub(super) struct Render {
-    table: Option<IncludeObject>,
-    metadata: bool,
-}
-
-impl Render {
-    /// One object (a GET's, a watch event's) as sent: its one-row Table, its metadata, or it.
-    pub(super) fn object<'a>(self, resource: Resource, object: &'a Value) -> Cow<'a, Value> {
-        match self.table {
-            Some(include) => {
-                let version = object["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default();
-                Cow::Owned(table::render(resource, &[object], version, include))
-            }
-            None if self.metadata => Cow::Owned(partial::object(object)),
-            None => Cow::Borrowed(object),
-        }
-    }
-}
-
 /// Unknown fields against the CRD's schema (other kinds have none here): pruned, as the API
 /// server prunes a custom resource, and then per `fieldValidation` the warnings to send, or
 /// the refusal.
@@ -659,40 +632,4 @@ fn check_merge_patch(content_type: &str) -> Result<(), Failure> {
              {MERGE_PATCH} (got {media_type:?})"
         ),
     ))
-}
-
-/// The body as a JSON object; anything else is a 400.
-pub(super) async fn read_object(body: Incoming) -> Result<Value, Failure> {
-    match read_json(body).await? {
-        Some(value @ Value::Object(_)) => Ok(value),
-        Some(_) => Err(Failure::bad_request(
-            "the request body must be a JSON object",
-        )),
-        None => Err(Failure::bad_request("the request body is empty")),
-    }
-}
-
-/// The body as JSON, `None` when empty.
-async fn read_json(body: Incoming) -> Result<Option<Value>, Failure> {
-    let bytes = read_body(body).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|error| Failure::bad_request(format!("the request body is not JSON: {error}")))
-}
-
-async fn read_body(body: Incoming) -> Result<Bytes, Failure> {
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(Failure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "RequestEntityTooLarge",
-            format!("the request body is larger than {MAX_BODY} bytes"),
-        )),
-        Err(error) => Err(Failure::bad_request(format!(
-            "reading the request body: {error}"
-        ))),
-    }
 }

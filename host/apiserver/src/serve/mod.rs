@@ -14,6 +14,8 @@ mod openapi;
 mod order;
 mod partial;
 mod pki;
+mod render;
+mod request_body;
 mod reviews;
 mod routes;
 mod scale;

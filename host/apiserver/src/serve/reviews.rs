@@ -8,7 +8,7 @@ use hyper::{Method, Response, StatusCode};
 use serde::Serialize;
 
 use super::body::{self, Body};
-use super::handlers::read_object;
+use super::request_body::read_object;
 use super::status::Failure;
 use crate::MemoryCluster;
 use cubepod_kube::review::{

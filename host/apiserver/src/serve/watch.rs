@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
 
 use super::fields::FieldSelector;
-use super::handlers::Render;
+use super::render::Render;
 use super::status::Failure;
 
 /// How a watch stream is shaped.
