@@ -1,17 +1,16 @@
 //! Wiring of `cubepod-controller run`: configuration to cluster, policy, control loop and
 //! server, then a graceful stop on SIGTERM or SIGINT.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::admission::{Admission, Admitted, Candidate, FileError, REFUSAL_REASONS, Refused};
+use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
 use crate::config::{EngineFlags, RunArgs};
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
-use crate::controller::policy_watch::PolicyWatcher;
+use crate::controller::policy_watch::{PolicyFile, PolicyWatcher, Verdicts, first_admitted};
 use crate::controller::queue::Backoff;
 use crate::controller::reconciler::Settings;
 use crate::instrumented::InstrumentedCluster;
@@ -53,14 +52,6 @@ pub enum StartError {
         /// What the API answered.
         why: String,
     },
-    /// The `--policy` file could not be read.
-    #[error("policy module {path}: {source}")]
-    PolicyFile {
-        /// The file.
-        path: PathBuf,
-        /// The read's error.
-        source: std::io::Error,
-    },
     /// The policy could not be loaded.
     #[error("policy {what}: {source}")]
     Policy {
@@ -69,7 +60,8 @@ pub enum StartError {
         /// The runtime's error.
         source: cubepod_policy_host::runtime::RuntimeError,
     },
-    /// Admission refused the policy module.
+    /// Admission refused the built-in policy module (a module of `--policy` that admission
+    /// refuses is waited on, not fatal).
     #[error("policy module {what} refused ({}): {source}", source.reason())]
     PolicyRefused {
         /// Which policy, in words.
@@ -203,32 +195,66 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
     Ok(())
 }
 
-/// Admits the policy the flags name, or the built-in default, through the pipeline every
-/// hot swap uses. A refused module stops the start: nothing has been asked of the cluster yet
-/// (no Lease, no watch), so a replica that restarts with a bad module in its ConfigMap leaves
-/// the healthy replicas alone.
-pub(crate) async fn admit_policy(
+/// How often the start beats `/healthz` while it waits for a module: as the control loop does.
+const WAITING_BEAT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The module the controller starts with, and the file it keeps watching.
+struct FirstModule {
+    admitted: Admitted,
+    /// With `--policy`: the file, watched since the start, and what its verdicts remember.
+    watched: Option<(PolicyFile, Verdicts)>,
+}
+
+/// The first module to run: the built-in default, or the first module of the `--policy` file
+/// that admission accepts (signature, compile, contract, self-test: what every hot swap
+/// passes). A refused or unreadable file is not fatal: the process waits, alive and serving
+/// `/readyz` (not ready, saying which module and why), holding no Lease and writing nothing,
+/// while the file is watched; the first admissible module starts the controller. `None` when
+/// `shutdown` came first.
+async fn first_module(
+    args: &RunArgs,
     admission: &Admission,
-    path: Option<&PathBuf>,
-) -> Result<Admitted, StartError> {
-    let candidate = match path {
-        Some(path) => admission.read(path).await.map_err(|error| match error {
-            FileError::Io { source, .. } => StartError::PolicyFile {
-                path: path.clone(),
-                source,
-            },
-            refused => StartError::PolicyRefused {
-                what: path.display().to_string(),
-                source: Refused::File(refused),
-            },
-        })?,
-        None => Candidate::builtin(),
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Option<FirstModule>, StartError> {
+    let Some(path) = &args.policy else {
+        let candidate = Candidate::builtin();
+        let what = candidate.what.clone();
+        let admitted = admission
+            .admit(candidate)
+            .await
+            .map_err(|source| StartError::PolicyRefused { what, source })?;
+        return Ok(Some(FirstModule {
+            admitted,
+            watched: None,
+        }));
     };
-    let what = candidate.what.clone();
-    admission
-        .admit(candidate)
-        .await
-        .map_err(|source| StartError::PolicyRefused { what, source })
+    let mut file = PolicyFile::new(
+        path.clone(),
+        admission.clone(),
+        args.policy_poll_interval,
+        metrics.clone(),
+    );
+    let mut verdicts = Verdicts::new(admission.clone(), metrics.clone(), health.clone());
+    tracing::info!(path = %path.display(), "watching the policy file for new modules");
+    let admitted = {
+        let first = first_admitted(file.looks(shutdown.clone()), &mut verdicts);
+        let mut first = std::pin::pin!(first);
+        // Alive while waiting: the liveness probe must not restart a process that waits for
+        // its module, which is what a restart would do too.
+        let mut beat = tokio::time::interval(WAITING_BEAT);
+        loop {
+            tokio::select! {
+                admitted = &mut first => break admitted,
+                _ = beat.tick() => health.beat(),
+            }
+        }
+    };
+    Ok(admitted.map(|admitted| FirstModule {
+        admitted,
+        watched: Some((file, verdicts)),
+    }))
 }
 
 /// Keeps `leader_election_master_status{name}` at 1 while this replica leads, 0 otherwise.
@@ -310,30 +336,6 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     }
     let admission =
         Admission::new(engine.clone(), keys).with_max_module_bytes(args.max_policy_bytes);
-    // Before the cluster is touched: see admit_policy.
-    let admitted = admit_policy(&admission, args.policy.as_ref()).await?;
-    let (cluster, reviewer, served, api_server) = connect(&args, &metrics).await?;
-    let embedded = served.is_some();
-    let listen = args.listen(embedded);
-    let metrics_secure = args.metrics_secure(embedded);
-    if !metrics_secure && !listen.ip().is_loopback() {
-        return Err(StartError::PlainMetrics(listen));
-    }
-    let cluster: Arc<dyn Cluster> = InstrumentedCluster::new(cluster, metrics.clone());
-    let module = admitted.module;
-    let info = module.info().clone();
-    tracing::info!(
-        name = %info.name,
-        version = %info.version,
-        digest = %module.digest(),
-        key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
-        conformance = admitted.cases,
-        "policy admitted"
-    );
-    metrics
-        .policy_info
-        .with_label_values(&[info.name.as_str(), info.version.as_str(), module.digest()])
-        .set(1);
     // Every result shows from the start, so that a rate() over them is defined.
     for result in std::iter::once(&"applied").chain(REFUSAL_REASONS) {
         metrics.policy_swaps.with_label_values(&[result]).inc_by(0);
@@ -350,6 +352,74 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             .with_label_values(&[resource.plural()])
             .inc_by(0);
     }
+    // Only reads (the preflight's lists): nothing is written before a module is admitted.
+    let (cluster, reviewer, served, api_server) = connect(&args, &metrics).await?;
+    let embedded = served.is_some();
+    let listen = args.listen(embedded);
+    let metrics_secure = args.metrics_secure(embedded);
+    if !metrics_secure && !listen.ip().is_loopback() {
+        return Err(StartError::PlainMetrics(listen));
+    }
+    let cluster: Arc<dyn Cluster> = InstrumentedCluster::new(cluster, metrics.clone());
+
+    // Served before the module is judged, so that a refused one is seen on /readyz.
+    let (bound, server_task) = server::serve(
+        listen,
+        ServerState {
+            health: health.clone(),
+            metrics: metrics.clone(),
+            plain_metrics: !metrics_secure,
+        },
+        shutdown.clone(),
+    )
+    .await
+    .map_err(|source| StartError::Listen {
+        addr: listen,
+        source,
+    })?;
+    let metrics_task = if metrics_secure {
+        tracing::info!(addr = %bound, "serving /healthz and /readyz");
+        Some(serve_secure_metrics(&args, reviewer, metrics.clone(), &shutdown).await?)
+    } else {
+        tracing::info!(
+            addr = %bound,
+            "serving /healthz, /readyz and /metrics, plain HTTP with no authentication \
+             (--metrics-secure=false)"
+        );
+        None
+    };
+    let stop_serving = |metrics_task: Option<tokio::task::JoinHandle<()>>| {
+        server_task.abort();
+        if let Some(task) = metrics_task {
+            task.abort();
+        }
+    };
+    if args.leader_elect {
+        // A replica starts as a follower and reconciles only once it holds the Lease.
+        health.leadership.start_following();
+    }
+
+    let Some(first) = first_module(&args, &admission, &metrics, &health, &shutdown).await? else {
+        stop_serving(metrics_task);
+        drop((admission, engine, served));
+        tracing::info!("stopped before a policy module was admitted");
+        return Ok(());
+    };
+    let admitted = first.admitted;
+    let module = admitted.module;
+    let info = module.info().clone();
+    tracing::info!(
+        name = %info.name,
+        version = %info.version,
+        digest = %module.digest(),
+        key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
+        conformance = admitted.cases,
+        "policy admitted"
+    );
+    metrics
+        .policy_info
+        .with_label_values(&[info.name.as_str(), info.version.as_str(), module.digest()])
+        .set(1);
     let manager = ControllerManager::new(
         cluster,
         module,
@@ -377,36 +447,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         health.clone(),
     );
 
-    let (bound, server_task) = server::serve(
-        listen,
-        ServerState {
-            health: health.clone(),
-            metrics: metrics.clone(),
-            plain_metrics: !metrics_secure,
-        },
-        shutdown.clone(),
-    )
-    .await
-    .map_err(|source| StartError::Listen {
-        addr: listen,
-        source,
-    })?;
-    let metrics_task = if metrics_secure {
-        tracing::info!(addr = %bound, "serving /healthz and /readyz");
-        Some(serve_secure_metrics(&args, reviewer, metrics, &shutdown).await?)
-    } else {
-        tracing::info!(
-            addr = %bound,
-            "serving /healthz, /readyz and /metrics, plain HTTP with no authentication \
-             (--metrics-secure=false)"
-        );
-        None
-    };
-
     if args.leader_elect {
-        // A replica starts as a follower and reconciles only once it holds the Lease.
-        let leadership = health.leadership.clone();
-        leadership.start_following();
         let election = LeaderElection::new(
             manager.cluster.clone(),
             ElectionConfig {
@@ -417,7 +458,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
                 renew_deadline: args.lease_renew_deadline,
                 retry_period: args.lease_retry_period,
             },
-            leadership,
+            health.leadership.clone(),
         );
         tokio::spawn(election.run(shutdown.clone()));
         tokio::spawn(report_leadership(
@@ -426,21 +467,12 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
             args.lease_name.clone(),
         ));
     }
-    if let Some(path) = &args.policy {
-        let watcher = PolicyWatcher::new(
-            path.clone(),
-            admission.clone(),
-            manager.clone(),
-            args.policy_poll_interval,
-        );
-        tracing::info!(path = %path.display(), "watching the policy file for new modules");
+    if let Some((file, verdicts)) = first.watched {
+        let watcher = PolicyWatcher::resume(file, verdicts, manager.clone());
         tokio::spawn(watcher.run(shutdown.clone()));
     }
     manager.run(shutdown).await;
-    server_task.abort();
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    stop_serving(metrics_task);
     drop((admission, engine, served));
     tracing::info!("stopped");
     Ok(())

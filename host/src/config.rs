@@ -362,6 +362,19 @@ pub enum PolicyCommand {
     /// module that does not fit the contract (or fails the conformance self-test) is named as
     /// such, with why, and the exit code is 1.
     Inspect(PolicyInspectArgs),
+    /// Show what a candidate module would do differently from the stable one, object by
+    /// object, without writing anything.
+    ///
+    /// Both modules go through the admission `run` gives a module (signature with
+    /// --verify-key, compile, contract, self-test). Then each runs over every Sandbox and
+    /// PodWarmPool of the objects given: the initial objects of scenario files (SCENARIO), or,
+    /// without any, those of a live cluster, found as `run` finds it (kubeconfig or in-cluster;
+    /// only read, never written). Each object is reconciled once per module on a scratch
+    /// in-memory cluster holding its namespace's objects, through the controller's own
+    /// reconcile core; what differs (calls, status written, Events, requeue, claim, pool
+    /// changes, errors) is printed under the object. Exits 0 when nothing differs, 1 when
+    /// something does, 2 when it cannot run (a module unreadable or refused, no cluster).
+    Diff(PolicyDiffArgs),
     /// Sign a policy module for `run --policy-verify-key`.
     ///
     /// Writes the signature beside the module (`<module>.sig`), in the format of `cosign
@@ -433,6 +446,61 @@ pub struct PolicyNewArgs {
     /// With --sdk-git: the branch (default: the repository's default branch).
     #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
     pub(crate) sdk_branch: Option<String>,
+}
+
+/// `policy diff`'s arguments.
+#[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("guest_deadline", |a| a.help(
+        "Time bound of one call into a policy, as `run --guest-deadline`"
+    )),
+    mut_arg("guest_memory_mib", |a| a.help(
+        "Memory bound of one call into a policy, in MiB, as `run --guest-memory-mib`"
+    ))
+)]
+pub struct PolicyDiffArgs {
+    /// The module that runs now: a wasm component file, or `builtin:default`.
+    pub(crate) stable: PathBuf,
+
+    /// The module to compare with it: a wasm component file, or `builtin:default`.
+    pub(crate) candidate: PathBuf,
+
+    /// Scenario files (YAML), or folders searched for *.yaml and *.yml, whose `objects` are
+    /// the cluster to compare on. Without any: the live cluster.
+    #[arg(value_name = "SCENARIO")]
+    pub(crate) scenarios: Vec<PathBuf>,
+
+    /// Live cluster: the namespaces whose Sandboxes and PodWarmPools are compared, as `run
+    /// --namespaces`. Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "cubepod-workloads"
+    )]
+    pub(crate) namespaces: Vec<String>,
+
+    /// Also write a JUnit XML report here, one testcase per object (failed when the modules
+    /// differ on it).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+
+    /// Check each module's signature (`<module>.sig`) as `run --policy-verify-key PATH`
+    /// would; a module it would refuse stops the comparison (exit 2). Repeatable.
+    #[arg(long = "verify-key", value_delimiter = ',', value_name = "PATH")]
+    pub(crate) verify_keys: Vec<PathBuf>,
+
+    /// Upper bound on a PodWarmPool's replicas, as `run --max-pool-replicas` (a scenario's
+    /// own `maxPoolReplicas` wins for its objects).
+    #[arg(long, env = "CUBEPOD_MAX_POOL_REPLICAS", default_value_t = 100)]
+    pub(crate) max_pool_replicas: u32,
+
+    #[command(flatten)]
+    pub(crate) guest: GuestArgs,
+
+    /// The containment rules, as `run` has them: the same flags give the same refusals.
+    #[command(flatten)]
+    pub(crate) containment: ContainmentArgs,
 }
 
 /// `policy sign`'s arguments.

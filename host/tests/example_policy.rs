@@ -194,3 +194,103 @@ fn the_default_policy_passes_its_scenarios() {
     assert!(stdout.starts_with("policy cubepod-default "), "{stdout}");
     assert_all_pass(code, &stdout, &stderr, "tests/scenarios");
 }
+
+/// `policy diff`: the default policy against the image allowlist over the allowlist's own
+/// scenarios. The sandboxes of an image outside the list are decided differently (no calls,
+/// SpecValid False, Failed, an Event), object by object, exit 1; the others are the same; the
+/// JUnit report has a testcase per object. The same module on both sides differs nowhere
+/// (exit 0), and a module admission refuses stops it (exit 2).
+#[test]
+fn policy_diff_shows_what_the_allowlist_declines_and_nothing_for_the_same_module() {
+    let wasm = allowlist_wasm().to_str().expect("a UTF-8 path");
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("diff.xml");
+    let junit_flag = format!("--junit={}", junit.display());
+    let (code, stdout, stderr) = run(&[
+        "policy",
+        "diff",
+        "builtin:default",
+        wasm,
+        ALLOWLIST_SCENARIOS,
+        &junit_flag,
+    ]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("stable:    cubepod-default "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("candidate: cubepod-image-allowlist "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nSAME Sandbox cubepod-workloads/a\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nSAME Sandbox cubepod-workloads/py\n"),
+        "{stdout}"
+    );
+    // The declined sandbox: what the candidate does differently, under it.
+    let b = stdout
+        .split("\nDIFF Sandbox cubepod-workloads/b\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("b differs: {stdout}"));
+    let b: Vec<&str> = b.lines().take_while(|l| l.starts_with("    ")).collect();
+    for line in [
+        "    calls (- stable, + candidate):",
+        "      - ensure-pod b",
+        "      + (none)",
+        "    status.phase: \"Pending\" -> \"Failed\"",
+        "    status.conditions[type=SpecValid].reason: \"Valid\" -> \"ImageNotAllowed\"",
+        "      + ImageNotAllowed",
+        "      - Started",
+    ] {
+        assert!(b.contains(&line), "{line:?} not in {b:#?}");
+    }
+    assert!(
+        stdout.contains("\nDIFF Sandbox cubepod-workloads/lookalike\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("5 object(s) compared, 2 decided differently by the candidate\n"),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(&junit).unwrap();
+    assert!(report.contains(r#"tests="5" failures="2""#), "{report}");
+    assert!(
+        report.contains(r#"<testcase name="Sandbox cubepod-workloads/b""#),
+        "{report}"
+    );
+
+    let (code, stdout, stderr) = run(&[
+        "policy",
+        "diff",
+        "builtin:default",
+        wasm,
+        &format!("{ALLOWLIST_SCENARIOS}/allowed-image.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = run(&["policy", "diff", wasm, wasm, ALLOWLIST_SCENARIOS]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.ends_with("5 object(s) compared, 0 decided differently by the candidate\n"),
+        "{stdout}"
+    );
+
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"not a component").unwrap();
+    let garbage = garbage.to_str().unwrap();
+    let (code, stdout, stderr) = run(&[
+        "policy",
+        "diff",
+        "builtin:default",
+        garbage,
+        ALLOWLIST_SCENARIOS,
+    ]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("garbage.wasm: refused (compile)"),
+        "{stderr}"
+    );
+}

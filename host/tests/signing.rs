@@ -339,6 +339,47 @@ fn policy_inspect_gives_the_signature_verdict() {
     assert!(stdout.contains("signature: valid: verified by"), "{stdout}");
 }
 
+/// `policy diff --verify-key` admits both modules as `run --policy-verify-key` would: an
+/// unsigned candidate stops the comparison (exit 2, naming it and why); signed, it is compared.
+#[test]
+fn policy_diff_verifies_both_modules_with_the_keys_given() {
+    let keys = Keys::new();
+    let module = keys.file("candidate.wasm", DEFAULT_POLICY);
+    let scenario = keys.file(
+        "one.yaml",
+        b"now: 2026-01-01T00:00:00Z\nobjects:\n- {apiVersion: cubepod.io/v1alpha1, kind: Sandbox, metadata: {name: a}, spec: {image: i}}\nreconcile: a\n",
+    );
+    let diff = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_cubepod-controller"))
+            .args(["policy", "diff", "--verify-key"])
+            .arg(keys.public("ec"))
+            .arg("builtin:default")
+            .arg(&module)
+            .arg(&scenario)
+            .output()
+            .expect("the binary runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = diff();
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("candidate.wasm: refused (signature_missing)"),
+        "{stderr}"
+    );
+
+    policy_sign(&keys.private("ec"), &module);
+    let (code, stdout, stderr) = diff();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("SAME Sandbox cubepod-workloads/a"),
+        "{stdout}"
+    );
+}
+
 /// A ConfigMap volume as the kubelet lays it out: `policy.wasm -> ..data/policy.wasm`,
 /// `..data -> ..<timestamp>`, the files in the timestamped folder.
 fn config_map_volume(dir: &Path) -> PathBuf {

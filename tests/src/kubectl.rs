@@ -26,6 +26,11 @@ impl Kubectl {
         }
     }
 
+    /// The kubeconfig kubectl is run with.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("kubectl");
         command

@@ -1,13 +1,12 @@
 //! Bad configuration at start: the controller exits with a non-zero status and a message that
 //! names the file (or flag) and what is wrong with it, and it never panics. A policy module
-//! gets the checks a hot swap gives it (signature, contract, self-test): one that fails them
-//! stops the start.
+//! that admission refuses is not among them: the process waits for a good one
+//! (`refused_at_start.rs`).
 
 use std::path::Path;
 use std::time::Duration;
 
-use cubepod_policy_host::runtime::DEFAULT_POLICY;
-use cubepod_tests::{Controller, faulty_policy_variant, p256_key_pair};
+use cubepod_tests::Controller;
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -95,59 +94,6 @@ fn a_bad_flag_value_names_the_flag() {
     assert!(stderr.contains("--reap-interval"), "{stderr}");
     let stderr = refused(&unused, &["--no-such-flag"]);
     assert!(stderr.contains("--no-such-flag"), "{stderr}");
-}
-
-#[test]
-fn a_policy_path_that_does_not_exist_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let unused = dir.path().join("kubeconfig");
-    let policy = dir.path().join("missing-policy.wasm");
-    let flag = format!("--policy={}", policy.display());
-    let stderr = refused(&unused, &["--embedded", &flag]);
-    assert!(stderr.contains("missing-policy.wasm"), "{stderr}");
-}
-
-#[test]
-fn a_policy_file_that_is_not_a_component_is_refused_with_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let unused = dir.path().join("kubeconfig");
-    let policy = write(dir.path(), "garbage.wasm", "this is not wasm");
-    let flag = format!("--policy={}", policy.display());
-    let stderr = refused(&unused, &["--embedded", &flag]);
-    assert!(stderr.contains("garbage.wasm"), "{stderr}");
-}
-
-#[test]
-fn a_policy_that_fails_its_self_test_stops_the_start_naming_it_and_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let unused = dir.path().join("kubeconfig");
-    let policy = dir.path().join("nonconforming.wasm");
-    std::fs::copy(faulty_policy_variant("nonconforming"), &policy).unwrap();
-    let flag = format!("--policy={}", policy.display());
-    let stderr = refused(&unused, &["--embedded", &flag]);
-    assert!(stderr.contains("nonconforming.wasm"), "{stderr}");
-    assert!(stderr.contains("refused (self_test)"), "{stderr}");
-    assert!(stderr.contains("conformance"), "{stderr}");
-}
-
-#[test]
-fn with_a_verify_key_an_unsigned_policy_stops_the_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let unused = dir.path().join("kubeconfig");
-    let (_, public) = p256_key_pair(dir.path(), "release");
-    let policy = dir.path().join("unsigned.wasm");
-    std::fs::write(&policy, DEFAULT_POLICY).unwrap();
-    let stderr = refused(
-        &unused,
-        &[
-            "--embedded",
-            &format!("--policy={}", policy.display()),
-            &format!("--policy-verify-key={}", public.display()),
-        ],
-    );
-    assert!(stderr.contains("unsigned.wasm"), "{stderr}");
-    assert!(stderr.contains("refused (signature_missing)"), "{stderr}");
-    assert!(stderr.contains("unsigned.wasm.sig"), "{stderr}");
 }
 
 #[test]

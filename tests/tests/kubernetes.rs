@@ -232,7 +232,7 @@ fn two_replicas_never_both_reconcile_and_the_survivor_takes_over() {
 }
 
 #[test]
-fn a_replica_whose_module_is_refused_exits_without_touching_the_cluster() {
+fn a_replica_whose_module_is_refused_waits_without_touching_the_cluster() {
     let fake = server();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = fake
@@ -249,22 +249,33 @@ fn a_replica_whose_module_is_refused_exits_without_touching_the_cluster() {
         cubepod_tests::faulty_policy_variant("nonconforming").display()
     );
     let refused_replica = |identity: &str| {
-        let mut replica = Controller::start_with_kubeconfig(
+        let replica = Controller::start_with_kubeconfig(
             &kubeconfig,
             &[&election[..], &[identity, bad.as_str()]].concat(),
         );
-        let status = replica.wait_exit(PATIENCE).expect("exits at start");
-        assert!(!status.success());
-        let stderr = replica.stderr();
-        assert!(stderr.contains("refused (self_test)"), "{stderr}");
+        replica.wait_for("/readyz", PATIENCE, |status, body| {
+            status == 503 && body.contains("refused (self_test)")
+        });
+        replica
     };
 
-    // Alone: not one request reaches the API server, so no Lease is taken or held.
-    refused_replica("--identity=b");
-    assert_eq!(fake.requests().len(), 0, "{:?}", fake.requests());
+    // Alone: only the preflight's reads reach the API server; no Lease is taken, no watch
+    // started, nothing written.
+    let mut b = refused_replica("--identity=b");
+    std::thread::sleep(Duration::from_secs(2));
+    let requests = fake.requests();
+    assert!(!requests.is_empty(), "the preflight reads");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.method == "GET" && !r.watch && r.resource != Some(Resource::Lease)),
+        "{requests:?}"
+    );
+    assert!(b.child.try_wait().unwrap().is_none(), "it waits, not exits");
+    b.kill();
 
-    // Beside a healthy leader: it leads on, and reconciles, while the other restarts with the
-    // bad module.
+    // Beside a healthy leader: it leads on, and reconciles, while the other waits with the bad
+    // module.
     let a = Controller::start_with_kubeconfig(
         &kubeconfig,
         &[&election[..], &["--identity=a"]].concat(),
@@ -280,12 +291,15 @@ fn a_replica_whose_module_is_refused_exits_without_touching_the_cluster() {
         block(cluster.get(Resource::Lease, "cubepod-system", "cubepod-controller"))
             .map(|lease| lease["spec"]["holderIdentity"].clone())
     };
-    refused_replica("--identity=b");
-    refused_replica("--identity=b");
+    let b = refused_replica("--identity=b");
+    // Past a Lease's duration: b never tries for it.
+    std::thread::sleep(Duration::from_secs(3));
     assert!(leads(), "a still leads");
     assert_eq!(holder().ok(), Some(json!("a")));
     create_sandbox(&cluster, "x");
     until("x runs", || running(&cluster) == 1);
+    let (status, _) = b.get("/readyz").unwrap();
+    assert_eq!(status, 503, "b waits on");
 }
 
 #[test]

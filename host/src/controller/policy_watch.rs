@@ -1,25 +1,33 @@
-//! Hot swap: `run --policy PATH` watches the file and replaces the running policy when its
-//! content changes. A ConfigMap volume swaps a symlink rather than writing the file, so file
-//! events only say "look now": what decides is the content's digest (and, with verification
-//! keys, the signature's). A new module goes through the admission pipeline that admitted the
-//! first one ([`crate::admission`]: signature, compile, contract, self-test) before it replaces
-//! the running one between reconciles; a module that fails any step is refused and the running
-//! one stays.
+//! The `--policy` file, watched: at start, the first module admission accepts (the process
+//! waits, serving its probes and writing nothing, until one is); then hot swap, replacing the
+//! running policy when the file's content changes. A ConfigMap volume swaps a symlink rather
+//! than writing the file, so file events only say "look now": what decides is the content's
+//! digest (and, with verification keys, the signature's). A new module goes through the
+//! admission pipeline ([`crate::admission`]: signature, compile, contract, self-test) before it
+//! replaces the running one between reconciles; a module that fails any step is refused and the
+//! running one stays.
+//!
+//! The parts: [`PolicyFile`] yields a [`Look`] at each event or poll; [`Verdicts`] judges each
+//! look (admission, told once per distinct refusal, on `/readyz` and in the metrics);
+//! [`first_admitted`] waits on any stream of looks for the first module to run, and
+//! [`PolicyWatcher`] swaps each later one into the running manager.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::{Stream, StreamExt as _};
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use super::health::ActivePolicy;
+use super::health::{ActivePolicy, Health};
 use super::manager::ControllerManager;
 use super::queue::WorkKey;
-use crate::admission::Admission;
 use crate::admission::Refused as SwapRefused;
 pub use crate::admission::sha256_hex;
+use crate::admission::{Admission, Admitted, Candidate};
+use crate::metrics::Metrics;
 
 /// What a check of the file found.
 #[derive(Debug)]
@@ -44,39 +52,98 @@ pub enum SwapOutcome {
     Unreadable(String),
 }
 
-/// Watches `run --policy`'s file and swaps in each new module admission accepts.
-pub struct PolicyWatcher {
-    pub(crate) path: PathBuf,
-    pub(crate) admission: Admission,
-    pub(crate) manager: Arc<ControllerManager>,
-    /// A check also runs this often, in case a file event was missed.
-    pub(crate) poll_interval: Duration,
-    /// The module digest and signature digest of the last refusal.
-    last_refused: Option<(String, Option<String>)>,
-    last_unreadable: Option<String>,
+/// What one look at a source of policy modules found.
+#[derive(Debug)]
+pub enum Look {
+    /// A module as read, for admission to judge.
+    Module(Candidate),
+    /// Refused unread (reason `file`): not a file to read, past its bound, a read that did not
+    /// end.
+    Refused(SwapRefused),
+    /// Not there or not readable now (missing, not permitted): the next look may find it.
+    Unreadable(String),
 }
 
-impl PolicyWatcher {
-    /// A watcher of `path` that swaps modules into `manager`.
+/// The file of `run --policy` (and its `.sig`), looked at on each change in its folder and
+/// every poll interval.
+pub struct PolicyFile {
+    path: PathBuf,
+    admission: Admission,
+    poll_interval: Duration,
+    metrics: Arc<Metrics>,
+    /// Started by the first [`PolicyFile::next`].
+    watching: Option<Watching>,
+}
+
+/// The file events and the poll, once started.
+struct Watching {
+    changed: mpsc::Receiver<()>,
+    poll: tokio::time::Interval,
+    /// Kept for its events; `None` when the folder cannot be watched (polling only).
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl PolicyFile {
+    /// The file at `path`, read with `admission`'s bounds and looked at also every
+    /// `poll_interval`, in case a file event was missed; `metrics` counts the looks.
     pub fn new(
         path: PathBuf,
         admission: Admission,
-        manager: Arc<ControllerManager>,
         poll_interval: Duration,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             path,
             admission,
-            manager,
             poll_interval,
-            last_refused: None,
-            last_unreadable: None,
+            metrics,
+            watching: None,
         }
     }
 
-    /// Watches until shutdown.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let (events, mut changed) = mpsc::channel::<()>(1);
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Reads the module (and its signature) now.
+    pub async fn look(&self) -> Look {
+        match self.admission.read(&self.path).await {
+            Ok(candidate) => Look::Module(candidate),
+            Err(error) if error.is_refusal() => Look::Refused(SwapRefused::File(error)),
+            Err(error) => Look::Unreadable(error.to_string()),
+        }
+    }
+
+    /// Waits for a change in the file's folder or the next poll (the first comes at once),
+    /// then looks; `None` once `shutdown` changes.
+    pub async fn next(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Look> {
+        let watching = match &mut self.watching {
+            Some(watching) => watching,
+            None => self.watching.insert(self.start()),
+        };
+        let checks = &self.metrics.policy_file_checks;
+        tokio::select! {
+            _ = watching.changed.recv() => checks.with_label_values(&["event"]).inc(),
+            _ = watching.poll.tick() => checks.with_label_values(&["poll"]).inc(),
+            _ = shutdown.changed() => return None,
+        }
+        Some(self.look().await)
+    }
+
+    /// The looks [`PolicyFile::next`] gives, as a stream that ends at shutdown.
+    pub fn looks(
+        &mut self,
+        shutdown: watch::Receiver<bool>,
+    ) -> impl Stream<Item = Look> + Send + '_ {
+        futures_util::stream::unfold((self, shutdown), |(file, mut shutdown)| async move {
+            let look = file.next(&mut shutdown).await?;
+            Some((look, (file, shutdown)))
+        })
+    }
+
+    fn start(&self) -> Watching {
+        let (events, changed) = mpsc::channel::<()>(1);
         // Watch the folder, not the file: a ConfigMap update replaces the `..data` symlink
         // beside it, and an editor may replace the file by a rename. The module's signature
         // (`<module>.sig`) lives in the same folder, so its changes wake the check too.
@@ -92,7 +159,7 @@ impl PolicyWatcher {
             }
         })
         .and_then(|mut w| w.watch(&folder, RecursiveMode::NonRecursive).map(|()| w));
-        let _watcher = match watcher {
+        let watcher = match watcher {
             Ok(watcher) => Some(watcher),
             Err(error) => {
                 tracing::warn!(
@@ -106,133 +173,240 @@ impl PolicyWatcher {
         };
         let mut poll = tokio::time::interval(self.poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let checks = &self.manager.metrics.policy_file_checks;
-        let (by_event, by_poll) = (
-            checks.with_label_values(&["event"]),
-            checks.with_label_values(&["poll"]),
-        );
-        loop {
-            tokio::select! {
-                _ = changed.recv() => by_event.inc(),
-                _ = poll.tick() => by_poll.inc(),
-                _ = shutdown.changed() => return,
+        Watching {
+            changed,
+            poll,
+            _watcher: watcher,
+        }
+    }
+}
+
+/// What [`Verdicts::judge`] found.
+#[derive(Debug)]
+pub(crate) enum Judged {
+    /// A new module that passed every step.
+    Admitted {
+        /// The module.
+        admitted: Admitted,
+        /// Its sha256, hex.
+        digest: String,
+    },
+    /// Nothing to run: the outcome to report.
+    Not(SwapOutcome),
+}
+
+/// Judges the looks of a source: each new module goes through admission, and each refusal or
+/// unreadable file is counted, logged and put on `/readyz` once, however often it is seen
+/// again. The same module (with the same signature) as the last refused one is not checked
+/// again.
+pub struct Verdicts {
+    admission: Admission,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    /// The module digest and signature digest of the last refusal.
+    last_refused: Option<(String, Option<String>)>,
+    last_unreadable: Option<String>,
+}
+
+impl Verdicts {
+    /// Verdicts by `admission`, counted in `metrics` and told on `health`'s `/readyz`.
+    pub fn new(admission: Admission, metrics: Arc<Metrics>, health: Arc<Health>) -> Self {
+        Self {
+            admission,
+            metrics,
+            health,
+            last_refused: None,
+            last_unreadable: None,
+        }
+    }
+
+    /// Judges `look`; `running` is the digest of the module running now, `None` before the
+    /// first (what a refusal leaves running is said accordingly).
+    pub(crate) async fn judge(&mut self, look: Look, running: Option<&str>) -> Judged {
+        let stays = match running {
+            Some(_) => "the running one stays",
+            None => "nothing is reconciled until a module is admitted",
+        };
+        let candidate = match look {
+            Look::Module(candidate) => candidate,
+            Look::Refused(why) => {
+                // Refused unread, told once per distinct refusal, and looked at again at the
+                // next event or poll.
+                let said = why.to_string();
+                if self.last_unreadable.as_deref() != Some(said.as_str()) {
+                    self.metrics
+                        .policy_swaps
+                        .with_label_values(&[why.reason()])
+                        .inc();
+                    tracing::warn!(
+                        reason = why.reason(),
+                        "policy module refused, {stays}: {said}"
+                    );
+                    self.health
+                        .set_policy_file(Some(format!("refused ({}): {said}", why.reason())));
+                    self.last_unreadable = Some(said);
+                }
+                return Judged::Not(SwapOutcome::Refused {
+                    digest: String::new(),
+                    why,
+                });
             }
-            self.check().await;
+            Look::Unreadable(why) => {
+                if self.last_unreadable.as_deref() != Some(why.as_str()) {
+                    tracing::warn!("policy file unreadable, {stays}: {why}");
+                    self.health
+                        .set_policy_file(Some(format!("unreadable: {why}")));
+                    self.last_unreadable = Some(why.clone());
+                }
+                return Judged::Not(SwapOutcome::Unreadable(why));
+            }
+        };
+        self.last_unreadable = None;
+        let identity = candidate.identity();
+        let digest = identity.0.clone();
+        // The running module stays whatever its signature file does now: it was verified when
+        // it was admitted. A refusal is not sticky: a new signature is a new identity.
+        if running == Some(digest.as_str()) {
+            self.health.set_policy_file(None);
+            return Judged::Not(SwapOutcome::Unchanged);
+        }
+        if self.last_refused.as_ref() == Some(&identity) {
+            return Judged::Not(SwapOutcome::Unchanged);
+        }
+        let what = candidate.what.clone();
+        tracing::info!(digest = %digest, path = %what, "new policy module: checking it");
+        match self.admission.admit(candidate).await {
+            Ok(admitted) => {
+                self.health.set_policy_file(None);
+                self.last_refused = None;
+                Judged::Admitted { admitted, digest }
+            }
+            Err(why) => {
+                self.metrics
+                    .policy_swaps
+                    .with_label_values(&[why.reason()])
+                    .inc();
+                tracing::warn!(
+                    digest = %digest,
+                    path = %what,
+                    reason = why.reason(),
+                    "policy module refused, {stays}: {why}"
+                );
+                self.health.set_policy_file(Some(format!(
+                    "refused ({}): {what}, sha256 {digest}: {why}",
+                    why.reason()
+                )));
+                self.last_refused = Some(identity);
+                Judged::Not(SwapOutcome::Refused { digest, why })
+            }
+        }
+    }
+}
+
+/// Waits for the first module admission accepts among what `looks` yields, each judged by
+/// `verdicts` (a refusal told once, on `/readyz` too); `None` when `looks` ends first (at
+/// shutdown). Any source of modules can feed it (several merged with
+/// `futures_util::stream::select`): the first admitted one, whichever its source, is the
+/// module the controller starts with.
+pub async fn first_admitted<S>(looks: S, verdicts: &mut Verdicts) -> Option<Admitted>
+where
+    S: Stream<Item = Look>,
+{
+    let mut looks = std::pin::pin!(looks);
+    while let Some(look) = looks.next().await {
+        if let Judged::Admitted { admitted, .. } = verdicts.judge(look, None).await {
+            return Some(admitted);
+        }
+    }
+    None
+}
+
+/// Watches `run --policy`'s file and swaps in each new module admission accepts.
+pub struct PolicyWatcher {
+    file: PolicyFile,
+    verdicts: Verdicts,
+    manager: Arc<ControllerManager>,
+}
+
+impl PolicyWatcher {
+    /// A watcher of `path` that swaps modules into `manager`.
+    pub fn new(
+        path: PathBuf,
+        admission: Admission,
+        manager: Arc<ControllerManager>,
+        poll_interval: Duration,
+    ) -> Self {
+        let file = PolicyFile::new(
+            path,
+            admission.clone(),
+            poll_interval,
+            manager.metrics.clone(),
+        );
+        let verdicts = Verdicts::new(admission, manager.metrics.clone(), manager.health.clone());
+        Self::resume(file, verdicts, manager)
+    }
+
+    /// The watcher of a file already watched (since [`first_admitted`] waited on it), keeping
+    /// what its verdicts remember, now swapping into `manager`.
+    pub fn resume(file: PolicyFile, verdicts: Verdicts, manager: Arc<ControllerManager>) -> Self {
+        Self {
+            file,
+            verdicts,
+            manager,
+        }
+    }
+
+    /// Watches until shutdown.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        while let Some(look) = self.file.next(&mut shutdown).await {
+            self.apply(look, Instant::now()).await;
         }
     }
 
     /// Reads the file (and its signature) and swaps if the content is new and passes every step.
     pub async fn check(&mut self) -> SwapOutcome {
         let started = Instant::now();
-        let candidate = match self.admission.read(&self.path).await {
-            Ok(candidate) => candidate,
-            Err(error) if error.is_refusal() => {
-                // Not a file to read (a FIFO, a directory, past its bound, a read that did not
-                // end): refused unread, told once per distinct refusal, and looked at again at
-                // the next event or poll.
-                let why = SwapRefused::File(error);
-                let said = why.to_string();
-                if self.last_unreadable.as_deref() != Some(said.as_str()) {
-                    self.manager
-                        .metrics
-                        .policy_swaps
-                        .with_label_values(&[why.reason()])
-                        .inc();
-                    tracing::warn!(
-                        reason = why.reason(),
-                        "policy module refused, the running one stays: {said}"
-                    );
-                    self.manager
-                        .health
-                        .set_policy_file(Some(format!("refused ({}): {said}", why.reason())));
-                    self.last_unreadable = Some(said);
-                }
-                return SwapOutcome::Refused {
-                    digest: String::new(),
-                    why,
-                };
-            }
-            Err(error) => {
-                let why = error.to_string();
-                if self.last_unreadable.as_deref() != Some(why.as_str()) {
-                    tracing::warn!("policy file unreadable, the running module stays: {why}");
-                    self.manager
-                        .health
-                        .set_policy_file(Some(format!("unreadable: {why}")));
-                    self.last_unreadable = Some(why.clone());
-                }
-                return SwapOutcome::Unreadable(why);
-            }
-        };
-        self.last_unreadable = None;
-        let identity = candidate.identity();
-        let digest = identity.0.clone();
+        let look = self.file.look().await;
+        self.apply(look, started).await
+    }
+
+    async fn apply(&mut self, look: Look, started: Instant) -> SwapOutcome {
         let active = self.manager.policy.current();
-        // The running module stays whatever its signature file does now: it was verified when
-        // it was admitted. A refusal is not sticky: a new signature is a new identity.
-        if digest == active.digest() {
-            self.manager.health.set_policy_file(None);
-            return SwapOutcome::Unchanged;
-        }
-        if self.last_refused.as_ref() == Some(&identity) {
-            return SwapOutcome::Unchanged;
-        }
-        tracing::info!(digest = %digest, path = %self.path.display(), "new policy module: checking it");
-        let checked = self.admission.admit(candidate).await;
+        let (admitted, digest) = match self.verdicts.judge(look, Some(active.digest())).await {
+            Judged::Admitted { admitted, digest } => (admitted, digest),
+            Judged::Not(outcome) => return outcome,
+        };
         let metrics = &self.manager.metrics;
-        match checked {
-            Ok(admitted) => {
-                let module = admitted.module;
-                let next = ActivePolicy::of(&module);
-                let previous = ActivePolicy::of(&self.manager.policy.replace(module));
-                let _ = metrics.policy_info.remove_label_values(&[
-                    previous.name.as_str(),
-                    previous.version.as_str(),
-                    previous.digest.as_str(),
-                ]);
-                metrics
-                    .policy_info
-                    .with_label_values(&[
-                        next.name.as_str(),
-                        next.version.as_str(),
-                        next.digest.as_str(),
-                    ])
-                    .set(1);
-                metrics.policy_swaps.with_label_values(&["applied"]).inc();
-                self.manager.health.set_policy(next.clone());
-                self.manager.health.set_policy_file(None);
-                self.last_refused = None;
-                let took = started.elapsed();
-                tracing::info!(
-                    name = %next.name,
-                    version = %next.version,
-                    digest = %next.digest,
-                    replaced = %previous.digest,
-                    key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
-                    ?took,
-                    "policy swapped; reconciling every object under it"
-                );
-                self.requeue_all();
-                SwapOutcome::Applied { digest, took }
-            }
-            Err(why) => {
-                metrics
-                    .policy_swaps
-                    .with_label_values(&[why.reason()])
-                    .inc();
-                tracing::warn!(
-                    digest = %digest,
-                    reason = why.reason(),
-                    "policy module refused, the running one stays: {why}"
-                );
-                self.manager.health.set_policy_file(Some(format!(
-                    "refused ({}): sha256 {digest}: {why}",
-                    why.reason()
-                )));
-                self.last_refused = Some(identity);
-                SwapOutcome::Refused { digest, why }
-            }
-        }
+        let module = admitted.module;
+        let next = ActivePolicy::of(&module);
+        let previous = ActivePolicy::of(&self.manager.policy.replace(module));
+        let _ = metrics.policy_info.remove_label_values(&[
+            previous.name.as_str(),
+            previous.version.as_str(),
+            previous.digest.as_str(),
+        ]);
+        metrics
+            .policy_info
+            .with_label_values(&[
+                next.name.as_str(),
+                next.version.as_str(),
+                next.digest.as_str(),
+            ])
+            .set(1);
+        metrics.policy_swaps.with_label_values(&["applied"]).inc();
+        self.manager.health.set_policy(next.clone());
+        let took = started.elapsed();
+        tracing::info!(
+            name = %next.name,
+            version = %next.version,
+            digest = %next.digest,
+            replaced = %previous.digest,
+            key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
+            ?took,
+            "policy swapped; reconciling every object under it"
+        );
+        self.requeue_all();
+        SwapOutcome::Applied { digest, took }
     }
 
     /// Every object is reconciled again under the new policy, at the queue's normal rate.
@@ -269,6 +443,83 @@ mod tests {
     use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
 
     use super::*;
+
+    use crate::admission::SignatureFile;
+    use crate::signing::KeyRing;
+    use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig};
+
+    fn verdicts() -> (Verdicts, Arc<Metrics>, Arc<Health>) {
+        let engine = PolicyEngine::new(RuntimeConfig {
+            cache_dir: None,
+            ..RuntimeConfig::default()
+        })
+        .expect("an engine");
+        let (metrics, health) = (Arc::new(Metrics::new()), Arc::new(Health::default()));
+        let admission = Admission::new(engine, KeyRing::default());
+        let verdicts = Verdicts::new(admission, metrics.clone(), health.clone());
+        (verdicts, metrics, health)
+    }
+
+    fn garbage() -> Candidate {
+        Candidate {
+            what: "/etc/cubepod/policy/policy.wasm".to_string(),
+            bytes: Arc::from(&b"not a component"[..]),
+            signature: SignatureFile::NotChecked,
+        }
+    }
+
+    fn refusals(metrics: &Metrics, reason: &str) -> u64 {
+        metrics.policy_swaps.with_label_values(&[reason]).get()
+    }
+
+    /// Before any module runs, each refusal and unreadable file is told on `/readyz` (the file,
+    /// the digest, the reason) and counted once however often it is seen; a source that ends
+    /// first gives no module.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn while_waiting_each_refusal_is_told_once_with_the_file_and_why() {
+        let (mut verdicts, metrics, health) = verdicts();
+        let missing = "/etc/cubepod/policy/policy.wasm: No such file or directory".to_string();
+        let looks = futures_util::stream::iter([
+            Look::Unreadable(missing.clone()),
+            Look::Unreadable(missing.clone()),
+        ]);
+        assert!(first_admitted(looks, &mut verdicts).await.is_none());
+        assert_eq!(health.policy_file(), Some(format!("unreadable: {missing}")));
+
+        let looks = futures_util::stream::iter([Look::Module(garbage()), Look::Module(garbage())]);
+        assert!(first_admitted(looks, &mut verdicts).await.is_none());
+        let said = health.policy_file().expect("/readyz says why");
+        let digest = sha256_hex(b"not a component");
+        assert!(
+            said.starts_with("refused (compile): /etc/cubepod/policy/policy.wasm, sha256 "),
+            "{said}"
+        );
+        assert!(said.contains(&digest), "{said}");
+        assert_eq!(
+            refusals(&metrics, "compile"),
+            1,
+            "the same module is told once"
+        );
+        assert_eq!(health.policy(), None, "nothing runs");
+    }
+
+    /// The first module admission accepts is the one returned, after refusals, and `/readyz`
+    /// no longer tells the refusal.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_admissible_module_ends_the_wait() {
+        let (mut verdicts, metrics, health) = verdicts();
+        let looks = futures_util::stream::iter([
+            Look::Module(garbage()),
+            Look::Module(Candidate::builtin()),
+            Look::Module(garbage()),
+        ]);
+        let admitted = first_admitted(looks, &mut verdicts)
+            .await
+            .expect("the built-in module is admitted");
+        assert_eq!(admitted.module.digest(), Candidate::builtin().digest());
+        assert_eq!(health.policy_file(), None);
+        assert_eq!(refusals(&metrics, "compile"), 1);
+    }
 
     fn event(kind: EventKind) -> notify::Result<notify::Event> {
         Ok(notify::Event::new(kind).add_path(PathBuf::from("/etc/cubepod/policy.wasm")))

@@ -1,10 +1,13 @@
 //! The `policy` subcommands, side by side: `policy test` (scenario files and the conformance
-//! self-test, on a scratch cluster through the controller's own reconcile core), `policy
-//! inspect` (what a module is, whether the controller would admit it) and `policy sign` (a
+//! self-test, on a scratch cluster through the controller's own reconcile core), `policy diff`
+//! (what a candidate module would do differently from the stable one, on a scenario's objects
+//! or a live cluster's), `policy inspect` (what a module is, whether the controller would admit
+//! it) and `policy sign` (a
 //! detached signature, as `cosign sign-blob --key` writes it), `policy export` (the built-in
 //! module as a file) and `policy new` (a policy crate on the SDK, from templates). Each loads
 //! modules as `run` does.
 
+pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod inspect;
 pub(crate) mod new;
@@ -73,6 +76,46 @@ pub enum CliError {
     /// Standard output could not be written.
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// A module was refused by the controller's admission: `policy diff` has nothing to
+    /// compare.
+    #[error("{module}: refused ({reason}): {why}")]
+    Refused {
+        /// The module, as given.
+        module: String,
+        /// The refusal's reason, as `cubepod_policy_swaps_total` names it.
+        reason: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// A scenario file could not be read.
+    #[error("{0}")]
+    Scenario(crate::scenario::format::FormatError),
+    /// No SCENARIO was given and no cluster was found.
+    #[error(
+        "no SCENARIO given and no cluster found: no kubeconfig (KUBECONFIG, ~/.kube/config) and \
+         no in-cluster environment"
+    )]
+    NoCluster,
+    /// The cluster's connection settings are unusable.
+    #[error("Kubernetes connection: {0}")]
+    Connection(#[from] cubepod_kube::rest::RestError),
+    /// The cluster could not be read.
+    #[error("{what}: {source}")]
+    ClusterRead {
+        /// The read, in words.
+        what: String,
+        /// The API's error.
+        #[source]
+        source: cubepod_kube::ApiError,
+    },
+    /// The objects could not be put in a scratch cluster.
+    #[error("{world}: the objects could not be put in a scratch cluster: {why}")]
+    Seed {
+        /// Where the objects came from.
+        world: String,
+        /// Why.
+        why: String,
+    },
     /// `policy new` could not make the crate.
     #[error("{0}")]
     New(#[from] new::NewError),
@@ -112,6 +155,7 @@ pub fn run(
     match command {
         PolicyCommand::Test(args) => test::run(args, handle, out),
         PolicyCommand::Inspect(args) => inspect::run(args, handle, out),
+        PolicyCommand::Diff(args) => diff::run(args, handle, out),
         PolicyCommand::Sign(args) => sign::run(args, out).map(|()| true),
         PolicyCommand::Export(args) => export::run(args, out).map(|()| true),
         PolicyCommand::New(args) => new::run(args, out).map(|()| true),

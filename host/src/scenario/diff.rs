@@ -129,6 +129,68 @@ fn list(path: &str, items: &[Value], have: &[Value], out: &mut Vec<String>) {
     }
 }
 
+/// Every difference between `before` and `after`, one line per path, `path: before -> after`
+/// (`nothing` for a field one side lacks), keys in sorted order. Lists of objects that all have
+/// a `type` or all a `name` are matched by that key, as [`subset`] matches them; other lists of
+/// the same length item by item, and of different lengths whole. Empty when they are equal.
+pub(crate) fn changes(path: &str, before: &Value, after: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    change(path, Some(before), Some(after), &mut out);
+    out
+}
+
+fn change(path: &str, before: Option<&Value>, after: Option<&Value>, out: &mut Vec<String>) {
+    let before = before.filter(|v| !v.is_null());
+    let after = after.filter(|v| !v.is_null());
+    let (before, after) = match (before, after) {
+        (None, None) => return,
+        (Some(b), None) => {
+            out.push(format!("{path}: {} -> nothing", show(b)));
+            return;
+        }
+        (None, Some(a)) => {
+            out.push(format!("{path}: nothing -> {}", show(a)));
+            return;
+        }
+        (Some(b), Some(a)) => (b, a),
+    };
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            for key in keys {
+                change(&join(path, key), b.get(key), a.get(key), out);
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            let key = list_key(b).filter(|k| a.is_empty() || list_key(a) == Some(*k));
+            let key = key.or_else(|| list_key(a).filter(|_| b.is_empty()));
+            if let Some(key) = key {
+                // Before's items in their order, then those only after has.
+                let mut ids: Vec<&Value> = b.iter().map(|i| &i[key]).collect();
+                ids.extend(
+                    a.iter()
+                        .map(|i| &i[key])
+                        .filter(|id| !b.iter().any(|i| &i[key] == *id)),
+                );
+                for id in ids {
+                    let label = format!("{path}[{key}={}]", plain(id));
+                    let find = |items: &'_ [Value]| items.iter().find(|i| &i[key] == id).cloned();
+                    change(&label, find(b).as_ref(), find(a).as_ref(), out);
+                }
+            } else if b.len() == a.len() {
+                for (index, (b, a)) in b.iter().zip(a).enumerate() {
+                    change(&format!("{path}[{index}]"), Some(b), Some(a), out);
+                }
+            } else {
+                out.push(format!("{path}: {} -> {}", show(before), show(after)));
+            }
+        }
+        (Value::Number(b), Value::Number(a)) if b.as_f64() == a.as_f64() => {}
+        (b, a) if b == a => {}
+        (b, a) => out.push(format!("{path}: {} -> {}", show(b), show(a))),
+    }
+}
+
 /// The key a list of objects is matched by, if every item has it.
 fn list_key(items: &[Value]) -> Option<&'static str> {
     if items.is_empty() {
@@ -217,6 +279,31 @@ mod tests {
             ]
         );
         assert!(subset("status", &json!({"phase": "Running"}), Some(&actual)).is_empty());
+    }
+
+    #[test]
+    fn changes_name_each_path_both_ways() {
+        let before = json!({"phase": "Running", "podIP": "10.0.0.1", "n": 1,
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "Paused", "status": "False"}]});
+        let after = json!({"phase": "Failed", "n": 1.0, "message": "no",
+            "conditions": [{"type": "Ready", "status": "False"}, {"type": "SpecValid", "status": "False"}]});
+        assert_eq!(
+            changes("status", &before, &after),
+            [
+                "status.conditions[type=Ready].status: \"True\" -> \"False\"",
+                "status.conditions[type=Paused]: {\"status\":\"False\",\"type\":\"Paused\"} -> nothing",
+                "status.conditions[type=SpecValid]: nothing -> {\"status\":\"False\",\"type\":\"SpecValid\"}",
+                "status.message: nothing -> \"no\"",
+                "status.phase: \"Running\" -> \"Failed\"",
+                "status.podIP: \"10.0.0.1\" -> nothing",
+            ]
+        );
+        assert!(changes("status", &before, &before).is_empty());
+        assert_eq!(
+            changes("args", &json!(["a"]), &json!(["a", "b"])),
+            ["args: [\"a\"] -> [\"a\",\"b\"]"]
+        );
+        assert_eq!(changes("x", &json!(null), &json!(2)), ["x: nothing -> 2"]);
     }
 
     #[test]

@@ -73,16 +73,20 @@ pub(crate) fn route(state: &ServerState, method: &Method, path: &str) -> Respons
                     "policy: {} {} (contract {}, sha256 {})",
                     p.name, p.version, p.contract_version, p.digest
                 ),
-                None => "policy: not loaded".to_string(),
+                None => "policy: none admitted yet: nothing is reconciled, no Lease is taken, \
+                         until a module is"
+                    .to_string(),
             };
-            let cache_line = if synced {
-                "cache: synced"
-            } else {
-                "cache: syncing"
+            let cache_line = match (&policy, synced) {
+                (_, true) => "cache: synced",
+                (Some(_), false) => "cache: syncing",
+                // The control loop starts with the first module.
+                (None, false) => "cache: not started",
             };
             let leader_line = state.health.leadership.state().describe();
             let mut body = format!("{policy_line}\n{cache_line}\n{leader_line}\n");
-            // Not a readiness failure: the running module stays and reconciles.
+            // Not a readiness failure once a module runs: it stays and reconciles. Before the
+            // first, this is why the replica is not ready.
             if let Some(problem) = state.health.policy_file() {
                 body.push_str(&format!("policy file: {problem}\n"));
             }
