@@ -553,7 +553,7 @@ async fn bad_input_gets_a_status_not_a_panic() {
     assert_status(&array, 400, "BadRequest");
 
     for path in [
-        "/api/v1/namespaces/ns/configmaps",
+        "/api/v1/namespaces/ns/endpoints",
         "/nope",
         "/api/v1/namespaces/ns/pods/a/exec",
     ] {

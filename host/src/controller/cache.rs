@@ -257,7 +257,10 @@ impl Inner {
             | Resource::Secret
             | Resource::NetworkPolicy
             | Resource::Service => self.apply_child(resource, meta, deleted, object),
-            Resource::Event | Resource::Lease => Vec::new(),
+            Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => Vec::new(),
         }
     }
 
