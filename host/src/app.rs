@@ -13,6 +13,7 @@ use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig};
 use crate::controller::policy_watch::PolicyWatcher;
 use crate::controller::queue::Backoff;
+use crate::controller::rollout::RolloutController;
 use crate::instrumented::InstrumentedCluster;
 use crate::metrics::Metrics;
 use crate::server::auth::Gate;
@@ -448,6 +449,14 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         tracing::info!(path = %path.display(), "watching the policy file for new modules");
         tokio::spawn(watcher.run(shutdown.clone()));
     }
+    // PolicyRollouts of the controller's own namespace, read from the API (none without the
+    // CRD: the lists are retried, `--policy` works as ever).
+    let rollouts = RolloutController::new(
+        manager.clone(),
+        admission.clone(),
+        args.lease_namespace.clone(),
+    );
+    tokio::spawn(rollouts.run(shutdown.clone()));
     manager.run(shutdown).await;
     server_task.abort();
     if let Some(task) = metrics_task {

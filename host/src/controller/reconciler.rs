@@ -245,6 +245,9 @@ pub struct Carried {
     pub(crate) pool_delete: Vec<String>,
     /// Why the object was not handed to the policy, when it was not.
     pub(crate) skipped: Option<String>,
+    /// Seconds from creation to Ready, when this pass's status first reported the sandbox
+    /// Ready: a canary's gate compares the candidate's with the stable module's.
+    pub(crate) ready_seconds: Option<f64>,
 }
 
 impl Carried {
@@ -325,7 +328,7 @@ impl Reconciler {
         export: &'static str,
         call: impl AsyncFnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>,
     ) -> Result<GuestCall<T>, ReconcileError> {
-        let module = self.policy.current();
+        let module = self.policy.for_this_pass();
         let started = Instant::now();
         // A panic under the call (in the host's code: a guest cannot panic the host) ends
         // this reconcile as an error, as a panicking thread of its own did before.
@@ -595,7 +598,8 @@ impl Reconciler {
         {
             return Ok(Action::requeue(wait));
         }
-        self.write_reconciled_status(object, claim, patch, &status, now)
+        report.ready_seconds = self
+            .write_reconciled_status(object, claim, patch, &status, now)
             .await?;
         if let ClaimView::Bound { member, .. } = claim {
             self.carry_desired_state(object, member).await?;
@@ -676,7 +680,7 @@ impl Reconciler {
 
     /// The status `reconcile-sandbox` returned (`status`, as it reads back), written if it or
     /// the bound member's uid differs from what the Sandbox holds; the first status that says
-    /// Ready is marked and counted as the sandbox's startup.
+    /// Ready is marked and counted as the sandbox's startup, whose seconds are returned.
     async fn write_reconciled_status(
         &self,
         object: &sandbox::SandboxObject,
@@ -684,29 +688,28 @@ impl Reconciler {
         mut patch: sandbox::StatusPatch,
         status: &SandboxStatus,
         now: i64,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Option<f64>, ReconcileError> {
         // The member's uid beside its name: what the claim trusts its member by
         // (`claims::recorded_by`), which only the controller writes.
         let member_uid = bound_member(claim)
             .filter(|m| status.claimed_member.as_deref() == Some(m.sandbox.name.as_str()))
             .map(|m| m.sandbox.uid.clone());
         if *status == object.sandbox.status && member_uid == object.claimed_member_uid {
-            return Ok(());
+            return Ok(None);
         }
         patch.set_claimed_member_uid(member_uid);
         let first_ready = super::startup::first_ready(object, status);
         let marked = first_ready.and_then(|_| patch.mark_first_ready(now));
         self.write_sandbox_status(object, &patch, status, marked)
             .await?;
-        if let Some((launch, seconds)) =
-            first_ready.zip(super::startup::since(object.created_at, now))
-        {
+        let startup = first_ready.zip(super::startup::since(object.created_at, now));
+        if let Some((launch, seconds)) = startup {
             self.metrics
                 .sandbox_startup
                 .with_label_values(&[launch])
                 .observe(seconds);
         }
-        Ok(())
+        Ok(startup.map(|(_, seconds)| seconds))
     }
 
     /// A failure of the policy's, said where `kubectl` shows it: `Ready=False` with reason
@@ -823,7 +826,7 @@ impl Reconciler {
             }
             _ => return None,
         };
-        let module = self.policy.current();
+        let module = self.policy.for_this_pass();
         let info = module.info();
         Some(clip_message(&format!(
             "policy {} {}: {what}",

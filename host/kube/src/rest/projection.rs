@@ -122,12 +122,10 @@ impl Projection {
             | Resource::PolicyRollout
             | Resource::ConfigMap
             | Resource::Lease
-            | Resource::Event => {
-                match self {
-                    Projection::ObjectMetadata => Projection::ObjectMetadata,
-                    _ => Projection::Whole,
-                }
-            }
+            | Resource::Event => match self {
+                Projection::ObjectMetadata => Projection::ObjectMetadata,
+                _ => Projection::Whole,
+            },
         }
     }
 
