@@ -77,9 +77,8 @@ impl ModuleRef {
     }
 
     fn to_json(&self) -> Value {
-        let short = self.digest.get(..12).unwrap_or(&self.digest);
         json!({
-            "ref": format!("{}@{} ({short})", self.name, self.version),
+            "ref": format!("{}@{}", self.name, self.version),
             "name": self.name,
             "version": self.version,
             "digest": self.digest,
