@@ -674,10 +674,10 @@ impl RolloutController {
             }
             (false, None) => {}
         }
-        let Some(step) = spec.steps.get(tracked.step) else {
-            return;
-        };
-        if now - tracked.step_started < step.duration.as_secs() as i64 {
+        // A spec edited to fewer steps (or to Immediate) has passed them all.
+        if let Some(step) = spec.steps.get(tracked.step)
+            && now - tracked.step_started < step.duration.as_secs() as i64
+        {
             return;
         }
         tracked.step += 1;
