@@ -17,6 +17,7 @@ pub mod queue;
 pub mod reconciler;
 pub mod reflector;
 pub mod rollout;
+pub(crate) mod shadow;
 pub(crate) mod small_map;
 pub(crate) mod startup;
 pub mod writer;

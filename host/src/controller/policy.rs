@@ -24,6 +24,7 @@ tokio::task_local! {
 pub struct PolicySlot {
     current: RwLock<Arc<PolicyModule>>,
     canary: RwLock<Option<Arc<Canary>>>,
+    shadow: RwLock<Option<Arc<super::shadow::Shadow>>>,
 }
 
 impl PolicySlot {
@@ -31,7 +32,21 @@ impl PolicySlot {
         Arc::new(Self {
             current: RwLock::new(Arc::new(module)),
             canary: RwLock::new(None),
+            shadow: RwLock::new(None),
         })
+    }
+
+    /// The shadow run in progress, if any.
+    pub(crate) fn shadow(&self) -> Option<Arc<super::shadow::Shadow>> {
+        self.shadow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Runs `shadow`'s candidate beside the stable module from now on (`None`: no more).
+    pub(crate) fn set_shadow(&self, shadow: Option<Arc<super::shadow::Shadow>>) {
+        *self.shadow.write().unwrap_or_else(|p| p.into_inner()) = shadow;
     }
 
     /// The stable module: the one running for every object outside a canary's share.
@@ -62,9 +77,9 @@ impl PolicySlot {
     }
 
     /// Starts a canary of `module` at weight 0 (no object on it yet), replacing any other.
-    pub(crate) fn start_canary(&self, module: PolicyModule) -> Arc<Canary> {
+    pub(crate) fn start_canary(&self, module: Arc<PolicyModule>) -> Arc<Canary> {
         let canary = Arc::new(Canary {
-            module: Arc::new(module),
+            module,
             weight: AtomicU8::new(0),
             stats: Mutex::default(),
             breach: Notify::new(),

@@ -88,6 +88,11 @@ impl ReconcileError {
     }
 }
 
+/// `namespace/name` of the Sandbox an input is for.
+fn target_words(input: &cubepod_policy_host::runtime::bindings::ReconcileInput) -> String {
+    format!("{}/{}", input.sandbox.namespace, input.sandbox.name)
+}
+
 /// `kube-error` in words: `refused: ...`, `retryable after 100 ms: ...`.
 pub(crate) fn describe_kube_error(error: &KubeError) -> String {
     match error {
@@ -555,11 +560,21 @@ impl Reconciler {
             self.cluster_network(),
         );
         let offered = input.pool_candidates.clone();
+        let shadowed = self.shadowed(&input);
         let call = self
             .call_guest("reconcile-sandbox", async move |module, context| {
                 module.reconcile_sandbox_async(context, input).await
             })
             .await?;
+        if let Some((shadow, input)) = shadowed {
+            // Beside this reconcile, not in its way: the candidate's time is not the stable's.
+            let (calls, value) = (call.calls.clone(), call.value.clone());
+            tokio::spawn(async move {
+                shadow
+                    .reconcile_sandbox(target_words(&input), input, calls, value)
+                    .await
+            });
+        }
         report.calls = call.calls;
         let deferred = call.deferred.as_ref();
         self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
@@ -605,6 +620,21 @@ impl Reconciler {
             self.carry_desired_state(object, member).await?;
         }
         Ok(Action::asked(out.requeue_after_seconds, deferred))
+    }
+
+    /// A copy of `input` for a rollout's shadowed candidate, when one runs, this reconcile is
+    /// of its share, and the stable module runs it (not a canary's candidate).
+    fn shadowed(
+        &self,
+        input: &cubepod_policy_host::runtime::bindings::ReconcileInput,
+    ) -> Option<(
+        Arc<super::shadow::Shadow>,
+        cubepod_policy_host::runtime::bindings::ReconcileInput,
+    )> {
+        let shadow = self.policy.shadow()?;
+        let stable = self.policy.current();
+        let running = self.policy.for_this_pass();
+        (Arc::ptr_eq(&stable, &running) && shadow.sampled()).then(|| (shadow, input.clone()))
     }
 
     /// `reconcile-sandbox`'s output admitted whole before any of it is written: its status and

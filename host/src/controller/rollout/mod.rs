@@ -21,6 +21,7 @@ use super::health::ActivePolicy;
 use super::manager::ControllerManager;
 use super::policy::Canary;
 use super::policy_watch::announce_swap;
+use super::shadow::{Findings, Shadow};
 use super::writer::Writer;
 use crate::admission::{Admission, Candidate};
 use cubepod_kube::{ApiErrorKind, Cluster, Resource, Scope};
@@ -40,6 +41,7 @@ const REFRESH: Duration = Duration::from_secs(2);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Admitting,
+    Shadowing,
     Canary,
     Promoted,
     RolledBack,
@@ -50,6 +52,7 @@ impl Phase {
     fn as_str(self) -> &'static str {
         match self {
             Phase::Admitting => "Admitting",
+            Phase::Shadowing => "Shadowing",
             Phase::Canary => "Canary",
             Phase::Promoted => "Promoted",
             Phase::RolledBack => "RolledBack",
@@ -106,6 +109,8 @@ struct Tracked {
     candidate: Option<ModuleRef>,
     spec: Option<Spec>,
     canary: Option<Arc<Canary>>,
+    shadow: Option<Arc<Shadow>>,
+    findings: Option<Findings>,
     step: usize,
     step_started: i64,
     paused_at: Option<i64>,
@@ -127,6 +132,8 @@ impl Tracked {
             candidate: None,
             spec: None,
             canary: None,
+            shadow: None,
+            findings: None,
             step: 0,
             step_started: 0,
             paused_at: None,
@@ -368,9 +375,11 @@ impl RolloutController {
             .cloned()
             .collect();
         for name in gone {
-            if let Some(tracked) = self.tracked.remove(&name)
-                && tracked.canary.is_some()
-            {
+            if let Some(mut tracked) = self.tracked.remove(&name) {
+                self.end_shadow(&mut tracked);
+                if tracked.canary.is_none() {
+                    continue;
+                }
                 tracing::info!(rollout = %name, "rollout deleted during its canary: every object back on the stable module");
                 self.manager.policy.end_canary();
                 self.manager.requeue_all();
@@ -440,8 +449,10 @@ impl RolloutController {
                 .await;
             return;
         }
-        if tracked.phase == Phase::Canary {
-            self.advance(name, tracked, spec, now).await;
+        match tracked.phase {
+            Phase::Canary => self.advance(name, tracked, spec, now).await,
+            Phase::Shadowing => self.advance_shadow(name, tracked, spec, now).await,
+            _ => {}
         }
     }
 
@@ -580,6 +591,69 @@ impl RolloutController {
             tracked.phase = Phase::RolledBack;
             return;
         }
+        let module = Arc::new(module);
+        tracked.findings = None;
+        match &spec.shadow {
+            Some(shadow) => {
+                self.start_shadow(name, tracked, module, shadow.share, now)
+                    .await
+            }
+            None => self.start_canary(name, tracked, spec, module, now).await,
+        }
+    }
+
+    /// The candidate runs in the shadow of the stable module, writing nothing.
+    async fn start_shadow(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        module: Arc<PolicyModule>,
+        share: u8,
+        now: i64,
+    ) {
+        let next = ModuleRef::of(&module);
+        let shadow = Arc::new(Shadow::new(
+            module,
+            share,
+            &self.manager.reconciler.context,
+            self.manager.cache.clone(),
+            self.manager.metrics.clone(),
+        ));
+        self.manager.policy.set_shadow(Some(shadow.clone()));
+        tracked.shadow = Some(shadow);
+        tracked.phase = Phase::Shadowing;
+        tracked.step_started = now;
+        tracked.paused_at = None;
+        tracked.weight = 0;
+        let message = format!(
+            "{}@{} runs beside the stable module on {share}% of reconciles, writing nothing",
+            next.name, next.version
+        );
+        tracked.condition("Progressing", true, "Shadowing", message.clone(), now);
+        // Every object reconciled once, so that the shadow sees each.
+        self.manager.requeue_all();
+        tracing::info!(rollout = %name, candidate = %next.digest, share, "shadow started");
+        self.event(
+            name,
+            tracked,
+            EventType::Normal,
+            "ShadowStarted",
+            message,
+            now,
+        )
+        .await;
+    }
+
+    /// The candidate's canary starts at the first step's weight.
+    async fn start_canary(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        module: Arc<PolicyModule>,
+        now: i64,
+    ) {
+        let next = ModuleRef::of(&module);
         let canary = self.manager.policy.start_canary(module);
         canary.set_weight(spec.steps[0].weight);
         tracked.canary = Some(canary);
@@ -609,6 +683,88 @@ impl RolloutController {
             now,
         )
         .await;
+    }
+
+    /// A shadow's findings kept; once its time is up (on the manager's clock, standing still
+    /// while paused), the canary starts, or the candidate is promoted when there are no steps.
+    async fn advance_shadow(&mut self, name: &str, tracked: &mut Tracked, spec: &Spec, now: i64) {
+        let Some(shadow) = tracked.shadow.clone() else {
+            return;
+        };
+        tracked.findings = Some(shadow.findings());
+        if self.hold(tracked, spec, now, "Shadowing", "the shadow stage") {
+            return;
+        }
+        let duration = spec
+            .shadow
+            .as_ref()
+            .map_or(0, |s| s.duration.as_secs() as i64);
+        if now - tracked.step_started < duration {
+            return;
+        }
+        self.end_shadow(tracked);
+        let findings = tracked.findings.clone().unwrap_or_default();
+        tracing::info!(
+            rollout = %name,
+            compared = findings.compared,
+            differences = findings.differences.values().sum::<u64>(),
+            "shadow stage done"
+        );
+        if spec.steps.is_empty() {
+            self.promote(name, tracked, shadow.module.clone(), false, now)
+                .await;
+        } else {
+            self.start_canary(name, tracked, spec, shadow.module.clone(), now)
+                .await;
+        }
+    }
+
+    /// `spec.paused` read: whether the stage holds now. The time paused does not count
+    /// towards the stage's duration.
+    fn hold(
+        &self,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        now: i64,
+        reason: &str,
+        stage: &str,
+    ) -> bool {
+        match (spec.paused, tracked.paused_at) {
+            (true, None) => {
+                tracked.paused_at = Some(now);
+                tracked.condition(
+                    "Progressing",
+                    false,
+                    "Paused",
+                    format!("spec.paused holds {stage}"),
+                    now,
+                );
+                true
+            }
+            (true, Some(_)) => true,
+            (false, Some(at)) => {
+                tracked.step_started += now - at;
+                tracked.paused_at = None;
+                let message = match tracked.phase {
+                    Phase::Canary => step_message(spec, tracked.step),
+                    _ => format!("{stage} resumed"),
+                };
+                tracked.condition("Progressing", true, reason, message, now);
+                false
+            }
+            (false, None) => false,
+        }
+    }
+
+    /// Ends this rollout's shadow, if it runs one.
+    fn end_shadow(&self, tracked: &mut Tracked) {
+        let Some(shadow) = tracked.shadow.take() else {
+            return;
+        };
+        let slot = &self.manager.policy;
+        if slot.shadow().is_some_and(|s| Arc::ptr_eq(&s, &shadow)) {
+            slot.set_shadow(None);
+        }
     }
 
     /// A canary's gates judged over its window, then its step moved on when its time is up.
@@ -648,31 +804,8 @@ impl RolloutController {
             return;
         }
         // Paused: the step's time stands still; the gates still judge.
-        match (spec.paused, tracked.paused_at) {
-            (true, None) => {
-                tracked.paused_at = Some(now);
-                tracked.condition(
-                    "Progressing",
-                    false,
-                    "Paused",
-                    "spec.paused holds the rollout".into(),
-                    now,
-                );
-                return;
-            }
-            (true, Some(_)) => return,
-            (false, Some(at)) => {
-                tracked.step_started += now - at;
-                tracked.paused_at = None;
-                tracked.condition(
-                    "Progressing",
-                    true,
-                    "CanaryStep",
-                    step_message(spec, tracked.step),
-                    now,
-                );
-            }
-            (false, None) => {}
+        if self.hold(tracked, spec, now, "CanaryStep", "the canary") {
+            return;
         }
         // A spec edited to fewer steps (or to Immediate) has passed them all.
         if let Some(step) = spec.steps.get(tracked.step)
@@ -746,6 +879,7 @@ impl RolloutController {
 
     /// Ends this rollout's canary, if it holds one: every object back on the stable module.
     fn abort_canary(&self, tracked: &mut Tracked) {
+        self.end_shadow(tracked);
         let Some(canary) = tracked.canary.take() else {
             return;
         };
@@ -810,9 +944,18 @@ impl RolloutController {
                 "message": c.message,
             })).collect::<Vec<_>>(),
         });
-        if tracked.phase == Phase::Canary {
+        if matches!(tracked.phase, Phase::Canary | Phase::Shadowing) {
             status["stepStartedAt"] = json!(time::format(tracked.step_started));
         }
+        status["shadow"] = tracked.findings.as_ref().map_or(Value::Null, |f| {
+            json!({
+                "compared": f.compared,
+                "differences": f.differences.iter().map(|((export, kind), count)| json!({
+                    "export": export, "kind": kind, "count": count,
+                })).collect::<Vec<_>>(),
+                "examples": f.examples,
+            })
+        });
         let gates = tracked.observed.map(|o| {
             json!({
                 "reconciles": o.reconciles,

@@ -22,6 +22,14 @@ pub enum SpecError {
         /// Why it does not parse.
         why: String,
     },
+    /// The shadow's duration is not one.
+    #[error("spec.strategy.shadow.duration {text:?}: {why}")]
+    ShadowDuration {
+        /// As written.
+        text: String,
+        /// Why it does not parse.
+        why: String,
+    },
     /// A step's weight is below the one before it: assignments would shrink.
     #[error(
         "spec.strategy.canary.steps[{step}].weight {weight} is below the step before it: \
@@ -134,10 +142,19 @@ impl Gates {
     }
 }
 
+/// The shadow stage: how long, and on what share of reconciles.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ShadowStage {
+    pub(crate) duration: Duration,
+    pub(crate) share: u8,
+}
+
 /// A rollout's spec.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Spec {
     pub(crate) module: ModuleSource,
+    /// A shadow stage before the canary (or the swap).
+    pub(crate) shadow: Option<ShadowStage>,
     /// Empty: `Immediate`.
     pub(crate) steps: Vec<Step>,
     pub(crate) gates: Gates,
@@ -176,8 +193,28 @@ impl Spec {
                 steps.push(Step { weight, duration });
             }
         }
+        let shadow = match &strategy["shadow"] {
+            Value::Object(stage) => {
+                let written = stage
+                    .get("duration")
+                    .and_then(Value::as_str)
+                    .unwrap_or("0s");
+                let duration =
+                    humantime::parse_duration(written).map_err(|e| SpecError::ShadowDuration {
+                        text: written.to_string(),
+                        why: e.to_string(),
+                    })?;
+                let share = stage.get("share").and_then(Value::as_u64).unwrap_or(100);
+                Some(ShadowStage {
+                    duration,
+                    share: share.min(100) as u8,
+                })
+            }
+            _ => None,
+        };
         let gates = &strategy["gates"];
         Ok(Self {
+            shadow,
             module: ModuleSource {
                 config_map: config_map.to_string(),
                 key: text(&module["key"], "policy.wasm"),
