@@ -757,7 +757,9 @@ async fn discovery_names_the_crds_until_they_are_uninstalled() {
             "sandboxes/status",
             "podwarmpools",
             "podwarmpools/status",
-            "podwarmpools/scale"
+            "podwarmpools/scale",
+            "policyrollouts",
+            "policyrollouts/status"
         ]
     );
     // The scale client finds the Scale's own kind here, as the API server lists it.

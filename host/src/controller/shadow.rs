@@ -22,6 +22,11 @@ use cubepod_policy_host::runtime::{
     CallContext, ChildHeld, ChildLookup, GuestCall, KubeCall, PolicyModule, RuntimeError,
 };
 
+/// Every `kind` a difference may be of, for the metric's series to show from the start.
+pub(crate) const KINDS: [&str; 7] = [
+    "calls", "status", "events", "claim", "requeue", "error", "trap",
+];
+
 /// Examples kept, at most, and the most characters of each.
 const EXAMPLES: usize = 5;
 const EXAMPLE_CHARS: usize = 240;

@@ -308,6 +308,14 @@ impl RolloutController {
             .rates
             .event_burst;
         let recorder = Recorder::new(manager.metrics.clone(), burst);
+        // Every series shows from the start, so that a rate() over them is defined.
+        for kind in super::shadow::KINDS {
+            manager
+                .metrics
+                .policy_shadow_differences
+                .with_label_values(&["reconcile-sandbox", kind])
+                .inc_by(0);
+        }
         Self {
             manager,
             admission,
