@@ -2,12 +2,13 @@
 //! in a ConfigMap and named by a rollout is admitted from the API, canaried on a growing share
 //! of sandboxes, rolled back by its gate when it traps on some of them (the status and an Event
 //! saying why, the stable module serving every sandbox afterwards), or promoted once it has
-//! walked its steps; a module that does not load is refused and the running one stays.
+//! walked its steps; a module that does not load is refused and the running one stays; a
+//! shadowed candidate's differences are reported and nothing of them is written.
 
 use std::time::{Duration, Instant};
 
 use cubepod_tests::kubectl::{Embedded, Kubectl};
-use cubepod_tests::{faulty_policy, seed_file};
+use cubepod_tests::{faulty_policy, image_allowlist_policy, seed_file};
 
 const NS: &str = "cubepod-workloads";
 /// The controller's own namespace (`--lease-namespace`), where rollouts live.
@@ -281,4 +282,89 @@ fn a_good_candidate_walks_its_steps_and_is_promoted_and_a_bad_module_is_refused(
     cluster.until(&["get", "sandboxes", "-n", NS], |out| {
         row(out, "late").is_some_and(|r| r[1] == "Running")
     });
+}
+
+#[test]
+fn a_shadow_reports_the_decision_the_candidate_changes_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = "---\napiVersion: cubepod.io/v1alpha1\nkind: Sandbox\nmetadata: {name: busybox, \
+                namespace: cubepod-workloads}\nspec: {image: docker.io/library/busybox:1.36}\n";
+    let seed = format!("--seed={}", seed_file(dir.path(), seed).display());
+    let cluster = Embedded::start(&[&seed]);
+    cluster.until(&["get", "sandboxes", "-n", NS], |out| {
+        row(out, "busybox").is_some_and(|r| r[1] == "Running")
+    });
+    let before = cluster.ok(&["get", "sandbox", "busybox", "-n", NS, "-o", "json"]);
+    let before: serde_json::Value = serde_json::from_str(&before).expect("JSON");
+
+    let file = format!(
+        "--from-file=policy.wasm={}",
+        image_allowlist_policy().display()
+    );
+    cluster.ok(&["create", "configmap", "allowlist", "-n", SYSTEM, &file]);
+    let manifest = cluster.write(
+        "rollout.yaml",
+        &format!(
+            "apiVersion: cubepod.io/v1alpha1\nkind: PolicyRollout\nmetadata:\n  name: allowlist\n  \
+             namespace: {SYSTEM}\nspec:\n  module: {{configMap: allowlist}}\n  strategy:\n    \
+             type: Progressive\n    shadow: {{duration: 1h}}\n    canary:\n      steps:\n        \
+             - {{weight: 100, duration: 1h}}\n"
+        ),
+    );
+    cluster.ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    cluster.until(&["get", "policyrollouts", "-n", SYSTEM], |out| {
+        row(out, "allowlist").is_some_and(|r| r[1] == "Shadowing")
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let shadow = loop {
+        let status = status(&cluster, "allowlist");
+        let differences = status["shadow"]["differences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if differences.iter().any(|d| d["kind"] == "status") {
+            break status["shadow"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no difference reported: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let examples = shadow["examples"].as_array().cloned().unwrap_or_default();
+    assert!(
+        examples.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.contains("cubepod-workloads/busybox"))),
+        "{shadow}"
+    );
+    // The seeded sandboxes run allowed images: only the declined one differs.
+    assert!(
+        examples
+            .iter()
+            .all(|e| e.as_str().is_some_and(|e| e.contains("/busybox"))),
+        "{shadow}"
+    );
+    let metrics = cluster
+        .controller
+        .wait_for("/metrics", Duration::from_secs(30), |_, body| {
+            cubepod_tests::metric(
+                body,
+                "cubepod_policy_shadow_differences_total",
+                &[("export", "reconcile-sandbox"), ("kind", "status")],
+            )
+            .is_some_and(|n| n >= 1.0)
+        });
+    assert!(metrics.contains("cubepod_policy_shadow_differences_total"));
+
+    // Nothing of the candidate's decision was written.
+    let after = cluster.ok(&["get", "sandbox", "busybox", "-n", NS, "-o", "json"]);
+    let after: serde_json::Value = serde_json::from_str(&after).expect("JSON");
+    assert_eq!(after["status"], before["status"]);
+    assert_eq!(after["status"]["phase"], "Running");
+    let events = cluster.ok(&["get", "events", "-n", NS]);
+    assert!(!events.contains("ImageNotAllowed"), "{events}");
+    assert_eq!(status_phase(&cluster, "allowlist"), "Shadowing");
+    let (_, readyz) = cluster.controller.get("/readyz").unwrap();
+    assert!(readyz.contains("policy: cubepod-default"), "{readyz}");
 }
