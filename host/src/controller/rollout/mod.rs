@@ -105,9 +105,11 @@ struct Tracked {
     generation: i64,
     /// The module and signature last judged (digests), or why none could be read.
     identity: Option<(String, Option<String>)>,
+    /// Where the module was last read from and the ConfigMap's resourceVersion then: the
+    /// module is read (decoded, digested) again only when either changes.
+    read_from: Option<(spec::ModuleSource, Option<String>)>,
     phase: Phase,
     candidate: Option<ModuleRef>,
-    spec: Option<Spec>,
     canary: Option<Arc<Canary>>,
     shadow: Option<Arc<Shadow>>,
     findings: Option<Findings>,
@@ -128,9 +130,9 @@ impl Tracked {
             uid,
             generation: 0,
             identity: None,
+            read_from: None,
             phase: Phase::Admitting,
             candidate: None,
-            spec: None,
             canary: None,
             shadow: None,
             findings: None,
@@ -412,13 +414,13 @@ impl RolloutController {
         tracked.generation = meta["generation"].as_i64().unwrap_or(0);
         match Spec::from_json(&object["spec"]) {
             Ok(spec) => {
-                tracked.spec = Some(spec.clone());
                 self.step(name, object, &mut tracked, &spec, now).await;
             }
             Err(error) => {
                 if tracked.phase != Phase::Refused || tracked.identity.is_some() {
                     self.abort_canary(&mut tracked);
                     tracked.identity = None;
+                    tracked.read_from = None;
                     tracked.phase = Phase::Refused;
                     tracked.condition("Admitted", false, "InvalidSpec", error.to_string(), now);
                     self.event(
@@ -446,16 +448,28 @@ impl RolloutController {
         spec: &Spec,
         now: i64,
     ) {
-        let candidate = self.read_module(spec);
-        let identity = match &candidate {
-            Ok(candidate) => Some(candidate.identity()),
-            Err(why) => Some((format!("unreadable: {why}"), None)),
-        };
-        if identity != tracked.identity {
-            tracked.identity = identity;
-            self.judge(name, object, tracked, spec, candidate, now)
-                .await;
-            return;
+        let version = self
+            .config_maps
+            .get(&spec.module.config_map)
+            .and_then(|map| {
+                map["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string)
+            });
+        let read_from = Some((spec.module.clone(), version));
+        if read_from != tracked.read_from {
+            tracked.read_from = read_from;
+            let candidate = self.read_module(spec);
+            let identity = match &candidate {
+                Ok(candidate) => Some(candidate.identity()),
+                Err(why) => Some((format!("unreadable: {why}"), None)),
+            };
+            if identity != tracked.identity {
+                tracked.identity = identity;
+                self.judge(name, object, tracked, spec, candidate, now)
+                    .await;
+                return;
+            }
         }
         match tracked.phase {
             Phase::Canary => self.advance(name, tracked, spec, now).await,
