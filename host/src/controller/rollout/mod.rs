@@ -966,9 +966,12 @@ impl RolloutController {
                 "message": c.message,
             })).collect::<Vec<_>>(),
         });
-        if matches!(tracked.phase, Phase::Canary | Phase::Shadowing) {
-            status["stepStartedAt"] = json!(time::format(tracked.step_started));
-        }
+        // Null removes it from the status once no stage is timed.
+        status["stepStartedAt"] = if matches!(tracked.phase, Phase::Canary | Phase::Shadowing) {
+            json!(time::format(tracked.step_started))
+        } else {
+            Value::Null
+        };
         status["shadow"] = tracked.findings.as_ref().map_or(Value::Null, |f| {
             json!({
                 "compared": f.compared,
