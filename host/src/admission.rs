@@ -293,6 +293,59 @@ impl Admission {
         })
     }
 
+    /// A module handed as bytes (a `PolicyRollout`'s ConfigMap), `what` naming where they come
+    /// from: held to the same bounds as a file (`--max-policy-bytes`, 4 KiB for a signature).
+    /// `signature` is what was found under the signature's key, or why nothing was; it is
+    /// not looked at when no key is configured.
+    pub(crate) fn candidate_of(
+        &self,
+        what: String,
+        bytes: Vec<u8>,
+        signature: (String, Result<Vec<u8>, String>),
+    ) -> Result<Candidate, FileError> {
+        let too_large = |path: &str, size: usize, max: u64, role, bound| FileError::TooLarge {
+            path: PathBuf::from(path),
+            size: size as u64,
+            max,
+            role,
+            bound,
+        };
+        if bytes.len() as u64 > self.max_module_bytes {
+            return Err(too_large(
+                &what,
+                bytes.len(),
+                self.max_module_bytes,
+                "policy module",
+                "--max-policy-bytes",
+            ));
+        }
+        let signature = if self.keys.is_empty() {
+            SignatureFile::NotChecked
+        } else {
+            let (path, content) = signature;
+            if let Ok(sig) = &content
+                && sig.len() as u64 > MAX_SIGNATURE_BYTES
+            {
+                return Err(too_large(
+                    &path,
+                    sig.len(),
+                    MAX_SIGNATURE_BYTES,
+                    "signature",
+                    "4 KiB",
+                ));
+            }
+            SignatureFile::Read {
+                path: PathBuf::from(path),
+                content,
+            }
+        };
+        Ok(Candidate {
+            what,
+            bytes: Arc::from(bytes),
+            signature,
+        })
+    }
+
     /// The signature step alone: `Ok(None)` when there is nothing to check.
     pub(crate) fn verify(
         &self,

@@ -13,6 +13,7 @@ use crate::controller::manager::{ControllerManager, ManagerConfig};
 use crate::controller::policy_watch::{PolicyFile, PolicyWatcher, Verdicts, first_admitted};
 use crate::controller::queue::Backoff;
 use crate::controller::reconciler::Settings;
+use crate::controller::rollout::RolloutController;
 use crate::instrumented::InstrumentedCluster;
 use crate::metrics::Metrics;
 use crate::server::auth::Gate;
@@ -471,6 +472,14 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         let watcher = PolicyWatcher::resume(file, verdicts, manager.clone());
         tokio::spawn(watcher.run(shutdown.clone()));
     }
+    // PolicyRollouts of the controller's own namespace, read from the API (none without the
+    // CRD: the lists are retried, `--policy` works as ever).
+    let rollouts = RolloutController::new(
+        manager.clone(),
+        admission.clone(),
+        args.lease_namespace.clone(),
+    );
+    tokio::spawn(rollouts.run(shutdown.clone()));
     manager.run(shutdown).await;
     stop_serving(metrics_task);
     drop((admission, engine, served));

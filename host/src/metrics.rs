@@ -48,6 +48,9 @@ pub struct Metrics {
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
     /// folder, `poll`: the poll interval).
     pub(crate) policy_file_checks: IntCounterVec,
+    /// What a rollout's shadowed candidate did differently from the stable module, by
+    /// `export` and `kind`.
+    pub(crate) policy_shadow_differences: IntCounterVec,
     pub(crate) policy_info: IntGaugeVec,
     pub(crate) queue_depth: IntGauge,
     /// What the policy calls in flight hold of `--calls-memory-budget`, in bytes.
@@ -284,6 +287,13 @@ impl Metrics {
                 "cubepod_policy_swaps_total",
                 "New policy modules, by result: applied, or the reason of the refusal.",
                 &["result"]
+            )),
+            policy_shadow_differences: register!(counter(
+                "cubepod_policy_shadow_differences_total",
+                "What a rollout's shadowed candidate did differently from the stable module on \
+                 the same input, by export and kind (calls, status, events, claim, requeue, \
+                 error, trap).",
+                &["export", "kind"]
             )),
             policy_file_checks: register!(counter(
                 "cubepod_policy_file_checks_total",

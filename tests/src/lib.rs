@@ -136,6 +136,18 @@ metadata: {name: oom-a, namespace: cubepod-workloads}
 spec: {image: ghcr.io/cubepod/sandbox-base:1.0}
 "#;
 
+/// `examples/policies/image-allowlist` built as a component (once per test run): the default
+/// decisions, but a sandbox whose image is outside its list is declined (`SpecValid=False`,
+/// reason `ImageNotAllowed`).
+pub fn image_allowlist_policy() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    built_once(
+        &PATH,
+        "cubepod-policy-image-allowlist",
+        "cubepod_policy_image_allowlist",
+    )
+}
+
 /// `tests/policies/hostile` built as a component (once per test run): a well-formed policy
 /// that attacks one containment rule per case, picked by the sandbox's, pool's or reap
 /// candidate's name, and behaves as the default policy otherwise.

@@ -553,7 +553,7 @@ async fn bad_input_gets_a_status_not_a_panic() {
     assert_status(&array, 400, "BadRequest");
 
     for path in [
-        "/api/v1/namespaces/ns/configmaps",
+        "/api/v1/namespaces/ns/endpoints",
         "/nope",
         "/api/v1/namespaces/ns/pods/a/exec",
     ] {
@@ -757,7 +757,9 @@ async fn discovery_names_the_crds_until_they_are_uninstalled() {
             "sandboxes/status",
             "podwarmpools",
             "podwarmpools/status",
-            "podwarmpools/scale"
+            "podwarmpools/scale",
+            "policyrollouts",
+            "policyrollouts/status"
         ]
     );
     // The scale client finds the Scale's own kind here, as the API server lists it.

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use cubepod_kube::Resource;
 
-const FILES: [(&str, &str); 2] = [
+const FILES: [(&str, &str); 3] = [
     (
         "sandboxes.cubepod.io.yaml",
         include_str!("../../../deploy/crds/sandboxes.cubepod.io.yaml"),
@@ -17,6 +17,10 @@ const FILES: [(&str, &str); 2] = [
     (
         "podwarmpools.cubepod.io.yaml",
         include_str!("../../../deploy/crds/podwarmpools.cubepod.io.yaml"),
+    ),
+    (
+        "policyrollouts.cubepod.io.yaml",
+        include_str!("../../../deploy/crds/policyrollouts.cubepod.io.yaml"),
     ),
 ];
 
@@ -191,7 +195,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn both_crds_parse_with_their_columns_and_names() {
+    fn every_crd_parses_with_its_columns_and_names() {
         for (file, text) in FILES {
             parse(file, text).unwrap();
         }
@@ -201,6 +205,14 @@ mod tests {
         let pool = of(Resource::PodWarmPool).unwrap();
         assert!(pool.columns.iter().any(|c| c.json_path == ".spec.replicas"));
         assert!(of(Resource::Pod).is_none());
+        let rollout = of(Resource::PolicyRollout).unwrap();
+        let columns: Vec<_> = rollout
+            .columns
+            .iter()
+            .filter(|c| c.priority == 0)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["Phase", "Stable", "Candidate", "Weight", "Age"]);
     }
 
     #[test]

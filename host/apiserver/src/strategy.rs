@@ -11,7 +11,10 @@ use cubepod_kube::{ApiResult, Resource};
 
 /// Kinds whose main resource ignores `status`: only `patch_status` changes it.
 pub(crate) fn has_status_subresource(resource: Resource) -> bool {
-    matches!(resource, Resource::Sandbox | Resource::PodWarmPool)
+    matches!(
+        resource,
+        Resource::Sandbox | Resource::PodWarmPool | Resource::PolicyRollout
+    )
 }
 
 /// Kinds with a `/status` endpoint at all.
@@ -83,7 +86,7 @@ pub(crate) fn validate_create(
 pub(crate) fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiResult<()> {
     let fields = meta::object_mut(object);
     match resource {
-        Resource::Sandbox | Resource::PodWarmPool => {
+        Resource::Sandbox | Resource::PodWarmPool | Resource::PolicyRollout => {
             fields.remove("status");
         }
         Resource::Pod => {
@@ -94,7 +97,11 @@ pub(crate) fn prepare_for_create(resource: Resource, object: &mut Value) -> ApiR
             fields.insert("status".into(), status);
         }
         Resource::Service => default_service(fields),
-        Resource::Secret | Resource::Event | Resource::Lease | Resource::NetworkPolicy => {}
+        Resource::Secret
+        | Resource::Event
+        | Resource::Lease
+        | Resource::NetworkPolicy
+        | Resource::ConfigMap => {}
     }
     prepare_for_update(resource, object)
 }

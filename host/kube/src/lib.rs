@@ -40,11 +40,16 @@ pub enum Resource {
     NetworkPolicy,
     /// A sandbox's headless Service (`spec.service`).
     Service,
+    /// cubepod.io/v1alpha1 PolicyRollout: a policy module rolled out, in the controller's
+    /// namespace.
+    PolicyRollout,
+    /// core/v1 ConfigMap: a rollout's module and signature (`binaryData`).
+    ConfigMap,
 }
 
 impl Resource {
     /// Every kind, in declaration order.
-    pub const ALL: [Resource; 9] = [
+    pub const ALL: [Resource; 11] = [
         Resource::Sandbox,
         Resource::PodWarmPool,
         Resource::Pod,
@@ -54,6 +59,8 @@ impl Resource {
         Resource::Lease,
         Resource::NetworkPolicy,
         Resource::Service,
+        Resource::PolicyRollout,
+        Resource::ConfigMap,
     ];
 
     /// The `kind` of objects of this resource: `PersistentVolumeClaim`.
@@ -68,6 +75,8 @@ impl Resource {
             Resource::Lease => "Lease",
             Resource::NetworkPolicy => "NetworkPolicy",
             Resource::Service => "Service",
+            Resource::PolicyRollout => "PolicyRollout",
+            Resource::ConfigMap => "ConfigMap",
         }
     }
 
@@ -83,13 +92,17 @@ impl Resource {
             Resource::Lease => "leases",
             Resource::NetworkPolicy => "networkpolicies",
             Resource::Service => "services",
+            Resource::PolicyRollout => "policyrollouts",
+            Resource::ConfigMap => "configmaps",
         }
     }
 
     /// `apiVersion` of objects of this kind.
     pub const fn api_version(self) -> &'static str {
         match self {
-            Resource::Sandbox | Resource::PodWarmPool => "cubepod.io/v1alpha1",
+            Resource::Sandbox | Resource::PodWarmPool | Resource::PolicyRollout => {
+                "cubepod.io/v1alpha1"
+            }
             Resource::Lease => "coordination.k8s.io/v1",
             Resource::NetworkPolicy => "networking.k8s.io/v1",
             _ => "v1",

@@ -257,7 +257,9 @@ impl Inner {
             | Resource::Secret
             | Resource::NetworkPolicy
             | Resource::Service => self.apply_child(resource, meta, deleted, object),
-            Resource::Event | Resource::Lease => Vec::new(),
+            Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {
+                Vec::new()
+            }
         }
     }
 
@@ -727,7 +729,7 @@ impl Cache {
                 }
                 inner.children.retain(|_, e| !e.is_empty());
             }
-            Resource::Event | Resource::Lease => {}
+            Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {}
         }
         keys
     }

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
-use super::policy::PolicySlot;
+use super::policy::{Outcome, PolicySlot};
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub(crate) use super::reconciler::ReconcileError;
 use super::reconciler::{Action, Carried, IMMEDIATE_PASSES, Reconciler, Settings};
@@ -378,6 +378,25 @@ impl ControllerManager {
         Ok(paused)
     }
 
+    /// The uid of the object `key` names, as the cache holds it.
+    fn uid_of(&self, key: &WorkKey) -> Option<String> {
+        match key {
+            WorkKey::Sandbox(target) => self.cache.sandbox(target).map(|o| o.sandbox.uid),
+            WorkKey::Pool(target) => self.cache.pool(target).map(|o| o.pool.uid),
+        }
+    }
+
+    /// Every object is reconciled again (under a new module, or a new share of a canary's),
+    /// at the queue's normal rate.
+    pub(crate) fn requeue_all(&self) {
+        for key in self.cache.sandbox_keys() {
+            self.queue.add(WorkKey::Sandbox(key));
+        }
+        for key in self.cache.pool_keys() {
+            self.queue.add(WorkKey::Pool(key));
+        }
+    }
+
     /// Reconciles one key and does what the outcome asks of the queue: forget it, requeue it
     /// later, or retry it with backoff. A reconcile that asks to run again at once (a claim
     /// that just adopted its member, and now reports it) runs again on this worker, a few
@@ -405,10 +424,26 @@ impl ControllerManager {
         let active = runtime.active_workers.with_label_values(&[controller]);
         active.inc();
         let mut report = Carried::default();
-        let outcome = match &key {
-            WorkKey::Sandbox(target) => self.reconciler.sandbox(target, &mut report).await,
-            WorkKey::Pool(target) => self.reconciler.pool(target, &mut report).await,
+        // During a canary the object's module is picked once, here, by its uid.
+        let canary = self.policy.canary();
+        let picked = canary
+            .as_ref()
+            .and_then(|_| self.uid_of(&key))
+            .map(|uid| (self.policy.pick(&uid), uid));
+        let work = async {
+            match &key {
+                WorkKey::Sandbox(target) => self.reconciler.sandbox(target, &mut report).await,
+                WorkKey::Pool(target) => self.reconciler.pool(target, &mut report).await,
+            }
         };
+        let outcome = match &picked {
+            Some(((module, _), _)) => PolicySlot::scope(module.clone(), work).await,
+            None => work.await,
+        };
+        if let (Some(canary), Some(((_, on), uid))) = (&canary, &picked) {
+            let outcome = Outcome::of(&outcome, report.ready_seconds);
+            canary.record(uid, on.is_some(), outcome);
+        }
         let elapsed = started.elapsed().as_secs_f64();
         let result = match &outcome {
             Ok(_) => "ok",

@@ -16,6 +16,8 @@ pub mod policy_watch;
 pub mod queue;
 pub mod reconciler;
 pub mod reflector;
+pub mod rollout;
+pub(crate) mod shadow;
 pub(crate) mod small_map;
 pub(crate) mod startup;
 pub mod writer;

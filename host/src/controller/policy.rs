@@ -1,23 +1,55 @@
 //! The active policy module: swapped atomically between reconciles, so that a reconcile in
-//! flight finishes on the module it started with.
+//! flight finishes on the module it started with. During a canary (a `PolicyRollout`) the slot
+//! holds a candidate beside the stable module and a weight: each Sandbox or pool goes to the
+//! candidate when a stable hash of its uid falls under the weight, so that its assignment only
+//! grows with the weight, and each reconcile picks its module once, at its start.
 
-use std::sync::{Arc, RwLock};
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
-use cubepod_policy_host::runtime::PolicyModule;
+use tokio::sync::Notify;
 
-/// The running policy module, swapped whole when a new one is admitted.
+use super::reconciler::{Action, ReconcileError};
+use cubepod_policy_host::runtime::bindings::KubeError;
+use cubepod_policy_host::runtime::{PolicyModule, RuntimeError};
+
+tokio::task_local! {
+    /// The module the reconcile on this task picked at its start.
+    static PICKED: Arc<PolicyModule>;
+}
+
+/// The running policy module, swapped whole when a new one is admitted, and the candidate of a
+/// canary in progress, if any.
 pub struct PolicySlot {
     current: RwLock<Arc<PolicyModule>>,
+    canary: RwLock<Option<Arc<Canary>>>,
+    shadow: RwLock<Option<Arc<super::shadow::Shadow>>>,
 }
 
 impl PolicySlot {
     pub(crate) fn new(module: PolicyModule) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Arc::new(module)),
+            canary: RwLock::new(None),
+            shadow: RwLock::new(None),
         })
     }
 
-    /// The module running now.
+    /// The shadow run in progress, if any.
+    pub(crate) fn shadow(&self) -> Option<Arc<super::shadow::Shadow>> {
+        self.shadow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Runs `shadow`'s candidate beside the stable module from now on (`None`: no more).
+    pub(crate) fn set_shadow(&self, shadow: Option<Arc<super::shadow::Shadow>>) {
+        *self.shadow.write().unwrap_or_else(|p| p.into_inner()) = shadow;
+    }
+
+    /// The stable module: the one running for every object outside a canary's share.
     pub fn current(&self) -> Arc<PolicyModule> {
         self.current
             .read()
@@ -27,7 +59,281 @@ impl PolicySlot {
 
     /// Makes `module` the active one and returns the one it replaced.
     pub(crate) fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
+        self.replace_shared(Arc::new(module))
+    }
+
+    /// [`Self::replace`] with a module already shared.
+    pub(crate) fn replace_shared(&self, module: Arc<PolicyModule>) -> Arc<PolicyModule> {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
-        std::mem::replace(&mut current, Arc::new(module))
+        std::mem::replace(&mut current, module)
+    }
+
+    /// The canary in progress, if any.
+    pub(crate) fn canary(&self) -> Option<Arc<Canary>> {
+        self.canary
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Starts a canary of `module` at weight 0 (no object on it yet), replacing any other.
+    pub(crate) fn start_canary(&self, module: Arc<PolicyModule>) -> Arc<Canary> {
+        let canary = Arc::new(Canary {
+            module,
+            weight: AtomicU8::new(0),
+            stats: Mutex::default(),
+            breach: Notify::new(),
+        });
+        *self.canary.write().unwrap_or_else(|p| p.into_inner()) = Some(canary.clone());
+        canary
+    }
+
+    /// Ends the canary with every object back on the stable module.
+    pub(crate) fn end_canary(&self) -> Option<Arc<Canary>> {
+        self.canary
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Ends the canary by making its candidate the stable module; the one it replaced.
+    pub(crate) fn promote_canary(&self) -> Option<Arc<PolicyModule>> {
+        let canary = self.end_canary()?;
+        Some(self.replace_shared(canary.module.clone()))
+    }
+
+    /// The module that reconciles the object of `uid` now, and whether it is the candidate.
+    pub(crate) fn pick(&self, uid: &str) -> (Arc<PolicyModule>, Option<Arc<Canary>>) {
+        if let Some(canary) = self.canary()
+            && canary.covers(uid)
+        {
+            return (canary.module.clone(), Some(canary));
+        }
+        (self.current(), None)
+    }
+
+    /// Runs `reconcile` with `module` as the module of every policy call it makes.
+    pub(crate) async fn scope<F: Future>(module: Arc<PolicyModule>, reconcile: F) -> F::Output {
+        PICKED.scope(module, reconcile).await
+    }
+
+    /// The module of the reconcile on this task: the one it picked at its start, else (`policy
+    /// test`, the reaper, the self-test) the stable one.
+    pub(crate) fn for_this_pass(&self) -> Arc<PolicyModule> {
+        PICKED
+            .try_with(Arc::clone)
+            .unwrap_or_else(|_| self.current())
+    }
+}
+
+/// The percent bucket of an object: the first 8 bytes of the sha256 of its uid, as a big-endian
+/// u64, mod 100. The same uid always falls in the same bucket, so that an object on the
+/// candidate at weight w stays on it at every weight above w.
+pub(crate) fn bucket(uid: &str) -> u8 {
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(uid.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % 100) as u8
+}
+
+/// A candidate module reconciling the objects whose bucket is under its weight, and what it and
+/// the stable module did over the current step.
+pub(crate) struct Canary {
+    pub(crate) module: Arc<PolicyModule>,
+    weight: AtomicU8,
+    stats: Mutex<CanaryStats>,
+    /// Woken by a failure of the candidate's, so that a gate is judged at once.
+    pub(crate) breach: Notify,
+}
+
+impl Canary {
+    /// Percent of objects on the candidate.
+    pub(crate) fn weight(&self) -> u8 {
+        self.weight.load(Ordering::Acquire)
+    }
+
+    /// Sets the share of objects on the candidate, at most 100, and starts a new window.
+    pub(crate) fn set_weight(&self, weight: u8) {
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.window = Window::default();
+        self.weight.store(weight.min(100), Ordering::Release);
+    }
+
+    fn covers(&self, uid: &str) -> bool {
+        bucket(uid) < self.weight()
+    }
+
+    /// Counts one reconcile by the candidate (`candidate`) or the stable module.
+    pub(crate) fn record(&self, uid: &str, candidate: bool, outcome: Outcome) {
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        if candidate {
+            stats.touched.insert(uid.to_string());
+        }
+        let counts = if candidate {
+            &mut stats.window.candidate
+        } else {
+            &mut stats.window.stable
+        };
+        counts.add(outcome);
+        drop(stats);
+        if candidate && outcome.failed() {
+            self.breach.notify_one();
+        }
+    }
+
+    /// The counts of the step in progress.
+    pub(crate) fn window(&self) -> Window {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).window
+    }
+
+    /// How many objects the candidate has reconciled since the canary started.
+    pub(crate) fn touched(&self) -> usize {
+        self.stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .touched
+            .len()
+    }
+}
+
+#[derive(Default)]
+struct CanaryStats {
+    window: Window,
+    /// The uids the candidate reconciled.
+    touched: std::collections::HashSet<String>,
+}
+
+/// What one reconcile came to, as the gates count it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Outcome {
+    /// It got through; `Some` with the seconds from creation to Ready when its status write
+    /// first reported the sandbox Ready.
+    Ok(Option<f64>),
+    /// The policy trapped, ran past its deadline or its memory.
+    Trap,
+    /// Its output or a write it asked for was refused.
+    Refusal,
+    /// Any other failure.
+    Error,
+}
+
+impl Outcome {
+    /// The outcome of a reconcile that returned `result`, with the Ready time it reported.
+    pub(crate) fn of(result: &Result<Action, ReconcileError>, ready_seconds: Option<f64>) -> Self {
+        match result {
+            Ok(_) => Outcome::Ok(ready_seconds),
+            // The controller's shared memory budget is not the module's doing.
+            Err(ReconcileError::Runtime(RuntimeError::MemoryBudget { .. })) => Outcome::Error,
+            Err(ReconcileError::Runtime(_)) => Outcome::Trap,
+            Err(
+                ReconcileError::Refused(_)
+                | ReconcileError::Budget(_)
+                | ReconcileError::Guest(KubeError::Refused(_)),
+            ) => Outcome::Refusal,
+            Err(_) => Outcome::Error,
+        }
+    }
+
+    fn failed(self) -> bool {
+        !matches!(self, Outcome::Ok(_))
+    }
+}
+
+/// One module's reconciles over a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Counts {
+    pub(crate) reconciles: u64,
+    pub(crate) traps: u64,
+    pub(crate) refusals: u64,
+    pub(crate) errors: u64,
+    /// Sum and number of creation-to-Ready times, seconds.
+    pub(crate) ready_seconds: f64,
+    pub(crate) readied: u64,
+}
+
+impl Counts {
+    fn add(&mut self, outcome: Outcome) {
+        self.reconciles += 1;
+        match outcome {
+            Outcome::Ok(Some(seconds)) => {
+                self.ready_seconds += seconds;
+                self.readied += 1;
+            }
+            Outcome::Ok(None) => {}
+            Outcome::Trap => self.traps += 1,
+            Outcome::Refusal => self.refusals += 1,
+            Outcome::Error => self.errors += 1,
+        }
+    }
+
+    /// `n` per reconcile; 0 with no reconcile.
+    pub(crate) fn ratio(&self, n: u64) -> f64 {
+        if self.reconciles == 0 {
+            0.0
+        } else {
+            n as f64 / self.reconciles as f64
+        }
+    }
+
+    /// The mean creation-to-Ready time, if any sandbox became Ready.
+    pub(crate) fn mean_ready(&self) -> Option<f64> {
+        (self.readied > 0).then(|| self.ready_seconds / self.readied as f64)
+    }
+}
+
+/// Both modules' counts over the same window (a canary step).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Window {
+    pub(crate) candidate: Counts,
+    pub(crate) stable: Counts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_stable_and_spread() {
+        assert_eq!(bucket("a"), bucket("a"));
+        let mut seen = [0u32; 100];
+        for n in 0..10_000 {
+            seen[usize::from(bucket(&format!("uid-{n}")))] += 1;
+        }
+        // Each percent holds about 100 of 10,000: none empty, none three times its share.
+        assert!(seen.iter().all(|&n| n > 0 && n < 300), "{seen:?}");
+    }
+
+    /// An object on the candidate at one weight is on it at every greater weight, and the
+    /// share on it follows the weight.
+    #[test]
+    fn assignment_only_grows_with_the_weight() {
+        let uids: Vec<String> = (0..2_000).map(|n| format!("uid-{n}")).collect();
+        let mut previous: Vec<&String> = Vec::new();
+        for weight in [0u8, 1, 10, 25, 50, 99, 100] {
+            let on: Vec<&String> = uids.iter().filter(|u| bucket(u) < weight).collect();
+            assert!(previous.iter().all(|u| on.contains(u)), "weight {weight}");
+            let share = on.len() as f64 / uids.len() as f64 * 100.0;
+            assert!((share - f64::from(weight)).abs() < 5.0, "{weight}: {share}");
+            previous = on;
+        }
+        assert_eq!(previous.len(), uids.len());
+    }
+
+    #[test]
+    fn counts_give_ratios_and_a_mean() {
+        let mut counts = Counts::default();
+        assert_eq!(counts.ratio(counts.traps), 0.0);
+        for outcome in [
+            Outcome::Ok(Some(2.0)),
+            Outcome::Ok(Some(4.0)),
+            Outcome::Trap,
+            Outcome::Refusal,
+        ] {
+            counts.add(outcome);
+        }
+        assert_eq!(counts.reconciles, 4);
+        assert_eq!(counts.ratio(counts.traps), 0.25);
+        assert_eq!(counts.ratio(counts.refusals), 0.25);
+        assert_eq!(counts.mean_ready(), Some(3.0));
     }
 }

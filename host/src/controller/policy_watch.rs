@@ -23,7 +23,6 @@ use tokio::sync::{mpsc, watch};
 
 use super::health::{ActivePolicy, Health};
 use super::manager::ControllerManager;
-use super::queue::WorkKey;
 use crate::admission::Refused as SwapRefused;
 pub use crate::admission::sha256_hex;
 use crate::admission::{Admission, Admitted, Candidate};
@@ -376,25 +375,10 @@ impl PolicyWatcher {
             Judged::Admitted { admitted, digest } => (admitted, digest),
             Judged::Not(outcome) => return outcome,
         };
-        let metrics = &self.manager.metrics;
         let module = admitted.module;
         let next = ActivePolicy::of(&module);
         let previous = ActivePolicy::of(&self.manager.policy.replace(module));
-        let _ = metrics.policy_info.remove_label_values(&[
-            previous.name.as_str(),
-            previous.version.as_str(),
-            previous.digest.as_str(),
-        ]);
-        metrics
-            .policy_info
-            .with_label_values(&[
-                next.name.as_str(),
-                next.version.as_str(),
-                next.digest.as_str(),
-            ])
-            .set(1);
-        metrics.policy_swaps.with_label_values(&["applied"]).inc();
-        self.manager.health.set_policy(next.clone());
+        announce_swap(&self.manager, &previous, &next);
         let took = started.elapsed();
         tracing::info!(
             name = %next.name,
@@ -405,20 +389,34 @@ impl PolicyWatcher {
             ?took,
             "policy swapped; reconciling every object under it"
         );
-        self.requeue_all();
+        self.manager.requeue_all();
         SwapOutcome::Applied { digest, took }
     }
+}
 
-    /// Every object is reconciled again under the new policy, at the queue's normal rate.
-    fn requeue_all(&self) {
-        let cache = &self.manager.cache;
-        for key in cache.sandbox_keys() {
-            self.manager.queue.add(WorkKey::Sandbox(key));
-        }
-        for key in cache.pool_keys() {
-            self.manager.queue.add(WorkKey::Pool(key));
-        }
-    }
+/// What a swap of the stable module changes besides the slot: the active policy's metric
+/// series, the swap counted, and `/readyz`. Said once, for the file watcher and the rollouts.
+pub(crate) fn announce_swap(
+    manager: &ControllerManager,
+    previous: &ActivePolicy,
+    next: &ActivePolicy,
+) {
+    let metrics = &manager.metrics;
+    let _ = metrics.policy_info.remove_label_values(&[
+        previous.name.as_str(),
+        previous.version.as_str(),
+        previous.digest.as_str(),
+    ]);
+    metrics
+        .policy_info
+        .with_label_values(&[
+            next.name.as_str(),
+            next.version.as_str(),
+            next.digest.as_str(),
+        ])
+        .set(1);
+    metrics.policy_swaps.with_label_values(&["applied"]).inc();
+    manager.health.set_policy(next.clone());
 }
 
 /// Whether a file event in the policy's folder can mean a new module or signature. Opening and

@@ -88,6 +88,11 @@ impl ReconcileError {
     }
 }
 
+/// `namespace/name` of the Sandbox an input is for.
+fn target_words(input: &cubepod_policy_host::runtime::bindings::ReconcileInput) -> String {
+    format!("{}/{}", input.sandbox.namespace, input.sandbox.name)
+}
+
 /// `kube-error` in words: `refused: ...`, `retryable after 100 ms: ...`.
 pub(crate) fn describe_kube_error(error: &KubeError) -> String {
     match error {
@@ -265,6 +270,9 @@ pub struct Carried {
     pub(crate) pool_delete: Vec<String>,
     /// Why the object was not handed to the policy, when it was not.
     pub(crate) skipped: Option<String>,
+    /// Seconds from creation to Ready, when this pass's status first reported the sandbox
+    /// Ready: a canary's gate compares the candidate's with the stable module's.
+    pub(crate) ready_seconds: Option<f64>,
 }
 
 impl Carried {
@@ -345,7 +353,7 @@ impl Reconciler {
         export: &'static str,
         call: impl AsyncFnOnce(&PolicyModule, &CallContext) -> Result<GuestCall<T>, RuntimeError>,
     ) -> Result<GuestCall<T>, ReconcileError> {
-        let module = self.policy.current();
+        let module = self.policy.for_this_pass();
         let started = Instant::now();
         // A panic under the call (in the host's code: a guest cannot panic the host) ends
         // this reconcile as an error, as a panicking thread of its own did before.
@@ -572,11 +580,21 @@ impl Reconciler {
             self.cluster_network(),
         );
         let offered = input.pool_candidates.clone();
+        let shadowed = self.shadowed(&input);
         let call = self
             .call_guest("reconcile-sandbox", async move |module, context| {
                 module.reconcile_sandbox_async(context, input).await
             })
             .await?;
+        if let Some((shadow, input)) = shadowed {
+            // Beside this reconcile, not in its way: the candidate's time is not the stable's.
+            let (calls, value) = (call.calls.clone(), call.value.clone());
+            tokio::spawn(async move {
+                shadow
+                    .reconcile_sandbox(target_words(&input), input, calls, value)
+                    .await
+            });
+        }
         report.calls = call.calls;
         let deferred = call.deferred.as_ref();
         self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
@@ -615,12 +633,28 @@ impl Reconciler {
         {
             return Ok(Action::requeue(wait));
         }
-        self.write_reconciled_status(object, claim, patch, &status, now)
+        report.ready_seconds = self
+            .write_reconciled_status(object, claim, patch, &status, now)
             .await?;
         if let ClaimView::Bound { member, .. } = claim {
             self.carry_desired_state(object, member).await?;
         }
         Ok(Action::asked(out.requeue_after_seconds, deferred))
+    }
+
+    /// A copy of `input` for a rollout's shadowed candidate, when one runs, this reconcile is
+    /// of its share, and the stable module runs it (not a canary's candidate).
+    fn shadowed(
+        &self,
+        input: &cubepod_policy_host::runtime::bindings::ReconcileInput,
+    ) -> Option<(
+        Arc<super::shadow::Shadow>,
+        cubepod_policy_host::runtime::bindings::ReconcileInput,
+    )> {
+        let shadow = self.policy.shadow()?;
+        let stable = self.policy.current();
+        let running = self.policy.for_this_pass();
+        (Arc::ptr_eq(&stable, &running) && shadow.sampled()).then(|| (shadow, input.clone()))
     }
 
     /// `reconcile-sandbox`'s output admitted whole before any of it is written: its status and
@@ -696,7 +730,7 @@ impl Reconciler {
 
     /// The status `reconcile-sandbox` returned (`status`, as it reads back), written if it or
     /// the bound member's uid differs from what the Sandbox holds; the first status that says
-    /// Ready is marked and counted as the sandbox's startup.
+    /// Ready is marked and counted as the sandbox's startup, whose seconds are returned.
     async fn write_reconciled_status(
         &self,
         object: &sandbox::SandboxObject,
@@ -704,29 +738,28 @@ impl Reconciler {
         mut patch: sandbox::StatusPatch,
         status: &SandboxStatus,
         now: i64,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Option<f64>, ReconcileError> {
         // The member's uid beside its name: what the claim trusts its member by
         // (`claims::recorded_by`), which only the controller writes.
         let member_uid = bound_member(claim)
             .filter(|m| status.claimed_member.as_deref() == Some(m.sandbox.name.as_str()))
             .map(|m| m.sandbox.uid.clone());
         if *status == object.sandbox.status && member_uid == object.claimed_member_uid {
-            return Ok(());
+            return Ok(None);
         }
         patch.set_claimed_member_uid(member_uid);
         let first_ready = super::startup::first_ready(object, status);
         let marked = first_ready.and_then(|_| patch.mark_first_ready(now));
         self.write_sandbox_status(object, &patch, status, marked)
             .await?;
-        if let Some((launch, seconds)) =
-            first_ready.zip(super::startup::since(object.created_at, now))
-        {
+        let startup = first_ready.zip(super::startup::since(object.created_at, now));
+        if let Some((launch, seconds)) = startup {
             self.metrics
                 .sandbox_startup
                 .with_label_values(&[launch])
                 .observe(seconds);
         }
-        Ok(())
+        Ok(startup.map(|(_, seconds)| seconds))
     }
 
     /// A failure of the policy's, said where `kubectl` shows it: `Ready=False` with reason
@@ -843,7 +876,7 @@ impl Reconciler {
             }
             _ => return None,
         };
-        let module = self.policy.current();
+        let module = self.policy.for_this_pass();
         let info = module.info();
         Some(clip_message(&format!(
             "policy {} {}: {what}",

@@ -75,6 +75,7 @@ impl Names {
             Resource::Event => (&["ev"], &[]),
             Resource::NetworkPolicy => (&["netpol"], &[]),
             Resource::Service => (&["svc"], &["all"]),
+            Resource::ConfigMap => (&["cm"], &[]),
             _ => (&[], &[]),
         };
         let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();

@@ -67,7 +67,11 @@ impl Route {
 pub(crate) fn has_status(resource: Resource) -> bool {
     matches!(
         resource,
-        Resource::Sandbox | Resource::PodWarmPool | Resource::Pod | Resource::PersistentVolumeClaim
+        Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::PolicyRollout
+            | Resource::Pod
+            | Resource::PersistentVolumeClaim
     )
 }
 
@@ -317,7 +321,7 @@ mod tests {
         let path = Resource::Sandbox.collection_path("ns");
         assert_eq!(parse(&path, false), None);
         assert_eq!(parse("/apis/cubepod.io/v1alpha1", false), None);
-        assert_eq!(parse("/api/v1/namespaces/ns/configmaps", true), None);
+        assert_eq!(parse("/api/v1/namespaces/ns/endpoints", true), None);
         assert_eq!(parse("/api/v1/namespaces//pods", true), None);
         assert_eq!(parse("/api/v1/namespaces/ns/pods/a/exec", true), None);
         assert_eq!(parse("/", true), None);

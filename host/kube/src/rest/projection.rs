@@ -115,13 +115,17 @@ impl Projection {
                 Projection::MetadataAndStatus | Projection::Metadata => Projection::Metadata,
                 Projection::ObjectMetadata => Projection::ObjectMetadata,
             },
-            // A Lease's holder is in its spec; Events and our own resources are read whole.
-            Resource::Sandbox | Resource::PodWarmPool | Resource::Lease | Resource::Event => {
-                match self {
-                    Projection::ObjectMetadata => Projection::ObjectMetadata,
-                    _ => Projection::Whole,
-                }
-            }
+            // A Lease's holder is in its spec; Events, our own resources and a rollout's
+            // ConfigMap (the module) are read whole.
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::PolicyRollout
+            | Resource::ConfigMap
+            | Resource::Lease
+            | Resource::Event => match self {
+                Projection::ObjectMetadata => Projection::ObjectMetadata,
+                _ => Projection::Whole,
+            },
         }
     }
 

@@ -1,0 +1,1063 @@
+//! `PolicyRollout`s: a module read from a ConfigMap of the controller's namespace (no file
+//! sync), admitted through [`crate::admission`] as at start, then swapped in at once
+//! (`Immediate`) or canaried on a growing share of objects (`Progressive`: [`PolicySlot`]'s
+//! candidate and weight), each step judged by its gates over the step's window; a gate
+//! breached rolls back at once, the last step passed promotes. Only the leader acts; what it
+//! decides is written to the rollout's status (merge patches of the subresource), with one
+//! Event per transition.
+
+mod spec;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+
+use super::events::{Recorder, Source};
+use super::health::ActivePolicy;
+use super::manager::ControllerManager;
+use super::policy::Canary;
+use super::policy_watch::announce_swap;
+use super::shadow::{Findings, Shadow};
+use super::writer::Writer;
+use crate::admission::{Admission, Candidate};
+use cubepod_kube::{ApiErrorKind, Cluster, Resource, Scope};
+use cubepod_policy_host::model::{ObjectRef, time};
+use cubepod_policy_host::runtime::PolicyModule;
+use cubepod_policy_host::runtime::bindings::{Event, EventType};
+pub use spec::SpecError;
+use spec::{Observed, Spec};
+
+/// How often a canary's gates and step are looked at, besides on every change and failure.
+const TICK: Duration = Duration::from_millis(250);
+
+/// The least time between two status writes that only refresh the gates' observed values.
+const REFRESH: Duration = Duration::from_secs(2);
+
+/// A rollout's phase, as its status says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Admitting,
+    Shadowing,
+    Canary,
+    Promoted,
+    RolledBack,
+    Refused,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Admitting => "Admitting",
+            Phase::Shadowing => "Shadowing",
+            Phase::Canary => "Canary",
+            Phase::Promoted => "Promoted",
+            Phase::RolledBack => "RolledBack",
+            Phase::Refused => "Refused",
+        }
+    }
+}
+
+/// A module as the status names it.
+#[derive(Clone, Debug, PartialEq)]
+struct ModuleRef {
+    name: String,
+    version: String,
+    digest: String,
+}
+
+impl ModuleRef {
+    fn of(module: &PolicyModule) -> Self {
+        let info = module.info();
+        Self {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            digest: module.digest().to_string(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "ref": format!("{}@{}", self.name, self.version),
+            "name": self.name,
+            "version": self.version,
+            "digest": self.digest,
+        })
+    }
+}
+
+/// One condition of a rollout's status.
+#[derive(Clone, Debug, PartialEq)]
+struct Condition {
+    kind: &'static str,
+    status: bool,
+    reason: String,
+    message: String,
+    since: i64,
+}
+
+/// What the controller holds of one rollout.
+struct Tracked {
+    uid: String,
+    generation: i64,
+    /// The module and signature last judged (digests), or why none could be read.
+    identity: Option<(String, Option<String>)>,
+    /// Where the module was last read from and the ConfigMap's resourceVersion then: the
+    /// module is read (decoded, digested) again only when either changes.
+    read_from: Option<(spec::ModuleSource, Option<String>)>,
+    phase: Phase,
+    candidate: Option<ModuleRef>,
+    canary: Option<Arc<Canary>>,
+    shadow: Option<Arc<Shadow>>,
+    findings: Option<Findings>,
+    step: usize,
+    step_started: i64,
+    paused_at: Option<i64>,
+    weight: u8,
+    touched: usize,
+    observed: Option<Observed>,
+    conditions: Vec<Condition>,
+    /// The status last written, and when.
+    written: Option<(Value, i64)>,
+}
+
+impl Tracked {
+    fn new(uid: String) -> Self {
+        Self {
+            uid,
+            generation: 0,
+            identity: None,
+            read_from: None,
+            phase: Phase::Admitting,
+            candidate: None,
+            canary: None,
+            shadow: None,
+            findings: None,
+            step: 0,
+            step_started: 0,
+            paused_at: None,
+            weight: 0,
+            touched: 0,
+            observed: None,
+            conditions: Vec::new(),
+            written: None,
+        }
+    }
+
+    fn condition(
+        &mut self,
+        kind: &'static str,
+        status: bool,
+        reason: &str,
+        message: String,
+        now: i64,
+    ) {
+        let since = match self.conditions.iter().find(|c| c.kind == kind) {
+            Some(c) if c.status == status => c.since,
+            _ => now,
+        };
+        self.conditions.retain(|c| c.kind != kind);
+        self.conditions.push(Condition {
+            kind,
+            status,
+            reason: reason.to_string(),
+            message,
+            since,
+        });
+    }
+}
+
+/// The objects of one kind in the controller's namespace, by name, kept by a list and watch.
+#[derive(Default)]
+struct Mirror {
+    objects: Mutex<BTreeMap<String, Arc<Value>>>,
+}
+
+impl Mirror {
+    fn get(&self, name: &str) -> Option<Arc<Value>> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<Value>> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Lists, then watches from the list's version, until shutdown; a watch that ends is
+    /// resumed from the last version seen, an expired one (410) listed again.
+    async fn run(
+        self: Arc<Self>,
+        cluster: Arc<dyn Cluster>,
+        scope: Scope,
+        changed: Arc<Notify>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut told = false;
+        'list: loop {
+            let listed = tokio::select! {
+                listed = cluster.list(&scope) => listed,
+                _ = shutdown.changed() => return,
+            };
+            let list = match listed {
+                Ok(list) => list,
+                Err(error) => {
+                    if !told {
+                        tracing::warn!(resource = %scope.resource, namespace = %scope.namespace, %error,
+                            "cannot list for policy rollouts; trying again every 10 s");
+                        told = true;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(10)) => continue,
+                        _ = shutdown.changed() => return,
+                    }
+                }
+            };
+            *self.objects.lock().unwrap_or_else(|p| p.into_inner()) = list
+                .items
+                .into_iter()
+                .filter_map(|item| {
+                    Some((
+                        item["metadata"]["name"].as_str()?.to_string(),
+                        Arc::new(item),
+                    ))
+                })
+                .collect();
+            changed.notify_one();
+            let mut version = list.resource_version;
+            loop {
+                let events = tokio::select! {
+                    events = cluster.watch(&scope, &version) => events,
+                    _ = shutdown.changed() => return,
+                };
+                let mut events = match events {
+                    Ok(events) => events,
+                    Err(error) if error.is(ApiErrorKind::Gone) => continue 'list,
+                    Err(error) => {
+                        tracing::debug!(%error, "policy rollout watch failed; resuming");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                loop {
+                    let event = tokio::select! {
+                        event = events.recv() => event,
+                        _ = shutdown.changed() => return,
+                    };
+                    let event = match event {
+                        None => break,
+                        Some(Err(error)) if error.is(ApiErrorKind::Gone) => continue 'list,
+                        Some(Err(_)) => break,
+                        Some(Ok(event)) => event,
+                    };
+                    let meta = &event.object["metadata"];
+                    if let Some(v) = meta["resourceVersion"].as_str() {
+                        version = v.to_string();
+                    }
+                    let Some(name) = meta["name"].as_str() else {
+                        continue;
+                    };
+                    let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+                    match event.kind {
+                        cubepod_kube::WatchEventType::Added
+                        | cubepod_kube::WatchEventType::Modified => {
+                            objects.insert(name.to_string(), event.object.clone());
+                        }
+                        cubepod_kube::WatchEventType::Deleted => {
+                            objects.remove(name);
+                        }
+                        cubepod_kube::WatchEventType::Bookmark => continue,
+                    }
+                    drop(objects);
+                    changed.notify_one();
+                }
+            }
+        }
+    }
+}
+
+/// Reads the PolicyRollouts of the controller's namespace and carries them out.
+pub struct RolloutController {
+    manager: Arc<ControllerManager>,
+    admission: Admission,
+    namespace: String,
+    rollouts: Arc<Mirror>,
+    config_maps: Arc<Mirror>,
+    tracked: HashMap<String, Tracked>,
+    recorder: Recorder,
+}
+
+impl RolloutController {
+    /// A controller of the rollouts in `namespace` (the controller's own), admitting with
+    /// `admission` and swapping into `manager`.
+    pub fn new(manager: Arc<ControllerManager>, admission: Admission, namespace: String) -> Self {
+        let burst = manager
+            .policy
+            .current()
+            .engine()
+            .config()
+            .containment
+            .rates
+            .event_burst;
+        let recorder = Recorder::new(manager.metrics.clone(), burst);
+        // Every series shows from the start, so that a rate() over them is defined.
+        for kind in super::shadow::KINDS {
+            manager
+                .metrics
+                .policy_shadow_differences
+                .with_label_values(&["reconcile-sandbox", kind])
+                .inc_by(0);
+        }
+        Self {
+            manager,
+            admission,
+            namespace,
+            rollouts: Arc::default(),
+            config_maps: Arc::default(),
+            tracked: HashMap::new(),
+            recorder,
+        }
+    }
+
+    /// Watches and acts until shutdown.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let changed = Arc::new(Notify::new());
+        for (mirror, resource) in [
+            (&self.rollouts, Resource::PolicyRollout),
+            (&self.config_maps, Resource::ConfigMap),
+        ] {
+            let scope = Scope {
+                resource,
+                namespace: self.namespace.clone(),
+                label_selector: None,
+            };
+            tokio::spawn(mirror.clone().run(
+                self.manager.cluster.clone(),
+                scope,
+                changed.clone(),
+                shutdown.clone(),
+            ));
+        }
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let canary = self.manager.policy.canary();
+            let breach = async {
+                match &canary {
+                    Some(canary) => canary.breach.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = changed.notified() => {}
+                _ = tick.tick() => {}
+                _ = breach => {}
+                _ = shutdown.changed() => return,
+            }
+            if !self.manager.health.leadership.may_reconcile() {
+                continue;
+            }
+            self.reconcile_all().await;
+        }
+    }
+
+    async fn reconcile_all(&mut self) {
+        let objects = self.rollouts.all();
+        let present: Vec<String> = objects
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        // A rollout deleted mid-canary hands every object back to the stable module.
+        let gone: Vec<String> = self
+            .tracked
+            .keys()
+            .filter(|name| !present.contains(name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(mut tracked) = self.tracked.remove(&name) {
+                self.end_shadow(&mut tracked);
+                if tracked.canary.is_none() {
+                    continue;
+                }
+                tracing::info!(rollout = %name, "rollout deleted during its canary: every object back on the stable module");
+                self.manager.policy.end_canary();
+                self.manager.requeue_all();
+            }
+        }
+        for object in objects {
+            self.reconcile(&object).await;
+        }
+    }
+
+    async fn reconcile(&mut self, object: &Value) {
+        let meta = &object["metadata"];
+        let (Some(name), Some(uid)) = (meta["name"].as_str(), meta["uid"].as_str()) else {
+            return;
+        };
+        let now = self.manager.config.reconcile.clock.now();
+        let mut tracked = self
+            .tracked
+            .remove(name)
+            .filter(|t| t.uid == uid)
+            .unwrap_or_else(|| Tracked::new(uid.to_string()));
+        tracked.generation = meta["generation"].as_i64().unwrap_or(0);
+        match Spec::from_json(&object["spec"]) {
+            Ok(spec) => {
+                self.step(name, object, &mut tracked, &spec, now).await;
+            }
+            Err(error) => {
+                if tracked.phase != Phase::Refused || tracked.identity.is_some() {
+                    self.abort_canary(&mut tracked);
+                    tracked.identity = None;
+                    tracked.read_from = None;
+                    tracked.phase = Phase::Refused;
+                    tracked.condition("Admitted", false, "InvalidSpec", error.to_string(), now);
+                    self.event(
+                        name,
+                        &tracked,
+                        EventType::Warning,
+                        "RolloutRefused",
+                        error.to_string(),
+                        now,
+                    )
+                    .await;
+                }
+            }
+        }
+        self.write_status(name, &mut tracked, now).await;
+        self.tracked.insert(name.to_string(), tracked);
+    }
+
+    /// One look at a rollout whose spec reads: a new module judged, or the canary moved on.
+    async fn step(
+        &mut self,
+        name: &str,
+        object: &Value,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        now: i64,
+    ) {
+        let version = self
+            .config_maps
+            .get(&spec.module.config_map)
+            .and_then(|map| {
+                map["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string)
+            });
+        let read_from = Some((spec.module.clone(), version));
+        if read_from != tracked.read_from {
+            tracked.read_from = read_from;
+            let candidate = self.read_module(spec);
+            let identity = match &candidate {
+                Ok(candidate) => Some(candidate.identity()),
+                Err(why) => Some((format!("unreadable: {why}"), None)),
+            };
+            if identity != tracked.identity {
+                tracked.identity = identity;
+                self.judge(name, object, tracked, spec, candidate, now)
+                    .await;
+                return;
+            }
+        }
+        match tracked.phase {
+            Phase::Canary => self.advance(name, tracked, spec, now).await,
+            Phase::Shadowing => self.advance_shadow(name, tracked, spec, now).await,
+            _ => {}
+        }
+    }
+
+    /// The module and signature the spec names, from the ConfigMap as last seen.
+    fn read_module(&self, spec: &Spec) -> Result<Candidate, String> {
+        let source = &spec.module;
+        let where_ = format!("ConfigMap {}/{}", self.namespace, source.config_map);
+        let map = self
+            .config_maps
+            .get(&source.config_map)
+            .ok_or_else(|| format!("{where_} not found"))?;
+        let read = |key: &str| -> Result<Vec<u8>, String> {
+            if let Some(text) = map["binaryData"][key].as_str() {
+                return base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|e| format!("{where_} binaryData {key}: {e}"));
+            }
+            map["data"][key]
+                .as_str()
+                .map(|text| text.as_bytes().to_vec())
+                .ok_or_else(|| format!("{where_} has no key {key}"))
+        };
+        let bytes = read(&source.key)?;
+        let signature = read(&source.signature_key);
+        self.admission
+            .candidate_of(
+                format!("{where_} key {}", source.key),
+                bytes,
+                (format!("{where_} key {}", source.signature_key), signature),
+            )
+            .map_err(|e| e.to_string())
+    }
+
+    /// A new module (or signature): admitted, then swapped in, or its canary started.
+    async fn judge(
+        &mut self,
+        name: &str,
+        object: &Value,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        candidate: Result<Candidate, String>,
+        now: i64,
+    ) {
+        // A canary of the previous candidate ends: the new one starts from the stable module.
+        self.abort_canary(tracked);
+        tracked.observed = None;
+        tracked.touched = 0;
+        tracked.weight = 0;
+        tracked.candidate = None;
+        let candidate = match candidate {
+            Ok(candidate) => candidate,
+            Err(why) => {
+                tracked.phase = Phase::Refused;
+                tracked.condition("Admitted", false, "ModuleUnreadable", why.clone(), now);
+                self.event(
+                    name,
+                    tracked,
+                    EventType::Warning,
+                    "RolloutRefused",
+                    why,
+                    now,
+                )
+                .await;
+                return;
+            }
+        };
+        tracked.phase = Phase::Admitting;
+        tracked.condition(
+            "Admitted",
+            false,
+            "Admitting",
+            format!("checking {}", candidate.what),
+            now,
+        );
+        self.write_status(name, tracked, now).await;
+        let what = candidate.what.clone();
+        let module = match self.admission.admit(candidate).await {
+            Ok(admitted) => admitted.module,
+            Err(why) => {
+                let reason = why.reason();
+                self.manager
+                    .metrics
+                    .policy_swaps
+                    .with_label_values(&[reason])
+                    .inc();
+                let message = format!("{what} refused ({reason}): {why}; the running module stays");
+                tracing::warn!(rollout = %name, reason, "{message}");
+                tracked.phase = Phase::Refused;
+                tracked.condition("Admitted", false, &camel(reason), message.clone(), now);
+                self.event(
+                    name,
+                    tracked,
+                    EventType::Warning,
+                    "RolloutRefused",
+                    message,
+                    now,
+                )
+                .await;
+                return;
+            }
+        };
+        let next = ModuleRef::of(&module);
+        tracked.candidate = Some(next.clone());
+        tracked.condition(
+            "Admitted",
+            true,
+            "Admitted",
+            format!(
+                "{what}: {}@{} passed signature, contract and self-test",
+                next.name, next.version
+            ),
+            now,
+        );
+        let stable = ModuleRef::of(&self.manager.policy.current());
+        let resumed = status_says(object, "Promoted", "stable", &next.digest);
+        if stable.digest == next.digest {
+            tracked.phase = Phase::Promoted;
+            tracked.weight = 100;
+            tracked.condition(
+                "Progressing",
+                false,
+                "Promoted",
+                "the module is the stable one".into(),
+                now,
+            );
+            return;
+        }
+        if spec.steps.is_empty() || resumed {
+            // Immediate, or a rollout this controller (or another replica) promoted before.
+            self.promote(name, tracked, Arc::new(module), resumed, now)
+                .await;
+            return;
+        }
+        if status_says(object, "RolledBack", "candidate", &next.digest) {
+            // Rolled back before: the same module is not tried again; a new one (or signature) is.
+            tracked.phase = Phase::RolledBack;
+            return;
+        }
+        let module = Arc::new(module);
+        tracked.findings = None;
+        match &spec.shadow {
+            Some(shadow) => {
+                self.start_shadow(name, tracked, module, shadow.share, now)
+                    .await
+            }
+            None => self.start_canary(name, tracked, spec, module, now).await,
+        }
+    }
+
+    /// The candidate runs in the shadow of the stable module, writing nothing.
+    async fn start_shadow(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        module: Arc<PolicyModule>,
+        share: u8,
+        now: i64,
+    ) {
+        let next = ModuleRef::of(&module);
+        let shadow = Arc::new(Shadow::new(
+            module,
+            share,
+            &self.manager.reconciler.context,
+            self.manager.cache.clone(),
+            self.manager.metrics.clone(),
+        ));
+        self.manager.policy.set_shadow(Some(shadow.clone()));
+        tracked.shadow = Some(shadow);
+        tracked.phase = Phase::Shadowing;
+        tracked.step_started = now;
+        tracked.paused_at = None;
+        tracked.weight = 0;
+        let message = format!(
+            "{}@{} runs beside the stable module on {share}% of reconciles, writing nothing",
+            next.name, next.version
+        );
+        tracked.condition("Progressing", true, "Shadowing", message.clone(), now);
+        // Every object reconciled once, so that the shadow sees each.
+        self.manager.requeue_all();
+        tracing::info!(rollout = %name, candidate = %next.digest, share, "shadow started");
+        self.event(
+            name,
+            tracked,
+            EventType::Normal,
+            "ShadowStarted",
+            message,
+            now,
+        )
+        .await;
+    }
+
+    /// The candidate's canary starts at the first step's weight.
+    async fn start_canary(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        module: Arc<PolicyModule>,
+        now: i64,
+    ) {
+        let next = ModuleRef::of(&module);
+        let canary = self.manager.policy.start_canary(module);
+        canary.set_weight(spec.steps[0].weight);
+        tracked.canary = Some(canary);
+        tracked.phase = Phase::Canary;
+        tracked.step = 0;
+        tracked.step_started = now;
+        tracked.paused_at = None;
+        tracked.weight = spec.steps[0].weight;
+        tracked.condition(
+            "Progressing",
+            true,
+            "CanaryStep",
+            step_message(spec, 0),
+            now,
+        );
+        self.manager.requeue_all();
+        tracing::info!(rollout = %name, candidate = %next.digest, weight = tracked.weight, "canary started");
+        self.event(
+            name,
+            tracked,
+            EventType::Normal,
+            "CanaryStarted",
+            format!(
+                "{}@{} on {}% of sandboxes",
+                next.name, next.version, tracked.weight
+            ),
+            now,
+        )
+        .await;
+    }
+
+    /// A shadow's findings kept; once its time is up (on the manager's clock, standing still
+    /// while paused), the canary starts, or the candidate is promoted when there are no steps.
+    async fn advance_shadow(&mut self, name: &str, tracked: &mut Tracked, spec: &Spec, now: i64) {
+        let Some(shadow) = tracked.shadow.clone() else {
+            return;
+        };
+        tracked.findings = Some(shadow.findings());
+        if self.hold(tracked, spec, now, "Shadowing", "the shadow stage") {
+            return;
+        }
+        let duration = spec
+            .shadow
+            .as_ref()
+            .map_or(0, |s| s.duration.as_secs() as i64);
+        if now - tracked.step_started < duration {
+            return;
+        }
+        self.end_shadow(tracked);
+        let findings = tracked.findings.clone().unwrap_or_default();
+        tracing::info!(
+            rollout = %name,
+            compared = findings.compared,
+            differences = findings.differences.values().sum::<u64>(),
+            "shadow stage done"
+        );
+        if spec.steps.is_empty() {
+            self.promote(name, tracked, shadow.module.clone(), false, now)
+                .await;
+        } else {
+            self.start_canary(name, tracked, spec, shadow.module.clone(), now)
+                .await;
+        }
+    }
+
+    /// `spec.paused` read: whether the stage holds now. The time paused does not count
+    /// towards the stage's duration.
+    fn hold(
+        &self,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        now: i64,
+        reason: &str,
+        stage: &str,
+    ) -> bool {
+        match (spec.paused, tracked.paused_at) {
+            (true, None) => {
+                tracked.paused_at = Some(now);
+                tracked.condition(
+                    "Progressing",
+                    false,
+                    "Paused",
+                    format!("spec.paused holds {stage}"),
+                    now,
+                );
+                true
+            }
+            (true, Some(_)) => true,
+            (false, Some(at)) => {
+                tracked.step_started += now - at;
+                tracked.paused_at = None;
+                let message = match tracked.phase {
+                    Phase::Canary => step_message(spec, tracked.step),
+                    _ => format!("{stage} resumed"),
+                };
+                tracked.condition("Progressing", true, reason, message, now);
+                false
+            }
+            (false, None) => false,
+        }
+    }
+
+    /// Ends this rollout's shadow, if it runs one.
+    fn end_shadow(&self, tracked: &mut Tracked) {
+        let Some(shadow) = tracked.shadow.take() else {
+            return;
+        };
+        let slot = &self.manager.policy;
+        if slot.shadow().is_some_and(|s| Arc::ptr_eq(&s, &shadow)) {
+            slot.set_shadow(None);
+        }
+    }
+
+    /// A canary's gates judged over its window, then its step moved on when its time is up.
+    async fn advance(&mut self, name: &str, tracked: &mut Tracked, spec: &Spec, now: i64) {
+        let Some(canary) = tracked.canary.clone() else {
+            return;
+        };
+        let observed = Observed::of(&canary.window());
+        tracked.observed = Some(observed);
+        tracked.touched = canary.touched();
+        if let Some(breach) = spec.gates.breached(&observed) {
+            self.abort_canary(tracked);
+            tracked.phase = Phase::RolledBack;
+            tracked.weight = 0;
+            let message = format!(
+                "gate {} breached: observed {:.3} > {} over {} reconciles of the candidate's at \
+                 {}%; rolled back: the {} sandboxes and pools it reconciled are the stable \
+                 module's again",
+                breach.gate,
+                breach.observed,
+                breach.max,
+                observed.reconciles,
+                canary.weight(),
+                tracked.touched
+            );
+            tracing::warn!(rollout = %name, gate = breach.gate, observed = breach.observed, "{message}");
+            tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
+            self.event(
+                name,
+                tracked,
+                EventType::Warning,
+                "RolledBack",
+                message,
+                now,
+            )
+            .await;
+            return;
+        }
+        // Paused: the step's time stands still; the gates still judge.
+        if self.hold(tracked, spec, now, "CanaryStep", "the canary") {
+            return;
+        }
+        // A spec edited to fewer steps (or to Immediate) has passed them all.
+        if let Some(step) = spec.steps.get(tracked.step)
+            && now - tracked.step_started < step.duration.as_secs() as i64
+        {
+            return;
+        }
+        tracked.step += 1;
+        match spec.steps.get(tracked.step) {
+            Some(next) => {
+                canary.set_weight(next.weight);
+                tracked.weight = next.weight;
+                tracked.step_started = now;
+                tracked.condition(
+                    "Progressing",
+                    true,
+                    "CanaryStep",
+                    step_message(spec, tracked.step),
+                    now,
+                );
+                tracing::info!(rollout = %name, step = tracked.step, weight = next.weight, "canary step");
+                self.manager.requeue_all();
+            }
+            None => {
+                let module = canary.module.clone();
+                tracked.canary = None;
+                self.promote(name, tracked, module, false, now).await;
+            }
+        }
+    }
+
+    /// `module` made the stable one for every object; the canary, if any, ends.
+    async fn promote(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        module: Arc<PolicyModule>,
+        quiet: bool,
+        now: i64,
+    ) {
+        let slot = &self.manager.policy;
+        let previous = match slot.canary() {
+            Some(canary) if Arc::ptr_eq(&canary.module, &module) => slot.promote_canary(),
+            _ => {
+                slot.end_canary();
+                Some(slot.replace_shared(module.clone()))
+            }
+        };
+        if let Some(previous) = previous {
+            announce_swap(
+                &self.manager,
+                &ActivePolicy::of(&previous),
+                &ActivePolicy::of(&module),
+            );
+        }
+        self.manager.requeue_all();
+        tracked.phase = Phase::Promoted;
+        tracked.weight = 100;
+        let next = ModuleRef::of(&module);
+        let message = format!(
+            "{}@{} is the stable module for every sandbox",
+            next.name, next.version
+        );
+        tracing::info!(rollout = %name, digest = %next.digest, "policy promoted");
+        tracked.condition("Progressing", false, "Promoted", message.clone(), now);
+        if !quiet {
+            self.event(name, tracked, EventType::Normal, "Promoted", message, now)
+                .await;
+        }
+    }
+
+    /// Ends this rollout's canary, if it holds one: every object back on the stable module.
+    fn abort_canary(&self, tracked: &mut Tracked) {
+        self.end_shadow(tracked);
+        let Some(canary) = tracked.canary.take() else {
+            return;
+        };
+        tracked.touched = canary.touched();
+        let slot = &self.manager.policy;
+        if slot.canary().is_some_and(|c| Arc::ptr_eq(&c, &canary)) {
+            slot.end_canary();
+        }
+        self.manager.requeue_all();
+    }
+
+    async fn event(
+        &self,
+        name: &str,
+        tracked: &Tracked,
+        kind: EventType,
+        reason: &str,
+        message: String,
+        now: i64,
+    ) {
+        let writer = Writer {
+            cluster: self.manager.cluster.as_ref(),
+            cache: &self.manager.cache,
+            events: &self.recorder,
+        };
+        let event = Event {
+            kind,
+            reason: reason.to_string(),
+            message,
+        };
+        writer
+            .post_events(
+                Resource::PolicyRollout.kind(),
+                &ObjectRef::new(&self.namespace, name),
+                &tracked.uid,
+                &[event],
+                Source::Controller,
+                true,
+                now,
+            )
+            .await;
+    }
+
+    /// The status as the controller holds it, patched when it changed (the gates' values at
+    /// most every [`REFRESH`]).
+    async fn write_status(&self, name: &str, tracked: &mut Tracked, now: i64) {
+        let stable = ModuleRef::of(&self.manager.policy.current());
+        let mut status = json!({
+            "phase": tracked.phase.as_str(),
+            "observedGeneration": tracked.generation,
+            "stable": stable.to_json(),
+            "candidate": tracked.candidate.as_ref().filter(|c| c.digest != stable.digest || tracked.phase != Phase::Promoted).map(ModuleRef::to_json),
+            "weight": tracked.weight,
+            "step": tracked.step,
+            "touched": tracked.touched,
+            "conditions": tracked.conditions.iter().map(|c| json!({
+                "type": c.kind,
+                "status": if c.status { "True" } else { "False" },
+                "observedGeneration": tracked.generation,
+                "lastTransitionTime": time::format(c.since),
+                "reason": c.reason,
+                "message": c.message,
+            })).collect::<Vec<_>>(),
+        });
+        // Null removes it from the status once no stage is timed.
+        status["stepStartedAt"] = if matches!(tracked.phase, Phase::Canary | Phase::Shadowing) {
+            json!(time::format(tracked.step_started))
+        } else {
+            Value::Null
+        };
+        status["shadow"] = tracked.findings.as_ref().map_or(Value::Null, |f| {
+            json!({
+                "compared": f.compared,
+                "differences": f.differences.iter().map(|((export, kind), count)| json!({
+                    "export": export, "kind": kind, "count": count,
+                })).collect::<Vec<_>>(),
+                "examples": f.examples,
+            })
+        });
+        let gates = tracked.observed.map(|o| {
+            json!({
+                "reconciles": o.reconciles,
+                "trapRatio": o.trap_ratio,
+                "refusalRatio": o.refusal_ratio,
+                "errorRatio": o.error_ratio,
+                "readyLatencyRatio": o.ready_latency_ratio,
+            })
+        });
+        let mut without_gates = status.clone();
+        without_gates["gates"] = Value::Null;
+        status["gates"] = gates.unwrap_or(Value::Null);
+        if let Some((written, at)) = &tracked.written {
+            let mut before = written.clone();
+            before["gates"] = Value::Null;
+            let only_gates = before == without_gates;
+            if *written == status || (only_gates && now - at < REFRESH.as_secs() as i64) {
+                return;
+            }
+        }
+        let patch = json!({"status": status});
+        match self
+            .manager
+            .cluster
+            .patch_status(Resource::PolicyRollout, &self.namespace, name, patch)
+            .await
+        {
+            Ok(_) => tracked.written = Some((status, now)),
+            Err(error) => {
+                tracing::warn!(rollout = %name, %error, "cannot write the rollout's status; retried")
+            }
+        }
+    }
+}
+
+/// Whether the rollout's status says `phase` with its `which` module of `digest`: what a
+/// controller that starts over finds of an earlier decision.
+fn status_says(object: &Value, phase: &str, which: &str, digest: &str) -> bool {
+    let status = &object["status"];
+    status["phase"] == phase && status[which]["digest"] == digest
+}
+
+fn step_message(spec: &Spec, step: usize) -> String {
+    let Some(s) = spec.steps.get(step) else {
+        return String::new();
+    };
+    format!(
+        "step {} of {}: {}% of sandboxes on the candidate for {}",
+        step + 1,
+        spec.steps.len(),
+        s.weight,
+        humantime::format_duration(s.duration)
+    )
+}
+
+/// `signature_missing` as a condition's reason: `SignatureMissing`.
+fn camel(reason: &str) -> String {
+    reason
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_reasons_read_as_condition_reasons() {
+        assert_eq!(camel("signature_missing"), "SignatureMissing");
+        assert_eq!(camel("self_test"), "SelfTest");
+        assert_eq!(camel("trap"), "Trap");
+    }
+}

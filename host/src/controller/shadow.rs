@@ -1,0 +1,311 @@
+//! A rollout's shadow stage: the candidate runs beside the stable module on a share of the
+//! reconciles, on each one's exact input, against a cluster that records and never writes
+//! ([`Recording`]) and a read-only view of the cache; what it would have done differently
+//! (its calls, status, Events, claim, requeue, or a failure) is counted by export and kind and
+//! kept as a few short examples. Its calls have a context of their own, so its write rates and
+//! traps never touch the stable module's work; its CPU is bounded by the share.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::cache::Cache;
+use crate::metrics::Metrics;
+use cubepod_kube::{
+    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
+};
+use cubepod_policy_host::runtime::bindings::{KubeError, ReconcileInput, ReconcileOutput};
+use cubepod_policy_host::runtime::{
+    CallContext, ChildHeld, ChildLookup, GuestCall, KubeCall, PolicyModule, RuntimeError,
+};
+
+/// Every `kind` a difference may be of, for the metric's series to show from the start.
+pub(crate) const KINDS: [&str; 7] = [
+    "calls", "status", "events", "claim", "requeue", "error", "trap",
+];
+
+/// Examples kept, at most, and the most characters of each.
+const EXAMPLES: usize = 5;
+const EXAMPLE_CHARS: usize = 240;
+
+/// A cluster that answers every write as if it were made and makes none: the shadow's.
+pub(crate) struct Recording;
+
+impl Recording {
+    /// The object as a create's answer: the manifest with the metadata the API would add.
+    fn answered(resource: Resource, mut object: Value) -> Value {
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("uid".into(), json!("shadow"));
+            meta.insert("resourceVersion".into(), json!("0"));
+        }
+        if let Some(fields) = object.as_object_mut() {
+            fields.insert("kind".into(), json!(resource.kind()));
+        }
+        object
+    }
+}
+
+impl Cluster for Recording {
+    fn create(
+        &self,
+        resource: Resource,
+        _: &str,
+        object: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async move { Ok(Recording::answered(resource, object)) })
+    }
+    fn get(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let error = ApiError::not_found(resource, namespace, name);
+        Box::pin(async move { Err(error) })
+    }
+    fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn patch(
+        &self,
+        resource: Resource,
+        _: &str,
+        _: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async move { Ok(Recording::answered(resource, patch)) })
+    }
+    fn patch_status(
+        &self,
+        resource: Resource,
+        _: &str,
+        _: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async move { Ok(Recording::answered(resource, patch)) })
+    }
+    fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        Box::pin(async { Ok(ObjectList::default()) })
+    }
+    fn watch(
+        &self,
+        _: &Scope,
+        _: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        Box::pin(async {
+            Err(ApiError::new(
+                ApiErrorKind::Other,
+                "the shadow's cluster has no watch",
+            ))
+        })
+    }
+}
+
+/// The cache as the delete rule reads it, and nothing of the shadow's writes put into it.
+struct ReadOnly(Arc<Cache>);
+
+impl ChildLookup for ReadOnly {
+    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld {
+        self.0.child(resource, namespace, name, sandbox)
+    }
+    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool {
+        ChildLookup::holds(self.0.as_ref(), resource, namespace, name, sandbox)
+    }
+    fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
+        ChildLookup::owned_pvcs(self.0.as_ref(), namespace, sandbox, uid)
+    }
+    fn written(&self, _: Resource, _: &serde_json::Value) {}
+}
+
+/// What the shadow found so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Findings {
+    /// Reconciles run by both modules.
+    pub(crate) compared: u64,
+    /// Differences by (export, kind).
+    pub(crate) differences: BTreeMap<(&'static str, &'static str), u64>,
+    /// The first few, in words: the object, the kind, what differed (no manifest: a Secret's
+    /// holds a credential).
+    pub(crate) examples: Vec<String>,
+}
+
+/// A candidate run in the shadow of the stable module.
+pub(crate) struct Shadow {
+    pub(crate) module: Arc<PolicyModule>,
+    /// Percent of reconciles the candidate runs beside the stable module.
+    share: u8,
+    seen: AtomicU64,
+    context: CallContext,
+    findings: Mutex<Findings>,
+    metrics: Arc<Metrics>,
+}
+
+impl Shadow {
+    /// A shadow of `module` over `share` percent of reconciles, its calls through a recording
+    /// cluster and the read-only `cache` (the stable context's boundary).
+    pub(crate) fn new(
+        module: Arc<PolicyModule>,
+        share: u8,
+        stable: &CallContext,
+        cache: Arc<Cache>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let context = CallContext::new(
+            Arc::new(Recording),
+            stable.boundary.clone(),
+            tokio::runtime::Handle::current(),
+        )
+        .with_children(Arc::new(ReadOnly(cache)));
+        Self {
+            module,
+            share: share.min(100),
+            seen: AtomicU64::new(0),
+            context,
+            findings: Mutex::default(),
+            metrics,
+        }
+    }
+
+    /// Whether this reconcile is one of the share the candidate runs on.
+    pub(crate) fn sampled(&self) -> bool {
+        let n = self.seen.fetch_add(1, Ordering::Relaxed);
+        n % 100 < u64::from(self.share)
+    }
+
+    pub(crate) fn findings(&self) -> Findings {
+        self.findings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Runs the candidate's `reconcile-sandbox` on `input` and compares what it did with what
+    /// the stable module did (`calls`, then `stable`: its output, or its error).
+    pub(crate) async fn reconcile_sandbox(
+        &self,
+        object: String,
+        input: ReconcileInput,
+        calls: Vec<KubeCall>,
+        stable: Result<ReconcileOutput, KubeError>,
+    ) {
+        let candidate = self
+            .module
+            .reconcile_sandbox_async(&self.context, input)
+            .await;
+        let found = differences(&calls, &stable, &candidate);
+        self.record("reconcile-sandbox", &object, found);
+    }
+
+    fn record(&self, export: &'static str, object: &str, found: Vec<(&'static str, String)>) {
+        let mut findings = self.findings.lock().unwrap_or_else(|p| p.into_inner());
+        findings.compared += 1;
+        for (kind, what) in found {
+            *findings.differences.entry((export, kind)).or_default() += 1;
+            self.metrics
+                .policy_shadow_differences
+                .with_label_values(&[export, kind])
+                .inc();
+            if findings.examples.len() < EXAMPLES {
+                let example: String = format!("{export} {object}: {kind}: {what}")
+                    .chars()
+                    .take(EXAMPLE_CHARS)
+                    .collect();
+                findings.examples.push(example);
+            }
+        }
+    }
+}
+
+/// `op namespace/name`, or `none`.
+fn call_words(call: Option<&KubeCall>) -> String {
+    call.map_or_else(
+        || "none".to_string(),
+        |c| format!("{} {}/{}", c.op, c.namespace, c.name),
+    )
+}
+
+/// What the candidate did differently from the stable module, by kind: `calls`, `status`,
+/// `events`, `claim`, `requeue`, `error` (one failed where the other did not), `trap`.
+pub(crate) fn differences(
+    stable_calls: &[KubeCall],
+    stable: &Result<ReconcileOutput, KubeError>,
+    candidate: &Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError>,
+) -> Vec<(&'static str, String)> {
+    let call = match candidate {
+        Ok(call) => call,
+        Err(error) => return vec![("trap", error.to_string())],
+    };
+    let mut found = Vec::new();
+    if call.calls != stable_calls {
+        let at = stable_calls
+            .iter()
+            .zip(&call.calls)
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| stable_calls.len().min(call.calls.len()));
+        found.push((
+            "calls",
+            format!(
+                "call {}: stable {}, candidate {}",
+                at + 1,
+                call_words(stable_calls.get(at)),
+                call_words(call.calls.get(at))
+            ),
+        ));
+    }
+    match (stable, &call.value) {
+        (Ok(a), Ok(b)) => {
+            if a.status != b.status {
+                found.push((
+                    "status",
+                    format!(
+                        "stable phase {:?}, candidate phase {:?}",
+                        a.status.phase, b.status.phase
+                    ),
+                ));
+            }
+            let events = |o: &ReconcileOutput| -> Vec<String> {
+                o.events
+                    .iter()
+                    .map(|e| format!("{:?} {}", e.kind, e.reason))
+                    .collect()
+            };
+            if events(a) != events(b)
+                || a.events
+                    .iter()
+                    .zip(&b.events)
+                    .any(|(x, y)| x.message != y.message)
+            {
+                found.push((
+                    "events",
+                    format!("stable {:?}, candidate {:?}", events(a), events(b)),
+                ));
+            }
+            if a.claim != b.claim {
+                found.push((
+                    "claim",
+                    format!("stable {:?}, candidate {:?}", a.claim, b.claim),
+                ));
+            }
+            if a.requeue_after_seconds != b.requeue_after_seconds {
+                found.push((
+                    "requeue",
+                    format!(
+                        "stable {:?} s, candidate {:?} s",
+                        a.requeue_after_seconds, b.requeue_after_seconds
+                    ),
+                ));
+            }
+        }
+        (Ok(_), Err(error)) => found.push(("error", format!("candidate returned {error:?}"))),
+        (Err(error), Ok(_)) => found.push(("error", format!("stable returned {error:?}"))),
+        (Err(a), Err(b)) => {
+            if a != b {
+                found.push(("error", format!("stable {a:?}, candidate {b:?}")));
+            }
+        }
+    }
+    found
+}

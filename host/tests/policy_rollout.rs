@@ -1,0 +1,388 @@
+//! A `PolicyRollout`'s steps on the manager's clock, in process: the real control loop and the
+//! rollout controller over an in-memory cluster whose clock the test moves. A step lasts its
+//! duration on that clock, `spec.paused` holds it (its time stands still), and the last step
+//! passed promotes the candidate for every object.
+//!
+//! Run: `cargo test -p cubepod-host --test policy_rollout`
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::admission::Admission;
+use cubepod_host::controller::health::Health;
+use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+use cubepod_host::controller::reconciler::{Clock, Settings};
+use cubepod_host::controller::rollout::RolloutController;
+use cubepod_host::metrics::Metrics;
+use cubepod_host::signing::KeyRing;
+use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
+
+mod wasm_build {
+    include!("../policy/wasm_build.rs");
+}
+
+const NS: &str = "cubepod-workloads";
+const SYSTEM: &str = "cubepod-system";
+const START: i64 = 1_800_000_000;
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+}
+
+/// Waits (real time) until the rollout's status satisfies `done`; returns it.
+async fn until(cluster: &MemoryCluster, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let status = cluster
+            .get(Resource::PolicyRollout, SYSTEM, "next")
+            .await
+            .map(|o| o["status"].clone())
+            .unwrap_or_default();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn progressing(status: &Value) -> &str {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Progressing")
+        .and_then(|c| c["reason"].as_str())
+        .unwrap_or_default()
+}
+
+async fn set_paused(cluster: &MemoryCluster, paused: bool) {
+    cluster
+        .patch(
+            Resource::PolicyRollout,
+            SYSTEM,
+            "next",
+            json!({"spec": {"paused": paused}}),
+        )
+        .await
+        .expect("the rollout patched");
+}
+
+#[test]
+fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
+    let faulty = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-faulty-policy",
+        "cubepod_faulty_policy",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let faulty = std::fs::read(faulty).expect("the faulty policy's component");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async move {
+        let engine = PolicyEngine::new(RuntimeConfig {
+            cache_dir: None,
+            ..RuntimeConfig::default()
+        })
+        .expect("an engine");
+        let stable = engine.load(DEFAULT_POLICY).expect("the default policy");
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let clock = Clock::fixed(START);
+        let manager = ControllerManager::new(
+            cluster.clone(),
+            stable,
+            ManagerConfig {
+                reconcile: Arc::new(Settings {
+                    clock: clock.clone(),
+                    status_coalesce: Duration::ZERO,
+                    ..Settings::default()
+                }),
+                ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+            },
+            Arc::new(Metrics::new()),
+            Arc::new(Health::default()),
+        );
+        let (stop, shutdown) = watch::channel(false);
+        let rollouts = RolloutController::new(
+            manager.clone(),
+            Admission::new(engine, KeyRing::default()),
+            SYSTEM.to_string(),
+        );
+        tokio::spawn(manager.clone().run(shutdown.clone()));
+        tokio::spawn(rollouts.run(shutdown));
+
+        for n in 0..20 {
+            let sandbox = json!({
+                "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "metadata": {"name": format!("s-{n}"), "namespace": NS},
+                "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
+            });
+            cluster
+                .create(Resource::Sandbox, NS, sandbox)
+                .await
+                .expect("a sandbox");
+        }
+        let module = base64::engine::general_purpose::STANDARD.encode(&faulty);
+        let map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "binaryData": {"policy.wasm": module},
+        });
+        cluster
+            .create(Resource::ConfigMap, SYSTEM, map)
+            .await
+            .expect("the module's ConfigMap");
+        let rollout = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "spec": {
+                "module": {"configMap": "next"},
+                "strategy": {
+                    "type": "Progressive",
+                    "canary": {"steps": [
+                        {"weight": 50, "duration": "10s"},
+                        {"weight": 100, "duration": "10s"},
+                    ]},
+                    "gates": {"maxTrapRatio": 0, "maxRefusalRatio": 0},
+                },
+            },
+        });
+        cluster
+            .create(Resource::PolicyRollout, SYSTEM, rollout)
+            .await
+            .expect("the rollout");
+
+        let status = until(&cluster, "the canary starts at 50%", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+        assert_eq!(status["candidate"]["name"], "cubepod-faulty", "{status:#}");
+        assert_eq!(status["stable"]["name"], "cubepod-default", "{status:#}");
+
+        // Paused: however far the clock moves, the step stays.
+        set_paused(&cluster, true).await;
+        until(&cluster, "the pause is seen", |s| {
+            progressing(s) == "Paused"
+        })
+        .await;
+        clock.set(START + 100);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let held = until(&cluster, "held", |_| true).await;
+        assert_eq!(
+            (held["phase"].as_str(), held["step"].as_u64()),
+            (Some("Canary"), Some(0))
+        );
+        assert_eq!(held["weight"], 50, "{held:#}");
+
+        // Resumed: the paused time does not count; the step needs its 10 s from now.
+        set_paused(&cluster, false).await;
+        until(&cluster, "resumed", |s| progressing(s) == "CanaryStep").await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let resumed = until(&cluster, "still at the first step", |_| true).await;
+        assert_eq!(resumed["weight"], 50, "{resumed:#}");
+
+        clock.set(START + 110);
+        until(&cluster, "the second step", |s| {
+            s["weight"] == 100 && s["step"] == 1
+        })
+        .await;
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+        clock.set(START + 120);
+        let promoted = until(&cluster, "promoted", |s| s["phase"] == "Promoted").await;
+        assert_eq!(promoted["stable"]["name"], "cubepod-faulty", "{promoted:#}");
+        assert!(promoted["touched"].as_u64() > Some(0), "{promoted:#}");
+        assert_eq!(manager.policy.current().info().name, "cubepod-faulty");
+        let _ = stop.send(true);
+    });
+}
+
+/// The shadow stage: the image-allowlist example declines a sandbox whose image is outside its
+/// list, where the stable module runs it. Shadowed, it runs on the same inputs and its
+/// differences are counted and reported in the status, while nothing of its decision is
+/// written: the sandbox keeps running, with no Event or condition of the candidate's. Its time
+/// up, the canary starts.
+#[test]
+fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
+    let allowlist = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-policy-image-allowlist",
+        "cubepod_policy_image_allowlist",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let allowlist = std::fs::read(allowlist).expect("the example policy's component");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async move {
+        let engine = PolicyEngine::new(RuntimeConfig {
+            cache_dir: None,
+            ..RuntimeConfig::default()
+        })
+        .expect("an engine");
+        let stable = engine.load(DEFAULT_POLICY).expect("the default policy");
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let clock = Clock::fixed(START);
+        let manager = ControllerManager::new(
+            cluster.clone(),
+            stable,
+            ManagerConfig {
+                reconcile: Arc::new(Settings {
+                    clock: clock.clone(),
+                    status_coalesce: Duration::ZERO,
+                    ..Settings::default()
+                }),
+                ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+            },
+            Arc::new(Metrics::new()),
+            Arc::new(Health::default()),
+        );
+        let (stop, shutdown) = watch::channel(false);
+        let rollouts = RolloutController::new(
+            manager.clone(),
+            Admission::new(engine, KeyRing::default()),
+            SYSTEM.to_string(),
+        );
+        tokio::spawn(manager.clone().run(shutdown.clone()));
+        tokio::spawn(rollouts.run(shutdown));
+        for (name, image) in [
+            ("allowed", "ghcr.io/cubepod/sandbox-base:1.0"),
+            ("busybox", "docker.io/library/busybox:1.36"),
+        ] {
+            let sandbox = json!({
+                "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"image": image},
+            });
+            cluster
+                .create(Resource::Sandbox, NS, sandbox)
+                .await
+                .expect("a sandbox");
+        }
+        let running = async |name: &str| {
+            let started = Instant::now();
+            loop {
+                let phase = cluster
+                    .get(Resource::Sandbox, NS, name)
+                    .await
+                    .map(|o| o["status"]["phase"].clone())
+                    .unwrap_or_default();
+                if phase == "Running" {
+                    return;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "{name}: {phase}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        running("busybox").await;
+        running("allowed").await;
+        let sandbox_before = cluster
+            .get(Resource::Sandbox, NS, "busybox")
+            .await
+            .expect("the sandbox");
+
+        let module = base64::engine::general_purpose::STANDARD.encode(&allowlist);
+        let map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "binaryData": {"policy.wasm": module},
+        });
+        cluster
+            .create(Resource::ConfigMap, SYSTEM, map)
+            .await
+            .expect("the module's ConfigMap");
+        let rollout = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "spec": {
+                "module": {"configMap": "next"},
+                "strategy": {
+                    "type": "Progressive",
+                    "shadow": {"duration": "30s"},
+                    "canary": {"steps": [{"weight": 0, "duration": "1h"}]},
+                },
+            },
+        });
+        cluster
+            .create(Resource::PolicyRollout, SYSTEM, rollout)
+            .await
+            .expect("the rollout");
+
+        let status = until(&cluster, "the shadow reports", |s| {
+            s["phase"] == "Shadowing" && s["shadow"]["compared"].as_u64() >= Some(2)
+        })
+        .await;
+        let differences = status["shadow"]["differences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let kinds: Vec<&str> = differences
+            .iter()
+            .filter(|d| d["export"] == "reconcile-sandbox")
+            .filter_map(|d| d["kind"].as_str())
+            .collect();
+        assert!(kinds.contains(&"status"), "{status:#}");
+        assert!(kinds.contains(&"events"), "{status:#}");
+        let examples = status["shadow"]["examples"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            examples
+                .iter()
+                .all(|e| e.as_str().is_some_and(|e| e.contains("/busybox"))),
+            "only the declined sandbox differs: {status:#}"
+        );
+        assert!(!examples.is_empty(), "{status:#}");
+
+        // Nothing of the candidate's decision is written.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let sandbox_after = cluster
+            .get(Resource::Sandbox, NS, "busybox")
+            .await
+            .expect("the sandbox");
+        assert_eq!(sandbox_after["status"], sandbox_before["status"]);
+        let events = cluster
+            .list(&cubepod_kube::Scope {
+                resource: Resource::Event,
+                namespace: NS.to_string(),
+                label_selector: None,
+            })
+            .await
+            .expect("the Events");
+        assert!(
+            events
+                .items
+                .iter()
+                .all(|e| e["reason"] != "ImageNotAllowed"),
+            "{:#?}",
+            events.items
+        );
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+
+        // Its time up on the manager's clock, the canary starts.
+        clock.set(START + 30);
+        let canary = until(&cluster, "the canary", |s| s["phase"] == "Canary").await;
+        assert_eq!(canary["weight"], 0, "{canary:#}");
+        let _ = stop.send(true);
+    });
+}
