@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::cache::Cache;
 use super::queue::{Backoff, WorkQueue};
 use cubepod_kube::{
-    ApiErrorKind, Cluster, EchoFilter, PageRequest, Resource, Scope, WatchEventType,
+    ApiErrorKind, Cluster, EchoFilter, PageRequest, Resource, Scope, WatchEventType, fast_path,
 };
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::model::meta::MetaView;
@@ -149,9 +149,8 @@ impl Reflector {
                 cache: self.cache.clone(),
                 queue: self.queue.clone(),
             });
-            let watching = self
-                .cluster
-                .watch_skipping_echoes(&self.scope, &version, echoes);
+            let watching =
+                fast_path::watch_skipping_echoes(&*self.cluster, &self.scope, &version, echoes);
             let mut events = match watching.await {
                 Ok(events) => events,
                 Err(error) if error.is(ApiErrorKind::Gone) => return WatchEnd::Relist,
