@@ -8,7 +8,8 @@ use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
 use cubepod_kube::{
-    ApiResult, BoxFuture, Cluster, EchoFilter, ObjectList, PageRequest, Resource, Scope, WatchEvent,
+    ApiResult, BoxFuture, Cluster, EchoFilter, FastPath, ObjectList, PageRequest, Resource, Scope,
+    WatchEvent, fast_path,
 };
 
 pub(crate) struct InstrumentedCluster {
@@ -60,18 +61,6 @@ impl Cluster for InstrumentedCluster {
             self.inner.create(resource, namespace, object),
         )
     }
-    fn create_text(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        manifest: String,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        self.observe(
-            "create",
-            resource,
-            self.inner.create_text(resource, namespace, manifest),
-        )
-    }
     fn get(
         &self,
         resource: Resource,
@@ -118,21 +107,6 @@ impl Cluster for InstrumentedCluster {
             self.inner.patch_status(resource, namespace, name, patch),
         )
     }
-    fn patch_for_metadata(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        name: &str,
-        patch: String,
-        status: bool,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        self.observe(
-            if status { "patch_status" } else { "patch" },
-            resource,
-            self.inner
-                .patch_for_metadata(resource, namespace, name, patch, status),
-        )
-    }
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
         self.observe("list", scope.resource, self.inner.list(scope))
     }
@@ -150,6 +124,39 @@ impl Cluster for InstrumentedCluster {
             self.inner.watch(scope, resource_version),
         )
     }
+    fn fast_path(&self) -> Option<&dyn FastPath> {
+        Some(self)
+    }
+}
+
+/// The inner cluster's fast path, counted as the calls it stands for.
+impl FastPath for InstrumentedCluster {
+    fn create_text(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        manifest: String,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        self.observe(
+            "create",
+            resource,
+            fast_path::create_text(&*self.inner, resource, namespace, manifest),
+        )
+    }
+    fn patch_for_metadata(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: String,
+        status: bool,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        self.observe(
+            if status { "patch_status" } else { "patch" },
+            resource,
+            fast_path::patch_for_metadata(&*self.inner, resource, namespace, name, patch, status),
+        )
+    }
     fn watch_skipping_echoes(
         &self,
         scope: &Scope,
@@ -159,8 +166,98 @@ impl Cluster for InstrumentedCluster {
         self.observe(
             "watch",
             scope.resource,
-            self.inner
-                .watch_skipping_echoes(scope, resource_version, echoes),
+            fast_path::watch_skipping_echoes(&*self.inner, scope, resource_version, echoes),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A cluster whose fast path is the only way it creates: a semantic create is an error.
+    #[derive(Default)]
+    struct FastOnly {
+        sent: Mutex<Vec<String>>,
+    }
+
+    fn refused<T: Send + 'static>() -> BoxFuture<'static, ApiResult<T>> {
+        let error = cubepod_kube::ApiError::new(cubepod_kube::ApiErrorKind::Other, "semantic");
+        Box::pin(async move { Err(error) })
+    }
+
+    impl Cluster for FastOnly {
+        fn create(&self, _: Resource, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
+            refused()
+        }
+        fn get(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<Value>> {
+            refused()
+        }
+        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
+            refused()
+        }
+        fn patch(
+            &self,
+            _: Resource,
+            _: &str,
+            _: &str,
+            _: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            refused()
+        }
+        fn patch_status(
+            &self,
+            _: Resource,
+            _: &str,
+            _: &str,
+            _: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            refused()
+        }
+        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+            refused()
+        }
+        fn watch(
+            &self,
+            _: &Scope,
+            _: &str,
+        ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+            refused()
+        }
+        fn fast_path(&self) -> Option<&dyn FastPath> {
+            Some(self)
+        }
+    }
+
+    impl FastPath for FastOnly {
+        fn create_text(
+            &self,
+            _: Resource,
+            _: &str,
+            manifest: String,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.sent.lock().expect("lock").push(manifest);
+            Box::pin(async { Ok(Value::Null) })
+        }
+    }
+
+    /// Counted, the manifest still reaches the inner cluster as its text.
+    #[tokio::test]
+    async fn the_inner_fast_path_is_taken_and_counted() {
+        let inner = Arc::new(FastOnly::default());
+        let metrics = Arc::new(Metrics::new());
+        let cluster = InstrumentedCluster::new(inner.clone(), metrics.clone());
+        let text = r#"{"metadata": {"name": "p"}}"#;
+        fast_path::create_text(&*cluster, Resource::Pod, "ns", text.into())
+            .await
+            .expect("sent on the fast path");
+        assert_eq!(*inner.sent.lock().expect("lock"), [text]);
+        let counted = metrics
+            .kube_requests
+            .with_label_values(&["create", "pods", "ok"])
+            .get();
+        assert_eq!(counted, 1);
     }
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use cubepod_kube::rest::{
     ConnectionConfig, Credentials, Projection, RestCluster, RestOptions, Token,
 };
-use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType};
+use cubepod_kube::{ApiErrorKind, Cluster, FastPath, PageRequest, Resource, Scope, WatchEventType};
 use http_body_util::Full;
 use hyper::{Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};

@@ -8,7 +8,7 @@ use cubepod_kube::{ApiErrorKind, Resource};
 /// Which [`cubepod_kube::Cluster`] write a client made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WriteVerb {
-    /// `create` (and `create_text`).
+    /// `create` (and `FastPath::create_text`'s fallback to it).
     Create,
     /// A merge patch of the object.
     Patch,

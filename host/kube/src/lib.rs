@@ -2,10 +2,15 @@
 //! The cluster as the controller sees it: one seam, [`Cluster`], with two backends behind it,
 //! the Kubernetes REST API ([`rest::RestCluster`]) and the in-memory API server of the
 //! `cubepod-apiserver` crate. Objects cross it as Kubernetes JSON, so both backends speak the
-//! API's own shapes.
+//! API's own shapes. [`Cluster`] is the API's semantics only; what the REST client does faster
+//! with the same outcome (a manifest sent as its text, echoes dropped unread) is its
+//! [`FastPath`], which callers reach through [`fast_path`]'s functions.
 
+pub mod fast_path;
 pub mod rest;
 pub mod review;
+
+pub use fast_path::{EchoFilter, FastPath};
 
 use std::fmt;
 use std::future::Future;
@@ -290,18 +295,9 @@ pub struct Scope {
     pub label_selector: Option<String>,
 }
 
-/// Tells a watch which events it may drop unread: the echo of a write whose answer the watcher
-/// already holds. Asked with the event's identity and version only, before the object is
-/// decoded; `true` means the watcher has taken the event as seen (it forgets the write), and
-/// the watch sends a bookmark of the version instead of the object.
-pub trait EchoFilter: Send + Sync + 'static {
-    /// Whether the event of the object at `resource_version` is the echo of a write the
-    /// watcher made; `true` also forgets that write.
-    fn take_echo(&self, namespace: &str, name: &str, resource_version: &str) -> bool;
-}
-
 /// The Kubernetes API as the controller uses it. Every method has the API server's semantics:
-/// create fails with AlreadyExists, delete with NotFound, writes carry resourceVersions.
+/// create fails with AlreadyExists, delete with NotFound, writes carry resourceVersions. What a
+/// client does faster with the same outcome is its [`FastPath`].
 pub trait Cluster: Send + Sync + 'static {
     /// Creates `object` in `namespace`; the answer is the object as stored.
     fn create(
@@ -310,26 +306,6 @@ pub trait Cluster: Send + Sync + 'static {
         namespace: &str,
         object: Value,
     ) -> BoxFuture<'_, ApiResult<Value>>;
-    /// Creates the object whose JSON text is `manifest`. A client that sends bytes sends these
-    /// as they are (a policy's manifest is checked as text and never parsed into a `Value`
-    /// only to be written out again); one that holds values parses it.
-    fn create_text(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        manifest: String,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        let namespace = namespace.to_string();
-        Box::pin(async move {
-            let object = serde_json::from_str(&manifest).map_err(|e| {
-                ApiError::new(
-                    ApiErrorKind::Invalid,
-                    format!("the manifest is not JSON: {e}"),
-                )
-            })?;
-            self.create(resource, &namespace, object).await
-        })
-    }
     /// The object, or NotFound.
     fn get(
         &self,
@@ -361,31 +337,6 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         patch: Value,
     ) -> BoxFuture<'_, ApiResult<Value>>;
-    /// [`Self::patch_status`] (`status`) or [`Self::patch`] of the merge patch whose JSON text
-    /// is `patch`, for a caller that reads nothing of the answer but its `metadata`, since it
-    /// knows the rest (its write was conditional on the version it holds): a client that sends
-    /// bytes sends these as they are, and may ask the server for the metadata alone. By default
-    /// the text is parsed and the answer is the whole object, whose metadata is the same.
-    fn patch_for_metadata(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        name: &str,
-        patch: String,
-        status: bool,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        let (namespace, name) = (namespace.to_string(), name.to_string());
-        Box::pin(async move {
-            let patch = serde_json::from_str(&patch).map_err(|e| {
-                ApiError::new(ApiErrorKind::Invalid, format!("the patch is not JSON: {e}"))
-            })?;
-            if status {
-                self.patch_status(resource, &namespace, &name, patch).await
-            } else {
-                self.patch(resource, &namespace, &name, patch).await
-            }
-        })
-    }
     /// Every object in `scope`, in one list.
     fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>>;
     /// One page of a list. Every page is of the first page's snapshot, whose resourceVersion
@@ -402,16 +353,9 @@ pub trait Cluster: Send + Sync + 'static {
         scope: &Scope,
         resource_version: &str,
     ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>>;
-    /// [`Self::watch`], dropping the events `echoes` takes before they are decoded. A cluster
-    /// whose events come decoded (in memory) has nothing to save and ignores it: the
-    /// watcher's own check then sees the echo, with the same outcome.
-    fn watch_skipping_echoes(
-        &self,
-        scope: &Scope,
-        resource_version: &str,
-        echoes: Arc<dyn EchoFilter>,
-    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-        let _ = echoes;
-        self.watch(scope, resource_version)
+    /// The faster forms of some calls this client offers (see [`fast_path`]); `None`: only
+    /// the calls above, which [`fast_path`]'s functions then fall back to.
+    fn fast_path(&self) -> Option<&dyn FastPath> {
+        None
     }
 }

@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::cache::Cache;
+use super::cache::{Cache, Echoes};
 use super::queue::{Backoff, WorkQueue};
 use cubepod_kube::{
-    ApiErrorKind, Cluster, EchoFilter, PageRequest, Resource, Scope, WatchEventType,
+    ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType, fast_path,
 };
-use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::model::meta::MetaView;
 
 /// What the controller watches in one namespace: our resources, and the children of every
@@ -149,9 +148,8 @@ impl Reflector {
                 cache: self.cache.clone(),
                 queue: self.queue.clone(),
             });
-            let watching = self
-                .cluster
-                .watch_skipping_echoes(&self.scope, &version, echoes);
+            let watching =
+                fast_path::watch_skipping_echoes(&*self.cluster, &self.scope, &version, echoes);
             let mut events = match watching.await {
                 Ok(events) => events,
                 Err(error) if error.is(ApiErrorKind::Gone) => return WatchEnd::Relist,
@@ -210,27 +208,6 @@ impl Reflector {
                 }
             }
         }
-    }
-}
-
-/// The cache's own writes, for a watch to drop their echoes unread: an echo still wakes the
-/// keys it would have woken applied.
-struct Echoes {
-    resource: Resource,
-    cache: Arc<Cache>,
-    queue: Arc<WorkQueue>,
-}
-
-impl EchoFilter for Echoes {
-    fn take_echo(&self, namespace: &str, name: &str, resource_version: &str) -> bool {
-        let key = ObjectRef::new(namespace, name);
-        let Some(wakes) = self.cache.take_echo(self.resource, key, resource_version) else {
-            return false;
-        };
-        for key in wakes {
-            self.queue.add_woken(key);
-        }
-        true
     }
 }
 

@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use super::cache::Cache;
 use super::claims::Offer;
 use super::events::{Record, Recorder, Source};
-use cubepod_kube::{ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType};
+use cubepod_kube::{
+    ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType, fast_path,
+};
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::model::sandbox::{
     self, CLAIMED_BY_LABEL, FINALIZER, SandboxObject, StatusPatch,
@@ -76,16 +78,15 @@ impl Writer<'_> {
             "finalizers": finalizers,
         }})
         .to_string();
-        match self
-            .cluster
-            .patch_for_metadata(
-                Resource::Sandbox,
-                &sandbox.namespace,
-                &sandbox.name,
-                patch,
-                false,
-            )
-            .await
+        match fast_path::patch_for_metadata(
+            self.cluster,
+            Resource::Sandbox,
+            &sandbox.namespace,
+            &sandbox.name,
+            patch,
+            false,
+        )
+        .await
         {
             Ok(updated) => {
                 // The last finalizer off an object being deleted deletes it: the response is
@@ -140,16 +141,15 @@ impl Writer<'_> {
                 format!("cannot serialize the status: {e}"),
             )
         })?;
-        match self
-            .cluster
-            .patch_for_metadata(
-                Resource::Sandbox,
-                &sandbox.namespace,
-                &sandbox.name,
-                patch,
-                true,
-            )
-            .await
+        match fast_path::patch_for_metadata(
+            self.cluster,
+            Resource::Sandbox,
+            &sandbox.namespace,
+            &sandbox.name,
+            patch,
+            true,
+        )
+        .await
         {
             Ok(updated) => {
                 let written = (status, first_ready_at, member_uid);
@@ -612,7 +612,12 @@ mod tests {
             n: &str,
             p: Value,
         ) -> BoxFuture<'_, ApiResult<Value>> {
-            self.0.patch(r, ns, n, p)
+            let (ns, n) = (ns.to_string(), n.to_string());
+            Box::pin(async move {
+                self.0.patch(r, &ns, &n, p).await?;
+                let rewrite = json!({"spec": {"image": "rewritten"}});
+                self.0.patch(r, &ns, &n, rewrite).await
+            })
         }
         fn patch_status(
             &self,
@@ -622,21 +627,6 @@ mod tests {
             p: Value,
         ) -> BoxFuture<'_, ApiResult<Value>> {
             self.0.patch_status(r, ns, n, p)
-        }
-        fn patch_for_metadata(
-            &self,
-            r: Resource,
-            ns: &str,
-            n: &str,
-            p: String,
-            status: bool,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            let (ns, n) = (ns.to_string(), n.to_string());
-            Box::pin(async move {
-                self.0.patch_for_metadata(r, &ns, &n, p, status).await?;
-                let rewrite = json!({"spec": {"image": "rewritten"}});
-                self.0.patch(r, &ns, &n, rewrite).await
-            })
         }
         fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
             self.0.list(scope)

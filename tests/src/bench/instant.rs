@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use cubepod_kube::{
-    ApiError, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
+    ApiError, ApiResult, BoxFuture, Cluster, FastPath, ObjectList, Resource, Scope, WatchEvent,
 };
 
 /// A create returns the object (one sent as text: an empty object, unread, as an API server's
@@ -16,10 +16,6 @@ pub struct InstantCluster;
 impl Cluster for InstantCluster {
     fn create(&self, _: Resource, _: &str, object: Value) -> BoxFuture<'_, ApiResult<Value>> {
         Box::pin(async move { Ok(object) })
-    }
-
-    fn create_text(&self, _: Resource, _: &str, _: String) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async { Ok(Value::Object(serde_json::Map::new())) })
     }
 
     fn get(&self, resource: Resource, ns: &str, name: &str) -> BoxFuture<'_, ApiResult<Value>> {
@@ -57,5 +53,16 @@ impl Cluster for InstantCluster {
         // The sender is dropped here: the stream is closed from the start.
         let (_, events) = mpsc::channel(1);
         Box::pin(async move { Ok(events) })
+    }
+
+    fn fast_path(&self) -> Option<&dyn FastPath> {
+        Some(self)
+    }
+}
+
+/// A manifest sent as text is answered unread; the other calls take their semantic path.
+impl FastPath for InstantCluster {
+    fn create_text(&self, _: Resource, _: &str, _: String) -> BoxFuture<'_, ApiResult<Value>> {
+        Box::pin(async { Ok(Value::Object(serde_json::Map::new())) })
     }
 }

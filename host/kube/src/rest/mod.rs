@@ -38,8 +38,8 @@ pub use self::tls::client_config;
 
 use self::transport::{Call, Transport};
 use super::{
-    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, EchoFilter, ObjectList, PageRequest,
-    Resource, Scope, WatchEvent,
+    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, EchoFilter, FastPath, ObjectList,
+    PageRequest, Resource, Scope, WatchEvent,
 };
 
 const JSON: &str = "application/json";
@@ -302,23 +302,6 @@ impl Cluster for RestCluster {
         })
     }
 
-    fn create_text(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        manifest: String,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        let path = resource.collection_path(namespace);
-        let projection = self.options.children.of_created(resource);
-        Box::pin(async move {
-            self.call_projected(
-                Call::new(Method::POST, path).with_body(manifest.into_bytes(), JSON),
-                projection,
-            )
-            .await
-        })
-    }
-
     fn get(
         &self,
         resource: Resource,
@@ -377,6 +360,51 @@ impl Cluster for RestCluster {
         })
     }
 
+    fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let scope = scope.clone();
+        Box::pin(async move { self.list_scope(&scope, None).await })
+    }
+
+    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
+        let (scope, page) = (scope.clone(), page.clone());
+        Box::pin(async move { self.list_scope(&scope, Some(&page)).await })
+    }
+
+    fn watch(
+        &self,
+        scope: &Scope,
+        resource_version: &str,
+    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+        let scope = scope.clone();
+        let resource_version = resource_version.to_owned();
+        Box::pin(async move { self.watch_scope(&scope, &resource_version, None).await })
+    }
+
+    fn fast_path(&self) -> Option<&dyn FastPath> {
+        Some(self)
+    }
+}
+
+/// Manifests and patches sent as the text they are, a Sandbox's own write answered with its
+/// metadata alone, echoes of own writes dropped before they are decoded.
+impl FastPath for RestCluster {
+    fn create_text(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        manifest: String,
+    ) -> BoxFuture<'_, ApiResult<Value>> {
+        let path = resource.collection_path(namespace);
+        let projection = self.options.children.of_created(resource);
+        Box::pin(async move {
+            self.call_projected(
+                Call::new(Method::POST, path).with_body(manifest.into_bytes(), JSON),
+                projection,
+            )
+            .await
+        })
+    }
+
     fn patch_for_metadata(
         &self,
         resource: Resource,
@@ -396,26 +424,6 @@ impl Cluster for RestCluster {
             )
             .await
         })
-    }
-
-    fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-        let scope = scope.clone();
-        Box::pin(async move { self.list_scope(&scope, None).await })
-    }
-
-    fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
-        let (scope, page) = (scope.clone(), page.clone());
-        Box::pin(async move { self.list_scope(&scope, Some(&page)).await })
-    }
-
-    fn watch(
-        &self,
-        scope: &Scope,
-        resource_version: &str,
-    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-        let scope = scope.clone();
-        let resource_version = resource_version.to_owned();
-        Box::pin(async move { self.watch_scope(&scope, &resource_version, None).await })
     }
 
     fn watch_skipping_echoes(

@@ -37,7 +37,7 @@ pub struct HostCallRecord {
 /// call's Sandbox's own child. A [`CallContext`] without one admits only deletes of what the
 /// call's input shows as observed (fail closed). The cache is also told each write's answer
 /// the moment it comes, before the call goes on: the watch's echo of it, on its way over the
-/// same connection, is then known as one (see `controller/cache.rs`).
+/// same connection, is then known as one (see the controller's `controller/cache/echo.rs`).
 pub trait ChildLookup: Send + Sync {
     /// Own, another sandbox's, or not held. Telling "another's" from "not held" may scan
     /// every sandbox's children: for deletes and takeovers, never for a call's every write.

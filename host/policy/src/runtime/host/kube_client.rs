@@ -14,7 +14,7 @@ use crate::containment::{CallFacts, KEPT_PREFIX, Refusal, Rule, clip, describe};
 use crate::runtime::bindings::{self, KubeError, RetryAfter};
 use crate::runtime::budget::MANIFEST_PARSE_CHARGE;
 use crate::runtime::context::{Effect, HostCallRecord, KubeCall};
-use cubepod_kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource};
+use cubepod_kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource, fast_path};
 
 /// The delay a guest is told to wait after a host call that timed out.
 const TIMEOUT_RETRY_MS: u64 = 1000;
@@ -117,7 +117,7 @@ impl HostState {
         let text = manifest.to_string();
         match self
             .request(resource, "create", namespace, name, |cluster| {
-                cluster.create_text(resource, namespace, text)
+                fast_path::create_text(cluster, resource, namespace, text)
             })
             .await?
         {
@@ -447,7 +447,7 @@ impl HostState {
         let text = manifest.to_string();
         let created = self
             .request(resource, "create", namespace, name, |cluster| {
-                cluster.create_text(resource, namespace, text)
+                fast_path::create_text(cluster, resource, namespace, text)
             })
             .await?;
         match created {

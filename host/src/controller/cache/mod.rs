@@ -1,0 +1,628 @@
+//! The watch cache: what the reflectors last saw of our resources, kept compact (the contract's
+//! records, not whole objects), plus what the controller itself just wrote, so that it does not
+//! write twice before the watch catches up.
+//!
+//! This file holds the state and every read of it. Every change is `update.rs`'s, the one
+//! writer (its doc names who tells it what: the reflectors, the writer, a policy call's lookup),
+//! and only it takes the write lock; the rule of own writes and their watch echoes is
+//! `echo.rs`'s.
+
+mod echo;
+mod update;
+
+pub(crate) use echo::Echoes;
+use echo::OwnWrite;
+pub(crate) use update::TOMBSTONE_TTL;
+
+use std::sync::{RwLock, RwLockReadGuard};
+use std::time::Instant;
+
+use foldhash::HashMap;
+
+use super::membership::{Claimant, Membership, RecordDelta};
+use super::small_map::SmallMap;
+use cubepod_kube::Resource;
+use cubepod_policy_host::model::meta::MetaView;
+use cubepod_policy_host::model::sandbox::SandboxObject;
+use cubepod_policy_host::model::{ObjectRef, Unreadable, children, sandbox};
+use cubepod_policy_host::runtime::bindings::{
+    ConditionStatus, ObservedChildren, ObservedObject, ObservedPod, PoolMember, ReapCandidate,
+    Sandbox, SandboxPhase, WarmPool,
+};
+
+/// A WarmPool as the cache keeps it.
+#[derive(Debug, Clone)]
+pub struct PoolObject {
+    /// The pool, parsed.
+    pub pool: WarmPool,
+    /// Its `metadata.resourceVersion`.
+    pub resource_version: String,
+}
+
+/// A PVC as the cache keeps it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct HeldPvc {
+    deleting: bool,
+    /// The uid of its Sandbox's controller reference, when it is managed and the reference
+    /// names the Sandbox of its label ([`children::controller_uid`]): what a fork may clone.
+    owner_uid: Option<Box<str>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Children {
+    pvcs: SmallMap<HeldPvc>,
+    pod: Option<ObservedPod>,
+    secret: bool,
+    network_policy: Option<ObservedObject>,
+    service: Option<ObservedObject>,
+    /// The resourceVersion last applied per child (`pods/a`), so that a create's response
+    /// applied after the watch already showed a newer state (a Pod turned Ready) cannot undo it.
+    versions: SmallMap<String>,
+}
+
+impl Children {
+    fn is_empty(&self) -> bool {
+        self.pvcs.is_empty()
+            && self.pod.is_none()
+            && !self.secret
+            && self.network_policy.is_none()
+            && self.service.is_none()
+    }
+
+    /// The NetworkPolicy or Service slot (`None` for other kinds).
+    fn object_slot(&mut self, resource: Resource) -> Option<&mut Option<ObservedObject>> {
+        match resource {
+            Resource::NetworkPolicy => Some(&mut self.network_policy),
+            Resource::Service => Some(&mut self.service),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Boxed: the table then holds a pointer per slot, not a whole record per slot.
+    sandboxes: HashMap<ObjectRef, Box<SandboxObject>>,
+    /// Sandboxes that could not be read, with why: reported in their status, not reconciled.
+    unreadable: HashMap<ObjectRef, Unreadable>,
+    pools: HashMap<ObjectRef, PoolObject>,
+    unreadable_pools: HashMap<ObjectRef, Unreadable>,
+    children: HashMap<ObjectRef, Children>,
+    /// The version each object was deleted at, so that a late answer to an earlier write (a
+    /// create's response, a finalizer patch) cannot bring a deleted object back. Pruned after
+    /// `TOMBSTONE_TTL`, far longer than any request may take.
+    tombstones: HashMap<(Resource, ObjectRef), (String, Instant)>,
+    /// The version of each object the controller's own reconcile of its sandbox last wrote
+    /// (finalizer, status, the policy's children). That reconcile went on from the write's
+    /// answer, so the watch's echo of the same version changes nothing and reconciles nothing;
+    /// an entry goes with its echo or with any newer version.
+    own_writes: HashMap<(Resource, ObjectRef), OwnWrite>,
+    /// The pools' records of their members: which Sandboxes are members (`sandbox.pool` is set
+    /// only on those).
+    membership: Membership,
+}
+
+/// Counts for the gauges.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Counts {
+    /// Sandboxes that are not paused.
+    pub active: usize,
+    pub(crate) paused: usize,
+    pub(crate) pools_ready: Vec<(ObjectRef, u32)>,
+}
+
+/// What the reflectors have seen of the cluster: the objects each reconcile reads.
+#[derive(Default)]
+pub struct Cache {
+    inner: RwLock<Inner>,
+}
+
+/// resourceVersions are opaque to clients, but in practice numbers: compare them when they
+/// are, so that a late watch event does not undo a newer write the controller already applied.
+fn is_older(incoming: &str, cached: &str) -> bool {
+    match (incoming.parse::<u64>(), cached.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
+    }
+}
+
+/// The Sandbox a child belongs to, by its label: the entry the cache keeps it under.
+fn child_owner(meta: &MetaView<'_>) -> Option<ObjectRef> {
+    let owner = meta.label(children::SANDBOX_LABEL)?;
+    Some(ObjectRef::new(meta.namespace, owner))
+}
+
+/// Where a sandbox's entry keeps a child's version: `pods/a`, in parts, so that a lookup
+/// does not allocate it (the map joins them when it inserts a new key).
+fn version_key_parts(resource: Resource, name: &str) -> [&str; 3] {
+    [resource.plural(), "/", name]
+}
+
+impl Inner {
+    /// The Sandboxes `pool`'s record confirms as its members, in name order.
+    fn members<'a>(&'a self, pool: &'a ObjectRef) -> impl Iterator<Item = &'a SandboxObject> {
+        self.membership
+            .members(pool)
+            .filter_map(|member| self.sandboxes.get(member).map(|s| &**s))
+    }
+
+    /// The version the cache holds of an object (a child's under its sandbox `owner`).
+    fn held(&self, resource: Resource, key: &ObjectRef, owner: Option<&ObjectRef>) -> Option<&str> {
+        match resource {
+            Resource::Sandbox => self.sandboxes.get(key).map(|s| s.resource_version.as_str()),
+            Resource::PodWarmPool => self.pools.get(key).map(|p| p.resource_version.as_str()),
+            Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {
+                None
+            }
+            _ => self
+                .children
+                .get(owner?)?
+                .versions
+                .get_joined(&version_key_parts(resource, &key.name))
+                .map(String::as_str),
+        }
+    }
+
+    /// The pool whose record confirms `s` as its member, if one does.
+    fn confirmed_pool(&self, s: &SandboxObject) -> Option<String> {
+        let label = s.pool_label.as_deref()?;
+        let claimant = Claimant {
+            name: &s.sandbox.name,
+            uid: &s.sandbox.uid,
+            label: Some(label),
+            controller_uid: s.controller_uid.as_deref(),
+        };
+        let pool = ObjectRef::new(&s.sandbox.namespace, label);
+        self.membership
+            .confirms(&pool, &claimant)
+            .then(|| label.to_string())
+    }
+}
+
+impl Cache {
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The Sandbox of this key, if it is cached and parses.
+    pub fn sandbox(&self, key: &ObjectRef) -> Option<SandboxObject> {
+        self.read().sandboxes.get(key).map(|s| (**s).clone())
+    }
+
+    /// Why the Sandbox of this key does not parse, if it does not.
+    pub fn unreadable_sandbox(&self, key: &ObjectRef) -> Option<Unreadable> {
+        self.read().unreadable.get(key).cloned()
+    }
+
+    /// The WarmPool of this key, if it is cached and parses.
+    pub fn pool(&self, key: &ObjectRef) -> Option<PoolObject> {
+        self.read().pools.get(key).cloned()
+    }
+
+    /// Why the WarmPool of this key does not parse, if it does not.
+    pub fn unreadable_pool(&self, key: &ObjectRef) -> Option<Unreadable> {
+        self.read().unreadable_pools.get(key).cloned()
+    }
+
+    /// Every Sandbox cached that parses.
+    pub fn sandboxes(&self) -> Vec<SandboxObject> {
+        self.read()
+            .sandboxes
+            .values()
+            .map(|s| (**s).clone())
+            .collect()
+    }
+
+    /// What the reaper is handed in `namespace` (see [`sandbox::reap_candidate`]), each with
+    /// the resourceVersion it was read at; built under the lock, without copying whole
+    /// sandboxes.
+    pub(crate) fn reap_candidates(&self, namespace: &str) -> Vec<(ReapCandidate, String)> {
+        self.read()
+            .sandboxes
+            .values()
+            .filter(|s| s.sandbox.namespace == namespace)
+            .filter_map(|s| {
+                sandbox::reap_candidate(&s.sandbox).map(|c| (c, s.resource_version.clone()))
+            })
+            .collect()
+    }
+
+    /// The keys of every Sandbox cached, readable or not.
+    pub fn sandbox_keys(&self) -> Vec<ObjectRef> {
+        let inner = self.read();
+        inner
+            .sandboxes
+            .keys()
+            .chain(inner.unreadable.keys())
+            .cloned()
+            .collect()
+    }
+
+    /// The keys of every WarmPool cached, readable or not.
+    pub fn pool_keys(&self) -> Vec<ObjectRef> {
+        let inner = self.read();
+        inner
+            .pools
+            .keys()
+            .chain(inner.unreadable_pools.keys())
+            .cloned()
+            .collect()
+    }
+
+    /// The children of this Sandbox, as its reconcile is handed them.
+    pub fn observed(&self, sandbox: &ObjectRef) -> ObservedChildren {
+        let inner = self.read();
+        let Some(entry) = inner.children.get(sandbox) else {
+            return children::empty();
+        };
+        ObservedChildren {
+            pvcs: entry
+                .pvcs
+                .iter()
+                .map(
+                    |(name, held)| cubepod_policy_host::runtime::bindings::ObservedPvc {
+                        name: name.to_string(),
+                        deleting: held.deleting,
+                    },
+                )
+                .collect(),
+            pod: entry.pod.clone(),
+            secret: entry.secret,
+            network_policy: entry.network_policy.clone(),
+            service: entry.service.clone(),
+        }
+    }
+
+    /// The member Sandboxes of a pool, as the policy sees them, in name order.
+    pub fn pool_members(&self, pool: &ObjectRef) -> Vec<PoolMember> {
+        let inner = self.read();
+        inner
+            .members(pool)
+            .map(|s| PoolMember {
+                name: s.sandbox.name.clone(),
+                ready: is_ready(&s.sandbox),
+                claimed: s.sandbox.claimed_by.is_some(),
+                deleting: s.sandbox.deleting,
+                template_hash: s
+                    .sandbox
+                    .labels
+                    .iter()
+                    .find(|(key, _)| key == cubepod_policy_host::model::names::TEMPLATE_HASH_LABEL)
+                    .map(|(_, value)| value.clone()),
+            })
+            .collect()
+    }
+
+    /// Visits the members of `pool` under one read lock, in name order, so that a claim's
+    /// offer copies only the member it picks. A pool's members are found through its record,
+    /// not by a scan of every Sandbox.
+    pub fn visit_pool_members<R>(
+        &self,
+        pool: &ObjectRef,
+        visit: impl FnOnce(&mut dyn Iterator<Item = &SandboxObject>) -> R,
+    ) -> R {
+        let inner = self.read();
+        let mut members = inner.members(pool);
+        visit(&mut members)
+    }
+
+    /// What the next status of `pool` should change in its record of members (see
+    /// [`Membership::delta`]): the members this process created, and the entries whose
+    /// Sandbox is gone, was made again (another uid), or is a claim's that records it itself.
+    pub(crate) fn record_delta(&self, pool: &ObjectRef) -> Option<RecordDelta> {
+        let inner = self.read();
+        let sandbox = |name: &str| inner.sandboxes.get(&ObjectRef::new(&pool.namespace, name));
+        inner.membership.delta(
+            pool,
+            |name| sandbox(name).map(|s| s.sandbox.uid.clone()),
+            |name, uid| {
+                let Some(member) = sandbox(name).filter(|s| s.sandbox.uid == uid) else {
+                    return false;
+                };
+                let recorded_by_claim = member
+                    .sandbox
+                    .claimed_by
+                    .as_deref()
+                    .and_then(sandbox)
+                    .is_some_and(|claim| claim.claimed_member_uid.as_deref() == Some(uid));
+                !recorded_by_claim
+            },
+        )
+    }
+
+    /// Whether a claim of `pool` waits to be served while the pool has a ready, unclaimed
+    /// member to serve it from.
+    pub(crate) fn claims_waiting_on(&self, pool: &ObjectRef) -> bool {
+        let inner = self.read();
+        let in_pool = |s: &Sandbox| s.namespace == pool.namespace;
+        let waiting = inner.sandboxes.values().any(|s| {
+            let s = &s.sandbox;
+            in_pool(s) && s.spec.warm_pool.as_deref() == Some(pool.name.as_str()) && awaits_claim(s)
+        });
+        waiting
+            && inner.members(pool).any(|m| {
+                m.sandbox.claimed_by.is_none() && !m.sandbox.deleting && is_ready(&m.sandbox)
+            })
+    }
+
+    /// Whether `key` is a claim not yet served: it names a pool, and neither a member in its
+    /// status nor a volume of its own. The work queue serves these first.
+    pub(crate) fn awaits_claim(&self, key: &ObjectRef) -> bool {
+        self.read()
+            .sandboxes
+            .get(key)
+            .is_some_and(|s| awaits_claim(&s.sandbox))
+    }
+
+    /// The counts for the gauges.
+    pub fn counts(&self) -> Counts {
+        let inner = self.read();
+        let mut counts = Counts::default();
+        for s in inner.sandboxes.values() {
+            match s.sandbox.status.phase {
+                SandboxPhase::Running => counts.active += 1,
+                SandboxPhase::Paused => counts.paused += 1,
+                _ => {}
+            }
+        }
+        counts.pools_ready = inner
+            .pools
+            .iter()
+            .map(|(key, p)| (key.clone(), p.pool.status.ready_replicas))
+            .collect();
+        counts.pools_ready.sort();
+        counts
+    }
+
+    /// Whether `sandbox`'s entry holds this child: one table lookup, the common case of a
+    /// policy deleting its own child.
+    pub(crate) fn holds_child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+    ) -> bool {
+        let child = version_key_parts(resource, name);
+        self.read()
+            .children
+            .get(&ObjectRef::new(namespace, sandbox))
+            .is_some_and(|entry| entry.versions.get_joined(&child).is_some())
+    }
+
+    /// The PVCs held under `sandbox` that it owns by the controller's record (managed, with
+    /// the controller reference to `uid`) and that are not being deleted: what a fork of it
+    /// may clone. One lookup.
+    pub(crate) fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
+        if uid.is_empty() {
+            return Vec::new();
+        }
+        self.read()
+            .children
+            .get(&ObjectRef::new(namespace, sandbox))
+            .map(|entry| {
+                entry
+                    .pvcs
+                    .iter()
+                    .filter(|(_, held)| !held.deleting && held.owner_uid.as_deref() == Some(uid))
+                    .map(|(name, _)| name.to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The sandboxes whose managed child `resource` `name` in `namespace` the cache holds
+    /// (one, unless someone relabelled it), for the boundary's delete and takeover rules. A
+    /// scan of every sandbox's children: only for a name the calling sandbox does not hold.
+    pub(crate) fn child_owners(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<String> {
+        let child = version_key_parts(resource, name);
+        self.read()
+            .children
+            .iter()
+            .filter(|(owner, entry)| {
+                owner.namespace == namespace && entry.versions.get_joined(&child).is_some()
+            })
+            .map(|(owner, _)| owner.name.clone())
+            .collect()
+    }
+}
+
+/// A pool member is ready when its sandbox runs and its Pod is Ready.
+/// A claim not yet served: it names a pool, and neither a member in its status nor a volume of
+/// its own.
+fn awaits_claim(s: &Sandbox) -> bool {
+    s.spec.warm_pool.is_some()
+        && s.status.claimed_member.is_none()
+        && s.status.rootfs_pvc.is_none()
+        && !s.deleting
+}
+
+/// A pool member a claim may be handed: Running and Ready.
+pub(crate) fn is_ready(s: &Sandbox) -> bool {
+    s.status.phase == SandboxPhase::Running
+        && s.status
+            .conditions
+            .iter()
+            .any(|c| c.kind == "Ready" && c.status == ConditionStatus::True)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controller::queue::WorkKey;
+    use cubepod_kube::WatchEventType;
+
+    /// The Pod `a` of sandbox `a` at `version`.
+    pub(super) fn pod(version: &str, ready: bool) -> Value {
+        json!({
+            "metadata": {"name": "a", "namespace": "ns", "resourceVersion": version,
+                         "labels": {"cubepod.io/sandbox": "a"}},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+        })
+    }
+
+    #[test]
+    fn a_late_create_response_does_not_undo_a_newer_watch_event() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        // The watch showed the Pod Ready (version 5) before the create's answer (version 4,
+        // Pending) was applied.
+        cache.apply(Resource::Pod, WatchEventType::Modified, &pod("5", true));
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("4", false));
+        assert!(cache.observed(&owner).pod.is_some_and(|p| p.ready));
+        cache.apply(Resource::Pod, WatchEventType::Modified, &pod("6", false));
+        assert!(cache.observed(&owner).pod.is_some_and(|p| !p.ready));
+        cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
+        assert!(cache.observed(&owner).pod.is_none());
+        // A create's answer from before the deletion does not bring it back...
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("6", true));
+        assert!(cache.observed(&owner).pod.is_none());
+        // ... a Pod created again under the name does.
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("8", false));
+        assert!(cache.observed(&owner).pod.is_some());
+    }
+
+    #[test]
+    fn a_child_known_only_to_exist_does_not_undo_what_the_watch_showed() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        // The manifest of a create that met AlreadyExists: no version, no status.
+        let mut manifest = pod("1", false);
+        if let Some(meta) = manifest["metadata"].as_object_mut() {
+            meta.remove("resourceVersion");
+        }
+        cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
+        assert!(cache.observed(&owner).pod.is_some_and(|p| !p.ready));
+        cache.apply(Resource::Pod, WatchEventType::Modified, &pod("6", true));
+        cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
+        assert!(cache.observed(&owner).pod.is_some_and(|p| p.ready));
+        // After a deletion it does not bring the Pod back either: the watch will if it exists.
+        cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("7", false));
+        cache.apply(Resource::Pod, WatchEventType::Added, &manifest);
+        assert!(cache.observed(&owner).pod.is_none());
+    }
+
+    #[test]
+    fn a_relist_in_pages_drops_only_what_no_page_showed() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        let pvc = |name: &str| {
+            json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": "3",
+                                "labels": {"cubepod.io/sandbox": "a"}}})
+        };
+        cache.apply(
+            Resource::PersistentVolumeClaim,
+            WatchEventType::Added,
+            &pvc("x"),
+        );
+        cache.apply(
+            Resource::PersistentVolumeClaim,
+            WatchEventType::Added,
+            &pvc("y"),
+        );
+        let mut relist = Cache::begin_relist(Resource::PersistentVolumeClaim, "ns");
+        cache.relist_page(&mut relist, &[pvc("y")]);
+        cache.relist_page(&mut relist, &[pvc("z")]);
+        // Until the relist ends, nothing is dropped.
+        assert_eq!(cache.observed(&owner).pvcs.len(), 3);
+        let keys = cache.finish_relist(relist);
+        let names: Vec<String> = cache
+            .observed(&owner)
+            .pvcs
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["y", "z"]);
+        assert_eq!(keys, [WorkKey::Sandbox(owner)]);
+    }
+
+    #[test]
+    fn a_sandbox_owns_the_pvcs_of_its_label_name_and_controller_reference() {
+        let cache = Cache::default();
+        let pvc = |name: &str, sandbox: &str, uid: &str, edit: &dyn Fn(&mut Value)| {
+            let mut object = json!({"metadata": {
+                "name": name, "namespace": "ns", "resourceVersion": "3",
+                "labels": {"app.kubernetes.io/managed-by": "cubepod-controller",
+                           "cubepod.io/sandbox": sandbox},
+                "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                                     "name": sandbox, "uid": uid, "controller": true}],
+            }});
+            edit(&mut object);
+            object
+        };
+        let objects = [
+            pvc("src-workspace", "src", "uid-src", &|_| {}),
+            pvc("src-rootfs-g1", "src", "uid-src", &|_| {}),
+            // Being deleted (a reset's old rootfs): not a source any more.
+            pvc("src-rootfs-g0", "src", "uid-src", &|o| {
+                o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+            }),
+            // Labelled as src's, but owned by the victim: a relabelled volume.
+            pvc("src-rootfs-g2", "src", "uid-victim", &|_| {}),
+            // Its controller reference names another Sandbox than its label.
+            pvc("src-rootfs-g3", "src", "uid-src", &|o| {
+                o["metadata"]["ownerReferences"][0]["name"] = json!("victim")
+            }),
+            // A reference that is not the controller's.
+            pvc("src-rootfs-g4", "src", "uid-src", &|o| {
+                o["metadata"]["ownerReferences"][0]["controller"] = json!(false)
+            }),
+            // Not managed.
+            pvc("src-rootfs-g5", "src", "uid-src", &|o| {
+                o["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("someone")
+            }),
+            pvc("victim-workspace", "victim", "uid-victim", &|_| {}),
+        ];
+        for object in &objects {
+            cache.apply(
+                Resource::PersistentVolumeClaim,
+                WatchEventType::Added,
+                object,
+            );
+        }
+        assert_eq!(
+            cache.owned_pvcs("ns", "src", "uid-src"),
+            ["src-rootfs-g1", "src-workspace"]
+        );
+        // Another Sandbox of the same name (another uid), or another namespace: nothing.
+        assert!(cache.owned_pvcs("ns", "src", "uid-other").is_empty());
+        assert!(cache.owned_pvcs("other", "src", "uid-src").is_empty());
+        assert!(cache.owned_pvcs("ns", "src", "").is_empty());
+        // The policy still observes every PVC labelled as the sandbox's.
+        assert_eq!(cache.observed(&ObjectRef::new("ns", "src")).pvcs.len(), 7);
+        cache.apply(
+            Resource::PersistentVolumeClaim,
+            WatchEventType::Deleted,
+            &objects[0],
+        );
+        assert_eq!(cache.owned_pvcs("ns", "src", "uid-src"), ["src-rootfs-g1"]);
+    }
+
+    #[test]
+    fn a_deleted_sandbox_stays_deleted_until_created_again() {
+        let cache = Cache::default();
+        let key = ObjectRef::new("ns", "s");
+        let sandbox = |version: &str| {
+            json!({"metadata": {"name": "s", "namespace": "ns", "resourceVersion": version},
+                   "spec": {"image": "i"}})
+        };
+        cache.apply(Resource::Sandbox, WatchEventType::Deleted, &sandbox("9"));
+        cache.apply(Resource::Sandbox, WatchEventType::Modified, &sandbox("8"));
+        assert!(cache.sandbox(&key).is_none());
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &sandbox("10"));
+        assert!(cache.sandbox(&key).is_some());
+        cache.apply(Resource::Sandbox, WatchEventType::Deleted, &sandbox("11"));
+        cache.prune_tombstones(Duration::ZERO);
+        cache.apply(Resource::Sandbox, WatchEventType::Modified, &sandbox("10"));
+        assert!(cache.sandbox(&key).is_some(), "forgotten after the TTL");
+    }
+}
