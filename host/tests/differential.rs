@@ -392,3 +392,234 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
     // least.
     assert!(compared >= 32, "only {compared} scenarios compared");
 }
+
+/// The two ways a new module comes to every sandbox leave the same cluster: a plain swap (the
+/// `--policy` file's, every object requeued under the new module) and a `PolicyRollout` held at
+/// a canary step of 100% (every object reconciled by the candidate, picked per pass by its
+/// uid). The candidate (the image-allowlist example) decides differently from the default for
+/// the sandboxes whose image is outside its list, so the swap changes the cluster, and each arm
+/// must change it alike: the same objects, the same Events, once both are quiet.
+#[test]
+fn a_canary_at_100_percent_leaves_the_same_cluster_as_a_plain_swap() {
+    use base64::Engine as _;
+    use cubepod_host::admission::Admission;
+    use cubepod_host::controller::policy_watch::{PolicyWatcher, SwapOutcome};
+    use cubepod_host::controller::rollout::RolloutController;
+    use cubepod_host::signing::KeyRing;
+    use serde_json::json;
+
+    const NS: &str = "cubepod-workloads";
+    const SYSTEM: &str = "cubepod-system";
+    const START: i64 = 1_800_000_000;
+    let candidate = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-policy-image-allowlist",
+        "cubepod_policy_image_allowlist",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let bytes = std::fs::read(&candidate).expect("the image-allowlist component");
+    let images = [
+        "ghcr.io/cubepod/sandbox-base:1.0",
+        "docker.io/library/busybox:1.36",
+        "ghcr.io/cubepod/sandbox-python:3.12",
+        "quay.io/someone/tool:2",
+    ];
+
+    // One arm: a controller on the default policy, its sandboxes Running, then `swap` brings
+    // the candidate; what the cluster shows once quiet, the rollout's own objects apart.
+    let arm = |swap: &'static str| -> Vec<String> {
+        let bytes = bytes.clone();
+        runtime().block_on(async move {
+            let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+            let config = ManagerConfig {
+                reconcile: Arc::new(Settings {
+                    status_coalesce: Duration::ZERO,
+                    clock: Clock::fixed(START),
+                    tokens: Tokens::Fixed(FRESH_TOKEN),
+                    ..Settings::default()
+                }),
+                ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+            };
+            let default = engine()
+                .load(default_policy::DEFAULT_POLICY)
+                .expect("the default policy loads");
+            let manager = ControllerManager::new(
+                cluster.clone(),
+                default,
+                config,
+                Arc::new(Metrics::new()),
+                Arc::new(Health::default()),
+            );
+            let (stop, shutdown) = watch::channel(false);
+            tokio::spawn(manager.clone().run(shutdown.clone()));
+            for (n, image) in images.iter().cycle().take(12).enumerate() {
+                let sandbox = json!({
+                    "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                    "metadata": {"name": format!("s-{n:02}"), "namespace": NS},
+                    "spec": {"image": image},
+                });
+                cluster
+                    .create(Resource::Sandbox, NS, sandbox)
+                    .await
+                    .expect("a sandbox");
+            }
+            quiet(&manager, &cluster, NS, "the default policy's sandboxes").await;
+            let running = cluster
+                .objects(Resource::Sandbox)
+                .iter()
+                .filter(|s| s["status"]["phase"] == "Running")
+                .count();
+            assert_eq!(running, 12, "{swap}: every sandbox Running before the swap");
+            let admission = Admission::new(engine().clone(), KeyRing::default());
+            match swap {
+                "file" => {
+                    let dir = std::env::temp_dir()
+                        .join(format!("cubepod-differential-swap-{}", std::process::id()));
+                    std::fs::create_dir_all(&dir).expect("a temporary folder");
+                    let path = dir.join("policy.wasm");
+                    std::fs::write(&path, &bytes).expect("the module file");
+                    let mut watcher = PolicyWatcher::new(
+                        path,
+                        admission,
+                        manager.clone(),
+                        Duration::from_secs(3600),
+                    );
+                    let outcome = watcher.check().await;
+                    assert!(
+                        matches!(outcome, SwapOutcome::Applied { .. }),
+                        "the swap: {outcome:?}"
+                    );
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                _ => {
+                    tokio::spawn(
+                        RolloutController::new(manager.clone(), admission, SYSTEM.to_string())
+                            .run(shutdown.clone()),
+                    );
+                    let map = json!({
+                        "apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "next", "namespace": SYSTEM},
+                        "binaryData": {
+                            "policy.wasm": base64::engine::general_purpose::STANDARD.encode(&bytes)
+                        },
+                    });
+                    cluster
+                        .create(Resource::ConfigMap, SYSTEM, map)
+                        .await
+                        .expect("the module's ConfigMap");
+                    let rollout = json!({
+                        "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+                        "metadata": {"name": "next", "namespace": SYSTEM},
+                        "spec": {
+                            "module": {"configMap": "next"},
+                            "strategy": {
+                                "type": "Progressive",
+                                "canary": {"steps": [{"weight": 100, "duration": "1h"}]},
+                            },
+                        },
+                    });
+                    cluster
+                        .create(Resource::PolicyRollout, SYSTEM, rollout)
+                        .await
+                        .expect("the rollout");
+                    let started = Instant::now();
+                    loop {
+                        let status = cluster
+                            .get(Resource::PolicyRollout, SYSTEM, "next")
+                            .await
+                            .map(|o| o["status"].clone())
+                            .unwrap_or_default();
+                        if status["phase"] == "Canary" && status["weight"] == 100 {
+                            break;
+                        }
+                        assert!(
+                            started.elapsed() < Duration::from_secs(60),
+                            "the canary never reached 100%: {status:#}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            quiet(&manager, &cluster, NS, swap).await;
+            let rollout = cluster
+                .get(Resource::PolicyRollout, SYSTEM, "next")
+                .await
+                .ok();
+            if let Some(rollout) = rollout {
+                // Still the canary's: the candidate served every sandbox, not a promotion.
+                assert_eq!(rollout["status"]["phase"], "Canary", "{rollout:#}");
+                assert_eq!(manager.policy.current().info().name, "cubepod-default");
+            }
+            let _ = stop.send(true);
+            let mut objects: Vec<String> = seen(&cluster)
+                .objects
+                .into_iter()
+                .filter(|o| {
+                    !o.starts_with("PolicyRollout:")
+                        && !o.starts_with("ConfigMap:")
+                        && !o.contains("\"kind\":\"PolicyRollout\"")
+                })
+                // Pod IPs go by the order of the Pods' creation, which concurrent reconciles
+                // do not fix.
+                .map(|o| mask(&mask(&o, "\"podIP\":\""), "\"ip\":\""))
+                .collect();
+            objects.sort();
+            objects
+        })
+    };
+    let swapped = arm("file");
+    let canaried = arm("rollout");
+    assert!(
+        swapped
+            .iter()
+            .any(|o| o.contains("busybox") && o.contains("Event:")),
+        "the candidate's decision shows (an Event about a declined image): {swapped:#?}"
+    );
+    let only = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter().filter(|o| !b.contains(o)).cloned().collect()
+    };
+    assert!(
+        swapped == canaried,
+        "a plain swap and a canary at 100% leave different clusters:\nonly after the swap: \
+         {:#?}\nonly after the canary: {:#?}",
+        only(&swapped, &canaried),
+        only(&canaried, &swapped)
+    );
+}
+
+/// `text` with the string value after each `key` (which ends in its opening quote) masked.
+fn mask(text: &str, key: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(key) {
+        let value = at + key.len();
+        out.push_str(&rest[..value]);
+        out.push_str("<masked>");
+        rest = &rest[value..];
+        rest = rest.find('"').map_or("", |end| &rest[end..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Waits until the manager has nothing left to do: its cache has caught up with the cluster
+/// and no write came for a while.
+async fn quiet(manager: &ControllerManager, cluster: &MemoryCluster, namespace: &str, what: &str) {
+    let started = Instant::now();
+    let mut last = (usize::MAX, Instant::now());
+    loop {
+        let writes = cluster.writes().len();
+        if writes != last.0 {
+            last = (writes, Instant::now());
+        } else if last.1.elapsed() > Duration::from_millis(1500)
+            && caught_up(manager, cluster, namespace).await
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{what}: the controller never went quiet"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
