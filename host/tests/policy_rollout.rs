@@ -38,6 +38,63 @@ fn workspace() -> &'static Path {
         .expect("host/ has a parent")
 }
 
+/// The control loop and the rollout controller, running on the default policy over an
+/// in-memory cluster whose clock the test moves.
+struct Running {
+    cluster: Arc<MemoryCluster>,
+    manager: Arc<ControllerManager>,
+    clock: Clock,
+    stop: watch::Sender<bool>,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// Starts [`Running`]; call on a runtime.
+fn start() -> Running {
+    let engine = PolicyEngine::new(RuntimeConfig {
+        cache_dir: None,
+        ..RuntimeConfig::default()
+    })
+    .expect("an engine");
+    let stable = engine.load(DEFAULT_POLICY).expect("the default policy");
+    let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+    let clock = Clock::fixed(START);
+    let manager = ControllerManager::new(
+        cluster.clone(),
+        stable,
+        ManagerConfig {
+            reconcile: Arc::new(Settings {
+                clock: clock.clone(),
+                status_coalesce: Duration::ZERO,
+                ..Settings::default()
+            }),
+            ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+        },
+        Arc::new(Metrics::new()),
+        Arc::new(Health::default()),
+    );
+    let (stop, shutdown) = watch::channel(false);
+    let rollouts = RolloutController::new(
+        manager.clone(),
+        Admission::new(engine, KeyRing::default()),
+        SYSTEM.to_string(),
+    );
+    tokio::spawn(manager.clone().run(shutdown.clone()));
+    tokio::spawn(rollouts.run(shutdown));
+    Running {
+        cluster,
+        manager,
+        clock,
+        stop,
+    }
+}
+
 /// Waits (real time) until the rollout's status satisfies `done`; returns it.
 async fn until(cluster: &MemoryCluster, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let started = Instant::now();
@@ -89,42 +146,13 @@ fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
     )
     .unwrap_or_else(|why| panic!("{why}"));
     let faulty = std::fs::read(faulty).expect("the faulty policy's component");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        let engine = PolicyEngine::new(RuntimeConfig {
-            cache_dir: None,
-            ..RuntimeConfig::default()
-        })
-        .expect("an engine");
-        let stable = engine.load(DEFAULT_POLICY).expect("the default policy");
-        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
-        let clock = Clock::fixed(START);
-        let manager = ControllerManager::new(
-            cluster.clone(),
-            stable,
-            ManagerConfig {
-                reconcile: Arc::new(Settings {
-                    clock: clock.clone(),
-                    status_coalesce: Duration::ZERO,
-                    ..Settings::default()
-                }),
-                ..ManagerConfig::for_namespaces(vec![NS.to_string()])
-            },
-            Arc::new(Metrics::new()),
-            Arc::new(Health::default()),
-        );
-        let (stop, shutdown) = watch::channel(false);
-        let rollouts = RolloutController::new(
-            manager.clone(),
-            Admission::new(engine, KeyRing::default()),
-            SYSTEM.to_string(),
-        );
-        tokio::spawn(manager.clone().run(shutdown.clone()));
-        tokio::spawn(rollouts.run(shutdown));
+    runtime().block_on(async move {
+        let Running {
+            cluster,
+            manager,
+            clock,
+            stop,
+        } = start();
 
         for n in 0..20 {
             let sandbox = json!({
@@ -225,42 +253,13 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
     )
     .unwrap_or_else(|why| panic!("{why}"));
     let allowlist = std::fs::read(allowlist).expect("the example policy's component");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        let engine = PolicyEngine::new(RuntimeConfig {
-            cache_dir: None,
-            ..RuntimeConfig::default()
-        })
-        .expect("an engine");
-        let stable = engine.load(DEFAULT_POLICY).expect("the default policy");
-        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
-        let clock = Clock::fixed(START);
-        let manager = ControllerManager::new(
-            cluster.clone(),
-            stable,
-            ManagerConfig {
-                reconcile: Arc::new(Settings {
-                    clock: clock.clone(),
-                    status_coalesce: Duration::ZERO,
-                    ..Settings::default()
-                }),
-                ..ManagerConfig::for_namespaces(vec![NS.to_string()])
-            },
-            Arc::new(Metrics::new()),
-            Arc::new(Health::default()),
-        );
-        let (stop, shutdown) = watch::channel(false);
-        let rollouts = RolloutController::new(
-            manager.clone(),
-            Admission::new(engine, KeyRing::default()),
-            SYSTEM.to_string(),
-        );
-        tokio::spawn(manager.clone().run(shutdown.clone()));
-        tokio::spawn(rollouts.run(shutdown));
+    runtime().block_on(async move {
+        let Running {
+            cluster,
+            manager,
+            clock,
+            stop,
+        } = start();
         for (name, image) in [
             ("allowed", "ghcr.io/cubepod/sandbox-base:1.0"),
             ("busybox", "docker.io/library/busybox:1.36"),

@@ -11,6 +11,14 @@ use crate::Controller;
 /// How long a condition read through kubectl may take to hold.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+/// The words of the line of a `kubectl get` table whose first column is `name`.
+pub fn row<'a>(table: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    table
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|words| words.first() == Some(&name))
+}
+
 pub struct Kubectl {
     kubeconfig: PathBuf,
     home: PathBuf,

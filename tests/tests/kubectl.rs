@@ -8,18 +8,10 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cubepod_tests::kubectl::{Embedded, PATIENCE};
+use cubepod_tests::kubectl::{Embedded, PATIENCE, row};
 use cubepod_tests::refusals;
 
 const NS: &str = "cubepod-workloads";
-
-/// The words of the line of `table` whose first column is `name`.
-fn row<'a>(table: &'a str, name: &str) -> Option<Vec<&'a str>> {
-    table
-        .lines()
-        .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .find(|words| words.first() == Some(&name))
-}
 
 fn header(table: &str) -> Vec<&str> {
     table

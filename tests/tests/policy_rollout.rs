@@ -7,20 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use cubepod_tests::kubectl::{Embedded, Kubectl};
+use cubepod_tests::kubectl::{Embedded, Kubectl, row};
 use cubepod_tests::{faulty_policy, image_allowlist_policy, seed_file};
 
 const NS: &str = "cubepod-workloads";
 /// The controller's own namespace (`--lease-namespace`), where rollouts live.
 const SYSTEM: &str = "cubepod-system";
-
-/// The words of the line of `table` whose first column is `name`.
-fn row<'a>(table: &'a str, name: &str) -> Option<Vec<&'a str>> {
-    table
-        .lines()
-        .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .find(|words| words.first() == Some(&name))
-}
 
 fn header(table: &str) -> Vec<&str> {
     table
