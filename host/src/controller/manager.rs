@@ -386,6 +386,18 @@ impl ControllerManager {
         }
     }
 
+    /// One reconcile of the object `key` names.
+    async fn reconcile(
+        &self,
+        key: &WorkKey,
+        report: &mut Carried,
+    ) -> Result<Action, ReconcileError> {
+        match key {
+            WorkKey::Sandbox(target) => self.reconciler.sandbox(target, report).await,
+            WorkKey::Pool(target) => self.reconciler.pool(target, report).await,
+        }
+    }
+
     /// Every object is reconciled again (under a new module, or a new share of a canary's),
     /// at the queue's normal rate.
     pub(crate) fn requeue_all(&self) {
@@ -430,15 +442,14 @@ impl ControllerManager {
             .as_ref()
             .and_then(|_| self.uid_of(&key))
             .map(|uid| (self.policy.pick(&uid), uid));
-        let work = async {
-            match &key {
-                WorkKey::Sandbox(target) => self.reconciler.sandbox(target, &mut report).await,
-                WorkKey::Pool(target) => self.reconciler.pool(target, &mut report).await,
-            }
-        };
+        // A reconcile's future is large (tens of KiB), and a move copies all of it: it is
+        // awaited where it is made, and boxed (one copy) only under a canary's scope.
         let outcome = match &picked {
-            Some(((module, _), _)) => PolicySlot::scope(module.clone(), work).await,
-            None => work.await,
+            Some(((module, _), _)) => {
+                let work = Box::pin(self.reconcile(&key, &mut report));
+                PolicySlot::scope(module.clone(), work).await
+            }
+            None => self.reconcile(&key, &mut report).await,
         };
         if let (Some(canary), Some(((_, on), uid))) = (&canary, &picked) {
             let outcome = Outcome::of(&outcome, report.ready_seconds);
