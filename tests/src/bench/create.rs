@@ -407,7 +407,25 @@ pub struct Setup<'a> {
     pub token: &'a str,
 }
 
+/// What a run does to the fake around its measured burst: a policy rollout's stage, for one.
+pub trait Stage {
+    /// Once the controller is ready, before the burst.
+    fn prepare(&mut self, runtime: &Runtime, cluster: &Arc<MemoryCluster>) -> Result<()>;
+    /// Once the controller is quiet after the burst, before it stops.
+    fn finish(&mut self, runtime: &Runtime, cluster: &Arc<MemoryCluster>) -> Result<()>;
+}
+
 pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
+    run_staged(setup, n, None)
+}
+
+/// [`run`], with `stage` prepared before the burst and finished once quiet; a staged run has
+/// no resync (its figures are the burst's).
+pub fn run_staged(
+    setup: &Setup<'_>,
+    n: usize,
+    mut stage: Option<&mut dyn Stage>,
+) -> Result<CreateRun> {
     let runtime = setup.runtime;
     let fake = fake_server(setup.pod_start_delay, setup.protocol.tls(), setup.token)?;
     let dir = tempfile::tempdir().context("temp dir")?;
@@ -432,6 +450,9 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
         ControllerProcess::start_under(&wrapper, setup.binary, &kubeconfig, &controller_args)?;
     controller.wait_ready(ready_within)?;
     let cluster = fake.cluster();
+    if let Some(stage) = stage.as_deref_mut() {
+        stage.prepare(runtime, &cluster)?;
+    }
     cluster.clear_writes();
     fake.clear_requests();
 
@@ -506,6 +527,9 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     perf.stop();
 
     let scrape = controller.wait_quiet(n as f64, QUIET, Duration::from_secs(600))?;
+    if let Some(stage) = stage.as_deref_mut() {
+        stage.finish(runtime, &cluster)?;
+    }
     let writes = cluster.writes();
     let served = fake.requests();
     let watches = served.iter().filter(|r| r.watch).count();
@@ -538,7 +562,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<CreateRun> {
     // taken over HTTP/2 only).
     let (mut resync_took, mut resync_memory, mut resync_writes) =
         (Duration::ZERO, Memory::default(), BTreeMap::new());
-    if setup.protocol == Protocol::H2 && setup.callgrind.is_none() {
+    if setup.protocol == Protocol::H2 && setup.callgrind.is_none() && stage.is_none() {
         cluster.clear_writes();
         let resync_started = Instant::now();
         let mut second =

@@ -17,6 +17,7 @@ pub mod decision;
 pub mod instant;
 pub mod process;
 pub mod report;
+pub mod rollout;
 pub mod rss;
 pub mod seed;
 pub mod stats;
@@ -107,6 +108,9 @@ pub struct Options {
     pub sizes: Vec<usize>,
     /// N of the claims runs: a pool of N members, then N claims at once.
     pub claim_sizes: Vec<usize>,
+    /// N of the rollout runs: N sandboxes created with no rollout, during a shadow stage and
+    /// during a canary step.
+    pub rollout_size: usize,
     /// The protocols of the sandboxes/s runs (the resync and RSS runs use HTTP/2 only).
     pub protocols: Vec<Protocol>,
     /// N of the RSS runs over seeded sandboxes (those also in `sizes` are measured on the
@@ -142,12 +146,13 @@ pub struct Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "capacity",
     "decision",
     "swap",
     "create",
     "claims",
+    "rollout",
     "instructions",
     "ticks",
     "rss",
@@ -170,6 +175,7 @@ impl Default for Options {
         Self {
             sizes: vec![1_000, 10_000],
             claim_sizes: vec![100, 300, 1_000],
+            rollout_size: 1_000,
             protocols: Protocol::ALL.to_vec(),
             rss_sizes: vec![10_000, 30_000, 100_000],
             runs: 3,
@@ -195,11 +201,12 @@ pub const USAGE: &str = "\
 cubepod-bench: the controller against the fake API server on loopback, with a load generator
 
 usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
-                     [--protocols h2,http1]
+                     [--rollout-size 1000] [--protocols h2,http1]
                      [--rss-sizes 10000,30000,100000] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
-                     [--only capacity,create,claims,instructions,rss,ticks,decision,swap]
+                     [--only capacity,create,claims,rollout,instructions,rss,ticks,
+                             decision,swap]
                      [--token-bytes 1024] [--controller-arg ARG]...
 
   --quick          small and fast: N = 1,000 only, claims at N = 300, one run, fewer
@@ -207,6 +214,9 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --sizes          N of the sandboxes/s runs (default 1000,10000)
   --claim-sizes    N of the claims runs: a warm pool of N filled, then N claims at once by
                    8 clients (default 100,300,1000)
+  --rollout-size   N of the rollout runs: N sandboxes created with no rollout, in a
+                   PolicyRollout's shadow stage and in its canary step, alternating
+                   (default 1000)
   --protocols      how the controller reaches the API in the sandboxes/s runs: h2 (HTTPS,
                    HTTP/2), http1 (plain HTTP/1.1, as behind kubectl proxy) (default both)
   --rss-sizes      N of the RSS runs over seeded sandboxes (default 10000,30000,100000)
@@ -220,8 +230,8 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
                    callgrind, once per protocol (default 1000; needs valgrind)
   --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
-  --only           only these scenarios: capacity,create,claims,instructions,rss,ticks,
-                   decision,swap
+  --only           only these scenarios: capacity,create,claims,rollout,instructions,rss,
+                   ticks,decision,swap
   --token-bytes    the controller's bearer token in the sandboxes/s and instruction runs: this
                    many bytes, JWT-shaped (a projected ServiceAccount token is about 1024),
                    instead of the default 28
@@ -272,6 +282,12 @@ impl Options {
                 }
                 "--sizes" => options.sizes = sizes(&value()?)?,
                 "--claim-sizes" => options.claim_sizes = sizes(&value()?)?,
+                "--rollout-size" => {
+                    options.rollout_size = value()?
+                        .replace('_', "")
+                        .parse()
+                        .context("--rollout-size is not a count")?
+                }
                 "--protocols" => {
                     options.protocols = value()?
                         .split(',')
@@ -429,6 +445,8 @@ pub struct Results {
     pub creates_http1: BTreeMap<usize, Vec<create::CreateRun>>,
     /// The claims runs, by protocol and N.
     pub claims: BTreeMap<(Protocol, usize), Vec<claims::ClaimRun>>,
+    /// The rollout runs, each stage in each round (HTTP/2).
+    pub rollouts: Vec<rollout::StageRun>,
     /// The runs under callgrind, each protocol at each N of `instruction_sizes`.
     pub counted: Vec<create::CreateRun>,
     pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
@@ -577,6 +595,7 @@ pub fn run(options: &Options) -> Result<Results> {
         .context("tokio runtime")?;
     let binary = if options.wants("create")
         || options.wants("claims")
+        || options.wants("rollout")
         || options.wants("rss")
         || options.wants("instructions")
     {
@@ -745,6 +764,49 @@ pub fn run(options: &Options) -> Result<Results> {
                     .entry((protocol, n))
                     .or_default()
                     .push(result);
+            }
+        }
+    }
+
+    if options.wants("rollout") {
+        for run in 0..options.runs {
+            // The stages alternate within a round, so that all see the same minutes of the
+            // shared machine.
+            for stage in rollout::Stage::ALL {
+                let setup = create::Setup {
+                    runtime: &runtime,
+                    binary: &binary,
+                    perf: None,
+                    pod_start_delay: options.pod_start_delay,
+                    trim_probe: false,
+                    controller_args: options.controller_args.clone(),
+                    protocol: Protocol::H2,
+                    callgrind: None,
+                    token: &token,
+                };
+                let n = options.rollout_size;
+                let result = rollout::run(&setup, n, stage).with_context(|| {
+                    format!("{n} sandboxes, {}, run {}", stage.label(), run + 1)
+                })?;
+                let detail = match stage {
+                    rollout::Stage::Plain => String::new(),
+                    rollout::Stage::Shadow => format!(
+                        ", {} reconciles shadowed, {} differences",
+                        result.compared, result.differences
+                    ),
+                    rollout::Stage::Canary => {
+                        format!(", {} sandboxes reconciled by the candidate", result.touched)
+                    }
+                };
+                say(format_args!(
+                    "rollout N={n} {} run {}: {:.0} sandboxes/s to Running, controller CPU \
+                     {:.0} µs per sandbox{detail}",
+                    stage.label(),
+                    run + 1,
+                    result.run.running_per_second(),
+                    result.run.cpu_per_sandbox_micros(),
+                ));
+                results.rollouts.push(result);
             }
         }
     }

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 
 use super::claims::ClaimRun;
 use super::create::CreateRun;
+use super::rollout::{Stage, StageRun};
 use super::stats::{median, p50_p99_micros};
 use super::{Protocol, Results};
 
@@ -382,6 +383,7 @@ pub fn rows(results: &Results) -> Vec<Row> {
         }
     }
     rows.extend(claim_rows(results));
+    rows.extend(rollout_rows(results));
     rows.extend(counted_rows(&results.counted));
     for (n, runs) in &results.seeded {
         if results.creates.contains_key(n) {
@@ -685,6 +687,78 @@ fn claim_rows(results: &Results) -> Vec<Row> {
             } else {
                 "**missed**".to_string()
             },
+        });
+    }
+    rows
+}
+
+/// The rollout runs: sandboxes/s and CPU per sandbox in each stage, and as a ratio of the
+/// plain run of the same round.
+fn rollout_rows(results: &Results) -> Vec<Row> {
+    let of = |stage: Stage| -> Vec<&StageRun> {
+        results
+            .rollouts
+            .iter()
+            .filter(|r| r.stage == stage)
+            .collect()
+    };
+    let plain = of(Stage::Plain);
+    let mut rows = Vec::new();
+    for stage in Stage::ALL {
+        let runs = of(stage);
+        let Some(first) = runs.first() else { continue };
+        let rate = median_of(&runs, |r| r.run.running_per_second()).unwrap_or(f64::NAN);
+        let cpu = median_of(&runs, |r| r.run.cpu_per_sandbox_micros()).unwrap_or(f64::NAN);
+        // Each run against the plain run of its own round: the same minutes of the machine.
+        let paired: Vec<(&StageRun, &StageRun)> =
+            runs.iter().copied().zip(plain.iter().copied()).collect();
+        let ratio = |f: fn(&CreateRun) -> f64| {
+            median(
+                &paired
+                    .iter()
+                    .map(|(run, plain)| f(&run.run) / f(&plain.run))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(f64::NAN)
+        };
+        let mut value = format!("{rate:.0}/s, controller CPU {cpu:.0} µs per sandbox");
+        if stage != Stage::Plain {
+            let _ = write!(
+                value,
+                " ({:.2}× and {:.2}× the plain run's)",
+                ratio(CreateRun::running_per_second),
+                ratio(CreateRun::cpu_per_sandbox_micros)
+            );
+        }
+        match stage {
+            Stage::Plain => {}
+            Stage::Shadow => {
+                let compared = median_of(&runs, |r| r.compared as f64).unwrap_or(f64::NAN);
+                let _ = write!(
+                    value,
+                    "; {compared:.0} reconciles compared, {} differences",
+                    runs.iter().map(|r| r.differences).sum::<u64>()
+                );
+            }
+            Stage::Canary => {
+                let touched = median_of(&runs, |r| r.touched as f64).unwrap_or(f64::NAN);
+                let _ = write!(
+                    value,
+                    "; {touched:.0} sandboxes reconciled by the candidate"
+                );
+            }
+        }
+        let _ = write!(value, ", {}", runs_note(runs.len()));
+        rows.push(Row {
+            metric: format!(
+                "Sandboxes/s to Running during a policy rollout, N = {}, {}, {}",
+                thousands(first.run.n),
+                Protocol::H2.label(),
+                stage.label()
+            ),
+            value,
+            target: "—".to_string(),
+            verdict: String::new(),
         });
     }
     rows
@@ -1219,6 +1293,13 @@ own POST to the fake's watch showing it Running with a pod IP; claims/s from the
 the N-th. Once the pool has refilled and the controller is quiet, the cluster is checked (no \
 member held by two claims, every claim Running) and the writes are split into the claims' own \
 (finalizers, adoptions, statuses) and the refill's.
+- **Rollout**: the sandboxes/s run at `--rollout-size` over HTTP/2, three times in a round: with \
+no rollout; with a `PolicyRollout` held in its shadow stage (`share: 100`: the candidate runs \
+beside the stable module on every sandbox reconcile, against a recording cluster, and writes \
+nothing); and held in a canary step of 50% (half the sandboxes reconciled by the candidate alone). \
+The candidate is the default policy under another digest, admitted from a ConfigMap before the \
+burst; the shadow must report no difference and every canaried sandbox must run. Ratios are each \
+run's against the plain run of its round.
 - **Writes per new sandbox**: the fake's `MemoryCluster::writes()` once the controller has gone \
 quiet (queue empty, no reconcile or request for 1.5 s), the load generator's creates left out, / N.
 - **Resync**: that controller is stopped (SIGTERM) and a second one started over the converged \
