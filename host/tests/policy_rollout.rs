@@ -57,14 +57,21 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Starts [`Running`]; call on a runtime.
 fn start() -> Running {
+    start_on(
+        MemoryCluster::new(MemoryClusterConfig::instant()),
+        Clock::fixed(START),
+    )
+}
+
+/// Starts [`Running`] over `cluster` on `clock`: a controller that starts over (or a new
+/// leader) where one ran before.
+fn start_on(cluster: Arc<MemoryCluster>, clock: Clock) -> Running {
     let engine = PolicyEngine::new(RuntimeConfig {
         cache_dir: None,
         ..RuntimeConfig::default()
     })
     .expect("an engine");
     let stable = engine.load(DEFAULT_POLICY).expect("the default policy");
-    let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
-    let clock = Clock::fixed(START);
     let manager = ControllerManager::new(
         cluster.clone(),
         stable,
@@ -382,6 +389,197 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
         clock.set(START + 30);
         let canary = until(&cluster, "the canary", |s| s["phase"] == "Canary").await;
         assert_eq!(canary["weight"], 0, "{canary:#}");
+        let _ = stop.send(true);
+    });
+}
+
+/// The Events of rollout `next` with `reason`.
+async fn events_of(cluster: &MemoryCluster, reason: &str) -> usize {
+    let events = cluster
+        .list(&cubepod_kube::Scope {
+            resource: Resource::Event,
+            namespace: SYSTEM.to_string(),
+            label_selector: None,
+        })
+        .await
+        .expect("the Events");
+    events
+        .items
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "next" && e["reason"] == reason)
+        .count()
+}
+
+/// A controller that starts over (a restart, or another replica taking the lead) takes up a
+/// canary where its status says it was: the step's time so far counts, a pause's does not,
+/// and no step starts again.
+#[test]
+fn a_new_leader_takes_up_the_canary_where_the_status_says_it_was() {
+    let faulty = wasm_build::build_policy_component(
+        workspace(),
+        "cubepod-faulty-policy",
+        "cubepod_faulty_policy",
+    )
+    .unwrap_or_else(|why| panic!("{why}"));
+    let faulty = std::fs::read(faulty).expect("the faulty policy's component");
+    runtime().block_on(async move {
+        let first = start();
+        let (cluster, clock) = (first.cluster.clone(), first.clock.clone());
+        for n in 0..10 {
+            let sandbox = json!({
+                "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                "metadata": {"name": format!("s-{n}"), "namespace": NS},
+                "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
+            });
+            cluster
+                .create(Resource::Sandbox, NS, sandbox)
+                .await
+                .expect("a sandbox");
+        }
+        let module = base64::engine::general_purpose::STANDARD.encode(&faulty);
+        let map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "binaryData": {"policy.wasm": module},
+        });
+        cluster
+            .create(Resource::ConfigMap, SYSTEM, map)
+            .await
+            .expect("the module's ConfigMap");
+        let rollout = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "spec": {
+                "module": {"configMap": "next"},
+                "strategy": {
+                    "type": "Progressive",
+                    "canary": {"steps": [
+                        {"weight": 50, "duration": "10s"},
+                        {"weight": 100, "duration": "10s"},
+                    ]},
+                },
+            },
+        });
+        cluster
+            .create(Resource::PolicyRollout, SYSTEM, rollout)
+            .await
+            .expect("the rollout");
+        until(&cluster, "the canary starts at 50%", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+
+        // 6 s into the first step, the controller stops and another takes over.
+        clock.set(START + 6);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let _ = first.stop.send(true);
+        drop(first);
+        let second = start_on(cluster.clone(), clock.clone());
+        clock.set(START + 9);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let held = until(&cluster, "still the first step", |_| true).await;
+        assert_eq!(
+            (held["step"].as_u64(), held["weight"].as_u64()),
+            (Some(0), Some(50)),
+            "{held:#}"
+        );
+        assert_eq!(held["candidate"]["name"], "cubepod-faulty", "{held:#}");
+        assert_eq!(
+            second.manager.policy.current().info().name,
+            "cubepod-default"
+        );
+        // The step's 10 s run from its start, not from the takeover.
+        clock.set(START + 10);
+        until(&cluster, "the second step at the first step's end", |s| {
+            s["step"] == 1 && s["weight"] == 100
+        })
+        .await;
+
+        // Paused 2 s into the second step; the controller starts over during the pause.
+        clock.set(START + 12);
+        set_paused(&cluster, true).await;
+        until(&cluster, "the pause is seen", |s| {
+            progressing(s) == "Paused"
+        })
+        .await;
+        let _ = second.stop.send(true);
+        drop(second);
+        clock.set(START + 20);
+        let third = start_on(cluster.clone(), clock.clone());
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        set_paused(&cluster, false).await;
+        until(&cluster, "resumed", |s| progressing(s) == "CanaryStep").await;
+        // 8 s of the step are left: the 8 s paused (across the restart) do not count.
+        clock.set(START + 27);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let held = until(&cluster, "still the second step", |_| true).await;
+        assert_eq!(held["phase"], "Canary", "{held:#}");
+        clock.set(START + 28);
+        until(&cluster, "promoted", |s| s["phase"] == "Promoted").await;
+        assert_eq!(third.manager.policy.current().info().name, "cubepod-faulty");
+        assert_eq!(
+            events_of(&cluster, "CanaryStarted").await,
+            1,
+            "a canary taken up is not started again"
+        );
+        let _ = third.stop.send(true);
+    });
+}
+
+/// A shadow stage before an `Immediate` swap: the candidate is shadowed for the stage's
+/// duration (the stable module serving), then swapped in.
+#[test]
+fn an_immediate_rollout_with_a_shadow_swaps_once_the_shadow_is_done() {
+    runtime().block_on(async move {
+        let Running {
+            cluster,
+            manager,
+            clock,
+            stop,
+        } = start();
+        let sandbox = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": "one", "namespace": NS},
+            "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
+        });
+        cluster
+            .create(Resource::Sandbox, NS, sandbox)
+            .await
+            .expect("a sandbox");
+        // The default policy under another digest: a custom section.
+        let mut bytes = DEFAULT_POLICY.to_vec();
+        bytes.extend_from_slice(&[0, 5, 4, b'n', b'e', b'x', b't']);
+        let module = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "binaryData": {"policy.wasm": module},
+        });
+        cluster
+            .create(Resource::ConfigMap, SYSTEM, map)
+            .await
+            .expect("the module's ConfigMap");
+        let stable = manager.policy.current().digest().to_string();
+        let rollout = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+            "metadata": {"name": "next", "namespace": SYSTEM},
+            "spec": {
+                "module": {"configMap": "next"},
+                "strategy": {"type": "Immediate", "shadow": {"duration": "30s"}},
+            },
+        });
+        cluster
+            .create(Resource::PolicyRollout, SYSTEM, rollout)
+            .await
+            .expect("the rollout");
+        let shadowing = until(&cluster, "the shadow", |s| {
+            s["phase"] == "Shadowing" && s["shadow"]["compared"].as_u64() >= Some(1)
+        })
+        .await;
+        assert_eq!(manager.policy.current().digest(), stable, "{shadowing:#}");
+        clock.set(START + 30);
+        let promoted = until(&cluster, "promoted", |s| s["phase"] == "Promoted").await;
+        assert_ne!(manager.policy.current().digest(), stable, "{promoted:#}");
         let _ = stop.send(true);
     });
 }

@@ -61,6 +61,9 @@ impl Phase {
     }
 }
 
+/// The conditions a rollout's status has.
+const CONDITIONS: [&str; 2] = ["Admitted", "Progressing"];
+
 /// A module as the status names it.
 #[derive(Clone, Debug, PartialEq)]
 struct ModuleRef {
@@ -125,7 +128,26 @@ struct Tracked {
 }
 
 impl Tracked {
-    fn new(uid: String) -> Self {
+    /// A rollout first seen by this controller; the conditions its status holds are kept, so
+    /// that their transition times survive a restart or a change of leader.
+    fn new(uid: String, status: &Value) -> Self {
+        let conditions = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let kind = CONDITIONS
+                    .into_iter()
+                    .find(|kind| c["type"].as_str() == Some(kind))?;
+                Some(Condition {
+                    kind,
+                    status: c["status"] == "True",
+                    reason: c["reason"].as_str()?.to_string(),
+                    message: c["message"].as_str().unwrap_or_default().to_string(),
+                    since: time::parse(c["lastTransitionTime"].as_str()?).ok()?,
+                })
+            })
+            .collect();
         Self {
             uid,
             generation: 0,
@@ -142,7 +164,7 @@ impl Tracked {
             weight: 0,
             touched: 0,
             observed: None,
-            conditions: Vec::new(),
+            conditions,
             written: None,
         }
     }
@@ -410,7 +432,7 @@ impl RolloutController {
             .tracked
             .remove(name)
             .filter(|t| t.uid == uid)
-            .unwrap_or_else(|| Tracked::new(uid.to_string()));
+            .unwrap_or_else(|| Tracked::new(uid.to_string(), &object["status"]));
         tracked.generation = meta["generation"].as_i64().unwrap_or(0);
         match Spec::from_json(&object["spec"]) {
             Ok(spec) => {
@@ -541,15 +563,23 @@ impl RolloutController {
                 return;
             }
         };
-        tracked.phase = Phase::Admitting;
-        tracked.condition(
-            "Admitted",
-            false,
-            "Admitting",
-            format!("checking {}", candidate.what),
-            now,
-        );
-        self.write_status(name, tracked, now).await;
+        // A module the status already names (a controller starting over, a new leader) is
+        // judged again without the status going back to Admitting meanwhile.
+        let digest = candidate.digest();
+        let named = ["candidate", "stable"]
+            .iter()
+            .any(|which| object["status"][which]["digest"] == digest.as_str());
+        if !named {
+            tracked.phase = Phase::Admitting;
+            tracked.condition(
+                "Admitted",
+                false,
+                "Admitting",
+                format!("checking {}", candidate.what),
+                now,
+            );
+            self.write_status(name, tracked, now).await;
+        }
         let what = candidate.what.clone();
         let module = match self.admission.admit(candidate).await {
             Ok(admitted) => admitted.module,
@@ -602,8 +632,9 @@ impl RolloutController {
             );
             return;
         }
-        if spec.steps.is_empty() || resumed {
-            // Immediate, or a rollout this controller (or another replica) promoted before.
+        if (spec.steps.is_empty() && spec.shadow.is_none()) || resumed {
+            // Immediate with no shadow, or a rollout this controller (or another replica)
+            // promoted before.
             self.promote(name, tracked, Arc::new(module), resumed, now)
                 .await;
             return;
@@ -615,22 +646,62 @@ impl RolloutController {
         }
         let module = Arc::new(module);
         tracked.findings = None;
+        if let Some(stage) = Resumed::of(object, &next.digest, spec) {
+            // A stage this controller (or another replica) started before a restart or a
+            // change of leader: it goes on where it was, its time so far counted.
+            self.resume(name, tracked, spec, module, stage, now).await;
+            return;
+        }
         match &spec.shadow {
             Some(shadow) => {
-                self.start_shadow(name, tracked, module, shadow.share, now)
+                self.start_shadow(name, tracked, module, shadow.share, false, now)
                     .await
             }
-            None => self.start_canary(name, tracked, spec, module, now).await,
+            None => {
+                self.start_canary(name, tracked, spec, module, None, now)
+                    .await
+            }
         }
     }
 
-    /// The candidate runs in the shadow of the stable module, writing nothing.
+    /// A shadow stage or a canary step taken up where the status says it was: its start
+    /// time and (paused) the time its pause began come from the status, so that neither a
+    /// restart nor a new leader starts the stage's time over or counts a pause towards it.
+    async fn resume(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        spec: &Spec,
+        module: Arc<PolicyModule>,
+        stage: Resumed,
+        now: i64,
+    ) {
+        match stage.step {
+            None => {
+                let share = spec.shadow.as_ref().map_or(100, |s| s.share);
+                self.start_shadow(name, tracked, module, share, true, now)
+                    .await;
+            }
+            Some(step) => {
+                self.start_canary(name, tracked, spec, module, Some(step), now)
+                    .await;
+            }
+        }
+        // A pause that began before counts no more than one that begins now: the stage's start
+        // moves on by it, and `spec.paused` (if it still says so) holds it from here.
+        let paused_for = stage.paused_at.map_or(0, |at| (now - at).max(0));
+        tracked.step_started = (stage.started + paused_for).min(now);
+    }
+
+    /// The candidate runs in the shadow of the stable module, writing nothing; announced by
+    /// an Event, unless `resumed` (taken up from the status).
     async fn start_shadow(
         &mut self,
         name: &str,
         tracked: &mut Tracked,
         module: Arc<PolicyModule>,
         share: u8,
+        resumed: bool,
         now: i64,
     ) {
         let next = ModuleRef::of(&module);
@@ -654,7 +725,10 @@ impl RolloutController {
         tracked.condition("Progressing", true, "Shadowing", message.clone(), now);
         // Every object reconciled once, so that the shadow sees each.
         self.manager.requeue_all();
-        tracing::info!(rollout = %name, candidate = %next.digest, share, "shadow started");
+        tracing::info!(rollout = %name, candidate = %next.digest, share, resumed, "shadow started");
+        if resumed {
+            return;
+        }
         self.event(
             name,
             tracked,
@@ -666,33 +740,43 @@ impl RolloutController {
         .await;
     }
 
-    /// The candidate's canary starts at the first step's weight.
+    /// The candidate's canary starts at the first step's weight, announced by an Event; or,
+    /// `resumed_at` a step the status says it was at, there, with no Event.
     async fn start_canary(
         &mut self,
         name: &str,
         tracked: &mut Tracked,
         spec: &Spec,
         module: Arc<PolicyModule>,
+        resumed_at: Option<usize>,
         now: i64,
     ) {
+        let step = resumed_at.unwrap_or(0);
+        let resumed = resumed_at.is_some();
+        let Some(weight) = spec.steps.get(step).map(|s| s.weight) else {
+            return;
+        };
         let next = ModuleRef::of(&module);
         let canary = self.manager.policy.start_canary(module);
-        canary.set_weight(spec.steps[0].weight);
+        canary.set_weight(weight);
         tracked.canary = Some(canary);
         tracked.phase = Phase::Canary;
-        tracked.step = 0;
+        tracked.step = step;
         tracked.step_started = now;
         tracked.paused_at = None;
-        tracked.weight = spec.steps[0].weight;
+        tracked.weight = weight;
         tracked.condition(
             "Progressing",
             true,
             "CanaryStep",
-            step_message(spec, 0),
+            step_message(spec, step),
             now,
         );
         self.manager.requeue_all();
-        tracing::info!(rollout = %name, candidate = %next.digest, weight = tracked.weight, "canary started");
+        tracing::info!(rollout = %name, candidate = %next.digest, weight = tracked.weight, resumed, "canary started");
+        if resumed {
+            return;
+        }
         self.event(
             name,
             tracked,
@@ -736,7 +820,7 @@ impl RolloutController {
             self.promote(name, tracked, shadow.module.clone(), false, now)
                 .await;
         } else {
-            self.start_canary(name, tracked, spec, shadow.module.clone(), now)
+            self.start_canary(name, tracked, spec, shadow.module.clone(), None, now)
                 .await;
         }
     }
@@ -1013,6 +1097,47 @@ impl RolloutController {
                 tracing::warn!(rollout = %name, %error, "cannot write the rollout's status; retried")
             }
         }
+    }
+}
+
+/// A stage in progress as a rollout's status tells it: what a controller that starts over
+/// (or a new leader) takes up.
+#[derive(Clone, Debug, PartialEq)]
+struct Resumed {
+    /// The canary's step; `None`: the shadow stage.
+    step: Option<usize>,
+    started: i64,
+    /// When its pause began, if the status says it is paused.
+    paused_at: Option<i64>,
+}
+
+impl Resumed {
+    /// The stage `object`'s status says the candidate of `digest` is in, if it is one `spec`
+    /// still has.
+    fn of(object: &Value, digest: &str, spec: &Spec) -> Option<Self> {
+        let status = &object["status"];
+        let started = time::parse(status["stepStartedAt"].as_str()?).ok()?;
+        let step = if status_says(object, "Shadowing", "candidate", digest) {
+            spec.shadow.as_ref()?;
+            None
+        } else if status_says(object, "Canary", "candidate", digest) {
+            let step = usize::try_from(status["step"].as_u64()?).ok()?;
+            spec.steps.get(step)?;
+            Some(step)
+        } else {
+            return None;
+        };
+        let paused_at = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Progressing" && c["reason"] == "Paused")
+            .and_then(|c| time::parse(c["lastTransitionTime"].as_str()?).ok());
+        Some(Self {
+            step,
+            started,
+            paused_at,
+        })
     }
 }
 
