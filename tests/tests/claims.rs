@@ -18,7 +18,15 @@
 //! 3. no child and no member outlives its owner, and nothing is left terminating;
 //! 4. every pool is back at its size: `min(spec.replicas, max_pool_replicas)` ready, unclaimed
 //!    members (of the current template under `Recreate`), and its status says so;
-//! 5. no API write after quiet, over a window of several pool ticks.
+//! 5. no API write after quiet, over a window of several pool ticks;
+//! 6. the `PolicyRollout` the plan last changed is `Promoted`, its candidate the module serving,
+//!    and no stage was announced twice (a restart takes a canary or a promotion up, silently).
+//!
+//! Policy rollouts race the same work: a plan changes a rollout's module (the default policy
+//! under a new digest: the same decisions, so 1 to 5 hold whichever module reconciles) and
+//! strategy (a swap, or canary steps of a second), so that canaries start, step, are replaced
+//! by the next candidate mid-step and are taken up by a restarted controller from the status,
+//! all while claims are served.
 //!
 //! The MemoryCluster's garbage collector deletes an object's dependents when the object is
 //! removed (`kube/memory/gc.rs`), so a deleted claim takes its member along; a member whose
@@ -36,12 +44,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_host::admission::Admission;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
+use cubepod_host::controller::policy_watch::sha256_hex;
 use cubepod_host::controller::queue::Backoff;
 use cubepod_host::controller::reconciler::Settings;
+use cubepod_host::controller::rollout::RolloutController;
 use cubepod_host::metrics::Metrics;
+use cubepod_host::signing::KeyRing;
 use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, PageRequest, Resource,
     Scope, WatchEvent,
@@ -54,6 +67,9 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 const NS: &str = "cubepod-workloads";
+/// The controller's own namespace, where the rollout and its ConfigMap live.
+const SYSTEM: &str = "cubepod-system";
+const ROLLOUT: &str = "next-policy";
 const POOLS: [&str; 2] = ["alpha", "beta"];
 const CLAIMED_BY: &str = "cubepod.io/claimed-by";
 const POOL_LABEL: &str = "cubepod.io/pool";
@@ -71,8 +87,8 @@ const PATIENCE: Duration = Duration::from_secs(90);
 const DEFAULT_SEEDS: [u64; 4] = [0xc1a1_0001, 0xc1a1_0002, 0xc1a1_0003, 0xc1a1_0004];
 const DEFAULT_OPS: usize = 12;
 
-/// The default seeds (or `CUBEPOD_CLAIMS_SEED` alone), a short plan each: under half a minute
-/// in a debug build.
+/// The default seeds (or `CUBEPOD_CLAIMS_SEED` alone), a short plan each: about a minute in a
+/// debug build.
 #[test]
 fn concurrent_claims_each_get_their_own_member() {
     let seeds = match env_seed() {
@@ -399,6 +415,8 @@ enum Op {
     Resume(String),
     Restart,
     Wait(Duration),
+    /// The rollout's module becomes candidate n, with these canary weights (none: `Immediate`).
+    Rollout(u32, Vec<u8>),
 }
 
 impl fmt::Display for Op {
@@ -425,6 +443,10 @@ impl fmt::Display for Op {
             Op::Resume(claim) => write!(f, "resume {claim}"),
             Op::Restart => write!(f, "restart the controller"),
             Op::Wait(d) => write!(f, "wait {}ms", d.as_millis()),
+            Op::Rollout(n, weights) if weights.is_empty() => {
+                write!(f, "roll out candidate {n}, Immediate")
+            }
+            Op::Rollout(n, weights) => write!(f, "roll out candidate {n}, canary {weights:?}"),
         }
     }
 }
@@ -436,6 +458,12 @@ struct Step {
     op: Op,
     overlap: bool,
     gap: Duration,
+}
+
+impl Step {
+    fn new(op: Op, overlap: bool, gap: Duration) -> Self {
+        Self { op, overlap, gap }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -468,6 +496,7 @@ impl Plan {
         let mut alive: Vec<String> = Vec::new();
         let mut paused: BTreeSet<String> = BTreeSet::new();
         let mut restarts = 0;
+        let mut rollouts = 0;
         let mut images = 0;
         let mut steps = Vec::new();
         // Every plan opens with the race this test is about: as many claims as a full pool has
@@ -540,6 +569,9 @@ impl Plan {
             } else if roll < 85 && restarts < 2 {
                 restarts += 1;
                 Op::Restart
+            } else if roll < 90 && rollouts < 2 {
+                rollouts += 1;
+                Op::Rollout(rollouts, draw_weights(&mut rng))
             } else {
                 Op::Wait(Duration::from_millis(rng.random_range(50..400)))
             };
@@ -547,8 +579,45 @@ impl Plan {
             let gap = Duration::from_millis(rng.random_range(0..30));
             steps.push(Step { op, overlap, gap });
         }
+        // Every plan changes the policy once at least, somewhere after its opening burst, and
+        // restarts the controller within the next seconds: mid-admission, mid-canary or after
+        // the promotion, which the new controller takes up from the status.
+        if rollouts == 0 {
+            let at = rng.random_range(1..=steps.len());
+            let op = Op::Rollout(1, draw_weights(&mut rng));
+            steps.insert(at, Step::new(op, false, Duration::ZERO));
+        }
+        if let Some(at) = steps.iter().position(|s| matches!(s.op, Op::Rollout(..))) {
+            steps[at].overlap = false;
+            steps[at].gap = Duration::from_millis(rng.random_range(0..3_000));
+            let gap = Duration::from_millis(rng.random_range(0..30));
+            steps.insert(at + 1, Step::new(Op::Restart, false, gap));
+        }
         Plan { seed, knobs, steps }
     }
+}
+
+/// A rollout's canary weights: none (`Immediate`), or one to three growing steps.
+fn draw_weights(rng: &mut StdRng) -> Vec<u8> {
+    let mut weights: Vec<u8> = (0..rng.random_range(0..=3))
+        .map(|_| rng.random_range(0..=100))
+        .collect();
+    weights.sort();
+    weights
+}
+
+/// Candidate `n`: the default policy with a custom section naming it, the same decisions
+/// under another digest.
+fn candidate(n: u32) -> Vec<u8> {
+    let name = b"cubepod-claims-race";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(&n.to_le_bytes());
+    let mut bytes = default_policy::DEFAULT_POLICY.to_vec();
+    bytes.push(0); // a custom section
+    bytes.push(section.len() as u8); // its size, one LEB128 byte
+    bytes.extend(section);
+    bytes
 }
 
 /// The controller's view of the cluster: the MemoryCluster, with a random share of patches and
@@ -679,15 +748,19 @@ impl Cluster for Flaky {
     }
 }
 
-/// One controller process: the manager's task and the switch that stops it.
+/// One controller process: the manager's and the rollout controller's tasks and the switch
+/// that stops them.
 struct Controller {
     manager: Arc<ControllerManager>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    rollouts: tokio::task::JoinHandle<()>,
 }
 
 impl Controller {
+    /// The control loop and the rollout controller, on `module` until a rollout says otherwise.
     fn start(cluster: Arc<Flaky>, module: PolicyModule, knobs: &Knobs) -> Controller {
+        let module_engine = module.engine().clone();
         let mut config = ManagerConfig::for_namespaces(vec![NS.to_string()]);
         config.concurrency = knobs.concurrency;
         config.pool_interval = POOL_INTERVAL;
@@ -710,17 +783,22 @@ impl Controller {
             Arc::new(Health::default()),
         );
         let (stop, shutdown) = watch::channel(false);
+        let admission = Admission::new(module_engine, KeyRing::default());
+        let rollouts = RolloutController::new(manager.clone(), admission, SYSTEM.to_string());
+        let rollouts = tokio::spawn(rollouts.run(shutdown.clone()));
         let task = tokio::spawn(manager.clone().run(shutdown));
         Controller {
             manager,
             stop,
             task,
+            rollouts,
         }
     }
 
     async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
+        let _ = self.rollouts.await;
     }
 }
 
@@ -730,6 +808,8 @@ struct World {
     cluster: Arc<MemoryCluster>,
     started: Instant,
     log: Mutex<Vec<String>>,
+    /// The digest of the module the rollout was last given.
+    rolled_out: Mutex<Option<String>>,
 }
 
 impl World {
@@ -834,6 +914,52 @@ impl World {
                 self.note(op.to_string());
                 tokio::time::sleep(*pause).await;
             }
+            Op::Rollout(n, weights) => {
+                self.note(op.to_string());
+                let bytes = candidate(*n);
+                *self
+                    .rolled_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(sha256_hex(&bytes));
+                let data = json!({"policy.wasm": base64::engine::general_purpose::STANDARD.encode(&bytes)});
+                let strategy = if weights.is_empty() {
+                    json!({"type": "Immediate"})
+                } else {
+                    let steps: Vec<Value> = weights
+                        .iter()
+                        .map(|w| json!({"weight": w, "duration": "1s"}))
+                        .collect();
+                    json!({"type": "Progressive", "canary": {"steps": steps}})
+                };
+                let map = json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": ROLLOUT, "namespace": SYSTEM},
+                    "binaryData": data,
+                });
+                let rollout = json!({
+                    "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+                    "metadata": {"name": ROLLOUT, "namespace": SYSTEM},
+                    "spec": {"module": {"configMap": ROLLOUT}, "strategy": strategy},
+                });
+                for (resource, object, patch) in [
+                    (Resource::ConfigMap, map, json!({"binaryData": data})),
+                    (
+                        Resource::PolicyRollout,
+                        rollout,
+                        json!({"spec": {"strategy": strategy}}),
+                    ),
+                ] {
+                    let made = match cluster.create(resource, SYSTEM, object).await {
+                        Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
+                            cluster.patch(resource, SYSTEM, ROLLOUT, patch).await
+                        }
+                        made => made,
+                    };
+                    if let Err(e) = made {
+                        self.note(format!("  {resource}: {e}"));
+                    }
+                }
+            }
             Op::Restart => unreachable!("restarts are carried out by the run itself"),
         }
     }
@@ -846,6 +972,7 @@ async fn run(plan: &Plan, module: PolicyModule) -> Result<(), String> {
         cluster: cluster.clone(),
         started: Instant::now(),
         log: Mutex::new(Vec::new()),
+        rolled_out: Mutex::new(None),
     });
     let mut controller = Controller::start(flaky.clone(), module.clone(), &plan.knobs);
     for (pool, replicas, strategy) in &plan.knobs.pools {
@@ -908,7 +1035,75 @@ async fn run(plan: &Plan, module: PolicyModule) -> Result<(), String> {
         return Err(report(plan, &world, &flaky, &[never]));
     }
     world.note("quiet".into());
-    let mut violations = Snapshot::take(&cluster).violations();
+    // A candidate still being compiled writes nothing meanwhile: the rollout is waited for,
+    // then quiet again.
+    let mut violations = Vec::new();
+    let rolled_out = world
+        .rolled_out
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Some(digest) = rolled_out {
+        let promoted = |status: &Value| {
+            status["phase"] == "Promoted" && status["stable"]["digest"] == digest.as_str()
+        };
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            let status = cluster
+                .get(Resource::PolicyRollout, SYSTEM, ROLLOUT)
+                .await
+                .map(|o| o["status"].clone())
+                .unwrap_or_default();
+            if promoted(&status) || Instant::now() > deadline {
+                break status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let serving = controller.manager.policy.current().digest().to_string();
+        if !promoted(&status) || serving != digest {
+            violations.push(format!(
+                "6: the last candidate ({digest}) is not Promoted and serving within {}s: the \
+                 module serving is {serving}; the rollout's status: {status}",
+                PATIENCE.as_secs()
+            ));
+        }
+        if let Err(never) = quiet(&cluster, &controller, writes).await {
+            controller.stop().await;
+            return Err(report(plan, &world, &flaky, &[never]));
+        }
+        world.note("rollout promoted; quiet".into());
+        // A stage taken up after a restart is not announced again.
+        let announced = |reason: &str| {
+            cluster
+                .objects(Resource::Event)
+                .iter()
+                .filter(|e| e["involvedObject"]["name"] == ROLLOUT && e["reason"] == reason)
+                .map(|e| e["count"].as_u64().unwrap_or(1))
+                .sum::<u64>()
+        };
+        let rollouts: Vec<&Vec<u8>> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Op::Rollout(_, weights) => Some(weights),
+                _ => None,
+            })
+            .collect();
+        let canaries = rollouts.iter().filter(|w| !w.is_empty()).count() as u64;
+        for (reason, most) in [
+            ("CanaryStarted", canaries),
+            ("Promoted", rollouts.len() as u64),
+        ] {
+            if announced(reason) > most {
+                violations.push(format!(
+                    "6: {} {reason} Events for {most} rollout changes: a stage was started \
+                     again, not taken up",
+                    announced(reason)
+                ));
+            }
+        }
+    }
+    violations.extend(Snapshot::take(&cluster).violations());
 
     let (before, logged) = (writes(), cluster.writes().len());
     tokio::time::sleep(SILENT).await;

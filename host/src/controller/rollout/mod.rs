@@ -372,6 +372,7 @@ impl RolloutController {
         }
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut leadership = self.manager.health.leadership.subscribe();
         loop {
             let canary = self.manager.policy.canary();
             let breach = async {
@@ -387,9 +388,28 @@ impl RolloutController {
                 _ = shutdown.changed() => return,
             }
             if !self.manager.health.leadership.may_reconcile() {
+                self.step_down();
                 continue;
             }
-            self.reconcile_all().await;
+            // An admission in progress is dropped when the process stops or the lease is lost:
+            // what it would write is the next leader's to decide.
+            let lost = async {
+                let _ = leadership.wait_for(|state| !state.may_reconcile()).await;
+            };
+            tokio::select! {
+                _ = self.reconcile_all() => {}
+                _ = lost => self.step_down(),
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// No longer the leader: what this replica held of each rollout is forgotten (the next
+    /// leader may move it on), and its shadow and canary end, so that leading again takes every
+    /// rollout up from its status.
+    fn step_down(&mut self) {
+        for (_, mut tracked) in std::mem::take(&mut self.tracked) {
+            self.abort_canary(&mut tracked);
         }
     }
 
