@@ -491,62 +491,18 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
 mod tests {
     use std::time::{Duration, Instant};
 
-    use futures_util::future::BoxFuture;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
 
     use crate::controller::cache::Cache;
     use crate::controller::claims::ClaimView;
     use crate::controller::inputs;
-    use cubepod_kube::{ApiResult, ObjectList, WatchEvent};
+    use cubepod_kube::testing::{Reply, StubCluster};
     use cubepod_policy_host::containment::Boundary;
     use cubepod_policy_host::model::{children, network, sandbox};
     use cubepod_policy_host::runtime::bindings::KubeError;
     use cubepod_policy_host::runtime::{CallContext, DEFAULT_POLICY, RuntimeConfig};
-
-    /// An API server that takes every request and never answers.
-    struct Silent;
-
-    impl Cluster for Silent {
-        fn create(&self, _: Resource, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
-            Box::pin(std::future::pending())
-        }
-        fn get(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<Value>> {
-            Box::pin(std::future::pending())
-        }
-        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
-            Box::pin(std::future::pending())
-        }
-        fn patch(
-            &self,
-            _: Resource,
-            _: &str,
-            _: &str,
-            _: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            Box::pin(std::future::pending())
-        }
-        fn patch_status(
-            &self,
-            _: Resource,
-            _: &str,
-            _: &str,
-            _: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            Box::pin(std::future::pending())
-        }
-        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-            Box::pin(std::future::pending())
-        }
-        fn watch(
-            &self,
-            _: &Scope,
-            _: &str,
-        ) -> BoxFuture<'_, ApiResult<tokio::sync::mpsc::Receiver<ApiResult<WatchEvent>>>> {
-            Box::pin(std::future::pending())
-        }
-    }
 
     /// A setting's default is stated twice, by its flag and by the library's defaults (which
     /// `policy test`, the benchmarks and the tests run with): the two say the same.
@@ -593,7 +549,8 @@ mod tests {
             .build()
             .expect("a runtime");
         let context = CallContext::new(
-            Arc::new(Silent),
+            // An API server that takes every request and never answers.
+            Arc::new(StubCluster::new(Reply::Never)),
             Arc::new(Boundary::new(["ns"])),
             runtime.handle().clone(),
         );

@@ -173,87 +173,22 @@ impl FastPath for InstrumentedCluster {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use cubepod_kube::testing::{Reply, StubCluster};
 
     use super::*;
 
-    /// A cluster whose fast path is the only way it creates: a semantic create is an error.
-    #[derive(Default)]
-    struct FastOnly {
-        sent: Mutex<Vec<String>>,
-    }
-
-    fn refused<T: Send + 'static>() -> BoxFuture<'static, ApiResult<T>> {
-        let error = cubepod_kube::ApiError::new(cubepod_kube::ApiErrorKind::Other, "semantic");
-        Box::pin(async move { Err(error) })
-    }
-
-    impl Cluster for FastOnly {
-        fn create(&self, _: Resource, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
-            refused()
-        }
-        fn get(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<Value>> {
-            refused()
-        }
-        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
-            refused()
-        }
-        fn patch(
-            &self,
-            _: Resource,
-            _: &str,
-            _: &str,
-            _: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            refused()
-        }
-        fn patch_status(
-            &self,
-            _: Resource,
-            _: &str,
-            _: &str,
-            _: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            refused()
-        }
-        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-            refused()
-        }
-        fn watch(
-            &self,
-            _: &Scope,
-            _: &str,
-        ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-            refused()
-        }
-        fn fast_path(&self) -> Option<&dyn FastPath> {
-            Some(self)
-        }
-    }
-
-    impl FastPath for FastOnly {
-        fn create_text(
-            &self,
-            _: Resource,
-            _: &str,
-            manifest: String,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            self.sent.lock().expect("lock").push(manifest);
-            Box::pin(async { Ok(Value::Null) })
-        }
-    }
-
-    /// Counted, the manifest still reaches the inner cluster as its text.
+    /// Counted, the manifest still reaches the inner cluster as its text (a semantic create
+    /// would be refused).
     #[tokio::test]
     async fn the_inner_fast_path_is_taken_and_counted() {
-        let inner = Arc::new(FastOnly::default());
+        let inner = Arc::new(StubCluster::new(Reply::Refuse("semantic")).taking_text());
         let metrics = Arc::new(Metrics::new());
         let cluster = InstrumentedCluster::new(inner.clone(), metrics.clone());
         let text = r#"{"metadata": {"name": "p"}}"#;
         fast_path::create_text(&*cluster, Resource::Pod, "ns", text.into())
             .await
             .expect("sent on the fast path");
-        assert_eq!(*inner.sent.lock().expect("lock"), [text]);
+        assert_eq!(inner.requests(), [format!("create_text pods ns {text}")]);
         let counted = metrics
             .kube_requests
             .with_label_values(&["create", "pods", "ok"])

@@ -29,23 +29,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-mod wasm_build {
-    include!("../policy/wasm_build.rs");
-}
+mod common;
 
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
+use common::{ROLLOUT, built, runtime, workspace};
 
 fn engine() -> &'static PolicyEngine {
     static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
@@ -57,12 +43,7 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
     let default = engine()
         .load(default_policy::DEFAULT_POLICY)
         .expect("the default policy loads");
-    let guarded = wasm_build::build_policy_component(
-        workspace(),
-        "cubepod-policy-guarded",
-        "cubepod_policy_guarded",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
+    let guarded = built("cubepod-policy-guarded", "cubepod_policy_guarded");
     let guarded = engine()
         .load_file(&guarded)
         .expect("the guarded policy loads");
@@ -87,24 +68,17 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         ],
         "an example policy without a build in this test"
     );
-    let allowlist = wasm_build::build_policy_component(
-        workspace(),
+    let allowlist = built(
         "cubepod-policy-image-allowlist",
         "cubepod_policy_image_allowlist",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
+    );
     let allowlist = engine()
         .load_file(&allowlist)
         .expect("the image-allowlist policy loads");
     out.push(("guarded".to_string(), guarded, dirs.remove(0)));
     out.push(("image-allowlist".to_string(), allowlist, dirs.remove(0)));
     // The hostile test policy: the controller refuses its outputs exactly as policy test does.
-    let hostile = wasm_build::build_policy_component(
-        workspace(),
-        "cubepod-hostile-policy",
-        "cubepod_hostile_policy",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
+    let hostile = built("cubepod-hostile-policy", "cubepod_hostile_policy");
     let hostile = engine()
         .load_file(&hostile)
         .expect("the hostile policy loads");
@@ -401,7 +375,6 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
 /// must change it alike: the same objects, the same Events, once both are quiet.
 #[test]
 fn a_canary_at_100_percent_leaves_the_same_cluster_as_a_plain_swap() {
-    use base64::Engine as _;
     use cubepod_host::admission::Admission;
     use cubepod_host::controller::policy_watch::{PolicyWatcher, SwapOutcome};
     use cubepod_host::controller::rollout::RolloutController;
@@ -411,13 +384,10 @@ fn a_canary_at_100_percent_leaves_the_same_cluster_as_a_plain_swap() {
     const NS: &str = "cubepod-workloads";
     const SYSTEM: &str = "cubepod-system";
     const START: i64 = 1_800_000_000;
-    let candidate = wasm_build::build_policy_component(
-        workspace(),
+    let bytes = common::component(
         "cubepod-policy-image-allowlist",
         "cubepod_policy_image_allowlist",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
-    let bytes = std::fs::read(&candidate).expect("the image-allowlist component");
+    );
     let images = [
         "ghcr.io/cubepod/sandbox-base:1.0",
         "docker.io/library/busybox:1.36",
@@ -496,53 +466,20 @@ fn a_canary_at_100_percent_leaves_the_same_cluster_as_a_plain_swap() {
                         RolloutController::new(manager.clone(), admission, SYSTEM.to_string())
                             .run(shutdown.clone()),
                     );
-                    let map = json!({
-                        "apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": "next", "namespace": SYSTEM},
-                        "binaryData": {
-                            "policy.wasm": base64::engine::general_purpose::STANDARD.encode(&bytes)
-                        },
+                    let strategy = json!({
+                        "type": "Progressive",
+                        "canary": {"steps": [{"weight": 100, "duration": "1h"}]},
                     });
-                    cluster
-                        .create(Resource::ConfigMap, SYSTEM, map)
-                        .await
-                        .expect("the module's ConfigMap");
-                    let rollout = json!({
-                        "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
-                        "metadata": {"name": "next", "namespace": SYSTEM},
-                        "spec": {
-                            "module": {"configMap": "next"},
-                            "strategy": {
-                                "type": "Progressive",
-                                "canary": {"steps": [{"weight": 100, "duration": "1h"}]},
-                            },
-                        },
-                    });
-                    cluster
-                        .create(Resource::PolicyRollout, SYSTEM, rollout)
-                        .await
-                        .expect("the rollout");
-                    let started = Instant::now();
-                    loop {
-                        let status = cluster
-                            .get(Resource::PolicyRollout, SYSTEM, "next")
-                            .await
-                            .map(|o| o["status"].clone())
-                            .unwrap_or_default();
-                        if status["phase"] == "Canary" && status["weight"] == 100 {
-                            break;
-                        }
-                        assert!(
-                            started.elapsed() < Duration::from_secs(60),
-                            "the canary never reached 100%: {status:#}"
-                        );
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
+                    common::roll_out(&*cluster, SYSTEM, &bytes, strategy).await;
+                    common::until(&*cluster, SYSTEM, "the canary never reached 100%", |s| {
+                        s["phase"] == "Canary" && s["weight"] == 100
+                    })
+                    .await;
                 }
             }
             quiet(&manager, &cluster, NS, swap).await;
             let rollout = cluster
-                .get(Resource::PolicyRollout, SYSTEM, "next")
+                .get(Resource::PolicyRollout, SYSTEM, ROLLOUT)
                 .await
                 .ok();
             if let Some(rollout) = rollout {

@@ -5,11 +5,9 @@
 //!
 //! Run: `cargo test -p cubepod-host --test policy_rollout`
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -24,19 +22,13 @@ use cubepod_host::signing::KeyRing;
 use cubepod_kube::{Cluster, Resource};
 use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 
-mod wasm_build {
-    include!("../policy/wasm_build.rs");
-}
+mod common;
+
+use common::{ROLLOUT, component, roll_out, runtime};
 
 const NS: &str = "cubepod-workloads";
 const SYSTEM: &str = "cubepod-system";
 const START: i64 = 1_800_000_000;
-
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-}
 
 /// The control loop and the rollout controller, running on the default policy over an
 /// in-memory cluster whose clock the test moves.
@@ -45,14 +37,6 @@ struct Running {
     manager: Arc<ControllerManager>,
     clock: Clock,
     stop: watch::Sender<bool>,
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 /// Starts [`Running`]; call on a runtime.
@@ -104,22 +88,7 @@ fn start_on(cluster: Arc<MemoryCluster>, clock: Clock) -> Running {
 
 /// Waits (real time) until the rollout's status satisfies `done`; returns it.
 async fn until(cluster: &MemoryCluster, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let started = Instant::now();
-    loop {
-        let status = cluster
-            .get(Resource::PolicyRollout, SYSTEM, "next")
-            .await
-            .map(|o| o["status"].clone())
-            .unwrap_or_default();
-        if done(&status) {
-            return status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{what}: {status:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::until(cluster, SYSTEM, what, done).await
 }
 
 fn progressing(status: &Value) -> &str {
@@ -137,7 +106,7 @@ async fn set_paused(cluster: &MemoryCluster, paused: bool) {
         .patch(
             Resource::PolicyRollout,
             SYSTEM,
-            "next",
+            ROLLOUT,
             json!({"spec": {"paused": paused}}),
         )
         .await
@@ -146,13 +115,7 @@ async fn set_paused(cluster: &MemoryCluster, paused: bool) {
 
 #[test]
 fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
-    let faulty = wasm_build::build_policy_component(
-        workspace(),
-        "cubepod-faulty-policy",
-        "cubepod_faulty_policy",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
-    let faulty = std::fs::read(faulty).expect("the faulty policy's component");
+    let faulty = component("cubepod-faulty-policy", "cubepod_faulty_policy");
     runtime().block_on(async move {
         let Running {
             cluster,
@@ -172,35 +135,15 @@ fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
                 .await
                 .expect("a sandbox");
         }
-        let module = base64::engine::general_purpose::STANDARD.encode(&faulty);
-        let map = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "binaryData": {"policy.wasm": module},
+        let strategy = json!({
+            "type": "Progressive",
+            "canary": {"steps": [
+                {"weight": 50, "duration": "10s"},
+                {"weight": 100, "duration": "10s"},
+            ]},
+            "gates": {"maxTrapRatio": 0, "maxRefusalRatio": 0},
         });
-        cluster
-            .create(Resource::ConfigMap, SYSTEM, map)
-            .await
-            .expect("the module's ConfigMap");
-        let rollout = json!({
-            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "spec": {
-                "module": {"configMap": "next"},
-                "strategy": {
-                    "type": "Progressive",
-                    "canary": {"steps": [
-                        {"weight": 50, "duration": "10s"},
-                        {"weight": 100, "duration": "10s"},
-                    ]},
-                    "gates": {"maxTrapRatio": 0, "maxRefusalRatio": 0},
-                },
-            },
-        });
-        cluster
-            .create(Resource::PolicyRollout, SYSTEM, rollout)
-            .await
-            .expect("the rollout");
+        roll_out(&*cluster, SYSTEM, &faulty, strategy).await;
 
         let status = until(&cluster, "the canary starts at 50%", |s| {
             s["phase"] == "Canary" && s["weight"] == 50
@@ -253,13 +196,10 @@ fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
 /// up, the canary starts.
 #[test]
 fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
-    let allowlist = wasm_build::build_policy_component(
-        workspace(),
+    let allowlist = component(
         "cubepod-policy-image-allowlist",
         "cubepod_policy_image_allowlist",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
-    let allowlist = std::fs::read(allowlist).expect("the example policy's component");
+    );
     runtime().block_on(async move {
         let Running {
             cluster,
@@ -306,32 +246,12 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
             .await
             .expect("the sandbox");
 
-        let module = base64::engine::general_purpose::STANDARD.encode(&allowlist);
-        let map = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "binaryData": {"policy.wasm": module},
+        let strategy = json!({
+            "type": "Progressive",
+            "shadow": {"duration": "30s"},
+            "canary": {"steps": [{"weight": 0, "duration": "1h"}]},
         });
-        cluster
-            .create(Resource::ConfigMap, SYSTEM, map)
-            .await
-            .expect("the module's ConfigMap");
-        let rollout = json!({
-            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "spec": {
-                "module": {"configMap": "next"},
-                "strategy": {
-                    "type": "Progressive",
-                    "shadow": {"duration": "30s"},
-                    "canary": {"steps": [{"weight": 0, "duration": "1h"}]},
-                },
-            },
-        });
-        cluster
-            .create(Resource::PolicyRollout, SYSTEM, rollout)
-            .await
-            .expect("the rollout");
+        roll_out(&*cluster, SYSTEM, &allowlist, strategy).await;
 
         let status = until(&cluster, "the shadow reports", |s| {
             s["phase"] == "Shadowing" && s["shadow"]["compared"].as_u64() >= Some(2)
@@ -393,7 +313,7 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
     });
 }
 
-/// The Events of rollout `next` with `reason`.
+/// The Events of [`ROLLOUT`] with `reason`.
 async fn events_of(cluster: &MemoryCluster, reason: &str) -> usize {
     let events = cluster
         .list(&cubepod_kube::Scope {
@@ -406,7 +326,7 @@ async fn events_of(cluster: &MemoryCluster, reason: &str) -> usize {
     events
         .items
         .iter()
-        .filter(|e| e["involvedObject"]["name"] == "next" && e["reason"] == reason)
+        .filter(|e| e["involvedObject"]["name"] == ROLLOUT && e["reason"] == reason)
         .count()
 }
 
@@ -415,13 +335,7 @@ async fn events_of(cluster: &MemoryCluster, reason: &str) -> usize {
 /// and no step starts again.
 #[test]
 fn a_new_leader_takes_up_the_canary_where_the_status_says_it_was() {
-    let faulty = wasm_build::build_policy_component(
-        workspace(),
-        "cubepod-faulty-policy",
-        "cubepod_faulty_policy",
-    )
-    .unwrap_or_else(|why| panic!("{why}"));
-    let faulty = std::fs::read(faulty).expect("the faulty policy's component");
+    let faulty = component("cubepod-faulty-policy", "cubepod_faulty_policy");
     runtime().block_on(async move {
         let first = start();
         let (cluster, clock) = (first.cluster.clone(), first.clock.clone());
@@ -436,34 +350,14 @@ fn a_new_leader_takes_up_the_canary_where_the_status_says_it_was() {
                 .await
                 .expect("a sandbox");
         }
-        let module = base64::engine::general_purpose::STANDARD.encode(&faulty);
-        let map = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "binaryData": {"policy.wasm": module},
+        let strategy = json!({
+            "type": "Progressive",
+            "canary": {"steps": [
+                {"weight": 50, "duration": "10s"},
+                {"weight": 100, "duration": "10s"},
+            ]},
         });
-        cluster
-            .create(Resource::ConfigMap, SYSTEM, map)
-            .await
-            .expect("the module's ConfigMap");
-        let rollout = json!({
-            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "spec": {
-                "module": {"configMap": "next"},
-                "strategy": {
-                    "type": "Progressive",
-                    "canary": {"steps": [
-                        {"weight": 50, "duration": "10s"},
-                        {"weight": 100, "duration": "10s"},
-                    ]},
-                },
-            },
-        });
-        cluster
-            .create(Resource::PolicyRollout, SYSTEM, rollout)
-            .await
-            .expect("the rollout");
+        roll_out(&*cluster, SYSTEM, &faulty, strategy).await;
         until(&cluster, "the canary starts at 50%", |s| {
             s["phase"] == "Canary" && s["weight"] == 50
         })
@@ -549,29 +443,9 @@ fn an_immediate_rollout_with_a_shadow_swaps_once_the_shadow_is_done() {
         // The default policy under another digest: a custom section.
         let mut bytes = DEFAULT_POLICY.to_vec();
         bytes.extend_from_slice(&[0, 5, 4, b'n', b'e', b'x', b't']);
-        let module = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        let map = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "binaryData": {"policy.wasm": module},
-        });
-        cluster
-            .create(Resource::ConfigMap, SYSTEM, map)
-            .await
-            .expect("the module's ConfigMap");
         let stable = manager.policy.current().digest().to_string();
-        let rollout = json!({
-            "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
-            "metadata": {"name": "next", "namespace": SYSTEM},
-            "spec": {
-                "module": {"configMap": "next"},
-                "strategy": {"type": "Immediate", "shadow": {"duration": "30s"}},
-            },
-        });
-        cluster
-            .create(Resource::PolicyRollout, SYSTEM, rollout)
-            .await
-            .expect("the rollout");
+        let strategy = json!({"type": "Immediate", "shadow": {"duration": "30s"}});
+        roll_out(&*cluster, SYSTEM, &bytes, strategy).await;
         let shadowing = until(&cluster, "the shadow", |s| {
             s["phase"] == "Shadowing" && s["shadow"]["compared"].as_u64() >= Some(1)
         })

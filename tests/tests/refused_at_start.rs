@@ -84,15 +84,9 @@ fn a_module_refused_at_start_waits_not_ready_and_the_first_good_one_starts_the_c
     kubectl.ok(&["apply", "-f", manifest.to_str().unwrap()]);
     // Longer than a reconcile, a status write and a Lease acquisition would take.
     std::thread::sleep(Duration::from_secs(3));
-    let status = kubectl.ok(&[
-        "get",
-        "sandbox",
-        "waiting",
-        "-n",
-        NS,
-        "-o",
-        "jsonpath={.status}",
-    ]);
+    // `kubectl get` of the waiting sandbox, printing `output`.
+    let waiting = |output| ["get", "sandbox", "waiting", "-n", NS, "-o", output];
+    let status = kubectl.ok(&waiting("jsonpath={.status}"));
     assert_eq!(status.trim(), "", "the sandbox was touched: {status}");
     let leases = kubectl.ok(&["get", "leases", "-n", "cubepod-system", "-o", "name"]);
     assert_eq!(leases.trim(), "", "a Lease was taken: {leases}");
@@ -131,18 +125,9 @@ fn a_module_refused_at_start_waits_not_ready_and_the_first_good_one_starts_the_c
     let ready = controller.wait_for("/readyz", PATIENCE, |status, _| status == 200);
     assert!(ready.contains("policy: cubepod-default"), "{ready}");
     assert!(!ready.contains("policy file:"), "no refusal told: {ready}");
-    kubectl.until(
-        &[
-            "get",
-            "sandbox",
-            "waiting",
-            "-n",
-            NS,
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-        |phase| phase == "Running",
-    );
+    kubectl.until(&waiting("jsonpath={.status.phase}"), |phase| {
+        phase == "Running"
+    });
     kubectl.until(
         &["get", "leases", "-n", "cubepod-system", "-o", "name"],
         |leases| leases.contains("cubepod-controller"),

@@ -160,71 +160,14 @@ fn parse_then_patch<'a, C: Cluster + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use serde_json::json;
 
     use super::*;
-    use crate::ObjectList;
-
-    /// A cluster without a fast path that records the semantic calls it is sent.
-    #[derive(Default)]
-    struct Recording {
-        calls: Mutex<Vec<String>>,
-    }
-
-    impl Recording {
-        fn record(&self, call: String, answer: Value) -> BoxFuture<'_, ApiResult<Value>> {
-            self.calls.lock().expect("lock").push(call);
-            Box::pin(async move { Ok(answer) })
-        }
-    }
-
-    impl Cluster for Recording {
-        fn create(&self, r: Resource, ns: &str, o: Value) -> BoxFuture<'_, ApiResult<Value>> {
-            self.record(format!("create {r} {ns}"), o)
-        }
-        fn get(&self, r: Resource, ns: &str, n: &str) -> BoxFuture<'_, ApiResult<Value>> {
-            let missing = ApiError::not_found(r, ns, n);
-            Box::pin(async move { Err(missing) })
-        }
-        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
-            Box::pin(async { Ok(()) })
-        }
-        fn patch(
-            &self,
-            r: Resource,
-            _: &str,
-            n: &str,
-            p: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            self.record(format!("patch {r} {n}"), p)
-        }
-        fn patch_status(
-            &self,
-            r: Resource,
-            _: &str,
-            n: &str,
-            p: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            self.record(format!("patch_status {r} {n}"), p)
-        }
-        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-            Box::pin(async { Ok(ObjectList::default()) })
-        }
-        fn watch(
-            &self,
-            _: &Scope,
-            _: &str,
-        ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-            let (_, events) = mpsc::channel(1);
-            Box::pin(async move { Ok(events) })
-        }
-    }
+    use crate::testing::{Reply, StubCluster};
 
     #[test]
     fn a_cluster_without_a_fast_path_is_sent_the_parsed_request() {
-        let cluster = Recording::default();
+        let cluster = StubCluster::new(Reply::Discard);
         let run = futures_util::FutureExt::now_or_never;
         let created = run(create_text(
             &cluster,
@@ -250,17 +193,17 @@ mod tests {
             assert_eq!(patched.expect("patched"), json!({"status": {}}));
         }
         assert_eq!(
-            *cluster.calls.lock().expect("lock"),
+            cluster.requests(),
             [
                 "create pods ns",
-                "patch sandboxes a",
-                "patch_status sandboxes a"
+                "patch sandboxes ns/a",
+                "patch_status sandboxes ns/a"
             ]
         );
         let refused = run(create_text(&cluster, Resource::Pod, "ns", "{".into()))
             .expect("ready")
             .expect_err("not JSON");
         assert_eq!(refused.kind, ApiErrorKind::Invalid);
-        assert_eq!(cluster.calls.lock().expect("lock").len(), 3, "nothing sent");
+        assert_eq!(cluster.requests().len(), 3, "nothing sent");
     }
 }

@@ -6,10 +6,14 @@
 //! with the same outcome (a manifest sent as its text, echoes dropped unread) is its
 //! [`FastPath`], which callers reach through [`fast_path`]'s functions.
 
+pub mod discard;
 pub mod fast_path;
 pub mod rest;
 pub mod review;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
+pub use discard::Discarding;
 pub use fast_path::{EchoFilter, FastPath};
 
 use std::fmt;

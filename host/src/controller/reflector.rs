@@ -221,76 +221,20 @@ async fn sleep_or_shutdown(delay: Duration, shutdown: &mut watch::Receiver<bool>
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-
-    use serde_json::Value;
-    use tokio::sync::mpsc;
-
     use super::*;
-    use cubepod_kube::{ApiError, ApiResult, BoxFuture, ObjectList, WatchEvent};
-
-    /// A server whose watches end at once with nothing in them; counts the requests. It serves
-    /// nothing else: a reflector only lists and watches.
-    #[derive(Default)]
-    struct Refusing {
-        requests: AtomicUsize,
-    }
-
-    fn not_served<T: Send + 'static>() -> BoxFuture<'static, ApiResult<T>> {
-        Box::pin(async { Err(ApiError::new(ApiErrorKind::Other, "not served")) })
-    }
-
-    impl Cluster for Refusing {
-        fn create(&self, _: Resource, _: &str, _: Value) -> BoxFuture<'_, ApiResult<Value>> {
-            not_served()
-        }
-        fn get(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<Value>> {
-            not_served()
-        }
-        fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
-            not_served()
-        }
-        fn patch(
-            &self,
-            _: Resource,
-            _: &str,
-            _: &str,
-            _: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            not_served()
-        }
-        fn patch_status(
-            &self,
-            _: Resource,
-            _: &str,
-            _: &str,
-            _: Value,
-        ) -> BoxFuture<'_, ApiResult<Value>> {
-            not_served()
-        }
-        fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-            self.requests.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async {
-                Ok(ObjectList {
-                    resource_version: "7".into(),
-                    ..ObjectList::default()
-                })
-            })
-        }
-        fn watch(
-            &self,
-            _: &Scope,
-            _: &str,
-        ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-            self.requests.fetch_add(1, Ordering::SeqCst);
-            let (_, events) = mpsc::channel(1);
-            Box::pin(async move { Ok(events) })
-        }
-    }
+    use cubepod_kube::ObjectList;
+    use cubepod_kube::testing::{Reply, StubCluster};
 
     #[tokio::test]
     async fn a_watch_that_ends_at_once_is_not_reopened_in_a_loop() {
-        let cluster = Arc::new(Refusing::default());
+        // A server whose watches end at once with nothing in them. It serves nothing else: a
+        // reflector only lists and watches.
+        let cluster = Arc::new(
+            StubCluster::new(Reply::Refuse("not served")).listing(ObjectList {
+                resource_version: "7".into(),
+                ..ObjectList::default()
+            }),
+        );
         let reflector = Reflector {
             cluster: cluster.clone(),
             scope: scopes("ns").remove(0),
@@ -303,7 +247,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let _ = stop.send(true);
         let _ = task.await;
-        let requests = cluster.requests.load(Ordering::SeqCst);
+        let requests = cluster.requests().len();
         // One list, then a watch every pause (200 ms): a handful, not thousands.
         assert!(
             (2..=12).contains(&requests),

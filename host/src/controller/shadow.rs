@@ -1,6 +1,6 @@
 //! A rollout's shadow stage: the candidate runs beside the stable module on a share of the
-//! reconciles, on each one's exact input, against a cluster that records and never writes
-//! ([`Recording`]) and a read-only view of the cache; what it would have done differently
+//! reconciles, on each one's exact input, against a cluster that answers and never writes
+//! ([`Discarding`]) and a read-only view of the cache; what it would have done differently
 //! (its calls, status, Events, claim, requeue, or a failure) is counted by export and kind and
 //! kept as a few short examples. Its calls have a context of their own, so its write rates and
 //! traps never touch the stable module's work; its CPU is bounded by the share.
@@ -10,13 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::cache::Cache;
 use crate::metrics::Metrics;
-use cubepod_kube::{
-    ApiError, ApiErrorKind, ApiResult, BoxFuture, Cluster, ObjectList, Resource, Scope, WatchEvent,
-};
+use cubepod_kube::{Discarding, Resource};
 use cubepod_policy_host::runtime::bindings::{KubeError, ReconcileInput, ReconcileOutput};
 use cubepod_policy_host::runtime::{
     CallContext, ChildHeld, ChildLookup, GuestCall, KubeCall, PolicyModule, RuntimeError,
@@ -31,77 +28,17 @@ pub(crate) const KINDS: [&str; 7] = [
 const EXAMPLES: usize = 5;
 const EXAMPLE_CHARS: usize = 240;
 
-/// A cluster that answers every write as if it were made and makes none: the shadow's.
-pub(crate) struct Recording;
-
-impl Recording {
-    /// The object as a create's answer: the manifest with the metadata the API would add.
-    fn answered(resource: Resource, mut object: Value) -> Value {
-        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("uid".into(), json!("shadow"));
-            meta.insert("resourceVersion".into(), json!("0"));
-        }
-        if let Some(fields) = object.as_object_mut() {
-            fields.insert("kind".into(), json!(resource.kind()));
-        }
-        object
+/// The shadow's answer to a write it never makes: the object or patch sent, with the metadata
+/// the API would add.
+fn answered(resource: Resource, mut object: Value) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("uid".into(), json!("shadow"));
+        meta.insert("resourceVersion".into(), json!("0"));
     }
-}
-
-impl Cluster for Recording {
-    fn create(
-        &self,
-        resource: Resource,
-        _: &str,
-        object: Value,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async move { Ok(Recording::answered(resource, object)) })
+    if let Some(fields) = object.as_object_mut() {
+        fields.insert("kind".into(), json!(resource.kind()));
     }
-    fn get(
-        &self,
-        resource: Resource,
-        namespace: &str,
-        name: &str,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        let error = ApiError::not_found(resource, namespace, name);
-        Box::pin(async move { Err(error) })
-    }
-    fn delete(&self, _: Resource, _: &str, _: &str) -> BoxFuture<'_, ApiResult<()>> {
-        Box::pin(async { Ok(()) })
-    }
-    fn patch(
-        &self,
-        resource: Resource,
-        _: &str,
-        _: &str,
-        patch: Value,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async move { Ok(Recording::answered(resource, patch)) })
-    }
-    fn patch_status(
-        &self,
-        resource: Resource,
-        _: &str,
-        _: &str,
-        patch: Value,
-    ) -> BoxFuture<'_, ApiResult<Value>> {
-        Box::pin(async move { Ok(Recording::answered(resource, patch)) })
-    }
-    fn list(&self, _: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
-        Box::pin(async { Ok(ObjectList::default()) })
-    }
-    fn watch(
-        &self,
-        _: &Scope,
-        _: &str,
-    ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
-        Box::pin(async {
-            Err(ApiError::new(
-                ApiErrorKind::Other,
-                "the shadow's cluster has no watch",
-            ))
-        })
-    }
+    object
 }
 
 /// The cache as the delete rule reads it, and nothing of the shadow's writes put into it.
@@ -154,7 +91,7 @@ impl Shadow {
         metrics: Arc<Metrics>,
     ) -> Self {
         let context = CallContext::new(
-            Arc::new(Recording),
+            Arc::new(Discarding::answering(answered)),
             stable.boundary.clone(),
             tokio::runtime::Handle::current(),
         )

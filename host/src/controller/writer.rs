@@ -72,22 +72,12 @@ impl Writer<'_> {
         object: &SandboxObject,
         finalizers: Vec<String>,
     ) -> ApiResult<Finalizing> {
-        let sandbox = &object.sandbox;
         let patch = json!({"metadata": {
             "resourceVersion": object.resource_version,
             "finalizers": finalizers,
         }})
         .to_string();
-        match fast_path::patch_for_metadata(
-            self.cluster,
-            Resource::Sandbox,
-            &sandbox.namespace,
-            &sandbox.name,
-            patch,
-            false,
-        )
-        .await
-        {
+        match self.patch_own_sandbox(object, patch, false).await {
             Ok(updated) => {
                 // The last finalizer off an object being deleted deletes it: the response is
                 // its final state, and keeping it in the cache would count a gone sandbox
@@ -133,7 +123,6 @@ impl Writer<'_> {
         status: &SandboxStatus,
         first_ready_at: Option<i64>,
     ) -> ApiResult<()> {
-        let sandbox = &object.sandbox;
         let member_uid = patch.claimed_member_uid();
         let patch = patch.text_over(&object.resource_version).map_err(|e| {
             ApiError::new(
@@ -141,16 +130,7 @@ impl Writer<'_> {
                 format!("cannot serialize the status: {e}"),
             )
         })?;
-        match fast_path::patch_for_metadata(
-            self.cluster,
-            Resource::Sandbox,
-            &sandbox.namespace,
-            &sandbox.name,
-            patch,
-            true,
-        )
-        .await
-        {
+        match self.patch_own_sandbox(object, patch, true).await {
             Ok(updated) => {
                 let written = (status, first_ready_at, member_uid);
                 self.remember_own_sandbox(&updated, object, Some(written))
@@ -159,6 +139,26 @@ impl Writer<'_> {
             Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
             Err(error) => Err(error),
         }
+    }
+
+    /// The merge patch `patch` of the Sandbox `object` (of its `status`), over the version the
+    /// patch names, its answer asked for as the object's metadata alone.
+    async fn patch_own_sandbox(
+        &self,
+        object: &SandboxObject,
+        patch: String,
+        status: bool,
+    ) -> ApiResult<Value> {
+        let sandbox = &object.sandbox;
+        fast_path::patch_for_metadata(
+            self.cluster,
+            Resource::Sandbox,
+            &sandbox.namespace,
+            &sandbox.name,
+            patch,
+            status,
+        )
+        .await
     }
 
     /// An own write's answer, the metadata of `base` once written, into the cache, as the

@@ -22,7 +22,6 @@ use crate::config::PolicyDiffArgs;
 use crate::controller::reflector;
 use crate::scenario::diff;
 use crate::scenario::format::{self, Action, SeedObject};
-use crate::scenario::junit;
 use crate::scenario::runner::Report;
 use crate::scenario::scratch::{Scratch, StepOutcome, summary};
 use crate::signing::KeyRing;
@@ -130,12 +129,7 @@ pub(crate) fn run(
         "{} object(s) compared, {differ} decided differently by the candidate",
         reports.len()
     )?;
-    if let Some(path) = &args.junit {
-        std::fs::write(path, junit::render(&reports)).map_err(|source| CliError::Junit {
-            path: path.clone(),
-            source,
-        })?;
-    }
+    cli::write_junit(args.junit.as_deref(), &reports)?;
     Ok(differ == 0)
 }
 
@@ -446,11 +440,7 @@ fn compare(stable: &Decision, candidate: &Decision) -> Vec<String> {
 
 /// A line diff under a header when the lists differ.
 fn listed(out: &mut Vec<String>, what: &str, stable: &[String], candidate: &[String]) {
-    let lines = diff::lines(stable, candidate);
-    if !lines.is_empty() {
-        out.push(format!("{what} (- stable, + candidate):"));
-        out.extend(lines.into_iter().map(|l| format!("  {l}")));
-    }
+    diff::listed(out, what, ["stable", "candidate"], stable, candidate);
 }
 
 fn or_none<T: std::fmt::Display>(value: &Option<T>) -> String {

@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use tokio::runtime::Handle;
 
 use crate::config::{ContainmentArgs, EngineFlags, GuestArgs, PolicyCommand};
+use crate::scenario::junit;
+use crate::scenario::runner::Report;
 use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeError};
 
 /// The MODULE argument that names the policy embedded in the binary.
@@ -132,6 +134,17 @@ pub(crate) fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError>
             path: module.to_path_buf(),
             source,
         })
+}
+
+/// The JUnit report of `reports` into `path` (`--junit`), when one is asked for.
+pub(crate) fn write_junit(path: Option<&Path>, reports: &[Report]) -> Result<(), CliError> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    std::fs::write(path, junit::render(reports)).map_err(|source| CliError::Junit {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// An engine with the given bounds and containment rules, as a `policy` subcommand runs it

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
-use super::{CliError, engine, read_module};
+use super::{CliError, engine, read_module, write_junit};
 use crate::admission::{Admission, Extent};
 use crate::config::PolicyTestArgs;
 use crate::scenario::runner::{self, Report};
-use crate::scenario::{conformance, format, junit};
+use crate::scenario::{conformance, format};
 use crate::signing::KeyRing;
 use cubepod_policy_host::runtime::{Contract, PolicyModule};
 
@@ -140,12 +140,7 @@ pub(crate) fn run(
     }
     let failed = reports.iter().filter(|r| !r.passed()).count();
     writeln!(out, "{} passed, {failed} failed", reports.len() - failed)?;
-    if let Some(path) = &args.junit {
-        std::fs::write(path, junit::render(&reports)).map_err(|source| CliError::Junit {
-            path: path.clone(),
-            source,
-        })?;
-    }
+    write_junit(args.junit.as_deref(), &reports)?;
     Ok(failed == 0)
 }
 

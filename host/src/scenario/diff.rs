@@ -4,6 +4,23 @@
 
 use serde_json::Value;
 
+/// [`lines`] of two ordered lists, indented under the header `{what} (- {first}, + {second}):`
+/// (`sides` names the lists), into `out`; nothing when the lists are equal.
+pub(crate) fn listed(
+    out: &mut Vec<String>,
+    what: &str,
+    sides: [&str; 2],
+    expected: &[String],
+    actual: &[String],
+) {
+    let lines = lines(expected, actual);
+    if !lines.is_empty() {
+        let [first, second] = sides;
+        out.push(format!("{what} (- {first}, + {second}):"));
+        out.extend(lines.into_iter().map(|l| format!("  {l}")));
+    }
+}
+
 /// A line diff of two lists, `- ` for expected only, `+ ` for actual only, `  ` for both, in
 /// the order of a longest common subsequence. Empty when the lists are equal.
 pub(crate) fn lines(expected: &[String], actual: &[String]) -> Vec<String> {

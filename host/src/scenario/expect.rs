@@ -104,11 +104,7 @@ pub(crate) fn check(expect: &Expect, outcome: &StepOutcome, scratch: &Scratch) -
 
 /// An ordered list: a line diff under a header when it differs.
 fn listed(out: &mut Vec<String>, what: &str, expected: &[String], actual: &[String]) {
-    let lines = diff::lines(expected, actual);
-    if !lines.is_empty() {
-        out.push(format!("{what} (- expected, + actual):"));
-        out.extend(lines.into_iter().map(|l| format!("  {l}")));
-    }
+    diff::listed(out, what, ["expected", "actual"], expected, actual);
 }
 
 /// A list whose order the contract does not fix: compared sorted.

@@ -16,7 +16,7 @@ use cubepod_policy_sdk::fixtures;
 use cubepod_policy_sdk::reconcile;
 use cubepod_policy_sdk::recording::NullClient;
 
-use super::instant::InstantCluster;
+use super::instant::INSTANT_CLUSTER;
 use super::twin;
 
 #[derive(Clone, Debug)]
@@ -58,7 +58,7 @@ pub fn run(
     native_runs: usize,
 ) -> Result<Vec<Case>> {
     let context = CallContext::new(
-        Arc::new(InstantCluster),
+        Arc::new(INSTANT_CLUSTER),
         Arc::new(Boundary::new([fixtures::NAMESPACE])),
         handle,
     );

@@ -139,6 +139,16 @@ fn version_key_parts(resource: Resource, name: &str) -> [&str; 3] {
 }
 
 impl Inner {
+    /// The keys of every Sandbox held, readable or not.
+    fn sandbox_keys(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.sandboxes.keys().chain(self.unreadable.keys())
+    }
+
+    /// The keys of every WarmPool held, readable or not.
+    fn pool_keys(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.pools.keys().chain(self.unreadable_pools.keys())
+    }
+
     /// The Sandboxes `pool`'s record confirms as its members, in name order.
     fn members<'a>(&'a self, pool: &'a ObjectRef) -> impl Iterator<Item = &'a SandboxObject> {
         self.membership
@@ -229,24 +239,12 @@ impl Cache {
 
     /// The keys of every Sandbox cached, readable or not.
     pub fn sandbox_keys(&self) -> Vec<ObjectRef> {
-        let inner = self.read();
-        inner
-            .sandboxes
-            .keys()
-            .chain(inner.unreadable.keys())
-            .cloned()
-            .collect()
+        self.read().sandbox_keys().cloned().collect()
     }
 
     /// The keys of every WarmPool cached, readable or not.
     pub fn pool_keys(&self) -> Vec<ObjectRef> {
-        let inner = self.read();
-        inner
-            .pools
-            .keys()
-            .chain(inner.unreadable_pools.keys())
-            .cloned()
-            .collect()
+        self.read().pool_keys().cloned().collect()
     }
 
     /// The children of this Sandbox, as its reconcile is handed them.

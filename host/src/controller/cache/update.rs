@@ -183,15 +183,11 @@ impl Cache {
         let mut keys = Vec::new();
         let mut inner = self.write();
         let in_ns = |r: &ObjectRef| r.namespace == namespace;
+        // What of a kind of our own no page showed.
+        let unlisted = |r: &&ObjectRef| in_ns(r) && !listed("", &r.name);
         match resource {
             Resource::Sandbox => {
-                let gone: Vec<ObjectRef> = inner
-                    .sandboxes
-                    .keys()
-                    .chain(inner.unreadable.keys())
-                    .filter(|r| in_ns(r) && !listed("", &r.name))
-                    .cloned()
-                    .collect();
+                let gone: Vec<ObjectRef> = inner.sandbox_keys().filter(unlisted).cloned().collect();
                 for key in gone {
                     inner.drop_sandbox(&key);
                     inner.unreadable.remove(&key);
@@ -199,13 +195,7 @@ impl Cache {
                 }
             }
             Resource::PodWarmPool => {
-                let gone: Vec<ObjectRef> = inner
-                    .pools
-                    .keys()
-                    .chain(inner.unreadable_pools.keys())
-                    .filter(|r| in_ns(r) && !listed("", &r.name))
-                    .cloned()
-                    .collect();
+                let gone: Vec<ObjectRef> = inner.pool_keys().filter(unlisted).cloned().collect();
                 for key in gone {
                     inner.pools.remove(&key);
                     inner.unreadable_pools.remove(&key);
@@ -317,18 +307,6 @@ impl Inner {
             self.tombstones.remove(&tombstone);
         }
         let (_, key) = tombstone;
-        self.apply_kind(resource, key, meta, deleted, object, known)
-    }
-
-    fn apply_kind(
-        &mut self,
-        resource: Resource,
-        key: ObjectRef,
-        meta: &MetaView<'_>,
-        deleted: bool,
-        object: &Value,
-        known: Option<SandboxObject>,
-    ) -> Vec<WorkKey> {
         match resource {
             Resource::Sandbox => self.apply_sandbox(key, meta, deleted, object, known),
             Resource::PodWarmPool => self.apply_pool(key, meta, deleted, object),
