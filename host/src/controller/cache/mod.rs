@@ -623,4 +623,32 @@ mod tests {
         cache.apply(Resource::Sandbox, WatchEventType::Modified, &sandbox("10"));
         assert!(cache.sandbox(&key).is_some(), "forgotten after the TTL");
     }
+
+    /// A pool member deleted and created again under its name by the controller, whose answer
+    /// (the new object) comes before the watch's deletion of the old one: the new one stays,
+    /// and so does its Pod when the old Pod's deletion comes late.
+    #[test]
+    fn a_late_deletion_of_an_earlier_object_leaves_its_successor() {
+        let cache = Cache::default();
+        let key = ObjectRef::new("ns", "s");
+        let sandbox = |version: &str| {
+            json!({"metadata": {"name": "s", "namespace": "ns", "resourceVersion": version},
+                   "spec": {"image": "i"}})
+        };
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &sandbox("5"));
+        cache.apply_own(Resource::Sandbox, &sandbox("12"));
+        cache.apply(Resource::Sandbox, WatchEventType::Deleted, &sandbox("10"));
+        assert_eq!(
+            cache.sandbox(&key).map(|s| s.resource_version),
+            Some("12".to_string())
+        );
+        // Its own deletion goes.
+        cache.apply(Resource::Sandbox, WatchEventType::Deleted, &sandbox("14"));
+        assert!(cache.sandbox(&key).is_none());
+
+        let owner = ObjectRef::new("ns", "a");
+        cache.apply(Resource::Pod, WatchEventType::Added, &pod("12", true));
+        cache.apply(Resource::Pod, WatchEventType::Deleted, &pod("10", false));
+        assert!(cache.observed(&owner).pod.is_some());
+    }
 }
