@@ -39,8 +39,25 @@ struct Running {
     stop: watch::Sender<bool>,
 }
 
-/// Starts [`Running`]; call on a runtime.
-fn start() -> Running {
+/// Starts [`Running`] over a new cluster on a clock at [`START`]; call on a runtime. Returns
+/// its parts.
+fn start() -> (
+    Arc<MemoryCluster>,
+    Arc<ControllerManager>,
+    Clock,
+    watch::Sender<bool>,
+) {
+    let running = fresh();
+    (
+        running.cluster,
+        running.manager,
+        running.clock,
+        running.stop,
+    )
+}
+
+/// Starts [`Running`] over a new cluster on a clock at [`START`].
+fn fresh() -> Running {
     start_on(
         MemoryCluster::new(MemoryClusterConfig::instant()),
         Clock::fixed(START),
@@ -101,6 +118,21 @@ fn progressing(status: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// Sandboxes `s-0` to `s-{n-1}`.
+async fn create_sandboxes(cluster: &MemoryCluster, n: usize) {
+    for n in 0..n {
+        let sandbox = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": format!("s-{n}"), "namespace": NS},
+            "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
+        });
+        cluster
+            .create(Resource::Sandbox, NS, sandbox)
+            .await
+            .expect("a sandbox");
+    }
+}
+
 async fn set_paused(cluster: &MemoryCluster, paused: bool) {
     cluster
         .patch(
@@ -117,24 +149,9 @@ async fn set_paused(cluster: &MemoryCluster, paused: bool) {
 fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
     let faulty = component("cubepod-faulty-policy", "cubepod_faulty_policy");
     runtime().block_on(async move {
-        let Running {
-            cluster,
-            manager,
-            clock,
-            stop,
-        } = start();
+        let (cluster, manager, clock, stop) = start();
 
-        for n in 0..20 {
-            let sandbox = json!({
-                "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
-                "metadata": {"name": format!("s-{n}"), "namespace": NS},
-                "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
-            });
-            cluster
-                .create(Resource::Sandbox, NS, sandbox)
-                .await
-                .expect("a sandbox");
-        }
+        create_sandboxes(&cluster, 20).await;
         let strategy = json!({
             "type": "Progressive",
             "canary": {"steps": [
@@ -201,12 +218,7 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
         "cubepod_policy_image_allowlist",
     );
     runtime().block_on(async move {
-        let Running {
-            cluster,
-            manager,
-            clock,
-            stop,
-        } = start();
+        let (cluster, manager, clock, stop) = start();
         for (name, image) in [
             ("allowed", "ghcr.io/cubepod/sandbox-base:1.0"),
             ("busybox", "docker.io/library/busybox:1.36"),
@@ -287,21 +299,10 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
             .await
             .expect("the sandbox");
         assert_eq!(sandbox_after["status"], sandbox_before["status"]);
-        let events = cluster
-            .list(&cubepod_kube::Scope {
-                resource: Resource::Event,
-                namespace: NS.to_string(),
-                label_selector: None,
-            })
-            .await
-            .expect("the Events");
+        let events = events_in(&cluster, NS).await;
         assert!(
-            events
-                .items
-                .iter()
-                .all(|e| e["reason"] != "ImageNotAllowed"),
-            "{:#?}",
-            events.items
+            events.iter().all(|e| e["reason"] != "ImageNotAllowed"),
+            "{events:#?}"
         );
         assert_eq!(manager.policy.current().info().name, "cubepod-default");
 
@@ -313,18 +314,20 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
     });
 }
 
+/// The Events of `namespace`.
+async fn events_in(cluster: &MemoryCluster, namespace: &str) -> Vec<Value> {
+    let scope = cubepod_kube::Scope {
+        resource: Resource::Event,
+        namespace: namespace.to_string(),
+        label_selector: None,
+    };
+    cluster.list(&scope).await.expect("the Events").items
+}
+
 /// The Events of [`ROLLOUT`] with `reason`.
 async fn events_of(cluster: &MemoryCluster, reason: &str) -> usize {
-    let events = cluster
-        .list(&cubepod_kube::Scope {
-            resource: Resource::Event,
-            namespace: SYSTEM.to_string(),
-            label_selector: None,
-        })
+    events_in(cluster, SYSTEM)
         .await
-        .expect("the Events");
-    events
-        .items
         .iter()
         .filter(|e| e["involvedObject"]["name"] == ROLLOUT && e["reason"] == reason)
         .count()
@@ -337,19 +340,9 @@ async fn events_of(cluster: &MemoryCluster, reason: &str) -> usize {
 fn a_new_leader_takes_up_the_canary_where_the_status_says_it_was() {
     let faulty = component("cubepod-faulty-policy", "cubepod_faulty_policy");
     runtime().block_on(async move {
-        let first = start();
+        let first = fresh();
         let (cluster, clock) = (first.cluster.clone(), first.clock.clone());
-        for n in 0..10 {
-            let sandbox = json!({
-                "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
-                "metadata": {"name": format!("s-{n}"), "namespace": NS},
-                "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
-            });
-            cluster
-                .create(Resource::Sandbox, NS, sandbox)
-                .await
-                .expect("a sandbox");
-        }
+        create_sandboxes(&cluster, 10).await;
         let strategy = json!({
             "type": "Progressive",
             "canary": {"steps": [
@@ -425,12 +418,7 @@ fn a_new_leader_takes_up_the_canary_where_the_status_says_it_was() {
 #[test]
 fn an_immediate_rollout_with_a_shadow_swaps_once_the_shadow_is_done() {
     runtime().block_on(async move {
-        let Running {
-            cluster,
-            manager,
-            clock,
-            stop,
-        } = start();
+        let (cluster, manager, clock, stop) = start();
         let sandbox = json!({
             "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
             "metadata": {"name": "one", "namespace": NS},

@@ -746,18 +746,17 @@ impl RolloutController {
         // Every object reconciled once, so that the shadow sees each.
         self.manager.requeue_all();
         tracing::info!(rollout = %name, candidate = %next.digest, share, resumed, "shadow started");
-        if resumed {
-            return;
+        if !resumed {
+            self.event(
+                name,
+                tracked,
+                EventType::Normal,
+                "ShadowStarted",
+                message,
+                now,
+            )
+            .await;
         }
-        self.event(
-            name,
-            tracked,
-            EventType::Normal,
-            "ShadowStarted",
-            message,
-            now,
-        )
-        .await;
     }
 
     /// The candidate's canary starts at the first step's weight, announced by an Event; or,
@@ -794,21 +793,18 @@ impl RolloutController {
         );
         self.manager.requeue_all();
         tracing::info!(rollout = %name, candidate = %next.digest, weight = tracked.weight, resumed, "canary started");
-        if resumed {
-            return;
+        if !resumed {
+            let message = format!("{}@{} on {weight}% of sandboxes", next.name, next.version);
+            self.event(
+                name,
+                tracked,
+                EventType::Normal,
+                "CanaryStarted",
+                message,
+                now,
+            )
+            .await;
         }
-        self.event(
-            name,
-            tracked,
-            EventType::Normal,
-            "CanaryStarted",
-            format!(
-                "{}@{} on {}% of sandboxes",
-                next.name, next.version, tracked.weight
-            ),
-            now,
-        )
-        .await;
     }
 
     /// A shadow's findings kept; once its time is up (on the manager's clock, standing still
