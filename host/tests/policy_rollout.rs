@@ -209,8 +209,8 @@ fn steps_follow_the_managers_clock_pause_holds_them_and_the_last_promotes() {
 /// The shadow stage: the image-allowlist example declines a sandbox whose image is outside its
 /// list, where the stable module runs it. Shadowed, it runs on the same inputs and its
 /// differences are counted and reported in the status, while nothing of its decision is
-/// written: the sandbox keeps running, with no Event or condition of the candidate's. Its time
-/// up, the canary starts.
+/// written: the sandbox keeps running, with no Event or condition of the candidate's. A pool's
+/// reconciles are shadowed too, and show no difference. Its time up, the canary starts.
 #[test]
 fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
     let allowlist = component(
@@ -253,6 +253,17 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
         };
         running("busybox").await;
         running("allowed").await;
+        // A pool with no member: its reconciles are shadowed too, and the example decides
+        // pools as the default does.
+        let pool = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+            "metadata": {"name": "idle", "namespace": NS},
+            "spec": {"replicas": 0, "template": {"image": "ghcr.io/cubepod/sandbox-base:1.0"}},
+        });
+        cluster
+            .create(Resource::PodWarmPool, NS, pool)
+            .await
+            .expect("a pool");
         let sandbox_before = cluster
             .get(Resource::Sandbox, NS, "busybox")
             .await
@@ -266,7 +277,10 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
         roll_out(&*cluster, SYSTEM, &allowlist, strategy).await;
 
         let status = until(&cluster, "the shadow reports", |s| {
-            s["phase"] == "Shadowing" && s["shadow"]["compared"].as_u64() >= Some(2)
+            let compared = &s["shadow"]["comparedByExport"];
+            s["phase"] == "Shadowing"
+                && compared["reconcile-sandbox"].as_u64() >= Some(2)
+                && compared["reconcile-pool"].as_u64() >= Some(1)
         })
         .await;
         let differences = status["shadow"]["differences"]

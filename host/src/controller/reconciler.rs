@@ -644,13 +644,7 @@ impl Reconciler {
 
     /// A copy of `input` for a rollout's shadowed candidate, when one runs, this reconcile is
     /// of its share, and the stable module runs it (not a canary's candidate).
-    fn shadowed(
-        &self,
-        input: &cubepod_policy_host::runtime::bindings::ReconcileInput,
-    ) -> Option<(
-        Arc<super::shadow::Shadow>,
-        cubepod_policy_host::runtime::bindings::ReconcileInput,
-    )> {
+    fn shadowed<I: Clone>(&self, input: &I) -> Option<(Arc<super::shadow::Shadow>, I)> {
         let shadow = self.policy.shadow()?;
         let stable = self.policy.current();
         let running = self.policy.for_this_pass();
@@ -1061,11 +1055,16 @@ impl Reconciler {
             now,
             self.settings.max_pool_replicas,
         );
+        let shadowed = self.shadowed(&input);
         let call = self
             .call_guest("reconcile-pool", async move |module, context| {
                 module.reconcile_pool_async(context, input).await
             })
             .await?;
+        if let Some((shadow, input)) = shadowed {
+            let (object, value) = (target.to_string(), call.value.clone());
+            tokio::spawn(async move { shadow.reconcile_pool(object, input, value).await });
+        }
         report.calls = call.calls;
         let mut out = call.value.map_err(ReconcileError::Guest)?;
         clear_policy_failure(&mut out.status.conditions);

@@ -14,14 +14,26 @@ use serde_json::{Value, json};
 use super::cache::Cache;
 use crate::metrics::Metrics;
 use cubepod_kube::{Discarding, Resource};
-use cubepod_policy_host::runtime::bindings::{KubeError, ReconcileInput, ReconcileOutput};
+use cubepod_policy_host::runtime::bindings::{
+    Event, KubeError, PoolInput, PoolOutput, ReconcileInput, ReconcileOutput,
+};
 use cubepod_policy_host::runtime::{
     CallContext, ChildHeld, ChildLookup, GuestCall, KubeCall, PolicyModule, RuntimeError,
 };
 
-/// Every `kind` a difference may be of, for the metric's series to show from the start.
-pub(crate) const KINDS: [&str; 7] = [
-    "calls", "status", "events", "claim", "requeue", "error", "trap",
+/// Every (export, kind) a difference may be of, for the metric's series to show from the
+/// start.
+pub(crate) const SERIES: [(&str, &[&str]); 2] = [
+    (
+        "reconcile-sandbox",
+        &[
+            "calls", "status", "events", "claim", "requeue", "error", "trap",
+        ],
+    ),
+    (
+        "reconcile-pool",
+        &["members", "status", "events", "error", "trap"],
+    ),
 ];
 
 /// Examples kept, at most, and the most characters of each.
@@ -62,6 +74,8 @@ impl ChildLookup for ReadOnly {
 pub(crate) struct Findings {
     /// Reconciles run by both modules.
     pub(crate) compared: u64,
+    /// The same by export.
+    pub(crate) compared_by_export: BTreeMap<&'static str, u64>,
     /// Differences by (export, kind).
     pub(crate) differences: BTreeMap<(&'static str, &'static str), u64>,
     /// The first few, in words: the object, the kind, what differed (no manifest: a Secret's
@@ -132,13 +146,27 @@ impl Shadow {
             .module
             .reconcile_sandbox_async(&self.context, input)
             .await;
-        let found = differences(&calls, &stable, &candidate);
+        let found = differences(&calls, &stable, &candidate, sandbox_differences);
         self.record("reconcile-sandbox", &object, found);
+    }
+
+    /// Runs the candidate's `reconcile-pool` on `input` and compares its output with the
+    /// stable module's (`stable`; a pool's reconcile makes no calls).
+    pub(crate) async fn reconcile_pool(
+        &self,
+        object: String,
+        input: PoolInput,
+        stable: Result<PoolOutput, KubeError>,
+    ) {
+        let candidate = self.module.reconcile_pool_async(&self.context, input).await;
+        let found = differences(&[], &stable, &candidate, pool_differences);
+        self.record("reconcile-pool", &object, found);
     }
 
     fn record(&self, export: &'static str, object: &str, found: Vec<(&'static str, String)>) {
         let mut findings = self.findings.lock().unwrap_or_else(|p| p.into_inner());
         findings.compared += 1;
+        *findings.compared_by_export.entry(export).or_default() += 1;
         for (kind, what) in found {
             *findings.differences.entry((export, kind)).or_default() += 1;
             self.metrics
@@ -164,12 +192,13 @@ fn call_words(call: Option<&KubeCall>) -> String {
     )
 }
 
-/// What the candidate did differently from the stable module, by kind: `calls`, `status`,
-/// `events`, `claim`, `requeue`, `error` (one failed where the other did not), `trap`.
-pub(crate) fn differences(
+/// What the candidate did differently from the stable module, by kind: `calls`, then what
+/// `outputs` finds between two outputs, `error` (one failed where the other did not), `trap`.
+pub(crate) fn differences<T>(
     stable_calls: &[KubeCall],
-    stable: &Result<ReconcileOutput, KubeError>,
-    candidate: &Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError>,
+    stable: &Result<T, KubeError>,
+    candidate: &Result<GuestCall<Result<T, KubeError>>, RuntimeError>,
+    outputs: fn(&T, &T) -> Vec<(&'static str, String)>,
 ) -> Vec<(&'static str, String)> {
     let call = match candidate {
         Ok(call) => call,
@@ -193,49 +222,7 @@ pub(crate) fn differences(
         ));
     }
     match (stable, &call.value) {
-        (Ok(a), Ok(b)) => {
-            if a.status != b.status {
-                found.push((
-                    "status",
-                    format!(
-                        "stable phase {:?}, candidate phase {:?}",
-                        a.status.phase, b.status.phase
-                    ),
-                ));
-            }
-            let events = |o: &ReconcileOutput| -> Vec<String> {
-                o.events
-                    .iter()
-                    .map(|e| format!("{:?} {}", e.kind, e.reason))
-                    .collect()
-            };
-            if events(a) != events(b)
-                || a.events
-                    .iter()
-                    .zip(&b.events)
-                    .any(|(x, y)| x.message != y.message)
-            {
-                found.push((
-                    "events",
-                    format!("stable {:?}, candidate {:?}", events(a), events(b)),
-                ));
-            }
-            if a.claim != b.claim {
-                found.push((
-                    "claim",
-                    format!("stable {:?}, candidate {:?}", a.claim, b.claim),
-                ));
-            }
-            if a.requeue_after_seconds != b.requeue_after_seconds {
-                found.push((
-                    "requeue",
-                    format!(
-                        "stable {:?} s, candidate {:?} s",
-                        a.requeue_after_seconds, b.requeue_after_seconds
-                    ),
-                ));
-            }
-        }
+        (Ok(a), Ok(b)) => found.extend(outputs(a, b)),
         (Ok(_), Err(error)) => found.push(("error", format!("candidate returned {error:?}"))),
         (Err(error), Ok(_)) => found.push(("error", format!("stable returned {error:?}"))),
         (Err(a), Err(b)) => {
@@ -245,4 +232,163 @@ pub(crate) fn differences(
         }
     }
     found
+}
+
+/// Two lists of Events that differ (kind, reason or message): both, in words.
+fn events_differ(a: &[Event], b: &[Event]) -> Option<(&'static str, String)> {
+    let words = |events: &[Event]| -> Vec<String> {
+        events
+            .iter()
+            .map(|e| format!("{:?} {}", e.kind, e.reason))
+            .collect()
+    };
+    let differ = words(a) != words(b) || a.iter().zip(b).any(|(x, y)| x.message != y.message);
+    differ.then(|| {
+        (
+            "events",
+            format!("stable {:?}, candidate {:?}", words(a), words(b)),
+        )
+    })
+}
+
+/// `reconcile-sandbox`'s outputs compared: `status`, `events`, `claim`, `requeue`.
+fn sandbox_differences(a: &ReconcileOutput, b: &ReconcileOutput) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    if a.status != b.status {
+        found.push((
+            "status",
+            format!(
+                "stable phase {:?}, candidate phase {:?}",
+                a.status.phase, b.status.phase
+            ),
+        ));
+    }
+    found.extend(events_differ(&a.events, &b.events));
+    if a.claim != b.claim {
+        found.push((
+            "claim",
+            format!("stable {:?}, candidate {:?}", a.claim, b.claim),
+        ));
+    }
+    if a.requeue_after_seconds != b.requeue_after_seconds {
+        found.push((
+            "requeue",
+            format!(
+                "stable {:?} s, candidate {:?} s",
+                a.requeue_after_seconds, b.requeue_after_seconds
+            ),
+        ));
+    }
+    found
+}
+
+/// `reconcile-pool`'s outputs compared: `members` (created or deleted), `status`, `events`.
+fn pool_differences(a: &PoolOutput, b: &PoolOutput) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    let created =
+        |o: &PoolOutput| -> Vec<String> { o.create.iter().map(|m| m.name.clone()).collect() };
+    if a.create != b.create || a.delete != b.delete {
+        found.push((
+            "members",
+            format!(
+                "stable creates {:?} deletes {:?}, candidate creates {:?} deletes {:?}",
+                created(a),
+                a.delete,
+                created(b),
+                b.delete
+            ),
+        ));
+    }
+    if a.status != b.status {
+        found.push((
+            "status",
+            format!(
+                "stable {} ready of {}, candidate {} ready of {}",
+                a.status.ready_replicas,
+                a.status.replicas,
+                b.status.ready_replicas,
+                b.status.replicas
+            ),
+        ));
+    }
+    found.extend(events_differ(&a.events, &b.events));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cubepod_policy_host::runtime::bindings::{EventType, MemberCreate, WarmPoolStatus};
+
+    fn pool_output(members: &[&str], ready: u32) -> PoolOutput {
+        PoolOutput {
+            create: members
+                .iter()
+                .map(|name| MemberCreate {
+                    name: name.to_string(),
+                    manifest: "{}".to_string(),
+                })
+                .collect(),
+            delete: Vec::new(),
+            status: WarmPoolStatus {
+                replicas: 3,
+                ready_replicas: ready,
+                observed_generation: 1,
+                conditions: Vec::new(),
+            },
+            events: vec![Event {
+                kind: EventType::Normal,
+                reason: "Scaled".to_string(),
+                message: "to 3".to_string(),
+            }],
+        }
+    }
+
+    fn answered(
+        value: PoolOutput,
+    ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
+        Ok(GuestCall {
+            value: Ok(value),
+            effects: Vec::new(),
+            host_calls: 0,
+            calls: Vec::new(),
+            deferred: None,
+        })
+    }
+
+    fn kinds(found: &[(&'static str, String)]) -> Vec<&'static str> {
+        found.iter().map(|(kind, _)| *kind).collect()
+    }
+
+    #[test]
+    fn a_pool_reconcile_compares_its_members_status_and_events() {
+        let stable = Ok(pool_output(&["p-1"], 2));
+        let same = differences(
+            &[],
+            &stable,
+            &answered(pool_output(&["p-1"], 2)),
+            pool_differences,
+        );
+        assert!(same.is_empty(), "{same:?}");
+
+        let other = answered(pool_output(&["p-1", "p-2"], 1));
+        let found = differences(&[], &stable, &other, pool_differences);
+        assert_eq!(kinds(&found), ["members", "status"], "{found:?}");
+        assert!(found[0].1.contains("\"p-2\""), "{found:?}");
+
+        let mut quiet = pool_output(&["p-1"], 2);
+        quiet.events.clear();
+        let found = differences(&[], &stable, &answered(quiet), pool_differences);
+        assert_eq!(kinds(&found), ["events"], "{found:?}");
+
+        let failed = Ok(GuestCall {
+            value: Err(KubeError::Refused("no".to_string())),
+            effects: Vec::new(),
+            host_calls: 0,
+            calls: Vec::new(),
+            deferred: None,
+        });
+        let found = differences(&[], &stable, &failed, pool_differences);
+        assert_eq!(kinds(&found), ["error"], "{found:?}");
+    }
 }

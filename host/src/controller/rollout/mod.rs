@@ -333,12 +333,14 @@ impl RolloutController {
             .event_burst;
         let recorder = Recorder::new(manager.metrics.clone(), burst);
         // Every series shows from the start, so that a rate() over them is defined.
-        for kind in super::shadow::KINDS {
-            manager
-                .metrics
-                .policy_shadow_differences
-                .with_label_values(&["reconcile-sandbox", kind])
-                .inc_by(0);
+        for (export, kinds) in super::shadow::SERIES {
+            for kind in kinds {
+                manager
+                    .metrics
+                    .policy_shadow_differences
+                    .with_label_values(&[export, kind])
+                    .inc_by(0);
+            }
         }
         Self {
             manager,
@@ -1075,6 +1077,7 @@ impl RolloutController {
         status["shadow"] = tracked.findings.as_ref().map_or(Value::Null, |f| {
             json!({
                 "compared": f.compared,
+                "comparedByExport": f.compared_by_export,
                 "differences": f.differences.iter().map(|((export, kind), count)| json!({
                     "export": export, "kind": kind, "count": count,
                 })).collect::<Vec<_>>(),
