@@ -130,11 +130,20 @@ impl PolicySlot {
 /// u64, mod 100. The same uid always falls in the same bucket, so that an object on the
 /// candidate at weight w stays on it at every weight above w.
 pub(crate) fn bucket(uid: &str) -> u8 {
+    (uid_hash(uid) % 100) as u8
+}
+
+/// The first 8 bytes of the sha256 of `uid`, as a big-endian u64.
+fn uid_hash(uid: &str) -> u64 {
     let digest = <sha2::Sha256 as sha2::Digest>::digest(uid.as_bytes());
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
-    (u64::from_be_bytes(first) % 100) as u8
+    u64::from_be_bytes(first)
 }
+
+/// The most objects a canary counts as touched: its record is bounded however many objects
+/// come and go during a long step (a few MiB at most).
+pub(crate) const MAX_TOUCHED: usize = 1 << 18;
 
 /// A candidate module reconciling the objects whose bucket is under its weight, and what it and
 /// the stable module did over the current step.
@@ -167,7 +176,7 @@ impl Canary {
     pub(crate) fn record(&self, uid: &str, candidate: bool, outcome: Outcome) {
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         if candidate {
-            stats.touched.insert(uid.to_string());
+            stats.touch(uid);
         }
         let counts = if candidate {
             &mut stats.window.candidate
@@ -186,7 +195,8 @@ impl Canary {
         self.stats.lock().unwrap_or_else(|p| p.into_inner()).window
     }
 
-    /// How many objects the candidate has reconciled since the canary started.
+    /// How many objects the candidate has reconciled since the canary started ([`MAX_TOUCHED`]
+    /// at most).
     pub(crate) fn touched(&self) -> usize {
         self.stats
             .lock()
@@ -199,8 +209,17 @@ impl Canary {
 #[derive(Default)]
 struct CanaryStats {
     window: Window,
-    /// The uids the candidate reconciled.
-    touched: std::collections::HashSet<String>,
+    /// The objects the candidate reconciled (their uids' hashes), [`MAX_TOUCHED`] at most.
+    touched: std::collections::HashSet<u64>,
+}
+
+impl CanaryStats {
+    /// Counts `uid` as touched, unless [`MAX_TOUCHED`] objects already are.
+    fn touch(&mut self, uid: &str) {
+        if self.touched.len() < MAX_TOUCHED {
+            self.touched.insert(uid_hash(uid));
+        }
+    }
 }
 
 /// What one reconcile came to, as the gates count it.
@@ -317,6 +336,19 @@ mod tests {
             previous = on;
         }
         assert_eq!(previous.len(), uids.len());
+    }
+
+    #[test]
+    fn touched_counts_each_object_once_up_to_its_bound() {
+        let mut stats = CanaryStats::default();
+        stats.touch("a");
+        stats.touch("a");
+        stats.touch("b");
+        assert_eq!(stats.touched.len(), 2);
+        for n in 0..MAX_TOUCHED + 10 {
+            stats.touch(&format!("uid-{n}"));
+        }
+        assert_eq!(stats.touched.len(), MAX_TOUCHED);
     }
 
     #[test]
