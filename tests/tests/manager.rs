@@ -494,3 +494,74 @@ async fn one_reaper_tick_judges_every_page_of_candidates() {
     }
     tasks.abort_all();
 }
+
+/// A member a claim took keeps its name, and once the pool's record has let it go (the claim
+/// records it), the pool's policy, which names members by the lowest free index, would choose
+/// that name again. The name is listed to it as taken, and the pool fills under other names;
+/// so does a name a Sandbox that is no member holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_refills_under_names_that_claims_and_strangers_do_not_hold() {
+    let c = start().await;
+    // Someone's Sandbox under a name the pool would choose.
+    c.create(
+        Resource::Sandbox,
+        sandbox("pool-1", json!({"image": "other"})),
+    )
+    .await;
+    c.create(
+        Resource::PodWarmPool,
+        json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+            "metadata": {"name": "pool", "namespace": NS},
+            "spec": {"replicas": 1, "template": {"image": "py"}},
+        }),
+    )
+    .await;
+    c.until("the pool is ready", |c| c.pool_ready("pool") == Some(1))
+        .await;
+    c.create(
+        Resource::Sandbox,
+        sandbox("claim", json!({"image": "py", "warmPool": "pool"})),
+    )
+    .await;
+    c.until("the claim runs on pool-0", |c| {
+        c.phase("claim") == "Running" && c.sandbox("claim")["status"]["claimedMember"] == "pool-0"
+    })
+    .await;
+    let recorded = |c: &Running| -> Vec<String> {
+        c.cluster
+            .objects(Resource::PodWarmPool)
+            .first()
+            .and_then(|p| p["status"]["memberUIDs"].as_object().cloned())
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    c.until("the pool's record lets pool-0 go and it refills", |c| {
+        c.pool_ready("pool") == Some(1) && !recorded(c).contains(&"pool-0".to_string())
+    })
+    .await;
+
+    // Two more: neither pool-0 (the claim's) nor pool-1 (someone's) is chosen.
+    c.cluster
+        .patch(
+            Resource::PodWarmPool,
+            NS,
+            "pool",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await
+        .unwrap();
+    c.until("the pool holds three ready members", |c| {
+        c.pool_ready("pool") == Some(3)
+    })
+    .await;
+    let members = recorded(&c);
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(
+        !members.contains(&"pool-0".to_string()) && !members.contains(&"pool-1".to_string()),
+        "{members:?}"
+    );
+    assert_eq!(c.sandbox("pool-1")["spec"]["image"], "other");
+    assert!(c.sandbox("pool-0")["metadata"]["labels"]["cubepod.io/claimed-by"] == "claim");
+    c.stop().await;
+}

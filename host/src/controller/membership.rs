@@ -25,6 +25,10 @@ struct PoolEntry {
     created: BTreeMap<String, String>,
     /// The Sandboxes confirmed as members now: what a claim's offer scans.
     confirmed: BTreeSet<ObjectRef>,
+    /// Names the pool's policy chose for a new member that a Sandbox other than a member holds
+    /// (a member a claim took, whose record is the claim's now; anyone's Sandbox): listed to
+    /// the policy as taken until that Sandbox is gone.
+    occupied: BTreeSet<String>,
 }
 
 /// The pools' records, and the members they confirm.
@@ -80,7 +84,7 @@ impl Membership {
         let Some((uid, recorded)) = now else {
             return touched;
         };
-        let mut created = before.map(|b| b.created).unwrap_or_default();
+        let (mut created, occupied) = before.map(|b| (b.created, b.occupied)).unwrap_or_default();
         if let Some(recorded) = &recorded {
             touched.extend(recorded.keys().cloned());
             // Recorded now: no longer only this process's to remember.
@@ -93,6 +97,7 @@ impl Membership {
                 recorded,
                 created,
                 confirmed: BTreeSet::new(),
+                occupied,
             },
         );
         touched
@@ -121,6 +126,38 @@ impl Membership {
             entry.confirmed.insert(member);
         } else {
             entry.confirmed.remove(&member);
+        }
+    }
+
+    /// Whether `name` is one this process created for `pool`, or its record holds.
+    pub(crate) fn owns_name(&self, pool: &ObjectRef, name: &str) -> bool {
+        self.pools.get(pool).is_some_and(|e| {
+            e.created.contains_key(name)
+                || e.recorded.as_ref().is_some_and(|r| r.contains_key(name))
+        })
+    }
+
+    /// `name`, chosen by `pool`'s policy for a new member, is held by another Sandbox.
+    pub(crate) fn occupy(&mut self, pool: &ObjectRef, name: &str) {
+        if let Some(entry) = self.pools.get_mut(pool) {
+            entry.occupied.insert(name.to_string());
+        }
+    }
+
+    /// The names of `pool`'s namespace held by a Sandbox other than its member.
+    pub(crate) fn occupied(&self, pool: &ObjectRef) -> impl Iterator<Item = &String> {
+        self.pools
+            .get(pool)
+            .into_iter()
+            .flat_map(|e| e.occupied.iter())
+    }
+
+    /// The Sandbox `key` is gone: its name is free again for every pool of its namespace.
+    pub(crate) fn vacate(&mut self, key: &ObjectRef) {
+        for (pool, entry) in &mut self.pools {
+            if pool.namespace == key.namespace {
+                entry.occupied.remove(&key.name);
+            }
         }
     }
 

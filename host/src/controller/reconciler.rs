@@ -1085,11 +1085,15 @@ impl Reconciler {
             .await?;
         report.status_of(|| patch["status"].clone());
         let writer = self.writer();
-        for object in creates {
-            writer
-                .create_member(target, object)
+        let mut taken = Vec::new();
+        for (member, object) in out.create.iter().zip(creates) {
+            let created = writer
+                .create_member(target, &member.name, object)
                 .await
                 .map_err(api("creating a member"))?;
+            if !created {
+                taken.push(member.name.as_str());
+            }
         }
         for name in &out.delete {
             writer
@@ -1101,6 +1105,12 @@ impl Reconciler {
             .await;
         self.write_pool_status(target, &object, patch, &out.status)
             .await?;
+        if !taken.is_empty() {
+            // Its policy chose names other Sandboxes hold: they are listed to it as taken now,
+            // and it chooses again at once.
+            tracing::debug!(pool = %target, names = ?taken, "member names held by other Sandboxes");
+            return Ok(Action::requeue(Duration::ZERO));
+        }
         Ok(Action::await_change())
     }
 
@@ -1313,7 +1323,7 @@ impl Reconciler {
             .delete
             .iter()
             .enumerate()
-            .find(|(_, name)| !members.iter().any(|m| &m.name == *name))
+            .find(|(_, name)| !members.iter().any(|m| &m.name == *name && !m.claimed))
         {
             return Err(ReconcileError::Refused(Refusal::new(
                 Rule::Pool,

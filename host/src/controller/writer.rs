@@ -278,7 +278,21 @@ impl Writer<'_> {
     /// Creates a pool member from the manifest the core admitted (`containment::pools::member`), and
     /// counts it the pool's until the pool's record (written with its status) holds it. A name
     /// taken already is not the pool's: whoever made it, the controller did not just now.
-    pub(crate) async fn create_member(&self, pool: &ObjectRef, object: Value) -> ApiResult<()> {
+    /// Creates the member `object` (named `name`) of `pool`; `Ok(false)` when another Sandbox
+    /// holds the name, which is then listed to the policy as taken
+    /// ([`Cache::occupy_member_name`]). AlreadyExists is this process's own earlier create of
+    /// that name, not yet shown by the watch (the policy names members deterministically),
+    /// unless neither this process nor the pool's record made it.
+    pub(crate) async fn create_member(
+        &self,
+        pool: &ObjectRef,
+        name: &str,
+        object: Value,
+    ) -> ApiResult<bool> {
+        if self.cache.name_held_by_other(pool, name) {
+            self.cache.occupy_member_name(pool, name);
+            return Ok(false);
+        }
         match self
             .cluster
             .create(Resource::Sandbox, &pool.namespace, object)
@@ -291,9 +305,15 @@ impl Writer<'_> {
                 if !meta.uid.is_empty() {
                     self.cache.record_created(pool, &meta.name, &meta.uid);
                 }
-                Ok(())
+                Ok(true)
             }
-            Err(error) if error.is(ApiErrorKind::AlreadyExists) => Ok(()),
+            Err(error) if error.is(ApiErrorKind::AlreadyExists) => {
+                let ours = self.cache.owns_member_name(pool, name);
+                if !ours {
+                    self.cache.occupy_member_name(pool, name);
+                }
+                Ok(ours)
+            }
             Err(error) => Err(error),
         }
     }

@@ -271,24 +271,57 @@ impl Cache {
         }
     }
 
-    /// The member Sandboxes of a pool, as the policy sees them, in name order.
+    /// The member Sandboxes of a pool, as the policy sees them, in name order; after them,
+    /// the names the policy chose before that another Sandbox holds (a member a claim took, whose
+    /// record is the claim's now; anyone's Sandbox) are listed too, as claimed: taken, never
+    /// counted, offered or deleted.
     pub fn pool_members(&self, pool: &ObjectRef) -> Vec<PoolMember> {
         let inner = self.read();
-        inner
+        let member = |s: &SandboxObject, claimed: bool| PoolMember {
+            name: s.sandbox.name.clone(),
+            ready: is_ready(&s.sandbox),
+            claimed,
+            deleting: s.sandbox.deleting,
+            template_hash: s
+                .sandbox
+                .labels
+                .iter()
+                .find(|(key, _)| key == cubepod_policy_host::model::names::TEMPLATE_HASH_LABEL)
+                .map(|(_, value)| value.clone()),
+        };
+        let mut members: Vec<PoolMember> = inner
             .members(pool)
-            .map(|s| PoolMember {
-                name: s.sandbox.name.clone(),
-                ready: is_ready(&s.sandbox),
-                claimed: s.sandbox.claimed_by.is_some(),
-                deleting: s.sandbox.deleting,
-                template_hash: s
-                    .sandbox
-                    .labels
-                    .iter()
-                    .find(|(key, _)| key == cubepod_policy_host::model::names::TEMPLATE_HASH_LABEL)
-                    .map(|(_, value)| value.clone()),
-            })
-            .collect()
+            .map(|s| member(s, s.sandbox.claimed_by.is_some()))
+            .collect();
+        for name in inner.membership.occupied(pool) {
+            let key = ObjectRef::new(&pool.namespace, name);
+            match inner.sandboxes.get(&key) {
+                Some(s) if s.sandbox.pool.as_deref() == Some(pool.name.as_str()) => {}
+                Some(s) => members.push(member(s, true)),
+                // Held, as the API answered, and not shown by the watch yet.
+                None => members.push(PoolMember {
+                    name: name.clone(),
+                    ready: false,
+                    claimed: true,
+                    deleting: false,
+                    template_hash: None,
+                }),
+            }
+        }
+        members
+    }
+
+    /// Whether this process created `name` for `pool`, or the pool's record holds it.
+    pub(crate) fn owns_member_name(&self, pool: &ObjectRef, name: &str) -> bool {
+        self.read().membership.owns_name(pool, name)
+    }
+
+    /// Whether the Sandbox `name` of `pool`'s namespace, as far as this cache knows, is held
+    /// by something other than `pool`'s member: a new member cannot be made under that name.
+    pub(crate) fn name_held_by_other(&self, pool: &ObjectRef, name: &str) -> bool {
+        let inner = self.read();
+        let key = ObjectRef::new(&pool.namespace, name);
+        inner.sandboxes.contains_key(&key) && !inner.membership.owns_name(pool, name)
     }
 
     /// Visits the members of `pool` under one read lock, in name order, so that a claim's

@@ -268,6 +268,13 @@ impl Cache {
         inner.tombstones.retain(|_, (_, at)| at.elapsed() < ttl);
     }
 
+    /// `name`, chosen by `pool`'s policy for a new member, is another Sandbox's (see
+    /// [`Self::name_held_by_other`], or the API answered AlreadyExists): listed to the policy as
+    /// taken until that Sandbox is gone.
+    pub(crate) fn occupy_member_name(&self, pool: &ObjectRef, name: &str) {
+        self.write().membership.occupy(pool, name);
+    }
+
     /// This process created the member `name` of `pool`, of uid `uid`: a member until the
     /// pool's record holds it, and then as the record says.
     pub(crate) fn record_created(&self, pool: &ObjectRef, name: &str, uid: &str) {
@@ -419,11 +426,11 @@ impl Inner {
     }
 
     fn drop_sandbox(&mut self, key: &ObjectRef) {
-        if let Some(label) = self
-            .sandboxes
-            .remove(key)
-            .and_then(|old| old.pool_label.clone())
-        {
+        let removed = self.sandboxes.remove(key);
+        if removed.is_some() {
+            self.membership.vacate(key);
+        }
+        if let Some(label) = removed.and_then(|old| old.pool_label.clone()) {
             self.membership
                 .gone(&ObjectRef::new(&key.namespace, &label), &key.name);
         }
