@@ -123,6 +123,15 @@ impl Running {
     }
 }
 
+/// PodWarmPool `pool` of `replicas` members of image `py`.
+fn pool(replicas: u32) -> Value {
+    json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+        "metadata": {"name": "pool", "namespace": NS},
+        "spec": {"replicas": replicas, "template": {"image": "py"}},
+    })
+}
+
 fn sandbox(name: &str, spec: Value) -> Value {
     json!({
         "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
@@ -318,15 +327,7 @@ async fn a_fork_clones_its_source_and_a_claim_adopts_a_member_the_pool_replaces(
         sandbox("fork", json!({"image": "img", "forkFrom": "src"})),
     )
     .await;
-    c.create(
-        Resource::PodWarmPool,
-        json!({
-            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
-            "metadata": {"name": "pool", "namespace": NS},
-            "spec": {"replicas": 2, "template": {"image": "py"}},
-        }),
-    )
-    .await;
+    c.create(Resource::PodWarmPool, pool(2)).await;
     c.until("the fork runs", |c| c.phase("fork") == "Running")
         .await;
     let fork_ws = c
@@ -508,15 +509,7 @@ async fn a_pool_refills_under_names_that_claims_and_strangers_do_not_hold() {
         sandbox("pool-1", json!({"image": "other"})),
     )
     .await;
-    c.create(
-        Resource::PodWarmPool,
-        json!({
-            "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
-            "metadata": {"name": "pool", "namespace": NS},
-            "spec": {"replicas": 1, "template": {"image": "py"}},
-        }),
-    )
-    .await;
+    c.create(Resource::PodWarmPool, pool(1)).await;
     c.until("the pool is ready", |c| c.pool_ready("pool") == Some(1))
         .await;
     c.create(
