@@ -879,7 +879,7 @@ pub fn run(options: &Options) -> Result<Results> {
                 .or_insert(result.memory.rss_kib as f64);
             say(format_args!(
                 "seeded N={n} run {}: RSS {:.1} MiB (at ready {:.1}, peak {:.1}), ready in \
-                 {:.1} s, settled in {:.1} s, resync {} writes{}; this process {:.0} MiB",
+                 {:.1} s, settled in {:.1} s, resync {} writes{}{}; this process {:.0} MiB",
                 run + 1,
                 result.memory.rss_kib as f64 / 1024.0,
                 result.ready_memory.rss_kib as f64 / 1024.0,
@@ -887,6 +887,12 @@ pub fn run(options: &Options) -> Result<Results> {
                 result.ready.as_secs_f64(),
                 result.settled.as_secs_f64(),
                 result.resync_writes.values().sum::<usize>(),
+                // A resync that writes says what, since the table keeps only the median.
+                if result.resync_writes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {:?}", result.resync_writes)
+                },
                 result.trimmed.map_or(String::new(), |m| format!(
                     ", RSS after mi_collect {:.1} MiB",
                     m.rss_kib as f64 / 1024.0

@@ -13,6 +13,7 @@ use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{Cluster, Resource};
+use cubepod_policy_host::model::network;
 use cubepod_policy_host::runtime::PolicyModule;
 use cubepod_policy_sdk::names::SPEC_HASH_ANNOTATION;
 use serde_json::{Value, json};
@@ -91,10 +92,19 @@ impl Template {
     /// Running, and keeps its objects.
     pub async fn make(module: PolicyModule) -> Result<Self> {
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        // The cluster's ranges as the controller that reads the seeded state has them: the
+        // fake API server's loopback address among them (the NetworkPolicies' egress says so).
+        let api_server = network::api_server_cidrs("https://127.0.0.1", |_| None);
         let manager = ControllerManager::new(
             cluster.clone(),
             module,
-            ManagerConfig::for_namespaces(vec![NS.to_string()]),
+            ManagerConfig {
+                cluster_network: network::with_api_server(
+                    network::default_cluster_network(),
+                    &api_server,
+                ),
+                ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+            },
             Arc::new(Metrics::new()),
             Arc::new(Health::default()),
         );
