@@ -1179,14 +1179,15 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
     let _ = writeln!(
         out,
         "Flags: `--sizes 1000,10000` (N of the sandboxes/s runs), `--claim-sizes 100,300,1000` \
-         (N of the claims runs), `--protocols h2,http1` (how the controller reaches the API in \
+         (N of the claims runs), `--rollout-size 1000` (N of the runs during a rollout), \
+         `--protocols h2,http1` (how the controller reaches the API in \
          them), `--rss-sizes 10000,30000,100000` (RSS over seeded sandboxes), `--runs 3`, \
          `--pod-start-delay 0ms`, `--perf DIR` (`perf record` of the creating and the claiming \
          controller), `--instruction-sizes 1000` (the controller's instructions under callgrind; \
          needs valgrind), `--callgrind-keep DIR` (keep its dumps), `--trim-probe` (RSS after \
          `mi_collect`, through gdb), `--token-bytes 1024` (a bearer token of a projected \
          token's size), `--controller-arg=--concurrency=32` (a flag for the controller), `--only \
-         create,claims,instructions` (some scenarios), `--controller PATH`.\n"
+         create,claims,rollout,instructions` (some scenarios), `--controller PATH`.\n"
     );
     let _ = writeln!(out, "## The machine\n");
     let _ = writeln!(
