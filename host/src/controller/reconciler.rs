@@ -1319,17 +1319,15 @@ impl Reconciler {
                 ),
             )));
         }
-        if let Some((index, name)) = out
-            .delete
-            .iter()
-            .enumerate()
-            .find(|(_, name)| !members.iter().any(|m| &m.name == *name && !m.claimed))
-        {
+        if let Some((index, name)) = stray_delete(members, &out.delete) {
             return Err(ReconcileError::Refused(Refusal::new(
                 Rule::Pool,
                 &what,
                 format!("delete[{index}]"),
-                format!("{:?} is not a member of the pool", containment::shown(name)),
+                format!(
+                    "{:?} is not an unclaimed member of the pool",
+                    containment::shown(name)
+                ),
             )));
         }
         out.create
@@ -1641,6 +1639,18 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
+/// The first of a pool's `deletes` that is not one of its unclaimed `members`: a pool deletes
+/// only its own members, never one a claim holds.
+fn stray_delete<'a>(
+    members: &[cubepod_policy_host::runtime::bindings::PoolMember],
+    deletes: &'a [String],
+) -> Option<(usize, &'a String)> {
+    deletes
+        .iter()
+        .enumerate()
+        .find(|(_, name)| !members.iter().any(|m| &m.name == *name && !m.claimed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1660,5 +1670,25 @@ mod tests {
             Action::asked(Some(3), Some(secs(7))),
             Action::requeue(secs(3))
         );
+    }
+
+    #[test]
+    fn a_pool_deletes_only_its_unclaimed_members() {
+        use cubepod_policy_host::runtime::bindings::PoolMember;
+        let member = |name: &str, claimed: bool| PoolMember {
+            name: name.to_string(),
+            ready: true,
+            claimed,
+            deleting: false,
+            template_hash: None,
+        };
+        let members = [member("p-0", false), member("p-1", true)];
+        let deletes =
+            |names: &[&str]| -> Vec<String> { names.iter().map(|n| n.to_string()).collect() };
+        assert_eq!(stray_delete(&members, &deletes(&["p-0"])), None);
+        let claimed = deletes(&["p-0", "p-1"]);
+        assert_eq!(stray_delete(&members, &claimed), Some((1, &claimed[1])));
+        let stranger = deletes(&["other"]);
+        assert_eq!(stray_delete(&members, &stranger), Some((0, &stranger[0])));
     }
 }
