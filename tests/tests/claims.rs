@@ -60,6 +60,7 @@ use cubepod_kube::{
     Scope, WatchEvent,
 };
 use cubepod_policy_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig, default_policy};
+use cubepod_tests::bench::swap::variant;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -606,20 +607,6 @@ fn draw_weights(rng: &mut StdRng) -> Vec<u8> {
     weights
 }
 
-/// Candidate `n`: the default policy with a custom section naming it, the same decisions
-/// under another digest.
-fn candidate(n: u32) -> Vec<u8> {
-    let name = b"cubepod-claims-race";
-    let mut section = vec![name.len() as u8];
-    section.extend_from_slice(name);
-    section.extend_from_slice(&n.to_le_bytes());
-    let mut bytes = default_policy::DEFAULT_POLICY.to_vec();
-    bytes.push(0); // a custom section
-    bytes.push(section.len() as u8); // its size, one LEB128 byte
-    bytes.extend(section);
-    bytes
-}
-
 /// The controller's view of the cluster: the MemoryCluster, with a random share of patches and
 /// status writes refused as 409 Conflict before they reach it, and every write counted.
 struct Flaky {
@@ -916,7 +903,7 @@ impl World {
             }
             Op::Rollout(n, weights) => {
                 self.note(op.to_string());
-                let bytes = candidate(*n);
+                let bytes = variant(*n as usize);
                 *self
                     .rolled_out
                     .lock()

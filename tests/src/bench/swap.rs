@@ -19,8 +19,9 @@ use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 
 use super::NS;
 
-/// The default policy with a custom section holding `n`: the same behaviour, another digest.
-pub(super) fn variant(n: usize) -> Vec<u8> {
+/// The default policy with a custom section holding `n`: the same behaviour, another digest
+/// (a hot swap's or a rollout's candidate that decides as the default does).
+pub fn variant(n: usize) -> Vec<u8> {
     let name = b"cubepod-bench";
     let mut section = vec![name.len() as u8];
     section.extend_from_slice(name);

@@ -306,7 +306,7 @@ impl Inner {
         // its successor here (a pool member replaced under its name): the successor stays.
         if deleted
             && self
-                .held_version(resource, &tombstone.1, meta)
+                .held(resource, &tombstone.1, child_owner(meta).as_ref())
                 .is_some_and(|held| is_older(meta.resource_version, held))
         {
             return Vec::new();
@@ -333,32 +333,6 @@ impl Inner {
             | Resource::Service => self.apply_child(resource, meta, deleted, object),
             Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {
                 Vec::new()
-            }
-        }
-    }
-
-    /// The version the cache holds of `key` (of `resource`; a child's under its Sandbox).
-    fn held_version(
-        &self,
-        resource: Resource,
-        key: &ObjectRef,
-        meta: &MetaView<'_>,
-    ) -> Option<&str> {
-        match resource {
-            Resource::Sandbox => self.sandboxes.get(key).map(|c| c.resource_version.as_str()),
-            Resource::PodWarmPool => self.pools.get(key).map(|c| c.resource_version.as_str()),
-            Resource::Pod
-            | Resource::PersistentVolumeClaim
-            | Resource::Secret
-            | Resource::NetworkPolicy
-            | Resource::Service => self
-                .children
-                .get(&child_owner(meta)?)?
-                .versions
-                .get_joined(&version_key_parts(resource, meta.name))
-                .map(String::as_str),
-            Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {
-                None
             }
         }
     }
