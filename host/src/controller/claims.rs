@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use foldhash::HashMap;
 
-use super::cache::{Cache, is_ready};
+use super::cache::{Cache, standing};
+use super::membership::Standing;
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::model::sandbox::{SandboxObject, egress_name};
 use cubepod_policy_host::runtime::bindings::{
-    EgressMode, ObservedChildren, Sandbox, SandboxPhase, SandboxSpec, ServiceSpec,
+    EgressMode, ObservedChildren, Sandbox, SandboxSpec, ServiceSpec,
 };
 
 /// The longest a pool's refill waits in a row for its claims to be served.
@@ -157,20 +158,28 @@ impl Claims {
         }
         let pool_ref = ObjectRef::new(&sandbox.namespace, pool);
         let mut inner = self.lock();
-        let found = cache.visit_pool_members(&pool_ref, |members| {
-            let mut scan = Scan::default();
-            for member in members {
-                scan.visit(member, sandbox, &me, &inner);
+        let held = cache.visit_pool_offer(&pool_ref, &sandbox.name, |held, free| match held {
+            Some(member) => Err(member.clone()),
+            None => {
+                let mut scan = Scan::default();
+                for member in free {
+                    if scan.visit(member, sandbox, &me, &inner) {
+                        break;
+                    }
+                }
+                Ok(scan)
             }
-            scan
         });
-        if let Some(member) = found.held {
-            inner.seen.remove(&me);
-            return ClaimView::Bound {
-                member: Box::new(member),
-                recovered: true,
-            };
-        }
+        let found = match held {
+            Ok(scan) => scan,
+            Err(member) => {
+                inner.seen.remove(&me);
+                return ClaimView::Bound {
+                    member: Box::new(member),
+                    recovered: true,
+                };
+            }
+        };
         // A claim that mirrored a member it lost since has the member's volumes in its status,
         // not children of its own: it claims again.
         let started_cold = observed.pod.is_some()
@@ -252,11 +261,10 @@ impl Claims {
     }
 }
 
-/// One pass over a pool's members for one claim.
+/// One pass over a pool's free members for one claim, in name order, until the first it may
+/// be offered.
 #[derive(Default)]
 struct Scan {
-    /// A live member labelled claimed by this claim.
-    held: Option<SandboxObject>,
     /// The first, by name, of the members the claim may be offered, at its version.
     best: Option<(String, String)>,
     /// Some member would suit but is reserved for another claim in flight.
@@ -266,26 +274,18 @@ struct Scan {
 }
 
 impl Scan {
-    fn visit(&mut self, member: &SandboxObject, claim: &Sandbox, me: &ObjectRef, inner: &Inner) {
+    /// Looks at the free member `member`; true once it is the one offered.
+    fn visit(
+        &mut self,
+        member: &SandboxObject,
+        claim: &Sandbox,
+        me: &ObjectRef,
+        inner: &Inner,
+    ) -> bool {
         let m = &member.sandbox;
-        if holds(member, &claim.name) {
-            if self.held.as_ref().is_none_or(|h| m.name < h.sandbox.name) {
-                self.held = Some(member.clone());
-            }
-            return;
-        }
-        if m.claimed_by.is_some() || m.deleting || !is_ready(m) {
-            return;
-        }
-        // Only a member that would be the new first is compared and looked up: in a pool of
-        // N, about log N of them, rather than every member for every claim. When none is
-        // found free, every member was.
-        if self.best.as_ref().is_some_and(|(name, _)| m.name >= *name) {
-            return;
-        }
         if let Some(mismatch) = mismatch(&claim.spec, &m.spec) {
             self.mismatch.get_or_insert(mismatch);
-            return;
+            return false;
         }
         let member_ref = ObjectRef::new(&m.namespace, &m.name);
         if inner
@@ -294,14 +294,15 @@ impl Scan {
             .is_some_and(|holder| holder != me)
         {
             self.reserved_elsewhere = true;
-            return;
+            return false;
         }
         if inner.stale.get(&member_ref) == Some(&member.resource_version) {
             // Moving on, as far as the API is concerned: wait for the cache to see it.
             self.reserved_elsewhere = true;
-            return;
+            return false;
         }
         self.best = Some((member_ref.name, member.resource_version.clone()));
+        true
     }
 }
 
@@ -316,11 +317,10 @@ fn recorded_by(claim: &SandboxObject, member: &SandboxObject) -> bool {
 }
 
 /// Whether `member` is labelled held by the claim `claim`, and alive. Who may trust the label
-/// is the caller's to say: a member of the pool's record ([`Cache::visit_pool_members`]), or
+/// is the caller's to say: a member of the pool's record ([`Cache::visit_pool_offer`]), or
 /// one the claim records ([`recorded_by`]).
 fn holds(member: &SandboxObject, claim: &str) -> bool {
-    let m = &member.sandbox;
-    m.claimed_by.as_deref() == Some(claim) && !m.deleting && m.status.phase != SandboxPhase::Failed
+    standing(&member.sandbox) == Standing::HeldBy(claim)
 }
 
 /// Why a member made from `member`'s spec would not be the sandbox `claim` asks for, if it

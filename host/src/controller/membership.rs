@@ -23,12 +23,31 @@ struct PoolEntry {
     recorded: Option<BTreeMap<String, String>>,
     /// Created by this process, not yet in `recorded`.
     created: BTreeMap<String, String>,
-    /// The Sandboxes confirmed as members now: what a claim's offer scans.
+    /// The Sandboxes confirmed as members now.
     confirmed: BTreeSet<ObjectRef>,
+    /// The confirmed members a claim may be offered ([`Standing::Free`]), in name order: what
+    /// a claim's offer visits, rather than every member.
+    free: BTreeSet<ObjectRef>,
+    /// The confirmed members a claim holds ([`Standing::HeldBy`]), by the claim's name, then
+    /// the member's.
+    held: BTreeSet<(String, String)>,
+    /// The claim of each member in `held`, by the member's name.
+    holder: HashMap<String, String>,
     /// Names the pool's policy chose for a new member that a Sandbox other than a member holds
     /// (a member a claim took, whose record is the claim's now; anyone's Sandbox): listed to
     /// the policy as taken until that Sandbox is gone.
     occupied: BTreeSet<String>,
+}
+
+impl PoolEntry {
+    /// `member` is no longer indexed as a member, nor as free or held.
+    fn unindex(&mut self, member: &ObjectRef) {
+        self.confirmed.remove(member);
+        self.free.remove(member);
+        if let Some(claim) = self.holder.remove(&member.name) {
+            self.held.remove(&(claim, member.name.clone()));
+        }
+    }
 }
 
 /// The pools' records, and the members they confirm.
@@ -45,6 +64,17 @@ pub(crate) struct Claimant<'a> {
     pub(crate) label: Option<&'a str>,
     /// The uid its controller reference names.
     pub(crate) controller_uid: Option<&'a str>,
+}
+
+/// What a confirmed member is to the claims of its pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Standing<'a> {
+    /// Ready, unclaimed and not being deleted: it may be offered to a claim.
+    Free,
+    /// Held by the claim of this name (and neither being deleted nor failed).
+    HeldBy(&'a str),
+    /// Neither: starting, failed, or being deleted.
+    Neither,
 }
 
 /// The change a pool's status makes to its record: a uid to record, or `None` to drop.
@@ -96,8 +126,8 @@ impl Membership {
                 uid,
                 recorded,
                 created,
-                confirmed: BTreeSet::new(),
                 occupied,
+                ..PoolEntry::default()
             },
         );
         touched
@@ -116,17 +146,28 @@ impl Membership {
         }
     }
 
-    /// Marks `name` a confirmed member of `pool`, or not.
-    pub(crate) fn index(&mut self, pool: &ObjectRef, name: &str, confirmed: bool) {
+    /// Marks `name` a confirmed member of `pool` standing so to claims, or (`None`) not a
+    /// member.
+    pub(crate) fn index(&mut self, pool: &ObjectRef, name: &str, standing: Option<Standing<'_>>) {
         let Some(entry) = self.pools.get_mut(pool) else {
             return;
         };
         let member = ObjectRef::new(&pool.namespace, name);
-        if confirmed {
-            entry.confirmed.insert(member);
-        } else {
-            entry.confirmed.remove(&member);
+        entry.unindex(&member);
+        let Some(standing) = standing else {
+            return;
+        };
+        match standing {
+            Standing::Free => {
+                entry.free.insert(member.clone());
+            }
+            Standing::HeldBy(claim) => {
+                entry.held.insert((claim.to_string(), name.to_string()));
+                entry.holder.insert(name.to_string(), claim.to_string());
+            }
+            Standing::Neither => {}
         }
+        entry.confirmed.insert(member);
     }
 
     /// Whether `name` is one this process created for `pool`, or its record holds.
@@ -165,9 +206,7 @@ impl Membership {
     /// name is forgotten.
     pub(crate) fn gone(&mut self, pool: &ObjectRef, name: &str) {
         if let Some(entry) = self.pools.get_mut(pool) {
-            entry
-                .confirmed
-                .remove(&ObjectRef::new(&pool.namespace, name));
+            entry.unindex(&ObjectRef::new(&pool.namespace, name));
             entry.created.remove(name);
         }
     }
@@ -178,6 +217,26 @@ impl Membership {
             .get(pool)
             .into_iter()
             .flat_map(|e| e.confirmed.iter())
+    }
+
+    /// `pool`'s members a claim may be offered, in name order.
+    pub(crate) fn free(&self, pool: &ObjectRef) -> impl Iterator<Item = &ObjectRef> {
+        self.pools.get(pool).into_iter().flat_map(|e| e.free.iter())
+    }
+
+    /// The names of `pool`'s members the claim `claim` holds, in name order.
+    pub(crate) fn held_by<'a>(
+        &'a self,
+        pool: &ObjectRef,
+        claim: &'a str,
+    ) -> impl Iterator<Item = &'a str> {
+        let from = (claim.to_string(), String::new());
+        self.pools.get(pool).into_iter().flat_map(move |e| {
+            e.held
+                .range(from.clone()..)
+                .take_while(move |(holder, _)| holder == claim)
+                .map(|(_, member)| member.as_str())
+        })
     }
 
     /// What the pool's next status should change in its record: the members this process
@@ -299,7 +358,7 @@ mod tests {
         assert!(m.unrecorded(&pool()));
         assert!(m.confirms(&pool(), &claimant("m1", "u1", Some("pool-uid"))));
         assert!(!m.confirms(&pool(), &claimant("m2", "u2", Some("other"))));
-        m.index(&pool(), "m1", true);
+        m.index(&pool(), "m1", Some(Standing::Neither));
         let delta = m.delta(&pool(), |_| Some("u1".into()), |_, _| true);
         assert_eq!(
             delta,
@@ -314,10 +373,41 @@ mod tests {
             &pool(),
             Some(("pool-uid".into(), recorded(&[("m1", "u1")]))),
         );
-        m.index(&pool(), "m1", true);
+        m.index(&pool(), "m1", Some(Standing::Neither));
         let touched = m.set_pool(&pool(), None);
         assert!(touched.contains("m1"));
         assert!(!m.confirms(&pool(), &claimant("m1", "u1", None)));
+        assert_eq!(m.members(&pool()).count(), 0);
+    }
+
+    #[test]
+    fn the_index_follows_each_member_from_free_to_held_to_gone() {
+        let mut m = Membership::default();
+        m.set_pool(
+            &pool(),
+            Some(("pool-uid".into(), recorded(&[("m1", "u1"), ("m2", "u2")]))),
+        );
+        let free = |m: &Membership| m.free(&pool()).map(|r| r.name.clone()).collect::<Vec<_>>();
+        let held = |m: &Membership, claim| {
+            m.held_by(&pool(), claim)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        m.index(&pool(), "m2", Some(Standing::Free));
+        m.index(&pool(), "m1", Some(Standing::Free));
+        assert_eq!(free(&m), ["m1", "m2"]);
+        m.index(&pool(), "m1", Some(Standing::HeldBy("c")));
+        assert_eq!(free(&m), ["m2"]);
+        assert_eq!(held(&m, "c"), ["m1"]);
+        // A claim whose name begins another's holds nothing of it.
+        assert!(held(&m, "").is_empty() && held(&m, "c2").is_empty());
+        m.index(&pool(), "m1", Some(Standing::Neither));
+        assert!(held(&m, "c").is_empty());
+        assert_eq!(m.members(&pool()).count(), 2);
+        m.index(&pool(), "m2", Some(Standing::HeldBy("c")));
+        m.gone(&pool(), "m2");
+        assert!(free(&m).is_empty() && held(&m, "c").is_empty());
+        m.index(&pool(), "m1", None);
         assert_eq!(m.members(&pool()).count(), 0);
     }
 }

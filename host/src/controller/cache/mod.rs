@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use foldhash::HashMap;
 
-use super::membership::{Claimant, Membership, RecordDelta};
+use super::membership::{Claimant, Membership, RecordDelta, Standing};
 use super::small_map::SmallMap;
 use cubepod_kube::Resource;
 use cubepod_policy_host::model::meta::MetaView;
@@ -324,17 +324,29 @@ impl Cache {
         inner.sandboxes.contains_key(&key) && !inner.membership.owns_name(pool, name)
     }
 
-    /// Visits the members of `pool` under one read lock, in name order, so that a claim's
-    /// offer copies only the member it picks. A pool's members are found through its record,
-    /// not by a scan of every Sandbox.
-    pub fn visit_pool_members<R>(
+    /// Visits, under one read lock, the first member of `pool` the claim `claim` holds (by
+    /// name), then the members it may be offered in name order, so that a claim's offer copies
+    /// only the member it picks. Both come from the pool's index of its members, not from a
+    /// scan of them.
+    pub fn visit_pool_offer<R>(
         &self,
         pool: &ObjectRef,
-        visit: impl FnOnce(&mut dyn Iterator<Item = &SandboxObject>) -> R,
+        claim: &str,
+        visit: impl FnOnce(Option<&SandboxObject>, &mut dyn Iterator<Item = &SandboxObject>) -> R,
     ) -> R {
         let inner = self.read();
-        let mut members = inner.members(pool);
-        visit(&mut members)
+        let sandbox = |name: &str| {
+            inner
+                .sandboxes
+                .get(&ObjectRef::new(&pool.namespace, name))
+                .map(|s| &**s)
+        };
+        let held = inner.membership.held_by(pool, claim).find_map(sandbox);
+        let mut free = inner
+            .membership
+            .free(pool)
+            .filter_map(|member| inner.sandboxes.get(member).map(|s| &**s));
+        visit(held, &mut free)
     }
 
     /// What the next status of `pool` should change in its record of members (see
@@ -370,10 +382,7 @@ impl Cache {
             let s = &s.sandbox;
             in_pool(s) && s.spec.warm_pool.as_deref() == Some(pool.name.as_str()) && awaits_claim(s)
         });
-        waiting
-            && inner.members(pool).any(|m| {
-                m.sandbox.claimed_by.is_none() && !m.sandbox.deleting && is_ready(&m.sandbox)
-            })
+        waiting && inner.membership.free(pool).next().is_some()
     }
 
     /// Whether `key` is a claim not yet served: it names a pool, and neither a member in its
@@ -471,6 +480,20 @@ fn awaits_claim(s: &Sandbox) -> bool {
         && s.status.claimed_member.is_none()
         && s.status.rootfs_pvc.is_none()
         && !s.deleting
+}
+
+/// What a pool's member is to claims: the one rule of the offer, the index of free and held
+/// members, and the refill's wait for claims.
+pub(crate) fn standing(s: &Sandbox) -> Standing<'_> {
+    if s.deleting {
+        return Standing::Neither;
+    }
+    match s.claimed_by.as_deref() {
+        Some(claim) if s.status.phase != SandboxPhase::Failed => Standing::HeldBy(claim),
+        Some(_) => Standing::Neither,
+        None if is_ready(s) => Standing::Free,
+        None => Standing::Neither,
+    }
 }
 
 /// A pool member a claim may be handed: Running and Ready.

@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use foldhash::{HashSet, HashSetExt};
 use serde_json::Value;
 
-use super::{Cache, HeldPvc, Inner, PoolObject, child_owner, is_older, version_key_parts};
+use super::{
+    Cache, HeldPvc, Inner, PoolObject, child_owner, is_older, standing, version_key_parts,
+};
 use crate::controller::queue::WorkKey;
 use cubepod_kube::{Resource, WatchEventType};
 use cubepod_policy_host::model::meta::MetaView;
@@ -389,12 +391,13 @@ impl Inner {
             .and_then(|s| s.sandbox.pool.clone())
         {
             let pool = ObjectRef::new(&key.namespace, &pool);
-            self.membership.index(&pool, &key.name, false);
+            self.membership.index(&pool, &key.name, None);
         }
         read.sandbox.pool = self.confirmed_pool(&read);
         if let Some(pool) = &read.sandbox.pool {
             let pool = ObjectRef::new(&key.namespace, pool);
-            self.membership.index(&pool, &key.name, true);
+            let standing = standing(&read.sandbox);
+            self.membership.index(&pool, &key.name, Some(standing));
         }
         self.sandboxes.insert(key, Box::new(read));
     }
@@ -418,7 +421,8 @@ impl Inner {
         let confirmed = self.confirmed_pool(s);
         if let Some(label) = &s.pool_label {
             let pool = ObjectRef::new(&key.namespace, label);
-            self.membership.index(&pool, &key.name, confirmed.is_some());
+            let standing = confirmed.is_some().then(|| standing(&s.sandbox));
+            self.membership.index(&pool, &key.name, standing);
         }
         if let Some(s) = self.sandboxes.get_mut(key) {
             s.sandbox.pool = confirmed;
