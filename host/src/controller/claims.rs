@@ -159,7 +159,7 @@ impl Claims {
         let pool_ref = ObjectRef::new(&sandbox.namespace, pool);
         let mut inner = self.lock();
         let held = cache.visit_pool_offer(&pool_ref, &sandbox.name, |held, free| match held {
-            Some(member) => Err(member.clone()),
+            Some(member) => Err(Box::new(member.clone())),
             None => {
                 let mut scan = Scan::default();
                 for member in free {
@@ -175,7 +175,7 @@ impl Claims {
             Err(member) => {
                 inner.seen.remove(&me);
                 return ClaimView::Bound {
-                    member: Box::new(member),
+                    member,
                     recovered: true,
                 };
             }
