@@ -563,7 +563,7 @@ fn the_cache_takes_any_object_in_any_order() {
                 }
                 for pool in cache.pool_keys() {
                     let _ = cache.pool_members(&pool);
-                    let _ = cache.visit_pool_members(&pool, |members| members.count());
+                    let _ = cache.visit_pool_offer(&pool, "", |_, free| free.count());
                 }
                 let _ = cache.counts();
             }
@@ -574,6 +574,149 @@ fn the_cache_takes_any_object_in_any_order() {
                 let key = ObjectRef::new(&read.sandbox.namespace, &read.sandbox.name);
                 let cached = cache.sandbox(&key);
                 prop_assert!(cached.is_some(), "a readable sandbox was dropped");
+            }
+            Ok(())
+        },
+    );
+}
+
+/// One event of a pool member's life: which of four names, whose uid (the pool's member's, or
+/// a stranger's under its name), and how it stands.
+#[derive(Clone, Debug)]
+struct MemberEvent {
+    member: usize,
+    stranger: bool,
+    kind: WatchEventType,
+    ready: bool,
+    claimed_by: Option<&'static str>,
+    failed: bool,
+    deleting: bool,
+    version: u64,
+}
+
+fn member_event() -> impl Strategy<Value = MemberEvent> {
+    (
+        0..4usize,
+        prop::bool::weighted(0.2),
+        event_kind(),
+        any::<bool>(),
+        prop::option::of(prop::sample::select(vec!["c", "c0", "d"])),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.2),
+        1..40u64,
+    )
+        .prop_map(
+            |(member, stranger, kind, ready, claimed_by, failed, deleting, version)| MemberEvent {
+                member,
+                stranger,
+                kind,
+                ready,
+                claimed_by,
+                failed,
+                deleting,
+                version,
+            },
+        )
+}
+
+fn member_json(e: &MemberEvent) -> Value {
+    let name = format!("m{}", e.member);
+    let uid = if e.stranger {
+        "stranger".to_string()
+    } else {
+        format!("u{}", e.member)
+    };
+    let mut labels = json!({"cubepod.io/pool": "p"});
+    if let Some(claim) = e.claimed_by {
+        labels["cubepod.io/claimed-by"] = claim.into();
+    }
+    let mut object = json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": NS, "uid": uid, "generation": 1,
+                     "resourceVersion": e.version.to_string(), "labels": labels,
+                     "finalizers": ["cubepod.io/cleanup"]},
+        "spec": {"image": "img"},
+        "status": {"phase": if e.failed { "Failed" } else { "Running" },
+                   "conditions": [{"type": "Ready",
+                                   "status": if e.ready { "True" } else { "False" },
+                                   "reason": "PodReady", "message": "",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+    });
+    if e.deleting {
+        object["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+    }
+    object
+}
+
+fn recording_pool(recorded: &[bool], version: u64) -> Value {
+    let members: Map<String, Value> = recorded
+        .iter()
+        .enumerate()
+        .filter(|(_, on)| **on)
+        .map(|(i, _)| (format!("m{i}"), Value::from(format!("u{i}"))))
+        .collect();
+    json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "PodWarmPool",
+        "metadata": {"name": "p", "namespace": NS, "uid": "pool-uid", "generation": 1,
+                     "resourceVersion": version.to_string()},
+        "spec": {"replicas": 4, "template": {"image": "img"}},
+        "status": {"ready": 0, "members": 0, "observedGeneration": 1, "conditions": [],
+                   "memberUIDs": members},
+    })
+}
+
+#[test]
+fn the_offers_index_says_what_the_members_say_however_their_events_come() {
+    let step = prop_oneof![
+        4 => member_event().prop_map(Ok),
+        1 => (prop::collection::vec(any::<bool>(), 4), 1..40u64).prop_map(Err),
+    ];
+    check(
+        "member and pool events -> controller::cache::Cache::visit_pool_offer",
+        cases(1024),
+        prop::collection::vec(step, 1..24),
+        |steps| {
+            let cache = Cache::default();
+            let pool = ObjectRef::new(NS, "p");
+            for step in &steps {
+                match step {
+                    Ok(e) => cache.apply(Resource::Sandbox, e.kind, &member_json(e)),
+                    Err((recorded, version)) => cache.apply(
+                        Resource::PodWarmPool,
+                        WatchEventType::Modified,
+                        &recording_pool(recorded, *version),
+                    ),
+                };
+                // What the members say of themselves, from the cache's own copies.
+                let members = cache.pool_members(&pool);
+                let free: Vec<String> = cache.visit_pool_offer(&pool, "", |_, free| {
+                    free.map(|m| m.sandbox.name.clone()).collect()
+                });
+                let offerable: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.ready && !m.claimed && !m.deleting)
+                    .map(|m| m.name.clone())
+                    .collect();
+                prop_assert_eq!(free, offerable);
+                for claim in ["c", "c0", "d"] {
+                    let held = cache.visit_pool_offer(&pool, claim, |held, _| {
+                        held.map(|m| m.sandbox.name.clone())
+                    });
+                    let mut expected: Vec<String> = cache
+                        .sandboxes()
+                        .into_iter()
+                        .filter(|s| {
+                            let s = &s.sandbox;
+                            s.pool.as_deref() == Some("p")
+                                && s.claimed_by.as_deref() == Some(claim)
+                                && !s.deleting
+                                && s.status.phase != SandboxPhase::Failed
+                        })
+                        .map(|s| s.sandbox.name)
+                        .collect();
+                    expected.sort();
+                    prop_assert_eq!(held, expected.into_iter().next(), "held by {}", claim);
+                }
             }
             Ok(())
         },
