@@ -1,7 +1,9 @@
 //! Warm-pool claims per second: the real controller binary against the fake API server fills a
 //! `PodWarmPool` of N members (cold: the run's own cold sandboxes/s), then eight clients POST N
-//! claiming Sandboxes at once. Each claim's latency runs from its own POST to the fake's watch
-//! showing it Running with a pod IP. Once the pool has refilled and the controller is quiet,
+//! claiming Sandboxes, at once (a burst: as fast as the fake takes them) or paced at a sustained
+//! rate. Each claim's latency runs from its own POST to the fake's watch showing it Running
+//! with a pod IP: in a burst mostly the wait behind the claims posted before it, at a rate the
+//! controller keeps up with the claim's own time. Once the pool has refilled and the controller is quiet,
 //! the cluster is checked (no member held by two claims, no claim failed or stuck) and the
 //! writes are split into the claims' own and the refill's.
 
@@ -31,6 +33,8 @@ const IMAGE: &str = "ghcr.io/cubepod/sandbox-python:3.12";
 pub struct ClaimRun {
     pub protocol: Protocol,
     pub n: usize,
+    /// The claims' POSTs paced at this many per second; `None`: a burst.
+    pub pace: Option<f64>,
     /// From the pool's creation to its N-th member Running: the run's cold sandboxes/s.
     pub fill: Duration,
     /// From the first claim's POST to the N-th claim Running with a pod IP.
@@ -145,7 +149,8 @@ fn running_members(cluster: &MemoryCluster) -> Vec<String> {
         .collect()
 }
 
-pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
+/// A run of N claims on a pool of N: a burst, or POSTs paced at `pace` per second.
+pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
     let runtime = setup.runtime;
     let fake = fake_server(setup.pod_start_delay, setup.protocol.tls(), setup.token)?;
     let dir = tempfile::tempdir().context("temp dir")?;
@@ -209,9 +214,14 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
                     (client.clone(), posted.clone(), names.clone(), next.clone());
                 clients.spawn(async move {
                     loop {
-                        let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(name) = names.get(index) else {
                             return Ok::<(), anyhow::Error>(());
                         };
+                        if let Some(rate) = pace {
+                            let due = started + Duration::from_secs_f64(index as f64 / rate);
+                            tokio::time::sleep_until(due.into()).await;
+                        }
                         let body = Bytes::from(claim_manifest(name).to_string());
                         let at = Instant::now();
                         let status = client
@@ -346,6 +356,7 @@ pub fn run(setup: &Setup<'_>, n: usize) -> Result<ClaimRun> {
     Ok(ClaimRun {
         protocol: setup.protocol,
         n,
+        pace,
         fill,
         took,
         latencies,

@@ -108,6 +108,8 @@ pub struct Options {
     pub sizes: Vec<usize>,
     /// N of the claims runs: a pool of N members, then N claims at once.
     pub claim_sizes: Vec<usize>,
+    /// The sustained rate of the paced claims runs, claims/s (beside each burst); `None`: none.
+    pub claim_rate: Option<f64>,
     /// N of the rollout runs: N sandboxes created with no rollout, during a shadow stage and
     /// during a canary step.
     pub rollout_size: usize,
@@ -175,6 +177,7 @@ impl Default for Options {
         Self {
             sizes: vec![1_000, 10_000],
             claim_sizes: vec![100, 300, 1_000],
+            claim_rate: Some(1_000.0),
             rollout_size: 1_000,
             protocols: Protocol::ALL.to_vec(),
             rss_sizes: vec![10_000, 30_000, 100_000],
@@ -201,6 +204,7 @@ pub const USAGE: &str = "\
 cubepod-bench: the controller against the fake API server on loopback, with a load generator
 
 usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
+                     [--claim-rate 1000]
                      [--rollout-size 1000] [--protocols h2,http1]
                      [--rss-sizes 10000,30000,100000] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
@@ -214,6 +218,9 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --sizes          N of the sandboxes/s runs (default 1000,10000)
   --claim-sizes    N of the claims runs: a warm pool of N filled, then N claims at once by
                    8 clients (default 100,300,1000)
+  --claim-rate     beside each burst of claims, the same N claims POSTed paced at this many
+                   per second: the latency of a claim at a sustained rate (default 1000; 0:
+                   bursts only)
   --rollout-size   N of the rollout runs: N sandboxes created with no rollout, in a
                    PolicyRollout's shadow stage and in its canary step, alternating
                    (default 1000)
@@ -282,6 +289,13 @@ impl Options {
                 }
                 "--sizes" => options.sizes = sizes(&value()?)?,
                 "--claim-sizes" => options.claim_sizes = sizes(&value()?)?,
+                "--claim-rate" => {
+                    let rate: f64 = value()?.parse().context("--claim-rate")?;
+                    if !rate.is_finite() || rate < 0.0 {
+                        bail!("--claim-rate: a rate in claims/s, or 0 for no paced runs");
+                    }
+                    options.claim_rate = (rate > 0.0).then_some(rate);
+                }
                 "--rollout-size" => {
                     options.rollout_size = value()?
                         .replace('_', "")
@@ -443,8 +457,10 @@ pub struct Results {
     pub creates: BTreeMap<usize, Vec<create::CreateRun>>,
     /// The same runs over plain HTTP/1.1 (no resync).
     pub creates_http1: BTreeMap<usize, Vec<create::CreateRun>>,
-    /// The claims runs, by protocol and N.
+    /// The claims runs, by protocol and N: bursts.
     pub claims: BTreeMap<(Protocol, usize), Vec<claims::ClaimRun>>,
+    /// The claims runs paced at `--claim-rate`, by protocol and N.
+    pub paced_claims: BTreeMap<(Protocol, usize), Vec<claims::ClaimRun>>,
     /// The rollout runs, each stage in each round (HTTP/2).
     pub rollouts: Vec<rollout::StageRun>,
     /// The runs under callgrind, each protocol at each N of `instruction_sizes`.
@@ -719,51 +735,59 @@ pub fn run(options: &Options) -> Result<Results> {
                     .as_ref()
                     .filter(|_| Some(n) == largest_claims && run == 0)
                     .map(|dir| dir.join(format!("controller-claims-{n}-{}.data", protocol.flag())));
-                let setup = create::Setup {
-                    runtime: &runtime,
-                    binary: &binary,
-                    perf,
-                    pod_start_delay: options.pod_start_delay,
-                    trim_probe: false,
-                    controller_args: options.controller_args.clone(),
-                    protocol,
-                    callgrind: None,
-                    token: &token,
-                };
-                let result = claims::run(&setup, n).with_context(|| {
-                    format!("{n} claims over {}, run {}", protocol.label(), run + 1)
-                })?;
-                say(format_args!(
-                    "claims N={n} {} run {}: {:.0} claims/s (cold fill {:.0}/s), latency p50 \
-                     {:.1} ms p90 {:.1} p99 {:.1} max {:.1}, {:.2} writes and {:.2} Events per \
-                     claim {:?}, {} refill writes, {:.2} 409s per claim, {} double claims, {} \
-                     not Running, CPU per claim: controller {:.0} µs, fake and clients {:.0} µs",
-                    protocol.flag(),
-                    run + 1,
-                    result.claims_per_second(),
-                    result.cold_per_second(),
-                    result.latency_ms(50.0),
-                    result.latency_ms(90.0),
-                    result.latency_ms(99.0),
-                    result.max_latency_ms(),
-                    result.writes_per_claim(),
-                    result.claim_events as f64 / n as f64,
-                    result.claim_writes,
-                    result.refill_writes,
-                    result.conflicts_per_claim(),
-                    result.double_claims,
-                    result.not_running.len(),
-                    result.cpu_per_claim_micros(),
-                    result.bench_cpu_per_claim_micros(),
-                ));
-                for stuck in result.not_running.iter().take(3) {
-                    say(format_args!("  not Running: {stuck}"));
-                }
-                results
-                    .claims
+                // A burst, then (the same minutes of the shared machine) the same N paced.
+                let paced = options.claim_rate.map(Some);
+                for pace in std::iter::once(None).chain(paced) {
+                    let setup = create::Setup {
+                        runtime: &runtime,
+                        binary: &binary,
+                        perf: perf.clone().filter(|_| pace.is_none()),
+                        pod_start_delay: options.pod_start_delay,
+                        trim_probe: false,
+                        controller_args: options.controller_args.clone(),
+                        protocol,
+                        callgrind: None,
+                        token: &token,
+                    };
+                    let result = claims::run(&setup, n, pace).with_context(|| {
+                        format!("{n} claims over {}, run {}", protocol.label(), run + 1)
+                    })?;
+                    let how =
+                        pace.map_or_else(|| "at once".to_string(), |r| format!("at {r:.0}/s"));
+                    say(format_args!(
+                        "claims N={n} {how} {} run {}: {:.0} claims/s (cold fill {:.0}/s), latency \
+                         p50 {:.1} ms p90 {:.1} p99 {:.1} max {:.1}, {:.2} writes and {:.2} Events \
+                         per claim {:?}, {} refill writes, {:.2} 409s per claim, {} double claims, \
+                         {} not Running, CPU per claim: controller {:.0} µs, fake and clients {:.0} µs",
+                        protocol.flag(),
+                        run + 1,
+                        result.claims_per_second(),
+                        result.cold_per_second(),
+                        result.latency_ms(50.0),
+                        result.latency_ms(90.0),
+                        result.latency_ms(99.0),
+                        result.max_latency_ms(),
+                        result.writes_per_claim(),
+                        result.claim_events as f64 / n as f64,
+                        result.claim_writes,
+                        result.refill_writes,
+                        result.conflicts_per_claim(),
+                        result.double_claims,
+                        result.not_running.len(),
+                        result.cpu_per_claim_micros(),
+                        result.bench_cpu_per_claim_micros(),
+                    ));
+                    for stuck in result.not_running.iter().take(3) {
+                        say(format_args!("  not Running: {stuck}"));
+                    }
+                    match pace {
+                        None => &mut results.claims,
+                        Some(_) => &mut results.paced_claims,
+                    }
                     .entry((protocol, n))
                     .or_default()
                     .push(result);
+                }
             }
         }
     }
