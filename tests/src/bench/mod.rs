@@ -525,6 +525,28 @@ fn project(measured: &BTreeMap<usize, f64>, n: usize) -> f64 {
     }
 }
 
+/// A run of the release controller with the command line's flags for it, over `protocol`: no
+/// `perf`, no callgrind, no trim probe unless the caller sets them.
+fn setup<'a>(
+    runtime: &'a tokio::runtime::Runtime,
+    binary: &'a Path,
+    options: &Options,
+    protocol: Protocol,
+    token: &'a str,
+) -> create::Setup<'a> {
+    create::Setup {
+        runtime,
+        binary,
+        perf: None,
+        pod_start_delay: options.pod_start_delay,
+        trim_probe: false,
+        controller_args: options.controller_args.clone(),
+        protocol,
+        callgrind: None,
+        token,
+    }
+}
+
 /// The controller under callgrind creating N sandboxes, once per protocol at each N: its
 /// instructions per new sandbox, which the machine's speed does not move (one run each).
 fn count_instructions(
@@ -561,15 +583,8 @@ fn count_instructions(
                 }
             };
             let setup = create::Setup {
-                runtime,
-                binary,
-                perf: None,
-                pod_start_delay: options.pod_start_delay,
-                trim_probe: false,
-                controller_args: options.controller_args.clone(),
-                protocol,
                 callgrind: Some(dir.clone()),
-                token: &token,
+                ..setup(runtime, binary, options, protocol, &token)
             };
             let result = create::run(&setup, n).with_context(|| {
                 format!(
@@ -671,15 +686,8 @@ pub fn run(options: &Options) -> Result<Results> {
                     .filter(|_| Some(n) == largest && run == 0)
                     .map(|dir| dir.join(format!("controller-create-{n}-{}.data", protocol.flag())));
                 let setup = create::Setup {
-                    runtime: &runtime,
-                    binary: &binary,
                     perf,
-                    pod_start_delay: options.pod_start_delay,
-                    trim_probe: false,
-                    controller_args: options.controller_args.clone(),
-                    protocol,
-                    callgrind: None,
-                    token: &token,
+                    ..setup(&runtime, &binary, options, protocol, &token)
                 };
                 let result = create::run(&setup, n).with_context(|| {
                     format!(
@@ -739,15 +747,8 @@ pub fn run(options: &Options) -> Result<Results> {
                 let paced = options.claim_rate.map(Some);
                 for pace in std::iter::once(None).chain(paced) {
                     let setup = create::Setup {
-                        runtime: &runtime,
-                        binary: &binary,
                         perf: perf.clone().filter(|_| pace.is_none()),
-                        pod_start_delay: options.pod_start_delay,
-                        trim_probe: false,
-                        controller_args: options.controller_args.clone(),
-                        protocol,
-                        callgrind: None,
-                        token: &token,
+                        ..setup(&runtime, &binary, options, protocol, &token)
                     };
                     let result = claims::run(&setup, n, pace).with_context(|| {
                         format!("{n} claims over {}, run {}", protocol.label(), run + 1)
@@ -797,17 +798,7 @@ pub fn run(options: &Options) -> Result<Results> {
             // The stages alternate within a round, so that all see the same minutes of the
             // shared machine.
             for stage in rollout::Stage::ALL {
-                let setup = create::Setup {
-                    runtime: &runtime,
-                    binary: &binary,
-                    perf: None,
-                    pod_start_delay: options.pod_start_delay,
-                    trim_probe: false,
-                    controller_args: options.controller_args.clone(),
-                    protocol: Protocol::H2,
-                    callgrind: None,
-                    token: &token,
-                };
+                let setup = setup(&runtime, &binary, options, Protocol::H2, &token);
                 let n = options.rollout_size;
                 let result = rollout::run(&setup, n, stage).with_context(|| {
                     format!("{n} sandboxes, {}, run {}", stage.label(), run + 1)
