@@ -979,4 +979,15 @@ mod tests {
         assert!(parse(&["--token-bytes", "0"]).is_err());
         assert!(parse(&["--token-bytes", "many"]).is_err());
     }
+
+    #[test]
+    fn claim_rate_paces_runs_beside_the_bursts_and_zero_turns_them_off() {
+        let rate = |args: &[&str]| parse(args).map(|o| o.and_then(|o| o.claim_rate));
+        assert_eq!(rate(&[]).expect("parses"), Some(1_000.0));
+        assert_eq!(rate(&["--claim-rate", "500"]).expect("parses"), Some(500.0));
+        assert_eq!(rate(&["--claim-rate=0"]).expect("parses"), None);
+        assert!(rate(&["--claim-rate", "-1"]).is_err());
+        assert!(rate(&["--claim-rate", "inf"]).is_err());
+        assert!(rate(&["--claim-rate", "fast"]).is_err());
+    }
 }
