@@ -2,10 +2,10 @@
 //! `PodWarmPool` of N members (cold: the run's own cold sandboxes/s), then eight clients POST N
 //! claiming Sandboxes, at once (a burst: as fast as the fake takes them) or paced at a sustained
 //! rate. Each claim's latency runs from its own POST to the fake's watch showing it Running
-//! with a pod IP: in a burst mostly the wait behind the claims posted before it, at a rate the
-//! controller keeps up with the claim's own time. Once the pool has refilled and the controller is quiet,
-//! the cluster is checked (no member held by two claims, no claim failed or stuck) and the
-//! writes are split into the claims' own and the refill's.
+//! with a pod IP: in a burst, mostly its wait behind the claims posted before it; paced at a
+//! rate the controller keeps up with, the claim's own time. Once the pool has refilled and the
+//! controller is quiet, the cluster is checked (no member held by two claims, no claim failed
+//! or stuck) and the writes are split into the claims' own and the refill's.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
