@@ -1347,9 +1347,9 @@ them), and in a second run of the same N paced at `--claim-rate` claims/s. A cla
 from its own POST to the fake's watch showing it Running with a pod IP; claims/s from the first \
 POST to the N-th Running. In a burst the clients POST faster than any controller sharing their \
 two cores serves claims, so a claim's latency is mostly its wait behind the claims posted before \
-it; paced, it is the claim's own time at that rate. Once the pool has refilled and the controller is quiet, the cluster is checked (no \
-member held by two claims, every claim Running) and the writes are split into the claims' own \
-(finalizers, adoptions, statuses) and the refill's.
+it; paced, it is the claim's own time at that rate. Once the pool has refilled and the \
+controller is quiet, the cluster is checked (no member held by two claims, every claim Running) \
+and the writes are split into the claims' own (finalizers, adoptions, statuses) and the refill's.
 - **Rollout**: the sandboxes/s run at `--rollout-size` over HTTP/2, three times in a round: with \
 no rollout; with a `PolicyRollout` held in its shadow stage (`share: 100`: the candidate runs \
 beside the stable module on every sandbox reconcile, against a recording cluster, and writes \
