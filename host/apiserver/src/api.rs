@@ -8,18 +8,44 @@ use tokio::sync::mpsc;
 
 use super::errors;
 use super::field::FieldError;
+use super::managed_fields::{self, Applied, Manager};
 use super::merge::merge_patch;
 use super::meta;
 use super::namespaces;
 use super::schema;
 use super::selector::Selector;
+use super::shape::Shape;
 use super::state::State;
 use super::store::ObjectKey;
+use super::strategic;
 use super::strategy;
 use super::watch::Filter;
 use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, ObjectList, PageRequest, Resource, Scope, WatchEvent,
 };
+
+/// What a write does to the object it changes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Change<'a> {
+    /// A JSON merge patch (RFC 7386).
+    Merge(&'a Value),
+    /// A strategic merge patch (`strategic.rs`), for the built-in kinds.
+    Strategic(&'a Value),
+    /// The object whole, as a PUT sends it.
+    Replace(&'a Value),
+    /// A server-side apply of a configuration (`managed_fields.rs`).
+    Apply { config: &'a Value, force: bool },
+}
+
+/// Whose fields a create records in `metadata.managedFields`.
+pub(crate) enum Owner<'a> {
+    /// The controller's own writes, in-process: not recorded.
+    Untracked,
+    /// A client's create, an `Update` of its manager.
+    Manager(&'a Manager),
+    /// A server-side apply that creates the object.
+    Applied(Applied),
+}
 
 /// Which part of the object a patch is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,8 +63,9 @@ impl State {
         resource: Resource,
         namespace: &str,
         object: Value,
+        owner: Owner<'_>,
     ) -> ApiResult<Arc<Value>> {
-        self.create_as(resource, namespace, object, None)
+        self.create_with(resource, namespace, object, None, owner)
     }
 
     /// [`Self::create`], the object given `uid` rather than a new one (a seed's: see
@@ -49,6 +76,17 @@ impl State {
         namespace: &str,
         object: Value,
         uid: Option<String>,
+    ) -> ApiResult<Arc<Value>> {
+        self.create_with(resource, namespace, object, uid, Owner::Untracked)
+    }
+
+    fn create_with(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+        uid: Option<String>,
+        owner: Owner<'_>,
     ) -> ApiResult<Arc<Value>> {
         let mut object = strategy::validate_create(resource, namespace, object)?;
         let key = ObjectKey::new(resource, namespace, meta::name(&object).unwrap_or_default());
@@ -68,6 +106,7 @@ impl State {
         metadata.insert("uid".into(), uid.clone().into());
         metadata.insert("creationTimestamp".into(), meta::now().into());
         metadata.insert("generation".into(), 1.into());
+        refuse_invalid(&key, strategy::validate_sizes(resource, &object))?;
         // The API server's order: the object's validation, the namespace's existence
         // (admission), then the store's AlreadyExists.
         if let Some(crd) = crd {
@@ -78,6 +117,13 @@ impl State {
         }
         if self.store.get(&key).is_some() {
             return Err(errors::already_exists(resource, &key.name));
+        }
+        match owner {
+            Owner::Untracked => {}
+            Owner::Manager(manager) => {
+                managed_fields::record_update(resource, manager, None, &mut object);
+            }
+            Owner::Applied(applied) => managed_fields::finish_apply(resource, applied, &mut object),
         }
         let stored = self.add(key.clone(), object);
         if resource == Resource::Pod {
@@ -128,17 +174,75 @@ impl State {
         patch: &Value,
         subresource: Subresource,
     ) -> ApiResult<Arc<Value>> {
+        self.write(key, Change::Merge(patch), subresource, None)
+    }
+
+    /// A change of the object or of its status, by `manager` (whose fields `metadata.
+    /// managedFields` records) or by the controller (`None`, not recorded). A server-side
+    /// apply of an object that does not exist creates it.
+    pub(crate) fn write(
+        &mut self,
+        key: &ObjectKey,
+        change: Change<'_>,
+        subresource: Subresource,
+        manager: Option<&Manager>,
+    ) -> ApiResult<Arc<Value>> {
         if subresource == Subresource::Status && !strategy::accepts_status_patch(key.resource) {
             return Err(errors::no_such_subresource());
         }
-        let current = self.get(key)?;
-        if !patch.is_object() {
-            return Err(errors::bad_request("a merge patch must be a JSON object"));
-        }
-        check_preconditions(key, &current, patch)?;
-
+        let current = match (self.get(key), &change, manager) {
+            (Ok(current), _, _) => current,
+            (Err(missing), Change::Apply { config, force }, Some(manager))
+                if missing.is(ApiErrorKind::NotFound) && subresource == Subresource::Main =>
+            {
+                check_applied(key, config)?;
+                let applied = managed_fields::apply(key.resource, None, config, manager, *force)?;
+                let object = applied.object.clone();
+                return self.create(
+                    key.resource,
+                    &key.namespace,
+                    object,
+                    Owner::Applied(applied),
+                );
+            }
+            (Err(error), _, _) => return Err(error),
+        };
         let mut next = (*current).clone();
-        merge_patch(&mut next, patch);
+        let mut applied = None;
+        match change {
+            Change::Merge(patch) => {
+                if !patch.is_object() {
+                    return Err(errors::bad_request("a merge patch must be a JSON object"));
+                }
+                check_preconditions(key, &current, patch)?;
+                merge_patch(&mut next, patch);
+            }
+            Change::Strategic(patch) => {
+                check_preconditions(key, &current, patch)?;
+                strategic::patch(Shape::of(key.resource), &mut next, patch)
+                    .map_err(|error| errors::bad_request(error.to_string()))?;
+            }
+            Change::Replace(object) => {
+                if !object.is_object() {
+                    return Err(errors::bad_request(
+                        "the body of an update must be a JSON object",
+                    ));
+                }
+                check_preconditions(key, &current, object)?;
+                next = object.clone();
+            }
+            Change::Apply { config, force } => {
+                let Some(manager) = manager else {
+                    return Err(errors::bad_request("an apply names its field manager"));
+                };
+                check_applied(key, config)?;
+                check_preconditions(key, &current, config)?;
+                let merged =
+                    managed_fields::apply(key.resource, Some(&*current), config, manager, force)?;
+                next = merged.object.clone();
+                applied = Some(merged);
+            }
+        }
         match subresource {
             // The status endpoint writes status only: everything else stays as it was.
             Subresource::Status => {
@@ -155,6 +259,7 @@ impl State {
         restore_system_fields(&current, &mut next);
         strategy::prepare_for_update(key.resource, &mut next)?;
         check_finalizers(key, &current, &next)?;
+        refuse_invalid(key, strategy::validate_sizes(key.resource, &next))?;
         // The object the patch makes is decoded (defaulted) and validated as an update, whichever
         // part the patch was for: a status is held to the status schema too.
         if let Some(crd) = schema::of(key.resource) {
@@ -167,6 +272,13 @@ impl State {
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
             meta::set(&mut next, "generation", generation + 1);
+        }
+        match (applied, manager) {
+            (Some(applied), _) => managed_fields::finish_apply(key.resource, applied, &mut next),
+            (None, Some(manager)) => {
+                managed_fields::record_update(key.resource, manager, Some(&*current), &mut next);
+            }
+            (None, None) => managed_fields::keep(&current, &mut next),
         }
 
         // As etcd: a write that changes nothing is not a write (no new version, no event).
@@ -322,6 +434,43 @@ fn check_preconditions(key: &ObjectKey, current: &Value, patch: &Value) -> ApiRe
         }
     }
     Ok(())
+}
+
+/// An applied configuration names the object's kind and the object of the URL.
+fn check_applied(key: &ObjectKey, config: &Value) -> ApiResult<()> {
+    if !config.is_object() {
+        return Err(errors::bad_request(
+            "an applied configuration must be an object",
+        ));
+    }
+    let resource = key.resource;
+    for (field, expected) in [
+        ("apiVersion", resource.api_version()),
+        ("kind", resource.kind()),
+    ] {
+        match config.get(field).and_then(Value::as_str) {
+            None | Some("") => {
+                return Err(errors::bad_request(format!(
+                    "{field} must be set in an applied configuration"
+                )));
+            }
+            Some(given) if given != expected => {
+                return Err(errors::bad_request(format!(
+                    "the {field} of the applied configuration ({given}) does not match the \
+                     {field} of the URL ({expected})"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    match meta::name(config) {
+        Some(name) if name == key.name => Ok(()),
+        given => Err(errors::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({})",
+            given.unwrap_or_default(),
+            key.name
+        ))),
+    }
 }
 
 /// Clients cannot write the fields the server owns, nor change `kind` or `apiVersion`.

@@ -14,6 +14,7 @@ mod errors;
 mod field;
 mod gc;
 mod kubelet;
+mod managed_fields;
 mod merge;
 mod meta;
 mod namespaces;
@@ -21,8 +22,10 @@ mod pod_lifecycle;
 mod schema;
 mod selector;
 pub mod serve;
+mod shape;
 mod state;
 mod store;
+mod strategic;
 mod strategy;
 mod watch;
 mod writes;
@@ -38,8 +41,9 @@ use tokio::sync::mpsc;
 pub use self::writes::{WriteRecord, WriteVerb};
 
 use self::access::AccessControl;
-use self::api::Subresource;
+use self::api::{Change, Owner, Subresource};
 use self::kubelet::{Kubelet, Work};
+use self::managed_fields::Manager;
 use self::namespaces::Namespaces;
 use self::state::State;
 use self::store::ObjectKey;
@@ -265,6 +269,42 @@ impl MemoryCluster {
         result
     }
 
+    /// A client's create, its fields recorded as `manager`'s.
+    pub(crate) fn create_by(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        object: Value,
+        manager: &Manager,
+    ) -> ApiResult<Value> {
+        let name = meta::name(&object).unwrap_or_default().to_owned();
+        let result = self
+            .with_state(|state| state.create(resource, namespace, object, Owner::Manager(manager)))
+            .map(|stored| (*stored).clone());
+        let key = ObjectKey::new(resource, namespace, &name);
+        self.write(WriteVerb::Create, &key, result)
+    }
+
+    /// A client's patch, PUT or server-side apply, its fields recorded as `manager`'s.
+    pub(crate) fn write_by(
+        &self,
+        key: ObjectKey,
+        change: Change<'_>,
+        subresource: Subresource,
+        manager: &Manager,
+    ) -> ApiResult<Value> {
+        let verb = match (change, subresource) {
+            (Change::Apply { .. }, _) => WriteVerb::Apply,
+            (Change::Replace(_), _) => WriteVerb::Update,
+            (_, Subresource::Status) => WriteVerb::PatchStatus,
+            (_, Subresource::Main) => WriteVerb::Patch,
+        };
+        let result = self
+            .with_state(|state| state.write(&key, change, subresource, Some(manager)))
+            .map(|stored| (*stored).clone());
+        self.write(verb, &key, result)
+    }
+
     fn patch_now(
         &self,
         verb: WriteVerb,
@@ -290,7 +330,7 @@ impl Cluster for MemoryCluster {
         Box::pin(async move {
             let name = meta::name(&object).unwrap_or_default().to_owned();
             let result = self
-                .with_state(|state| state.create(resource, &namespace, object))
+                .with_state(|state| state.create(resource, &namespace, object, Owner::Untracked))
                 .map(|stored| (*stored).clone());
             let key = ObjectKey::new(resource, &namespace, &name);
             self.write(WriteVerb::Create, &key, result)

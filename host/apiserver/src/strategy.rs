@@ -5,7 +5,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::errors;
-use super::field::{BadValue, FieldError};
+use super::field::{BadValue, FieldError, Kind};
 use super::meta;
 use cubepod_kube::{ApiResult, Resource};
 
@@ -112,6 +112,75 @@ pub(crate) fn prepare_for_update(resource: Resource, object: &mut Value) -> ApiR
         fold_string_data(object)?;
     }
     Ok(())
+}
+
+/// The API server's limit on a ConfigMap's or a Secret's data (`MaxSecretSize`).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The API server's limit on an object's annotations, keys and values together
+/// (`TotalAnnotationSizeLimitB`).
+const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+
+/// The size limits every create and update is held to: the annotations of any object, the data
+/// of a ConfigMap or a Secret, worded as the API server's `field.TooLong`.
+pub(crate) fn validate_sizes(resource: Resource, object: &Value) -> Vec<FieldError> {
+    let too_long = |field: &str, limit: usize| {
+        FieldError::new(
+            Kind::TooLong,
+            field,
+            BadValue::Omit,
+            format!("may not be more than {limit} bytes"),
+        )
+    };
+    let mut errors = Vec::new();
+    let annotations: usize = object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|annotations| {
+            annotations
+                .iter()
+                .map(|(key, value)| key.len() + value.as_str().map_or(0, str::len))
+                .sum()
+        })
+        .unwrap_or(0);
+    if annotations > MAX_ANNOTATION_BYTES {
+        errors.push(too_long("metadata.annotations", MAX_ANNOTATION_BYTES));
+    }
+    let text = |field: &str| -> usize {
+        object
+            .get(field)
+            .and_then(Value::as_object)
+            .map(|data| data.values().map(|v| v.as_str().map_or(0, str::len)).sum())
+            .unwrap_or(0)
+    };
+    // base64 in JSON; the limit is on the bytes it decodes to.
+    let decoded = |field: &str| -> usize {
+        object
+            .get(field)
+            .and_then(Value::as_object)
+            .map(|data| {
+                data.values()
+                    .filter_map(Value::as_str)
+                    .map(|encoded| {
+                        base64::engine::general_purpose::STANDARD
+                            .decode(encoded)
+                            .map_or(encoded.len() / 4 * 3, |bytes| bytes.len())
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    match resource {
+        // The whole object is at fault: the API server's path for it prints as `[]`.
+        Resource::ConfigMap if text("data") + decoded("binaryData") > MAX_DATA_BYTES => {
+            errors.push(too_long("[]", MAX_DATA_BYTES));
+        }
+        Resource::Secret if decoded("data") > MAX_DATA_BYTES => {
+            errors.push(too_long("data", MAX_DATA_BYTES));
+        }
+        _ => {}
+    }
+    errors
 }
 
 /// What the API server fills in a Service: `type: ClusterIP`, each port's protocol and
@@ -244,6 +313,36 @@ mod tests {
         );
         let mut bad = json!({"metadata": {"name": "s"}, "stringData": {"k": 1}});
         assert!(prepare_for_update(Resource::Secret, &mut bad).is_err());
+    }
+
+    #[test]
+    fn data_and_annotations_are_held_to_the_api_servers_limits() {
+        let messages = |resource, object: Value| -> Vec<String> {
+            validate_sizes(resource, &object)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let mib = "x".repeat(MAX_DATA_BYTES);
+        let at_limit = json!({"data": {"a": mib}});
+        assert!(messages(Resource::ConfigMap, at_limit).is_empty());
+        let over = json!({"data": {"a": mib}, "binaryData": {"b": "eA=="}});
+        assert_eq!(
+            messages(Resource::ConfigMap, over),
+            ["[]: Too long: may not be more than 1048576 bytes"]
+        );
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_DATA_BYTES + 1]);
+        assert_eq!(
+            messages(Resource::Secret, json!({"data": {"k": encoded}})),
+            ["data: Too long: may not be more than 1048576 bytes"]
+        );
+        let annotation = "y".repeat(MAX_ANNOTATION_BYTES);
+        let annotated = json!({"metadata": {"annotations": {"k": annotation}}});
+        assert_eq!(
+            messages(Resource::Sandbox, annotated),
+            ["metadata.annotations: Too long: may not be more than 262144 bytes"]
+        );
     }
 
     #[test]

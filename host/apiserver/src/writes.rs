@@ -10,21 +10,28 @@ use cubepod_kube::{ApiErrorKind, Resource};
 pub enum WriteVerb {
     /// `create` (and `FastPath::create_text`'s fallback to it).
     Create,
-    /// A merge patch of the object.
+    /// A patch of the object (JSON merge or strategic merge).
     Patch,
-    /// A merge patch of its `status`.
+    /// A patch of its `status`.
     PatchStatus,
+    /// A PUT of the object or of its `status`: the whole replaced.
+    Update,
+    /// A server-side apply.
+    Apply,
     /// `delete`.
     Delete,
 }
 
 impl WriteVerb {
-    /// The verb as tests and reports name it: `create`, `patch`, `patch_status`, `delete`.
+    /// The verb as tests and reports name it: `create`, `patch`, `patch_status`, `update`,
+    /// `apply`, `delete`.
     pub const fn as_str(self) -> &'static str {
         match self {
             WriteVerb::Create => "create",
             WriteVerb::Patch => "patch",
             WriteVerb::PatchStatus => "patch_status",
+            WriteVerb::Update => "update",
+            WriteVerb::Apply => "apply",
             WriteVerb::Delete => "delete",
         }
     }

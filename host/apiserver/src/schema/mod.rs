@@ -24,7 +24,7 @@ use super::field::{BadValue, FieldError, Kind, Path};
 use cubepod_kube::Resource;
 
 pub(crate) use self::error::SchemaError;
-use self::structural::Node;
+pub(crate) use self::structural::{ListType, Node};
 
 /// One CRD's schema, compiled (patterns and rules included).
 #[derive(Debug)]
@@ -68,6 +68,21 @@ impl CrdSchema {
             rules::validate(&self.root, object, old, &Path::root(), true, &mut errors);
         }
         errors
+    }
+}
+
+impl CrdSchema {
+    /// The schema of the field at `path` (field names; a list's items are stepped into on the
+    /// way), for how server-side apply and patches treat it.
+    pub(crate) fn at(&self, path: &[String]) -> Option<&Node> {
+        let mut node = &self.root;
+        for name in path {
+            if let Some(items) = &node.items {
+                node = items;
+            }
+            node = node.field(name)?;
+        }
+        Some(node)
     }
 }
 

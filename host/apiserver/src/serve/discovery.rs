@@ -45,7 +45,9 @@ pub(crate) fn groups(crds_installed: bool) -> Value {
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
 }
 
-const VERBS: [&str; 6] = ["create", "delete", "get", "list", "patch", "watch"];
+const VERBS: [&str; 7] = [
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// What is served of Namespaces (`kubectl get ns`, and kubectl's look-up of a namespace after a
 /// NotFound): reads only.
@@ -134,7 +136,7 @@ pub(crate) fn aggregated(core: bool, crds_installed: bool) -> Value {
                     subresources.push(json!({
                         "subresource": "status",
                         "responseKind": kind,
-                        "verbs": ["get", "patch"],
+                        "verbs": ["get", "patch", "update"],
                     }));
                 }
                 if routes::has_scale(resource) {
@@ -215,7 +217,7 @@ pub(crate) fn resources(group_version: &str) -> Value {
                 "singularName": "",
                 "namespaced": true,
                 "kind": resource.kind(),
-                "verbs": ["get", "patch"],
+                "verbs": ["get", "patch", "update"],
             }));
         }
         // The scale client finds the Scale's own group and version here (autoscaling/v1).

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, WARNING};
+use hyper::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT, WARNING,
+};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 use rand::Rng;
@@ -18,18 +20,23 @@ use super::body::{self, Body};
 use super::fields::FieldSelector;
 use super::partial;
 use super::render::Render;
-use super::request_body::{read_json, read_object};
+use super::request_body::{read_json, read_object, read_yaml_object};
 use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
 use super::watch::{WatchBody, WatchPlan};
 use super::{Layer, RequestInfo, Verdict, discovery, openapi, scale};
 use crate::MemoryCluster;
+use crate::api::{Change, Subresource};
 use crate::crds;
+use crate::managed_fields::{Manager, Operation};
 use crate::selector::Selector;
+use crate::store::ObjectKey;
 use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 
 const MERGE_PATCH: &str = "application/merge-patch+json";
+const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 /// What every connection of one server shares.
 pub(crate) struct Shared {
@@ -55,6 +62,7 @@ struct Ask {
     table: bool,
     accept: String,
     content_type: String,
+    user_agent: String,
 }
 
 impl Ask {
@@ -168,6 +176,7 @@ async fn serve(
         table: table::wanted(&accept),
         accept,
         content_type: header(&parts.headers, CONTENT_TYPE),
+        user_agent: header(&parts.headers, USER_AGENT),
     };
     let method = &ask.method;
     let crds = shared.crds_installed.load(Ordering::Relaxed);
@@ -244,8 +253,15 @@ async fn serve(
                     let mut object = read_object(body).await?;
                     let warnings = validate(resource, &mut object, query.field_validation)?;
                     let render = ask.render(query.include_object, false);
-                    let response =
-                        create(cluster, resource, &scope.namespace, object, render).await?;
+                    let manager = manager(&query, &ask, Operation::Update, false);
+                    let response = create(
+                        cluster,
+                        resource,
+                        &scope.namespace,
+                        object,
+                        &manager,
+                        render,
+                    )?;
                     Ok(with_warnings(response, &warnings))
                 }
                 _ => Err(Failure::method_not_allowed(method)),
@@ -271,21 +287,52 @@ async fn serve(
                         &render.object(resource, &object),
                     ))
                 }
-                Method::PATCH => {
-                    check_merge_patch(&ask.content_type)?;
-                    let mut patch = read_object(body).await?;
-                    let warnings = validate(resource, &mut patch, query.field_validation)?;
-                    let patched = if status {
-                        cluster
-                            .patch_status(resource, &namespace, &name, patch)
-                            .await
+                Method::PATCH | Method::PUT => {
+                    let kind = if *method == Method::PUT {
+                        Write::Replace
                     } else {
-                        cluster.patch(resource, &namespace, &name, patch).await
+                        patch_kind(resource, &ask.content_type)?
                     };
-                    let response = body::json(
-                        StatusCode::OK,
-                        &render.object(resource, &patched.map_err(api)?),
-                    );
+                    let mut body = match kind {
+                        Write::Apply => read_yaml_object(body).await?,
+                        _ => read_object(body).await?,
+                    };
+                    let warnings = validate(resource, &mut body, query.field_validation)?;
+                    let operation = match kind {
+                        Write::Apply => Operation::Apply,
+                        _ => Operation::Update,
+                    };
+                    if operation == Operation::Apply && query.field_manager.is_none() {
+                        return Err(field_manager_required());
+                    }
+                    let manager = manager(&query, &ask, operation, status);
+                    let change = match kind {
+                        Write::Merge => Change::Merge(&body),
+                        Write::Strategic => Change::Strategic(&body),
+                        Write::Replace => Change::Replace(&body),
+                        Write::Apply => Change::Apply {
+                            config: &body,
+                            force: query.force,
+                        },
+                    };
+                    let subresource = if status {
+                        Subresource::Status
+                    } else {
+                        Subresource::Main
+                    };
+                    let existed = kind != Write::Apply
+                        || cluster.get(resource, &namespace, &name).await.is_ok();
+                    let key = ObjectKey::new(resource, &namespace, &name);
+                    let written = cluster
+                        .write_by(key, change, subresource, &manager)
+                        .map_err(|error| write_failure(&error, resource, &name))?;
+                    // An apply that creates answers as a create does.
+                    let code = if existed {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::CREATED
+                    };
+                    let response = body::json(code, &render.object(resource, &written));
                     Ok(with_warnings(response, &warnings))
                 }
                 Method::DELETE if !status => {
@@ -522,11 +569,12 @@ async fn watch(
 
 /// Creates, and answers with the object as the request's `Accept` asks (whole, its metadata or
 /// its Table row), as the API server renders every write's answer.
-async fn create(
+fn create(
     cluster: &MemoryCluster,
     resource: Resource,
     namespace: &str,
     mut object: Value,
+    manager: &Manager,
     render: Render,
 ) -> Result<Response<Body>, Failure> {
     generate_name(&mut object);
@@ -535,8 +583,7 @@ async fn create(
         .and_then(Value::as_str)
         .map(str::to_owned);
     let created = cluster
-        .create(resource, namespace, object)
-        .await
+        .create_by(resource, namespace, object, manager)
         .map_err(|error| Failure::from_api(&error, resource, name.as_deref()))?;
     Ok(body::json(
         StatusCode::CREATED,
@@ -613,8 +660,48 @@ async fn delete(
     }
 }
 
-/// PATCH takes JSON merge patches only (as the API server does for a CRD, without strategic
-/// merge); JSON patch is not implemented, and said so.
+/// Which write a PATCH or PUT is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Write {
+    Merge,
+    Strategic,
+    Replace,
+    Apply,
+}
+
+/// The patch a PATCH's `Content-Type` names: a JSON merge patch, a server-side apply, or (for
+/// the built-in kinds, as the API server has no merge keys for a custom resource) a strategic
+/// merge patch. JSON patch is not implemented, and said so.
+fn patch_kind(resource: Resource, content_type: &str) -> Result<Write, Failure> {
+    let media_type = content_type
+        .split(';')
+        .next()
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let custom = crds::of(resource).is_some();
+    match media_type.as_str() {
+        MERGE_PATCH => return Ok(Write::Merge),
+        APPLY_PATCH => return Ok(Write::Apply),
+        STRATEGIC_MERGE_PATCH if !custom => return Ok(Write::Strategic),
+        _ => {}
+    }
+    let accepted = if custom {
+        format!("{MERGE_PATCH}, {APPLY_PATCH}")
+    } else {
+        format!("{STRATEGIC_MERGE_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}")
+    };
+    Err(Failure::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UnsupportedMediaType",
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             {accepted}"
+        ),
+    ))
+}
+
+/// PATCH of a `/scale` takes a JSON merge patch.
 fn check_merge_patch(content_type: &str) -> Result<(), Failure> {
     let media_type = content_type
         .split(';')
@@ -632,4 +719,50 @@ fn check_merge_patch(content_type: &str) -> Result<(), Failure> {
              {MERGE_PATCH} (got {media_type:?})"
         ),
     ))
+}
+
+/// Who a write's fields are recorded for: the `fieldManager` the request names, else, as the
+/// API server does, its User-Agent up to the first `/` (`kubectl` for
+/// `kubectl/v1.32.0 (linux/amd64)`).
+fn manager(query: &Query, ask: &Ask, operation: Operation, status: bool) -> Manager {
+    let name = query.field_manager.clone().unwrap_or_else(|| {
+        let agent = ask.user_agent.split('/').next().unwrap_or_default();
+        agent.chars().take(128).collect()
+    });
+    Manager {
+        name,
+        operation,
+        subresource: status.then_some("status"),
+    }
+}
+
+/// The API server's refusal of an apply that names no manager.
+fn field_manager_required() -> Failure {
+    let mut failure = Failure::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required \
+         for apply patch",
+    );
+    failure.causes = vec![cubepod_kube::StatusCause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value: is required for apply patch".into(),
+        field: "fieldManager".into(),
+    }]
+    .into_boxed_slice();
+    failure
+}
+
+/// A write's error as a Status; an apply's conflicts name no object in `details`, as the API
+/// server's do not.
+fn write_failure(error: &cubepod_kube::ApiError, resource: Resource, name: &str) -> Failure {
+    let mut failure = Failure::from_api(error, resource, Some(name));
+    if error
+        .causes
+        .iter()
+        .any(|cause| cause.reason == "FieldManagerConflict")
+    {
+        failure.target = None;
+    }
+    failure
 }

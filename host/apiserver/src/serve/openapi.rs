@@ -1,7 +1,8 @@
 //! `/openapi/v3`: the OpenAPI documents of the CRDs' group, built from their schemas. kubectl
 //! reads them before `apply` and `create`: whether a PATCH takes `fieldValidation` (then it
-//! leaves validation to the server) and which patch types it accepts (merge patch only, so a
-//! client-side apply sends a JSON merge patch), and `kubectl explain` shows them.
+//! leaves validation to the server) and which patch types it accepts (merge patch and
+//! server-side apply; no strategic merge patch, so a client-side apply sends a JSON merge
+//! patch), and `kubectl explain` shows them.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -146,7 +147,7 @@ pub(crate) fn document(group_version: &str) -> Value {
                 "get": operation("get", json!({})),
                 "patch": operation("patch", json!({
                     "parameters": writes,
-                    "requestBody": body(&["application/merge-patch+json"]),
+                    "requestBody": body(&["application/merge-patch+json", "application/apply-patch+yaml"]),
                 })),
                 "delete": operation("delete", json!({ "parameters": [query("dryRun", "")] })),
             }),
@@ -158,7 +159,7 @@ pub(crate) fn document(group_version: &str) -> Value {
                 "get": operation("get", json!({})),
                 "patch": operation("patch", json!({
                     "parameters": writes,
-                    "requestBody": body(&["application/merge-patch+json"]),
+                    "requestBody": body(&["application/merge-patch+json", "application/apply-patch+yaml"]),
                 })),
             }),
         );

@@ -1,7 +1,8 @@
-//! A request's body, read as the API server reads it: at most 3 MiB, JSON.
+//! A request's body, read as the API server reads it: at most 3 MiB, JSON (YAML for a
+//! server-side apply).
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use hyper::StatusCode;
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -10,6 +11,9 @@ use super::status::Failure;
 
 /// The API server's own limit on a request body (3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// How much of a body over [`MAX_BODY`] is read and dropped before the refusal.
+const MAX_DRAINED: usize = 4 * MAX_BODY;
 
 /// The body as a JSON object; anything else is a 400.
 pub(super) async fn read_object(body: Incoming) -> Result<Value, Failure> {
@@ -33,16 +37,48 @@ pub(super) async fn read_json(body: Incoming) -> Result<Option<Value>, Failure> 
         .map_err(|error| Failure::bad_request(format!("the request body is not JSON: {error}")))
 }
 
-async fn read_body(body: Incoming) -> Result<Bytes, Failure> {
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(Failure::new(
+/// The body of a server-side apply: YAML (JSON being YAML), one object.
+pub(super) async fn read_yaml_object(body: Incoming) -> Result<Value, Failure> {
+    let bytes = read_body(body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Failure::bad_request("the request body is empty"));
+    }
+    let value: Value = serde_yaml_ng::from_slice(&bytes)
+        .map_err(|error| Failure::bad_request(format!("error decoding YAML: {error}")))?;
+    match value {
+        Value::Object(_) => Ok(value),
+        _ => Err(Failure::bad_request(
+            "the applied configuration must be an object",
+        )),
+    }
+}
+
+/// Reads at most [`MAX_BODY`] bytes. A larger body is refused, but read on (up to
+/// [`MAX_DRAINED`]) first, so that the client, still sending, reads the refusal rather than a
+/// reset connection.
+async fn read_body(mut body: Incoming) -> Result<Bytes, Failure> {
+    let mut collected = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|error| Failure::bad_request(format!("reading the request body: {error}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len());
+        if seen <= MAX_BODY {
+            collected.extend_from_slice(&data);
+        } else if seen > MAX_DRAINED {
+            break;
+        }
+    }
+    if seen > MAX_BODY {
+        // As the API server words it.
+        return Err(Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "RequestEntityTooLarge",
-            format!("the request body is larger than {MAX_BODY} bytes"),
-        )),
-        Err(error) => Err(Failure::bad_request(format!(
-            "reading the request body: {error}"
-        ))),
+            format!("Request entity too large: limit is {MAX_BODY}"),
+        ));
     }
+    Ok(Bytes::from(collected))
 }

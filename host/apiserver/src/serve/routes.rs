@@ -204,6 +204,10 @@ pub(crate) struct Query {
     pub(crate) field_validation: FieldValidation,
     /// `dryRun=All`: not supported, so refused rather than written.
     pub(crate) dry_run: bool,
+    /// Who a write's fields are recorded for (`fieldManager`).
+    pub(crate) field_manager: Option<String>,
+    /// A server-side apply takes over the fields it conflicts on (`force`).
+    pub(crate) force: bool,
 }
 
 /// A query parameter the server cannot honour.
@@ -258,6 +262,10 @@ impl Query {
                     };
                 }
                 "dryRun" if !value.is_empty() => parsed.dry_run = true,
+                "fieldManager" if !value.is_empty() => {
+                    parsed.field_manager = Some(value.into_owned());
+                }
+                "force" => parsed.force = parse_bool(&key, &value)?,
                 _ => {}
             }
         }
@@ -375,6 +383,9 @@ mod tests {
         assert_eq!(fields.field_validation, FieldValidation::Strict);
         assert!(Query::parse("fieldValidation=Loose").is_err());
         assert!(Query::parse("dryRun=All").unwrap().dry_run);
+        let apply = Query::parse("fieldManager=kubectl&force=true").unwrap();
+        assert_eq!(apply.field_manager.as_deref(), Some("kubectl"));
+        assert!(apply.force);
         assert_eq!(
             Query::parse("limit=0&fieldSelector=&continue=").unwrap(),
             Query::default()
