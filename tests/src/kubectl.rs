@@ -88,6 +88,31 @@ impl Kubectl {
         panic!("kubectl {args:?} never met the condition; last output:\n{last}");
     }
 
+    /// Runs `script` with `sh` in HOME, where kubectl finds the kubeconfig as [`Kubectl::run`]
+    /// gives it: for pipelines (`kubectl create --dry-run=client -o yaml | kubectl apply -f -`)
+    /// and for commands copied from the docs.
+    pub fn sh(&self, script: &str) -> Output {
+        Command::new("sh")
+            .args(["-c", script])
+            .current_dir(&self.home)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", &self.home)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|error| panic!("sh could not run: {error}"))
+    }
+
+    /// Writes a file under HOME (creating its folders); its path.
+    pub fn write_bytes(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.home.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create the file's folder");
+        }
+        std::fs::write(&path, bytes).expect("write file");
+        path
+    }
+
     /// Writes a manifest under HOME; its path.
     pub fn write(&self, name: &str, yaml: &str) -> PathBuf {
         let path = self.home.join(name);

@@ -82,6 +82,26 @@ pub fn backticked(cell: &str) -> Vec<String> {
         .collect()
 }
 
+/// The contents of a Markdown document's ```` ```sh ```` blocks, in order: the commands a doc
+/// tells its reader to run, for the tests that run them.
+pub fn shell_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        let fence = line.trim_start().starts_with("```");
+        match (&mut current, fence) {
+            (None, true) if line.trim() == "```sh" => current = Some(String::new()),
+            (Some(block), false) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (Some(_), true) => blocks.extend(current.take()),
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
 /// The workspace root.
 pub fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

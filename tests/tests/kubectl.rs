@@ -278,6 +278,53 @@ fn apply_patch_and_delete_a_sandbox() {
         row(out, "made").is_some_and(|r| r[1] == "Running")
     });
 
+    // A strategic merge patch of a custom resource is refused, as the API server refuses it.
+    let strategic = cluster.run(&[
+        "patch",
+        "sandbox",
+        "made",
+        "-n",
+        NS,
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"desiredState":"Paused"}}"#,
+    ]);
+    assert!(!strategic.status.success());
+    let stderr = String::from_utf8_lossy(&strategic.stderr);
+    assert!(
+        stderr.contains(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/merge-patch+json, application/apply-patch+yaml"
+        ),
+        "{stderr}"
+    );
+
+    // Server-side, the manifest's fields become kubectl's; the client-side apply's last
+    // configuration named desiredState Paused, which the merge patch since changed.
+    std::fs::write(&manifest, sandbox_yaml("made", "Running", "")).unwrap();
+    let server_side = cluster.ok(&["apply", "--server-side", "-f", path]);
+    assert_eq!(
+        server_side.trim(),
+        "sandbox.cubepod.io/made serverside-applied"
+    );
+    let managers = cluster.ok(&[
+        "get",
+        "sandbox",
+        "made",
+        "-n",
+        NS,
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}",
+    ]);
+    for manager in ["kubectl-client-side-apply", "kubectl-patch", "kubectl"] {
+        assert!(
+            managers.split(' ').any(|m| m == manager),
+            "{manager} in {managers}"
+        );
+    }
+
     // Deleted: kubectl waits until it is gone (the finalizer, after the children).
     let deleted = cluster.ok(&["delete", "sandbox", "made", "-n", NS]);
     assert_eq!(deleted.trim(), "sandbox.cubepod.io \"made\" deleted");
@@ -398,4 +445,342 @@ fn get_watch_shows_changes_as_rows() {
     let _ = watch.wait();
     let headers = seen.iter().filter(|l| l.starts_with("NAME ")).count();
     assert_eq!(headers, 1, "{}", seen.join("\n"));
+}
+
+/// kubectl checks a manifest against the server's OpenAPI before it writes it. Until the
+/// embedded cluster serves the core kinds' OpenAPI (its `/openapi/v3` naming `api/v1`), a write
+/// of a ConfigMap passes `--validate=false`; once it does, the commands run as written.
+fn validation(cluster: &Embedded) -> &'static str {
+    let index = cluster.ok(&["get", "--raw", "/openapi/v3"]);
+    if index.contains("\"api/v1\"") {
+        ""
+    } else {
+        " --validate=false"
+    }
+}
+
+/// The controller's namespace, where a policy module's ConfigMap goes.
+const SYSTEM_NS: &str = "cubepod-system";
+
+/// A stand-in for a policy module of `size` bytes: the wasm magic, then bytes that are not
+/// UTF-8, so that `kubectl create configmap --from-file` puts it in `binaryData`, as it does a
+/// real module. `seed` makes each version differ.
+fn module(size: usize, seed: u32) -> Vec<u8> {
+    let mut bytes = b"\0asm\x01\0\0\0".to_vec();
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    while bytes.len() < size {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        bytes.push((state >> 24) as u8 | 0x80);
+    }
+    bytes
+}
+
+/// `kubectl create configmap NAME --from-file=policy.wasm=FILE --dry-run=client -o yaml`, piped
+/// into `then` (a kubectl command reading `-f -`).
+fn configmap_into(name: &str, file: &str, then: &str) -> String {
+    format!(
+        "kubectl create configmap {name} --from-file=policy.wasm={file} -n {SYSTEM_NS} \
+         --dry-run=client -o yaml | {then}"
+    )
+}
+
+/// The module a ConfigMap holds, decoded.
+fn stored_module(cluster: &Embedded, name: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let encoded = cluster.ok(&[
+        "get",
+        "configmap",
+        name,
+        "-n",
+        SYSTEM_NS,
+        "-o",
+        "jsonpath={.binaryData.policy\\.wasm}",
+    ]);
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .expect("binaryData is base64")
+}
+
+/// The `metadata.managedFields` entry of `manager`.
+fn managed_entry(cluster: &Embedded, name: &str, manager: &str) -> Option<serde_json::Value> {
+    let object = cluster.ok(&[
+        "get",
+        "configmap",
+        name,
+        "-n",
+        SYSTEM_NS,
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let object: serde_json::Value = serde_json::from_str(&object).expect("JSON");
+    object["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|entry| entry["manager"] == manager)
+        .cloned()
+}
+
+fn stderr_of(output: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Server-side apply of a 250 KB module's ConfigMap, as the docs ship it: created, owned by
+/// its field manager in `managedFields`, updated; another manager's apply of a different
+/// module is a conflict in the API server's words until it forces it, and then owns the field.
+#[test]
+fn a_module_configmap_is_applied_server_side_with_field_managers_and_conflicts() {
+    let cluster = Embedded::start(&[]);
+    let server_side = format!("kubectl apply --server-side{} -f -", validation(&cluster));
+    let first = module(250 * 1024, 1);
+    cluster.write_bytes("v1.wasm", &first);
+    let applied = cluster.sh(&configmap_into("policy", "v1.wasm", &server_side));
+    assert!(applied.status.success(), "{}", stderr_of(&applied));
+    assert_eq!(
+        String::from_utf8_lossy(&applied.stdout).trim(),
+        "configmap/policy serverside-applied"
+    );
+    assert_eq!(stored_module(&cluster, "policy"), first);
+    let entry = managed_entry(&cluster, "policy", "kubectl").expect("kubectl's entry");
+    assert_eq!(entry["operation"], "Apply", "{entry}");
+    assert_eq!(entry["apiVersion"], "v1", "{entry}");
+    assert_eq!(entry["fieldsType"], "FieldsV1", "{entry}");
+    assert!(
+        entry["fieldsV1"]["f:binaryData"]["f:policy.wasm"].is_object(),
+        "{entry}"
+    );
+
+    // The same manager applies a new version: replaced.
+    let second = module(250 * 1024, 2);
+    cluster.write_bytes("v2.wasm", &second);
+    let again = cluster.sh(&configmap_into("policy", "v2.wasm", &server_side));
+    assert!(again.status.success(), "{}", stderr_of(&again));
+    assert_eq!(stored_module(&cluster, "policy"), second);
+
+    // Another manager's different module conflicts, and nothing changes.
+    let third = module(250 * 1024, 3);
+    cluster.write_bytes("v3.wasm", &third);
+    let other = server_side.replace(" -f -", " --field-manager=rollout-bot -f -");
+    let refused = cluster.sh(&configmap_into("policy", "v3.wasm", &other));
+    assert!(!refused.status.success());
+    let message = stderr_of(&refused);
+    assert!(
+        message.contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .binaryData.policy.wasm"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("--force-conflicts"), "{message}");
+    assert_eq!(stored_module(&cluster, "policy"), second);
+
+    // Forced, it takes the field over.
+    let forced = cluster.sh(&configmap_into(
+        "policy",
+        "v3.wasm",
+        &format!("{other} --force-conflicts"),
+    ));
+    assert!(forced.status.success(), "{}", stderr_of(&forced));
+    assert_eq!(stored_module(&cluster, "policy"), third);
+    let bot = managed_entry(&cluster, "policy", "rollout-bot").expect("the bot's entry");
+    assert!(
+        bot["fieldsV1"]["f:binaryData"]["f:policy.wasm"].is_object(),
+        "{bot}"
+    );
+    let kubectl = managed_entry(&cluster, "policy", "kubectl").expect("kubectl's entry");
+    assert!(
+        kubectl["fieldsV1"]["f:binaryData"]["f:policy.wasm"].is_null(),
+        "{kubectl}"
+    );
+}
+
+/// The client-side ways: `create --dry-run=client | apply -f -` (a create, then a strategic
+/// merge patch computed from the last applied configuration), `replace` (a PUT, refused when
+/// the object changed since it was read), and the API server's size limits: a 250 KB module
+/// does not fit the last-applied annotation, a ConfigMap over 1 MiB and a body over 3 MiB are
+/// refused, each in the API server's words.
+#[test]
+fn a_module_configmap_is_applied_client_side_replaced_and_held_to_the_size_limits() {
+    let cluster = Embedded::start(&[]);
+    let flag = validation(&cluster);
+    let apply = &format!("kubectl apply{flag} -f -");
+    let server_side = &format!("kubectl apply --server-side{flag} -f -");
+    let small = module(20 * 1024, 1);
+    cluster.write_bytes("small.wasm", &small);
+    let created = cluster.sh(&configmap_into("small", "small.wasm", apply));
+    assert!(created.status.success(), "{}", stderr_of(&created));
+    assert_eq!(
+        String::from_utf8_lossy(&created.stdout).trim(),
+        "configmap/small created"
+    );
+    let newer = module(20 * 1024, 2);
+    cluster.write_bytes("small.wasm", &newer);
+    let configured = cluster.sh(&configmap_into("small", "small.wasm", apply));
+    assert!(configured.status.success(), "{}", stderr_of(&configured));
+    assert_eq!(
+        String::from_utf8_lossy(&configured.stdout).trim(),
+        "configmap/small configured"
+    );
+    assert_eq!(stored_module(&cluster, "small"), newer);
+    let owner = managed_entry(&cluster, "small", "kubectl-client-side-apply").expect("entry");
+    assert_eq!(owner["operation"], "Update", "{owner}");
+
+    // A server-side apply of another module now conflicts with the client-side apply's field.
+    cluster.write_bytes("other.wasm", &module(20 * 1024, 3));
+    let refused = cluster.sh(&configmap_into("small", "other.wasm", server_side));
+    let message = stderr_of(&refused);
+    assert!(
+        message.contains(
+            "conflict with \"kubectl-client-side-apply\" using v1: .binaryData.policy.wasm"
+        ),
+        "{message}"
+    );
+
+    // Replaced: a PUT of the whole object.
+    let replacement = module(20 * 1024, 4);
+    cluster.write_bytes("small.wasm", &replacement);
+    let replace = format!("kubectl replace{flag} -f -");
+    let replaced = cluster.sh(&configmap_into("small", "small.wasm", &replace));
+    assert!(replaced.status.success(), "{}", stderr_of(&replaced));
+    assert_eq!(
+        String::from_utf8_lossy(&replaced.stdout).trim(),
+        "configmap/small replaced"
+    );
+    assert_eq!(stored_module(&cluster, "small"), replacement);
+    // A replace of what was read before another write is a conflict.
+    let read = cluster.ok(&["get", "configmap", "small", "-n", SYSTEM_NS, "-o", "yaml"]);
+    let stale = cluster.write("stale.yaml", &read);
+    cluster.ok(&[
+        "label",
+        "configmap",
+        "small",
+        "-n",
+        SYSTEM_NS,
+        "touched=yes",
+    ]);
+    let stale_replace = format!("kubectl replace{flag} -f {}", stale.display());
+    let conflict = cluster.sh(&stale_replace);
+    assert!(!conflict.status.success());
+    let message = stderr_of(&conflict);
+    assert!(
+        message.contains(
+            "Operation cannot be fulfilled on configmaps \"small\": the object has been \
+             modified; please apply your changes to the latest version and try again"
+        ),
+        "{message}"
+    );
+
+    // 250 KB, client-side: the last-applied annotation is over 256 KiB, as on a real cluster.
+    cluster.write_bytes("large.wasm", &module(250 * 1024, 5));
+    let too_long = cluster.sh(&configmap_into("large", "large.wasm", apply));
+    assert!(!too_long.status.success());
+    let message = stderr_of(&too_long);
+    assert!(
+        message.contains(
+            "ConfigMap \"large\" is invalid: metadata.annotations: Too long: may not be more \
+             than 262144 bytes"
+        ),
+        "{message}"
+    );
+    assert!(
+        !cluster
+            .run(&["get", "configmap", "large", "-n", SYSTEM_NS])
+            .status
+            .success()
+    );
+    // Server-side, the same module goes in.
+    let large = cluster.sh(&configmap_into("large", "large.wasm", server_side));
+    assert!(large.status.success(), "{}", stderr_of(&large));
+
+    // Over 1 MiB of data.
+    cluster.write_bytes("huge.wasm", &module(1024 * 1024 + 1, 6));
+    let huge = cluster.sh(&configmap_into("huge", "huge.wasm", server_side));
+    let message = stderr_of(&huge);
+    assert!(
+        message.contains(
+            "ConfigMap \"huge\" is invalid: []: Too long: may not be more than 1048576 bytes"
+        ),
+        "{message}"
+    );
+    // A body over 3 MiB is not read.
+    cluster.write_bytes("vast.wasm", &module(2_500_000, 7));
+    let vast = cluster.sh(&configmap_into("vast", "vast.wasm", server_side));
+    let message = stderr_of(&vast);
+    assert!(
+        message.contains("Request entity too large: limit is 3145728"),
+        "{message}"
+    );
+}
+
+/// The ConfigMap commands of docs/policy-authoring.md, section 5, run as they are written
+/// (the files they name stand in for a module, its signature and the public key): each
+/// creates or updates what it says.
+#[test]
+fn the_configmap_commands_of_the_policy_authoring_guide_work() {
+    let guide =
+        std::fs::read_to_string(cubepod_tests::workspace().join("docs/policy-authoring.md"))
+            .expect("read docs/policy-authoring.md");
+    let blocks = cubepod_tests::shell_blocks(&guide);
+    let shipping: Vec<&String> = blocks
+        .iter()
+        .filter(|block| block.contains("kubectl create configmap"))
+        .collect();
+    assert_eq!(
+        shipping.len(),
+        2,
+        "the guide's ConfigMap commands: {blocks:?}"
+    );
+
+    let cluster = Embedded::start(&[]);
+    let flag = validation(&cluster);
+    let path = "target/wasm32-wasip2/guest-release/cubepod_policy_guarded.wasm";
+    let run = |block: &str| {
+        let block = block.replace("kubectl apply ", &format!("kubectl apply{flag} "));
+        let output = cluster.sh(&block);
+        assert!(output.status.success(), "{block}\n{}", stderr_of(&output));
+    };
+    // The plain one creates the ConfigMap, and the same command replaces the module later.
+    for seed in [1, 2] {
+        let bytes = module(230 * 1024, seed);
+        cluster.write_bytes(path, &bytes);
+        run(shipping[0]);
+        assert_eq!(stored_module(&cluster, "cubepod-policy"), bytes);
+    }
+    let manager = managed_entry(&cluster, "cubepod-policy", "cubepod-policy")
+        .expect("the guide's field manager");
+    assert_eq!(manager["operation"], "Apply", "{manager}");
+
+    // The signed one: the module and its signature together, the key beside them.
+    let signed = module(230 * 1024, 3);
+    cluster.write_bytes(path, &signed);
+    cluster.write_bytes("policy.wasm.sig", b"MEUCIQ-signature");
+    cluster.write_bytes("cosign.pub", b"-----BEGIN PUBLIC KEY-----\n");
+    run(shipping[1]);
+    assert_eq!(stored_module(&cluster, "cubepod-policy"), signed);
+    // The signed block's other ConfigMap: the key.
+    let key = cluster.ok(&[
+        "get",
+        "configmap",
+        "cubepod-policy-verify-key",
+        "-n",
+        SYSTEM_NS,
+        "-o",
+        "jsonpath={.data.cosign\\.pub}",
+    ]);
+    assert_eq!(key, "-----BEGIN PUBLIC KEY-----\n");
+    let signature = cluster.ok(&[
+        "get",
+        "configmap",
+        "cubepod-policy",
+        "-n",
+        SYSTEM_NS,
+        "-o",
+        "jsonpath={.data.policy\\.wasm\\.sig}",
+    ]);
+    assert_eq!(signature, "MEUCIQ-signature");
 }
