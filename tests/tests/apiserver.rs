@@ -526,6 +526,24 @@ async fn merge_patches_the_status_subresource_and_refuses_other_patch_types() {
     assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&refused, 415, "UnsupportedMediaType");
 
+    // A server-side apply names its field manager.
+    let response = client
+        .send(
+            Method::PATCH,
+            &format!("{SANDBOXES}/s"),
+            "application/apply-patch+yaml",
+            Some(&sandbox("s")),
+        )
+        .await
+        .expect("answered");
+    let (code, refused) = read_json(response).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required \
+         for apply patch"
+    );
+
     // A stale resourceVersion in the patch is a Conflict.
     let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {"image": "x"}});
     let (code, conflict) = client
@@ -574,11 +592,12 @@ async fn bad_input_gets_a_status_not_a_panic() {
         )
         .await;
     assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    // A PUT replaces an object that exists: of one that does not, NotFound, as for a Pod.
     let (code, body) = client
         .call(Method::PUT, &format!("{PODS}/a"), Some(pod("a", "x")))
         .await;
-    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
-    assert_status(&body, 405, "MethodNotAllowed");
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    assert_status(&body, 404, "NotFound");
     let (code, _) = client
         .call(Method::POST, "/api/v1/pods", Some(pod("a", "x")))
         .await;
