@@ -518,12 +518,11 @@ impl Walk {
                 } else if let Some(item) = items.iter_mut().find(|item| has_keys(item, &wanted)) {
                     self.remove(item, child, path);
                 }
-            } else if let Some(value) = element.strip_prefix("v:") {
-                if let (Value::Array(items), Ok(value)) =
+            } else if let Some(value) = element.strip_prefix("v:")
+                && let (Value::Array(items), Ok(value)) =
                     (&mut *live, serde_json::from_str::<Value>(value))
-                {
-                    items.retain(|item| *item != value);
-                }
+            {
+                items.retain(|item| *item != value);
             }
         }
     }
