@@ -23,7 +23,7 @@ use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
 use super::watch::{WatchBody, WatchPlan};
-use super::{Layer, RequestInfo, Verdict, discovery, openapi, scale};
+use super::{Layer, RequestInfo, Verdict, discovery, events_v1, openapi, scale};
 use crate::MemoryCluster;
 use crate::crds;
 use crate::selector::Selector;
@@ -55,6 +55,8 @@ struct Ask {
     table: bool,
     accept: String,
     content_type: String,
+    /// The request is to events.k8s.io/v1 (its Events converted from and to core/v1's).
+    events_v1: bool,
 }
 
 impl Ask {
@@ -65,6 +67,7 @@ impl Ask {
         Render {
             table: self.table.then_some(include),
             metadata: !self.table && partial::wanted(&self.accept, list),
+            events_v1: self.events_v1,
         }
     }
 }
@@ -168,6 +171,7 @@ async fn serve(
         table: table::wanted(&accept),
         accept,
         content_type: header(&parts.headers, CONTENT_TYPE),
+        events_v1: events_v1::is_path(parts.uri.path()),
     };
     let method = &ask.method;
     let crds = shared.crds_installed.load(Ordering::Relaxed);
@@ -242,7 +246,7 @@ async fn serve(
                 }
                 Method::POST if !scope.namespace.is_empty() => {
                     let mut object = read_object(body).await?;
-                    let warnings = validate(resource, &mut object, query.field_validation)?;
+                    let warnings = validate(resource, &ask, &mut object, query.field_validation)?;
                     let render = ask.render(query.include_object, false);
                     let response =
                         create(cluster, resource, &scope.namespace, object, render).await?;
@@ -274,7 +278,7 @@ async fn serve(
                 Method::PATCH => {
                     check_merge_patch(&ask.content_type)?;
                     let mut patch = read_object(body).await?;
-                    let warnings = validate(resource, &mut patch, query.field_validation)?;
+                    let warnings = validate(resource, &ask, &mut patch, query.field_validation)?;
                     let patched = if status {
                         cluster
                             .patch_status(resource, &namespace, &name, patch)
@@ -399,18 +403,32 @@ fn namespace_list(
     Ok(body::json(StatusCode::OK, &document))
 }
 
-/// Unknown fields against the CRD's schema (other kinds have none here): pruned, as the API
-/// server prunes a custom resource, and then per `fieldValidation` the warnings to send, or
-/// the refusal.
+/// Unknown fields against the kind's schema (the CRD's, or the Kubernetes API's for a built-in
+/// kind): pruned, as the API server prunes a custom resource and a built-in kind's decoding
+/// drops them, and then per `fieldValidation` the warnings to send, or the refusal. An
+/// events.k8s.io/v1 Event is checked against its own schema, then stored as core/v1's.
 fn validate(
     resource: Resource,
+    ask: &Ask,
     object: &mut Value,
     validation: FieldValidation,
 ) -> Result<Vec<String>, Failure> {
-    let Some(crd) = crds::of(resource) else {
-        return Ok(Vec::new());
+    let group_version = if ask.events_v1 {
+        events_v1::GROUP_VERSION
+    } else {
+        resource.api_version()
     };
-    let pruned = crds::prune(&crd.schema, object);
+    let pruned = match (
+        crds::of(resource),
+        openapi::kind_schema(group_version, resource.kind()),
+    ) {
+        (Some(crd), _) => crds::prune(&crd.schema, object),
+        (None, Some((schema, definitions))) => crds::prune_with(schema, definitions, object),
+        (None, None) => Vec::new(),
+    };
+    if ask.events_v1 {
+        events_v1::to_core(object);
+    }
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
@@ -421,11 +439,7 @@ fn validate(
     if validation == FieldValidation::Strict && !unknown.is_empty() {
         // As the API server's decoder words it for a custom resource.
         let kind = resource.kind();
-        let version = resource
-            .api_version()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default();
+        let version = group_version.rsplit('/').next().unwrap_or_default();
         let mut failure = Failure::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding \
              error: {}",
@@ -479,6 +493,14 @@ async fn list(
     }
     let document = if render.metadata {
         partial::list(&list.items, metadata)
+    } else if render.events_v1 {
+        let items: Vec<Value> = list.items.iter().map(events_v1::from_core).collect();
+        json!({
+            "kind": "EventList",
+            "apiVersion": events_v1::GROUP_VERSION,
+            "metadata": metadata,
+            "items": items,
+        })
     } else {
         json!({
             "kind": format!("{}List", resource.kind()),
@@ -566,8 +588,10 @@ fn generate_name(object: &mut Value) {
 }
 
 /// Deletes, honouring DeleteOptions' `preconditions`. Answers with the object while it is
-/// still there (finalizers, a pod's grace period), rendered as `Accept` asks, else with a
-/// Success Status (never rendered, as the API server leaves a Status as it is).
+/// still there (finalizers, a pod's grace period), rendered as `Accept` asks, and with the
+/// deleted object for the kinds whose API server storage returns it (Pods, PVCs, Services:
+/// the official clients read their delete's answer as that kind); else with a Success Status
+/// (never rendered, as the API server leaves a Status as it is).
 async fn delete(
     cluster: &MemoryCluster,
     resource: Resource,
@@ -604,6 +628,9 @@ async fn delete(
             StatusCode::OK,
             &render.object(resource, &remaining),
         )),
+        Err(error) if error.is(ApiErrorKind::NotFound) && returns_deleted_object(resource) => Ok(
+            body::json(StatusCode::OK, &render.object(resource, &current)),
+        ),
         Err(error) if error.is(ApiErrorKind::NotFound) => {
             let uid = current.pointer("/metadata/uid").and_then(Value::as_str);
             let success = status::success(resource, name, uid);
@@ -611,6 +638,15 @@ async fn delete(
         }
         Err(error) => Err(api(error)),
     }
+}
+
+/// The kinds whose kube-apiserver storage answers a delete with the deleted object
+/// (`ReturnDeletedObject`), not a Status.
+fn returns_deleted_object(resource: Resource) -> bool {
+    matches!(
+        resource,
+        Resource::Pod | Resource::PersistentVolumeClaim | Resource::Service
+    )
 }
 
 /// PATCH takes JSON merge patches only (as the API server does for a CRD, without strategic
