@@ -290,8 +290,10 @@ async fn create_conflict_list_get_delete() {
         .call(Method::DELETE, &format!("{PODS}/a"), None)
         .await;
     assert_eq!(code, StatusCode::OK, "{deleted}");
-    assert_eq!(deleted["status"], "Success");
-    assert_eq!(deleted["details"]["uid"], created["metadata"]["uid"]);
+    // A Pod's delete answers with the Pod, as kube-apiserver's pod storage does
+    // (`ReturnDeletedObject`); other kinds answer a Success Status.
+    assert_eq!(deleted["kind"], "Pod", "{deleted}");
+    assert_eq!(deleted["metadata"]["uid"], created["metadata"]["uid"]);
     let (code, missing) = client.call(Method::GET, &format!("{PODS}/a"), None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert_status(&missing, 404, "NotFound");

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use cubepod_kube::Resource;
 
@@ -141,12 +141,53 @@ fn parse(file: &'static str, text: &str) -> Result<Crd, CrdError> {
 /// order found: what `fieldValidation` reports. `null`s stay (in a merge patch they remove a
 /// field).
 pub(crate) fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
+    prune_with(schema, &Map::new(), object, false)
+}
+
+/// [`prune`] against a schema whose parts refer to `definitions` by `$ref`
+/// (`#/components/schemas/{name}`, alone or as an `allOf`'s one member), as the built-in kinds'
+/// OpenAPI schemas do: the fields a built-in kind's decoding drops.
+///
+/// `directives`: the object is a strategic merge patch, whose `$patch`, `$retainKeys`,
+/// `$setElementOrder/...` and `$deleteFromPrimitiveList/...` keys are instructions, not fields.
+pub(crate) fn prune_with(
+    schema: &Value,
+    definitions: &Map<String, Value>,
+    object: &mut Value,
+    directives: bool,
+) -> Vec<String> {
     let mut found = Vec::new();
-    walk(schema, object, "", &mut found);
+    walk(schema, definitions, object, "", directives, &mut found);
     found
 }
 
-fn walk(schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>) {
+/// The definition a schema refers to, or the schema itself.
+fn resolve<'a>(mut schema: &'a Value, definitions: &'a Map<String, Value>) -> &'a Value {
+    // A bounded loop, in case a definition refers to itself.
+    for _ in 0..8 {
+        let reference = schema
+            .get("$ref")
+            .or_else(|| schema.pointer("/allOf/0/$ref"))
+            .and_then(Value::as_str)
+            .and_then(|r| r.rsplit('/').next())
+            .and_then(|name| definitions.get(name));
+        match reference {
+            Some(target) => schema = target,
+            None => break,
+        }
+    }
+    schema
+}
+
+fn walk(
+    schema: &Value,
+    definitions: &Map<String, Value>,
+    value: &mut Value,
+    path: &str,
+    directives: bool,
+    found: &mut Vec<String>,
+) {
+    let schema = resolve(schema, definitions);
     if schema["x-kubernetes-preserve-unknown-fields"] == true {
         return;
     }
@@ -160,7 +201,7 @@ fn walk(schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>) 
             }
             let mut unknown = Vec::new();
             for (key, child) in fields.iter_mut() {
-                if child.is_null() {
+                if child.is_null() || (directives && key.starts_with('$')) {
                     continue;
                 }
                 let child_path = if path.is_empty() {
@@ -169,7 +210,16 @@ fn walk(schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>) 
                     format!("{path}.{key}")
                 };
                 match properties.and_then(|p| p.get(key)).or(additional) {
-                    Some(child_schema) => walk(child_schema, child, &child_path, found),
+                    Some(child_schema) => {
+                        walk(
+                            child_schema,
+                            definitions,
+                            child,
+                            &child_path,
+                            directives,
+                            found,
+                        );
+                    }
                     None => {
                         unknown.push(key.clone());
                         found.push(child_path);
@@ -182,7 +232,15 @@ fn walk(schema: &Value, value: &mut Value, path: &str, found: &mut Vec<String>) 
         }
         Value::Array(items) => {
             for (index, item) in items.iter_mut().enumerate() {
-                walk(&schema["items"], item, &format!("{path}[{index}]"), found);
+                let item_path = format!("{path}[{index}]");
+                walk(
+                    &schema["items"],
+                    definitions,
+                    item,
+                    &item_path,
+                    directives,
+                    found,
+                );
             }
         }
         _ => {}

@@ -6,6 +6,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::kubelet::{PodRef, Work};
 use super::meta;
@@ -68,34 +69,56 @@ impl State {
     }
 }
 
-/// The status kwok reports for a started pod: every container running and ready.
+/// The status kwok reports for a started pod: every container running and ready, each with the
+/// ids a container runtime reports (`imageID`, `containerID`: strings the API requires), made
+/// from the image, the pod's uid and the container's name so that they stay the same.
 fn running_status(pod: &Value, ip: Ipv4Addr, now: &str) -> Value {
-    let containers = |field: &str| -> Vec<(Value, Value)> {
+    let uid = meta::uid(pod).unwrap_or_default();
+    let containers = |field: &str| -> Vec<Value> {
         pod.pointer(&format!("/spec/{field}"))
             .and_then(Value::as_array)
             .map(|list| {
                 list.iter()
                     .map(|c| {
-                        let get = |k| c.get(k).cloned().unwrap_or(Value::Null);
-                        (get("name"), get("image"))
+                        let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+                        let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+                        json!({
+                            "name": name,
+                            "image": image,
+                            "imageID": image_id(image),
+                            "containerID": format!("containerd://{}", digest(&[uid, name])),
+                            "restartCount": 0,
+                        })
                     })
                     .collect()
             })
             .unwrap_or_default()
     };
+    let with = |mut status: Value, fields: Value| {
+        if let (Some(status), Some(fields)) = (status.as_object_mut(), fields.as_object()) {
+            status.extend(fields.clone());
+        }
+        status
+    };
     let init_statuses: Vec<Value> = containers("initContainers")
         .into_iter()
-        .map(|(name, image)| {
-            json!({"name": name, "image": image, "ready": true, "restartCount": 0,
+        .map(|status| {
+            with(
+                status,
+                json!({"ready": true, "started": false,
                 "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                    "startedAt": now, "finishedAt": now}}})
+                    "startedAt": now, "finishedAt": now}}}),
+            )
         })
         .collect();
     let statuses: Vec<Value> = containers("containers")
         .into_iter()
-        .map(|(name, image)| {
-            json!({"name": name, "image": image, "ready": true, "started": true,
-                "restartCount": 0, "state": {"running": {"startedAt": now}}})
+        .map(|status| {
+            with(
+                status,
+                json!({"ready": true, "started": true,
+                "state": {"running": {"startedAt": now}}}),
+            )
         })
         .collect();
     let condition = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
@@ -115,6 +138,25 @@ fn running_status(pod: &Value, ip: Ipv4Addr, now: &str) -> Value {
     })
 }
 
+/// The hex SHA-256 of `parts`, joined by `/`.
+fn digest(parts: &[&str]) -> String {
+    hex::encode(Sha256::digest(parts.join("/")))
+}
+
+/// The image pinned to a digest, as containerd reports it (`repo@sha256:...`), the digest made
+/// from the reference: the simulated kubelet pulls nothing.
+fn image_id(image: &str) -> String {
+    if image.contains("@sha256:") {
+        return image.to_owned();
+    }
+    // A tag follows the last `:` after the last `/` (a `:` before it is a registry's port).
+    let repository = match image.rsplit_once(':') {
+        Some((repository, tag)) if !tag.contains('/') => repository,
+        _ => image,
+    };
+    format!("{repository}@sha256:{}", digest(&[image]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +169,22 @@ mod tests {
         assert_eq!(status["phase"], "Running");
         assert_eq!(status["podIP"], "10.244.0.9");
         assert_eq!(status["containerStatuses"][0]["ready"], true);
+        let main = &status["containerStatuses"][0];
+        assert!(main["imageID"].as_str().unwrap().starts_with("m@sha256:"));
+        assert!(
+            main["containerID"]
+                .as_str()
+                .unwrap()
+                .starts_with("containerd://")
+        );
+        assert_eq!(
+            image_id("registry:5000/team/app:1.2"),
+            format!(
+                "registry:5000/team/app@sha256:{}",
+                digest(&["registry:5000/team/app:1.2"])
+            )
+        );
+        assert_eq!(image_id("a@sha256:00"), "a@sha256:00");
         assert_eq!(status["initContainerStatuses"][0]["name"], "prep");
         let ready = status["conditions"]
             .as_array()

@@ -79,7 +79,29 @@ pub(crate) fn event_object(
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,
+        // What events.k8s.io/v1 requires of every Event (its clients refuse one without):
+        // when, who reported it, and what was done.
+        "eventTime": micro_time(&stamp),
+        "action": event.reason,
+        "reportingInstance": reporting_instance(),
     })
+}
+
+/// An RFC 3339 time in seconds as a `MicroTime` (six fractional digits).
+fn micro_time(stamp: &str) -> String {
+    format!("{}.000000Z", stamp.trim_end_matches('Z'))
+}
+
+/// This controller's instance, as an Event's `reportingInstance`: the host (in a cluster, the
+/// Pod's name), as client-go's event recorders name it.
+fn reporting_instance() -> String {
+    static INSTANCE: OnceLock<String> = OnceLock::new();
+    INSTANCE
+        .get_or_init(|| match std::env::var("HOSTNAME") {
+            Ok(host) if !host.is_empty() => format!("cubepod-controller-{host}"),
+            _ => "cubepod-controller".to_owned(),
+        })
+        .clone()
 }
 
 /// Events remembered for aggregation at most, as client-go's correlator's LRU.

@@ -456,4 +456,39 @@ mod tests {
             ["apiVersion: required"]
         );
     }
+
+    /// What the embedded cluster writes itself (a started Pod's status from the simulated
+    /// kubelet, every object's metadata) is what the Kubernetes API's schema allows: the
+    /// official clients refuse anything else (a `null` imageID, an unknown field).
+    #[tokio::test]
+    async fn what_the_embedded_cluster_writes_passes_the_api_schema() {
+        use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+        use cubepod_kube::Cluster;
+
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"}},
+            "spec": {"initContainers": [{"name": "prep", "image": "busybox:1.36"}],
+                     "containers": [{"name": "main", "image": "registry:5000/app:1.0"}]}});
+        cluster.create(Resource::Pod, "default", pod).await.unwrap();
+        let running = cluster.get(Resource::Pod, "default", "p").await.unwrap();
+        assert_eq!(running["status"]["phase"], "Running", "{running}");
+        assert_eq!(problems(Resource::Pod, running), Vec::<String>::new());
+        let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}});
+        cluster
+            .create(Resource::PersistentVolumeClaim, "default", claim)
+            .await
+            .unwrap();
+        let claim = cluster
+            .get(Resource::PersistentVolumeClaim, "default", "c")
+            .await
+            .unwrap();
+        assert_eq!(
+            problems(Resource::PersistentVolumeClaim, claim),
+            Vec::<String>::new()
+        );
+    }
 }

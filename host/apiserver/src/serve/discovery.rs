@@ -61,7 +61,7 @@ struct Names {
 }
 
 impl Names {
-    fn of(resource: Resource) -> Names {
+    fn of(resource: Resource, group_version: &str) -> Names {
         // `kubectl get sbx`, `kubectl get cubepod`: the CRD's names.
         if let Some(crd) = crds::of(resource) {
             return Names {
@@ -71,7 +71,9 @@ impl Names {
             };
         }
         // `kubectl get pvc`, `kubectl get all`: as the API server names the built-in kinds.
+        // events.k8s.io/v1 Events have no short name: `kubectl get ev` reads core/v1's.
         let (short, categories): (&[&str], &[&str]) = match resource {
+            _ if group_version == super::events_v1::GROUP_VERSION => (&[], &[]),
             Resource::Pod => (&["po"], &["all"]),
             Resource::PersistentVolumeClaim => (&["pvc"], &[]),
             Resource::Event => (&["ev"], &[]),
@@ -114,10 +116,10 @@ pub(crate) fn aggregated(core: bool, crds_installed: bool) -> Value {
         }
         let mut resources: Vec<Value> = Resource::ALL
             .into_iter()
-            .filter(|r| r.api_version() == group_version)
+            .filter(|r| routes::served_in(*r, group_version))
             .map(|resource| {
                 let kind = json!({ "group": group, "version": version, "kind": resource.kind() });
-                let names = Names::of(resource);
+                let names = Names::of(resource, group_version);
                 let mut entry = json!({
                     "resource": resource.plural(),
                     "responseKind": kind,
@@ -193,7 +195,7 @@ pub(crate) fn resources(group_version: &str) -> Value {
     let mut resources = Vec::new();
     for resource in Resource::ALL
         .into_iter()
-        .filter(|r| r.api_version() == group_version)
+        .filter(|r| routes::served_in(*r, group_version))
     {
         let mut entry = json!({
             "name": resource.plural(),
@@ -202,7 +204,7 @@ pub(crate) fn resources(group_version: &str) -> Value {
             "kind": resource.kind(),
             "verbs": verbs,
         });
-        let names = Names::of(resource);
+        let names = Names::of(resource, group_version);
         entry["singularName"] = json!(names.singular);
         if !names.short.is_empty() {
             entry["shortNames"] = json!(names.short);
@@ -297,9 +299,18 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["coordination.k8s.io", "cubepod.io", "networking.k8s.io"]
+            [
+                "coordination.k8s.io",
+                "cubepod.io",
+                "events.k8s.io",
+                "networking.k8s.io"
+            ]
         );
-        let networking = &groups["items"][2]["versions"][0]["resources"][0];
+        let events = &groups["items"][2]["versions"][0]["resources"][0];
+        assert_eq!(events["resource"], "events");
+        assert_eq!(events["responseKind"]["group"], "events.k8s.io");
+        assert!(events.get("shortNames").is_none());
+        let networking = &groups["items"][3]["versions"][0]["resources"][0];
         assert_eq!(networking["resource"], "networkpolicies");
         assert_eq!(networking["shortNames"], json!(["netpol"]));
         let hidden = aggregated(false, false);

@@ -25,7 +25,7 @@ use super::routes::{self, FieldValidation, Query, Route};
 use super::status::{self, Failure};
 use super::table::{self, IncludeObject};
 use super::watch::{WatchBody, WatchPlan};
-use super::{Layer, RequestInfo, Verdict, discovery, openapi, scale};
+use super::{Layer, RequestInfo, Verdict, discovery, events_v1, openapi, scale};
 use crate::MemoryCluster;
 use crate::api::{Change, Subresource};
 use crate::crds;
@@ -34,9 +34,9 @@ use crate::selector::Selector;
 use crate::store::ObjectKey;
 use cubepod_kube::{ApiErrorKind, Cluster, PageRequest, Resource, Scope};
 
-const MERGE_PATCH: &str = "application/merge-patch+json";
-const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
-const APPLY_PATCH: &str = "application/apply-patch+yaml";
+pub(super) const MERGE_PATCH: &str = "application/merge-patch+json";
+pub(super) const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+pub(super) const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 /// What every connection of one server shares.
 pub(crate) struct Shared {
@@ -63,6 +63,8 @@ struct Ask {
     accept: String,
     content_type: String,
     user_agent: String,
+    /// The request is to events.k8s.io/v1 (its Events converted from and to core/v1's).
+    events_v1: bool,
 }
 
 impl Ask {
@@ -73,6 +75,7 @@ impl Ask {
         Render {
             table: self.table.then_some(include),
             metadata: !self.table && partial::wanted(&self.accept, list),
+            events_v1: self.events_v1,
         }
     }
 }
@@ -177,6 +180,7 @@ async fn serve(
         accept,
         content_type: header(&parts.headers, CONTENT_TYPE),
         user_agent: header(&parts.headers, USER_AGENT),
+        events_v1: events_v1::is_path(parts.uri.path()),
     };
     let method = &ask.method;
     let crds = shared.crds_installed.load(Ordering::Relaxed);
@@ -251,7 +255,8 @@ async fn serve(
                 }
                 Method::POST if !scope.namespace.is_empty() => {
                     let mut object = read_object(body).await?;
-                    let warnings = validate(resource, &mut object, query.field_validation)?;
+                    let warnings =
+                        validate(resource, &ask, &mut object, query.field_validation, false)?;
                     let render = ask.render(query.include_object, false);
                     let manager = manager(&query, &ask, Operation::Update, false);
                     let response = create(
@@ -297,7 +302,13 @@ async fn serve(
                         Write::Apply => read_yaml_object(body).await?,
                         _ => read_object(body).await?,
                     };
-                    let warnings = validate(resource, &mut body, query.field_validation)?;
+                    let warnings = validate(
+                        resource,
+                        &ask,
+                        &mut body,
+                        query.field_validation,
+                        kind == Write::Strategic,
+                    )?;
                     let operation = match kind {
                         Write::Apply => Operation::Apply,
                         _ => Operation::Update,
@@ -446,18 +457,35 @@ fn namespace_list(
     Ok(body::json(StatusCode::OK, &document))
 }
 
-/// Unknown fields against the CRD's schema (other kinds have none here): pruned, as the API
-/// server prunes a custom resource, and then per `fieldValidation` the warnings to send, or
-/// the refusal.
+/// Unknown fields against the kind's schema (the CRD's, or the Kubernetes API's for a built-in
+/// kind): pruned, as the API server prunes a custom resource and a built-in kind's decoding
+/// drops them, and then per `fieldValidation` the warnings to send, or the refusal. An
+/// events.k8s.io/v1 Event is checked against its own schema, then stored as core/v1's.
 fn validate(
     resource: Resource,
+    ask: &Ask,
     object: &mut Value,
     validation: FieldValidation,
+    directives: bool,
 ) -> Result<Vec<String>, Failure> {
-    let Some(crd) = crds::of(resource) else {
-        return Ok(Vec::new());
+    let group_version = if ask.events_v1 {
+        events_v1::GROUP_VERSION
+    } else {
+        resource.api_version()
     };
-    let pruned = crds::prune(&crd.schema, object);
+    let pruned = match (
+        crds::of(resource),
+        openapi::kind_schema(group_version, resource.kind()),
+    ) {
+        (Some(crd), _) => crds::prune(&crd.schema, object),
+        (None, Some((schema, definitions))) => {
+            crds::prune_with(schema, definitions, object, directives)
+        }
+        (None, None) => Vec::new(),
+    };
+    if ask.events_v1 {
+        events_v1::to_core(object);
+    }
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
@@ -468,11 +496,7 @@ fn validate(
     if validation == FieldValidation::Strict && !unknown.is_empty() {
         // As the API server's decoder words it for a custom resource.
         let kind = resource.kind();
-        let version = resource
-            .api_version()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default();
+        let version = group_version.rsplit('/').next().unwrap_or_default();
         let mut failure = Failure::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding \
              error: {}",
@@ -526,6 +550,14 @@ async fn list(
     }
     let document = if render.metadata {
         partial::list(&list.items, metadata)
+    } else if render.events_v1 {
+        let items: Vec<Value> = list.items.iter().map(events_v1::from_core).collect();
+        json!({
+            "kind": "EventList",
+            "apiVersion": events_v1::GROUP_VERSION,
+            "metadata": metadata,
+            "items": items,
+        })
     } else {
         json!({
             "kind": format!("{}List", resource.kind()),
@@ -613,8 +645,10 @@ fn generate_name(object: &mut Value) {
 }
 
 /// Deletes, honouring DeleteOptions' `preconditions`. Answers with the object while it is
-/// still there (finalizers, a pod's grace period), rendered as `Accept` asks, else with a
-/// Success Status (never rendered, as the API server leaves a Status as it is).
+/// still there (finalizers, a pod's grace period), rendered as `Accept` asks, and with the
+/// deleted object for the kinds whose API server storage returns it (Pods, PVCs, Services:
+/// the official clients read their delete's answer as that kind); else with a Success Status
+/// (never rendered, as the API server leaves a Status as it is).
 async fn delete(
     cluster: &MemoryCluster,
     resource: Resource,
@@ -651,6 +685,9 @@ async fn delete(
             StatusCode::OK,
             &render.object(resource, &remaining),
         )),
+        Err(error) if error.is(ApiErrorKind::NotFound) && returns_deleted_object(resource) => Ok(
+            body::json(StatusCode::OK, &render.object(resource, &current)),
+        ),
         Err(error) if error.is(ApiErrorKind::NotFound) => {
             let uid = current.pointer("/metadata/uid").and_then(Value::as_str);
             let success = status::success(resource, name, uid);
@@ -658,6 +695,15 @@ async fn delete(
         }
         Err(error) => Err(api(error)),
     }
+}
+
+/// The kinds whose kube-apiserver storage answers a delete with the deleted object
+/// (`ReturnDeletedObject`), not a Status.
+fn returns_deleted_object(resource: Resource) -> bool {
+    matches!(
+        resource,
+        Resource::Pod | Resource::PersistentVolumeClaim | Resource::Service
+    )
 }
 
 /// Which write a PATCH or PUT is.

@@ -7,6 +7,7 @@
 mod accept;
 mod body;
 mod discovery;
+mod events_v1;
 mod fields;
 mod handlers;
 mod kubeconfig;

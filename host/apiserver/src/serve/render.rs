@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::partial;
 use super::table::{self, IncludeObject};
+use super::{events_v1, partial};
 use cubepod_kube::Resource;
 
 /// How the objects of a GET, and a write's answer, are sent: as Table rows (with what each row
@@ -15,6 +15,8 @@ use cubepod_kube::Resource;
 pub(super) struct Render {
     pub(super) table: Option<IncludeObject>,
     pub(super) metadata: bool,
+    /// Events as events.k8s.io/v1 reads them (`events_v1`), not as core/v1 stores them.
+    pub(super) events_v1: bool,
 }
 
 impl Render {
@@ -28,6 +30,7 @@ impl Render {
                 Cow::Owned(table::render(resource, &[object], version, include))
             }
             None if self.metadata => Cow::Owned(partial::object(object)),
+            None if self.events_v1 => Cow::Owned(events_v1::from_core(object)),
             None => Cow::Borrowed(object),
         }
     }

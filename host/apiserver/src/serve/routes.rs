@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::events_v1;
 use super::reviews::Review;
 use super::table::IncludeObject;
 use cubepod_kube::Resource;
@@ -20,7 +21,7 @@ pub(crate) enum Route {
     Groups,
     /// `GET /openapi/v3`: where each group version's document is.
     OpenApiIndex,
-    /// `GET /openapi/v3/apis/{group}/{version}`.
+    /// `GET /openapi/v3/api/v1`, `GET /openapi/v3/apis/{group}/{version}`.
     OpenApi { group_version: &'static str },
     /// `GET /api/v1`, `GET /apis/{group}/{version}`: an APIResourceList.
     Resources { group_version: &'static str },
@@ -88,9 +89,16 @@ pub(crate) fn group(resource: Resource) -> &'static str {
     }
 }
 
+/// Whether `resource` is served in `group_version`: its own, and Events in events.k8s.io/v1
+/// too.
+pub(crate) fn served_in(resource: Resource, group_version: &str) -> bool {
+    resource.api_version() == group_version
+        || (resource == Resource::Event && group_version == events_v1::GROUP_VERSION)
+}
+
 /// The group versions served: the core one first.
 pub(crate) fn group_versions(crds_installed: bool) -> Vec<&'static str> {
-    let mut versions: Vec<&'static str> = Vec::new();
+    let mut versions: Vec<&'static str> = vec![events_v1::GROUP_VERSION];
     for resource in Resource::ALL {
         let version = resource.api_version();
         let hidden = !crds_installed && group(resource) == CRD_GROUP;
@@ -116,6 +124,11 @@ pub(crate) fn parse(path: &str, crds_installed: bool) -> Option<Route> {
         ["api"] => return Some(Route::CoreVersions),
         ["apis"] => return Some(Route::Groups),
         ["openapi", "v3"] => return Some(Route::OpenApiIndex),
+        ["openapi", "v3", "api", "v1"] => {
+            return Some(Route::OpenApi {
+                group_version: "v1",
+            });
+        }
         ["openapi", "v3", "apis", group, version] => {
             let group_version = format!("{group}/{version}");
             return group_versions(crds_installed)
@@ -147,7 +160,7 @@ pub(crate) fn parse(path: &str, crds_installed: bool) -> Option<Route> {
     };
     let resource = Resource::ALL
         .into_iter()
-        .find(|r| r.api_version() == group_version && r.plural() == plural)?;
+        .find(|r| served_in(*r, group_version) && r.plural() == plural)?;
     let namespace = namespace.to_owned();
     Some(match (name, subresource) {
         (None, _) => Route::Collection {
@@ -363,6 +376,20 @@ mod tests {
             })
         );
         assert_eq!(parse("/openapi/v3/apis/cubepod.io/v1alpha1", false), None);
+        assert_eq!(
+            parse("/openapi/v3/api/v1", false),
+            Some(Route::OpenApi {
+                group_version: "v1"
+            })
+        );
+        assert_eq!(
+            parse("/apis/events.k8s.io/v1/namespaces/ns/events/e", false),
+            object(Resource::Event, "e", false)
+        );
+        assert_eq!(
+            parse("/apis/events.k8s.io/v1/namespaces/ns/pods", false),
+            None
+        );
     }
 
     #[test]
