@@ -538,13 +538,17 @@ fn a_second_rollout_waits_for_the_first_to_finish() {
         clock.set(START + 10);
         let promoted = until(&cluster, "the first promoted", |s| s["phase"] == "Promoted").await;
         let first_digest = promoted["stable"]["digest"].clone();
-        assert_eq!(manager.policy.current().digest(), first_digest.as_str().unwrap_or_default());
+        assert_eq!(
+            manager.policy.current().digest(),
+            first_digest.as_str().unwrap_or_default()
+        );
 
         // Then the second starts, from the module the first promoted.
-        let started = common::until_named(&*cluster, SYSTEM, "second", "the second's canary", |s| {
-            s["phase"] == "Canary"
-        })
-        .await;
+        let started =
+            common::until_named(&*cluster, SYSTEM, "second", "the second's canary", |s| {
+                s["phase"] == "Canary"
+            })
+            .await;
         assert_eq!(started["stable"]["digest"], first_digest, "{started:#}");
         let waited = events_in(&cluster, SYSTEM)
             .await

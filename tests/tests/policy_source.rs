@@ -109,7 +109,12 @@ fn events(cluster: &MemoryCluster, namespace: &str, name: &str) -> Vec<String> {
 
 /// Every place that names the module serving agrees with `digest` (the file's), and the
 /// rollout says it is refused because of the file.
-fn agree(cluster: &MemoryCluster, replica: &Controller, path: &str, digest: &str) -> Result<(), String> {
+fn agree(
+    cluster: &MemoryCluster,
+    replica: &Controller,
+    path: &str,
+    digest: &str,
+) -> Result<(), String> {
     let (_, ready) = replica.get("/readyz").map_err(|e| e.to_string())?;
     if !ready.contains(&format!("sha256 {digest})")) {
         return Err(format!("/readyz names another module:\n{ready}"));
@@ -129,9 +134,9 @@ fn agree(cluster: &MemoryCluster, replica: &Controller, path: &str, digest: &str
     let says = status["phase"] == "Refused"
         && admitted["status"] == "False"
         && admitted["reason"] == "FileSourceSet"
-        && admitted["message"]
-            .as_str()
-            .is_some_and(|m| m.contains(&format!("--policy {path}")) && m.contains("remove --policy"))
+        && admitted["message"].as_str().is_some_and(|m| {
+            m.contains(&format!("--policy {path}")) && m.contains("remove --policy")
+        })
         && status["stable"]["digest"] == digest
         && status["candidate"].is_null()
         && status["weight"] == 0
@@ -264,12 +269,13 @@ fn with_a_policy_file_every_rollout_is_refused_and_every_report_names_the_files_
     let told = events(&cluster, SYSTEM, ROLLOUT);
     let refusals = told
         .iter()
-        .filter(|e| e.starts_with("Warning RolloutRefused: this controller serves the module of --policy"))
+        .filter(|e| {
+            e.starts_with("Warning RolloutRefused: this controller serves the module of --policy")
+        })
         .count();
     assert_eq!(refusals, 1, "one Event for the refusal: {told:?}");
     let logged = b.logs().into_iter().any(|line| {
-        line["fields"]["reason"] == "FileSourceSet"
-            && line["fields"]["rollout"] == ROLLOUT
+        line["fields"]["reason"] == "FileSourceSet" && line["fields"]["rollout"] == ROLLOUT
     });
     assert!(logged, "a log line says why");
 }

@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 
 use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
-use super::policy::{Outcome, PolicySlot};
 pub use super::policy::PolicySource;
+use super::policy::{Outcome, PolicySlot};
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub(crate) use super::reconciler::ReconcileError;
 use super::reconciler::{Action, Carried, IMMEDIATE_PASSES, Reconciler, Settings};

@@ -49,9 +49,7 @@ pub(super) fn env() -> &'static Arc<Env> {
 
 /// Kubernetes' `<list>.isSorted()`: whether each element is at least the one before it; an
 /// error, as there, for elements that do not compare.
-fn is_sorted<'b, 'v>(
-    args: Vec<CowVal<'b, 'v>>,
-) -> Result<CowVal<'b, 'v>, cel::ExecutionError> {
+fn is_sorted<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, cel::ExecutionError> {
     let [list]: [CowVal<'b, 'v>; 1] = args
         .try_into()
         .map_err(|args: Vec<_>| cel::ExecutionError::invalid_argument_count(1, args.len()))?;
@@ -62,7 +60,9 @@ fn is_sorted<'b, 'v>(
     while let (Some(before), Some(item)) = (previous, items.next()) {
         let order = before
             .as_comparer()
-            .ok_or_else(|| cel::ExecutionError::function_error("isSorted", "elements do not compare"))?
+            .ok_or_else(|| {
+                cel::ExecutionError::function_error("isSorted", "elements do not compare")
+            })?
             .compare(item)?;
         sorted &= order != std::cmp::Ordering::Greater;
         previous = Some(item);
@@ -161,7 +161,10 @@ mod tests {
             ("[2, 1].isSorted()", false),
             ("[].isSorted()", true),
             ("['a', 'b', 'b', 'c'].isSorted()", true),
-            ("[{'w': 10}, {'w': 50}, {'w': 25}].map(s, s.w).isSorted()", false),
+            (
+                "[{'w': 10}, {'w': 50}, {'w': 25}].map(s, s.w).isSorted()",
+                false,
+            ),
         ] {
             let program = env().compile(rule).expect("compiles");
             let context = cel::Context::with_env(Arc::clone(env()));

@@ -262,7 +262,11 @@ impl Mirror {
             };
             let list = match listed {
                 Ok(list) => list,
-                Err(error) if error.is(ApiErrorKind::Forbidden) && scope.namespace.is_empty() && fallback.is_some() => {
+                Err(error)
+                    if error.is(ApiErrorKind::Forbidden)
+                        && scope.namespace.is_empty()
+                        && fallback.is_some() =>
+                {
                     let own = fallback.clone().unwrap_or_default();
                     tracing::warn!(resource = %scope.resource, namespace = %own, %error,
                         "cannot list PolicyRollouts of every namespace; reading only those of the \
@@ -668,15 +672,8 @@ impl RolloutController {
             return;
         }
         let at = ObjectRef::new(namespace, name);
-        self.event_on(
-            &at,
-            uid,
-            EventType::Warning,
-            "RolloutRefused",
-            message,
-            now,
-        )
-        .await;
+        self.event_on(&at, uid, EventType::Warning, "RolloutRefused", message, now)
+            .await;
         self.elsewhere.insert(key, uid.to_string());
     }
 
@@ -690,7 +687,10 @@ impl RolloutController {
                     .as_str()
                     .unwrap_or_default()
                     .to_string(),
-                o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
             )
         };
         let mine = age(object);
@@ -736,7 +736,13 @@ impl RolloutController {
                 && tracked.conditions.iter().any(|c| c.message == message));
         tracked.phase = Phase::Waiting;
         tracked.weight = 0;
-        tracked.condition("Progressing", false, "WaitingForRollout", message.clone(), now);
+        tracked.condition(
+            "Progressing",
+            false,
+            "WaitingForRollout",
+            message.clone(),
+            now,
+        );
         if again {
             return;
         }
