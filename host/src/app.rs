@@ -9,7 +9,7 @@ use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
 use crate::config::{EngineFlags, RunArgs};
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
-use crate::controller::manager::{ControllerManager, ManagerConfig};
+use crate::controller::manager::{ControllerManager, ManagerConfig, PolicySource};
 use crate::controller::policy_watch::{PolicyFile, PolicyWatcher, Verdicts, first_admitted};
 use crate::controller::queue::Backoff;
 use crate::controller::reconciler::Settings;
@@ -443,6 +443,12 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
                 args.network.cluster_network(),
                 &api_server,
             ),
+            // One source of the serving module: with `--policy`, the file, and every
+            // PolicyRollout is refused; without, the rollouts.
+            policy_source: args
+                .policy
+                .clone()
+                .map_or(PolicySource::Rollouts, PolicySource::File),
         },
         metrics.clone(),
         health.clone(),
@@ -472,8 +478,8 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         let watcher = PolicyWatcher::resume(file, verdicts, manager.clone());
         tokio::spawn(watcher.run(shutdown.clone()));
     }
-    // PolicyRollouts of the controller's own namespace, read from the API (none without the
-    // CRD: the lists are retried, `--policy` works as ever).
+    // PolicyRollouts, read from the API (none without the CRD: the lists are retried). With
+    // `--policy` each is refused, saying why: the file is the only source of the module.
     let rollouts = RolloutController::new(
         manager.clone(),
         admission.clone(),

@@ -459,3 +459,103 @@ fn an_immediate_rollout_with_a_shadow_swaps_once_the_shadow_is_done() {
         let _ = stop.send(true);
     });
 }
+
+/// Rolls `module` out as rollout `name` (and its ConfigMap `name`), in the controller's
+/// namespace.
+async fn roll_out_as(cluster: &MemoryCluster, name: &str, module: &[u8], strategy: Value) {
+    use base64::Engine as _;
+    let map = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": SYSTEM},
+        "binaryData": {"policy.wasm": base64::engine::general_purpose::STANDARD.encode(module)},
+    });
+    cluster
+        .create(Resource::ConfigMap, SYSTEM, map)
+        .await
+        .expect("the module's ConfigMap");
+    let rollout = json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "PolicyRollout",
+        "metadata": {"name": name, "namespace": SYSTEM},
+        "spec": {"module": {"configMap": name}, "strategy": strategy},
+    });
+    cluster
+        .create(Resource::PolicyRollout, SYSTEM, rollout)
+        .await
+        .expect("the rollout");
+}
+
+/// The default policy under another digest: a custom section named `tag`.
+fn default_variant(tag: &[u8; 4]) -> Vec<u8> {
+    let mut bytes = DEFAULT_POLICY.to_vec();
+    bytes.extend_from_slice(&[0, 5, 4]);
+    bytes.extend_from_slice(tag);
+    bytes
+}
+
+/// One rollout at a time: a second rollout made during the first's canary waits, its status
+/// and one Event naming the first, and the first goes on with its own canary (fed by the
+/// reconciles of its share) to its promotion; then the second starts, from the promoted module.
+#[test]
+fn a_second_rollout_waits_for_the_first_to_finish() {
+    runtime().block_on(async move {
+        let (cluster, manager, clock, stop) = start();
+        create_sandboxes(&cluster, 10).await;
+        let strategy = json!({
+            "type": "Progressive",
+            "canary": {"steps": [{"weight": 50, "duration": "10s"}]},
+        });
+        let first = default_variant(b"frst");
+        roll_out(&*cluster, SYSTEM, &first, strategy.clone()).await;
+        until(&cluster, "the first canary", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+
+        roll_out_as(&cluster, "second", &default_variant(b"scnd"), strategy).await;
+        let waiting = common::until_named(&*cluster, SYSTEM, "second", "the second waits", |s| {
+            s["phase"] == "Waiting"
+        })
+        .await;
+        let progressing = waiting["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Progressing")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(progressing["reason"], "WaitingForRollout", "{waiting:#}");
+        assert!(
+            progressing["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("waits for PolicyRollout next (Canary)")),
+            "{waiting:#}"
+        );
+        // The first is still the canary running, and walks its step to its promotion.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let held = until(&cluster, "the first still at its step", |_| true).await;
+        assert_eq!(held["phase"], "Canary", "{held:#}");
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+        clock.set(START + 10);
+        let promoted = until(&cluster, "the first promoted", |s| s["phase"] == "Promoted").await;
+        let first_digest = promoted["stable"]["digest"].clone();
+        assert_eq!(
+            manager.policy.current().digest(),
+            first_digest.as_str().unwrap_or_default()
+        );
+
+        // Then the second starts, from the module the first promoted.
+        let started =
+            common::until_named(&*cluster, SYSTEM, "second", "the second's canary", |s| {
+                s["phase"] == "Canary"
+            })
+            .await;
+        assert_eq!(started["stable"]["digest"], first_digest, "{started:#}");
+        let waited = events_in(&cluster, SYSTEM)
+            .await
+            .iter()
+            .filter(|e| e["involvedObject"]["name"] == "second" && e["reason"] == "RolloutWaiting")
+            .count();
+        assert_eq!(waited, 1, "one Event when it starts waiting");
+        let _ = stop.send(true);
+    });
+}

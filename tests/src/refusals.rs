@@ -527,6 +527,20 @@ pub fn table() -> Vec<Refusal> {
                 "status.readyReplicas: Invalid value: -1: status.readyReplicas in body should be greater than or equal to 0",
             ),
         },
+        Refusal {
+            rule: "PolicyRollout: canary weights never shrink (CEL, isSorted)",
+            action: Action::Manifest(
+                "r-rollout-shrinks",
+                format!(
+                    "apiVersion: cubepod.io/v1alpha1\nkind: PolicyRollout\nmetadata: {{name: r-rollout-shrinks, namespace: {NS}}}\nspec:\n  module: {{configMap: m}}\n  strategy:\n    type: Progressive\n    canary:\n      steps: [{{weight: 50, duration: 1m}}, {{weight: 10, duration: 1m}}]\n"
+                ),
+            ),
+            says: one(
+                "PolicyRollout",
+                "r-rollout-shrinks",
+                "spec.strategy.canary.steps: Invalid value: \"array\": each step's weight must be at least the one before it (a canary's share only grows)",
+            ),
+        },
     ]
 }
 
@@ -606,13 +620,17 @@ pub fn check(kubectl: &Kubectl) {
             ));
         }
         if let Some(name) = created {
-            let kind = match row.action {
-                Action::Pool(..) => "podwarmpool",
-                _ => "sandbox",
+            let kind = match &row.action {
+                Action::Pool(..) => "podwarmpool".to_owned(),
+                Action::Manifest(_, text) => text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("kind: "))
+                    .map_or_else(|| "sandbox".to_owned(), |k| k.trim().to_lowercase()),
+                _ => "sandbox".to_owned(),
             };
             let namespace = if name == "r-namespace" { "nowhere" } else { NS };
             if kubectl
-                .run(&["get", kind, &name, "-n", namespace])
+                .run(&["get", &kind, &name, "-n", namespace])
                 .status
                 .success()
             {

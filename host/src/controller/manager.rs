@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 
 use super::cache::Cache;
 use super::health::{ActivePolicy, Health};
+pub use super::policy::PolicySource;
 use super::policy::{Outcome, PolicySlot};
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub(crate) use super::reconciler::ReconcileError;
@@ -43,6 +44,8 @@ pub struct ManagerConfig {
     /// The cluster network every reconcile is handed, and the policy's NetworkPolicies are
     /// checked against (the boundary's).
     pub cluster_network: ClusterNetwork,
+    /// Where the stable module comes from: the `--policy` file, or PolicyRollouts.
+    pub policy_source: PolicySource,
 }
 
 impl ManagerConfig {
@@ -57,6 +60,7 @@ impl ManagerConfig {
             backoff: Backoff::default(),
             reconcile: Arc::default(),
             cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
+            policy_source: PolicySource::Rollouts,
         }
     }
 }
@@ -127,7 +131,7 @@ impl ControllerManager {
                     }
                 }));
         health.set_policy(ActivePolicy::of(&module));
-        let policy = PolicySlot::new(module);
+        let policy = PolicySlot::new(module, config.policy_source.clone());
         let reconciler = Reconciler::new(
             cluster.clone(),
             cache.clone(),

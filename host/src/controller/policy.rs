@@ -3,8 +3,14 @@
 //! holds a candidate beside the stable module and a weight: each Sandbox or pool goes to the
 //! candidate when a stable hash of its uid falls under the weight, so that its assignment only
 //! grows with the weight, and each reconcile picks its module once, at its start.
+//!
+//! The slot has one source of its stable module, fixed when it is made ([`PolicySource`]): the
+//! `--policy` file, or the PolicyRollouts. Only with the latter does [`PolicySlot::rollouts`]
+//! hand out the handle through which a canary, a shadow or a promotion changes the slot, so
+//! that a rollout cannot change the module a file serves, whatever the timing.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -19,21 +25,54 @@ tokio::task_local! {
     static PICKED: Arc<PolicyModule>;
 }
 
+/// Where the stable module comes from: one source for the life of the process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PolicySource {
+    /// The built-in module at start, then what PolicyRollouts promote.
+    #[default]
+    Rollouts,
+    /// `run --policy FILE`: the file's modules only, hot-swapped; PolicyRollouts are refused.
+    File(PathBuf),
+}
+
 /// The running policy module, swapped whole when a new one is admitted, and the candidate of a
 /// canary in progress, if any.
 pub struct PolicySlot {
     current: RwLock<Arc<PolicyModule>>,
     canary: RwLock<Option<Arc<Canary>>>,
     shadow: RwLock<Option<Arc<super::shadow::Shadow>>>,
+    source: PolicySource,
 }
 
+/// What PolicyRollouts may do to a slot whose source they are: start and end canaries and
+/// shadows, promote. Given only by [`PolicySlot::rollouts`].
+pub(crate) struct RolloutSwap<'a>(&'a PolicySlot);
+
 impl PolicySlot {
-    pub(crate) fn new(module: PolicyModule) -> Arc<Self> {
+    pub(crate) fn new(module: PolicyModule, source: PolicySource) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Arc::new(module)),
             canary: RwLock::new(None),
             shadow: RwLock::new(None),
+            source,
         })
+    }
+
+    /// The `--policy` file that is the only source of the stable module, if there is one.
+    pub(crate) fn file_source(&self) -> Option<&Path> {
+        match &self.source {
+            PolicySource::File(path) => Some(path),
+            PolicySource::Rollouts => None,
+        }
+    }
+
+    /// The handle through which rollouts change the slot; `Err` with the file when the
+    /// `--policy` file is its source.
+    pub(crate) fn rollouts(&self) -> Result<RolloutSwap<'_>, &Path> {
+        match &self.source {
+            PolicySource::File(path) => Err(path),
+            PolicySource::Rollouts => Ok(RolloutSwap(self)),
+        }
     }
 
     /// The shadow run in progress, if any.
@@ -44,11 +83,6 @@ impl PolicySlot {
             .clone()
     }
 
-    /// Runs `shadow`'s candidate beside the stable module from now on (`None`: no more).
-    pub(crate) fn set_shadow(&self, shadow: Option<Arc<super::shadow::Shadow>>) {
-        *self.shadow.write().unwrap_or_else(|p| p.into_inner()) = shadow;
-    }
-
     /// The stable module: the one running for every object outside a canary's share.
     pub fn current(&self) -> Arc<PolicyModule> {
         self.current
@@ -57,15 +91,21 @@ impl PolicySlot {
             .clone()
     }
 
-    /// Makes `module` the active one and returns the one it replaced.
+    /// Makes `module` the active one and returns the one it replaced: the file's swap.
     pub(crate) fn replace(&self, module: PolicyModule) -> Arc<PolicyModule> {
         self.replace_shared(Arc::new(module))
     }
 
-    /// [`Self::replace`] with a module already shared.
-    pub(crate) fn replace_shared(&self, module: Arc<PolicyModule>) -> Arc<PolicyModule> {
+    fn replace_shared(&self, module: Arc<PolicyModule>) -> Arc<PolicyModule> {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut current, module)
+    }
+
+    fn end_canary(&self) -> Option<Arc<Canary>> {
+        self.canary
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// The canary in progress, if any.
@@ -74,32 +114,6 @@ impl PolicySlot {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    /// Starts a canary of `module` at weight 0 (no object on it yet), replacing any other.
-    pub(crate) fn start_canary(&self, module: Arc<PolicyModule>) -> Arc<Canary> {
-        let canary = Arc::new(Canary {
-            module,
-            weight: AtomicU8::new(0),
-            stats: Mutex::default(),
-            breach: Notify::new(),
-        });
-        *self.canary.write().unwrap_or_else(|p| p.into_inner()) = Some(canary.clone());
-        canary
-    }
-
-    /// Ends the canary with every object back on the stable module.
-    pub(crate) fn end_canary(&self) -> Option<Arc<Canary>> {
-        self.canary
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-    }
-
-    /// Ends the canary by making its candidate the stable module; the one it replaced.
-    pub(crate) fn promote_canary(&self) -> Option<Arc<PolicyModule>> {
-        let canary = self.end_canary()?;
-        Some(self.replace_shared(canary.module.clone()))
     }
 
     /// The module that reconciles the object of `uid` now, and whether it is the candidate.
@@ -123,6 +137,41 @@ impl PolicySlot {
         PICKED
             .try_with(Arc::clone)
             .unwrap_or_else(|_| self.current())
+    }
+}
+
+impl RolloutSwap<'_> {
+    /// Runs `shadow`'s candidate beside the stable module from now on (`None`: no more).
+    pub(crate) fn set_shadow(&self, shadow: Option<Arc<super::shadow::Shadow>>) {
+        *self.0.shadow.write().unwrap_or_else(|p| p.into_inner()) = shadow;
+    }
+
+    /// Makes `module` the stable one (a promotion); the one it replaced.
+    pub(crate) fn replace_shared(&self, module: Arc<PolicyModule>) -> Arc<PolicyModule> {
+        self.0.replace_shared(module)
+    }
+
+    /// Starts a canary of `module` at weight 0 (no object on it yet), replacing any other.
+    pub(crate) fn start_canary(&self, module: Arc<PolicyModule>) -> Arc<Canary> {
+        let canary = Arc::new(Canary {
+            module,
+            weight: AtomicU8::new(0),
+            stats: Mutex::default(),
+            breach: Notify::new(),
+        });
+        *self.0.canary.write().unwrap_or_else(|p| p.into_inner()) = Some(canary.clone());
+        canary
+    }
+
+    /// Ends the canary with every object back on the stable module.
+    pub(crate) fn end_canary(&self) -> Option<Arc<Canary>> {
+        self.0.end_canary()
+    }
+
+    /// Ends the canary by making its candidate the stable module; the one it replaced.
+    pub(crate) fn promote_canary(&self) -> Option<Arc<PolicyModule>> {
+        let canary = self.0.end_canary()?;
+        Some(self.0.replace_shared(canary.module.clone()))
     }
 }
 

@@ -108,7 +108,7 @@ impl Scratch {
         let reconciler = Reconciler::new(
             cluster.clone(),
             cache,
-            PolicySlot::new(module.clone()),
+            PolicySlot::new(module.clone(), Default::default()),
             context,
             Arc::new(Metrics::new()),
             Arc::new(Settings {

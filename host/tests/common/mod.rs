@@ -78,10 +78,21 @@ pub async fn until(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
+    until_named(cluster, namespace, ROLLOUT, what, done).await
+}
+
+/// [`until`] for the rollout `name`.
+pub async fn until_named(
+    cluster: &dyn Cluster,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
         let status = cluster
-            .get(Resource::PolicyRollout, namespace, ROLLOUT)
+            .get(Resource::PolicyRollout, namespace, name)
             .await
             .map(|o| o["status"].clone())
             .unwrap_or_default();

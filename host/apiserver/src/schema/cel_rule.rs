@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use cel::common::value::CowVal;
 use cel::{Env, Program};
 use serde_json::Value;
 
@@ -28,10 +29,45 @@ impl std::fmt::Debug for Rule {
     }
 }
 
-/// The standard environment, built once: rules are compiled and run in it.
+/// The standard environment and what the CRDs use of Kubernetes' list library
+/// (`isSorted()`), built once: rules are compiled and run in it.
 pub(super) fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| Arc::new(Env::stdlib()))
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        env.add_member_overload(
+            "isSorted",
+            "list_is_sorted",
+            cel::common::types::LIST_TYPE,
+            vec![],
+            is_sorted,
+        )
+        .expect("isSorted is declared once");
+        Arc::new(env)
+    })
+}
+
+/// Kubernetes' `<list>.isSorted()`: whether each element is at least the one before it; an
+/// error, as there, for elements that do not compare.
+fn is_sorted<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, cel::ExecutionError> {
+    let [list]: [CowVal<'b, 'v>; 1] = args
+        .try_into()
+        .map_err(|args: Vec<_>| cel::ExecutionError::invalid_argument_count(1, args.len()))?;
+    let not_a_list = || cel::ExecutionError::function_error("isSorted", "not a list");
+    let mut items = list.as_ref().as_iterable().ok_or_else(not_a_list)?.iter();
+    let mut sorted = true;
+    let mut previous = items.next();
+    while let (Some(before), Some(item)) = (previous, items.next()) {
+        let order = before
+            .as_comparer()
+            .ok_or_else(|| {
+                cel::ExecutionError::function_error("isSorted", "elements do not compare")
+            })?
+            .compare(item)?;
+        sorted &= order != std::cmp::Ordering::Greater;
+        previous = Some(item);
+    }
+    Ok(CowVal::owned(cel::common::types::CelBool::from(sorted)))
 }
 
 impl Rule {
@@ -112,4 +148,31 @@ fn normalized_field_path(path: &str) -> Option<String> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     });
     valid.then(|| rest.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_sorted_reads_as_kubernetes_list_library_does() {
+        for (rule, sorted) in [
+            ("[1, 2, 2, 3].isSorted()", true),
+            ("[2, 1].isSorted()", false),
+            ("[].isSorted()", true),
+            ("['a', 'b', 'b', 'c'].isSorted()", true),
+            (
+                "[{'w': 10}, {'w': 50}, {'w': 25}].map(s, s.w).isSorted()",
+                false,
+            ),
+        ] {
+            let program = env().compile(rule).expect("compiles");
+            let context = cel::Context::with_env(Arc::clone(env()));
+            assert_eq!(
+                program.execute(&context),
+                Ok(cel::Value::Bool(sorted)),
+                "{rule}"
+            );
+        }
+    }
 }

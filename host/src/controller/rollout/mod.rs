@@ -41,6 +41,8 @@ const REFRESH: Duration = Duration::from_secs(2);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Admitting,
+    /// Another rollout's shadow or canary is in progress: one rollout at a time.
+    Waiting,
     Shadowing,
     Canary,
     Promoted,
@@ -52,6 +54,7 @@ impl Phase {
     fn as_str(self) -> &'static str {
         match self {
             Phase::Admitting => "Admitting",
+            Phase::Waiting => "Waiting",
             Phase::Shadowing => "Shadowing",
             Phase::Canary => "Canary",
             Phase::Promoted => "Promoted",
@@ -60,6 +63,19 @@ impl Phase {
         }
     }
 }
+
+impl Phase {
+    /// Whether a rollout in this phase holds the slot's shadow or canary (or is about to).
+    fn busy(self) -> bool {
+        matches!(self, Phase::Admitting | Phase::Shadowing | Phase::Canary)
+    }
+}
+
+/// The reason a rollout is refused when the `--policy` file is the module's source.
+const FILE_SOURCE_SET: &str = "FileSourceSet";
+
+/// The reason a rollout of another namespace than the controller's is refused.
+const OUTSIDE_NAMESPACE: &str = "OutsideControllerNamespace";
 
 /// The conditions a rollout's status has.
 const CONDITIONS: [&str; 2] = ["Admitted", "Progressing"];
@@ -192,18 +208,28 @@ impl Tracked {
     }
 }
 
-/// The objects of one kind in the controller's namespace, by name, kept by a list and watch.
+/// The objects of one kind, by `namespace/name`, kept by a list and watch.
 #[derive(Default)]
 struct Mirror {
     objects: Mutex<BTreeMap<String, Arc<Value>>>,
 }
 
+/// `namespace/name`, a [`Mirror`]'s key of an object.
+fn key_of(object: &Value) -> Option<String> {
+    let meta = &object["metadata"];
+    Some(format!(
+        "{}/{}",
+        meta["namespace"].as_str().unwrap_or_default(),
+        meta["name"].as_str()?
+    ))
+}
+
 impl Mirror {
-    fn get(&self, name: &str) -> Option<Arc<Value>> {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
         self.objects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(name)
+            .get(&format!("{namespace}/{name}"))
             .cloned()
     }
 
@@ -217,11 +243,14 @@ impl Mirror {
     }
 
     /// Lists, then watches from the list's version, until shutdown; a watch that ends is
-    /// resumed from the last version seen, an expired one (410) listed again.
+    /// resumed from the last version seen, an expired one (410) listed again. A list of every
+    /// namespace that is forbidden (RBAC without the cluster-wide rule) falls back to
+    /// `fallback`'s namespace, saying so once.
     async fn run(
         self: Arc<Self>,
         cluster: Arc<dyn Cluster>,
-        scope: Scope,
+        mut scope: Scope,
+        fallback: Option<String>,
         changed: Arc<Notify>,
         mut shutdown: watch::Receiver<bool>,
     ) {
@@ -233,6 +262,20 @@ impl Mirror {
             };
             let list = match listed {
                 Ok(list) => list,
+                Err(error)
+                    if error.is(ApiErrorKind::Forbidden)
+                        && scope.namespace.is_empty()
+                        && fallback.is_some() =>
+                {
+                    let own = fallback.clone().unwrap_or_default();
+                    tracing::warn!(resource = %scope.resource, namespace = %own, %error,
+                        "cannot list PolicyRollouts of every namespace; reading only those of the \
+                         controller's namespace, so a rollout made elsewhere is not told that it \
+                         is ignored: grant list and watch of policyrollouts cluster-wide \
+                         (deploy/rbac.yaml, cubepod-controller-rollouts-everywhere)");
+                    scope.namespace = own;
+                    continue 'list;
+                }
                 Err(error) => {
                     if !told {
                         tracing::warn!(resource = %scope.resource, namespace = %scope.namespace, %error,
@@ -248,12 +291,7 @@ impl Mirror {
             *self.objects.lock().unwrap_or_else(|p| p.into_inner()) = list
                 .items
                 .into_iter()
-                .filter_map(|item| {
-                    Some((
-                        item["metadata"]["name"].as_str()?.to_string(),
-                        Arc::new(item),
-                    ))
-                })
+                .filter_map(|item| Some((key_of(&item)?, Arc::new(item))))
                 .collect();
             changed.notify_one();
             let mut version = list.resource_version;
@@ -286,17 +324,17 @@ impl Mirror {
                     if let Some(v) = meta["resourceVersion"].as_str() {
                         version = v.to_string();
                     }
-                    let Some(name) = meta["name"].as_str() else {
+                    let Some(name) = key_of(&event.object) else {
                         continue;
                     };
                     let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
                     match event.kind {
                         cubepod_kube::WatchEventType::Added
                         | cubepod_kube::WatchEventType::Modified => {
-                            objects.insert(name.to_string(), event.object.clone());
+                            objects.insert(name, event.object.clone());
                         }
                         cubepod_kube::WatchEventType::Deleted => {
-                            objects.remove(name);
+                            objects.remove(&name);
                         }
                         cubepod_kube::WatchEventType::Bookmark => continue,
                     }
@@ -308,7 +346,9 @@ impl Mirror {
     }
 }
 
-/// Reads the PolicyRollouts of the controller's namespace and carries them out.
+/// Reads the PolicyRollouts of the controller's namespace and carries them out, one at a time;
+/// refuses those of other namespaces, and every one when the `--policy` file is the source of
+/// the module.
 pub struct RolloutController {
     manager: Arc<ControllerManager>,
     admission: Admission,
@@ -316,6 +356,8 @@ pub struct RolloutController {
     rollouts: Arc<Mirror>,
     config_maps: Arc<Mirror>,
     tracked: HashMap<String, Tracked>,
+    /// Rollouts of other namespaces told they are not acted on: `namespace/name` to uid.
+    elsewhere: HashMap<String, String>,
     recorder: Recorder,
 }
 
@@ -349,6 +391,7 @@ impl RolloutController {
             rollouts: Arc::default(),
             config_maps: Arc::default(),
             tracked: HashMap::new(),
+            elsewhere: HashMap::new(),
             recorder,
         }
     }
@@ -356,18 +399,31 @@ impl RolloutController {
     /// Watches and acts until shutdown.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let changed = Arc::new(Notify::new());
-        for (mirror, resource) in [
-            (&self.rollouts, Resource::PolicyRollout),
-            (&self.config_maps, Resource::ConfigMap),
+        // Rollouts of every namespace, so that one made elsewhere is told it is not acted on;
+        // the modules' ConfigMaps of the controller's own only.
+        for (mirror, resource, namespace, fallback) in [
+            (
+                &self.rollouts,
+                Resource::PolicyRollout,
+                String::new(),
+                Some(self.namespace.clone()),
+            ),
+            (
+                &self.config_maps,
+                Resource::ConfigMap,
+                self.namespace.clone(),
+                None,
+            ),
         ] {
             let scope = Scope {
                 resource,
-                namespace: self.namespace.clone(),
+                namespace,
                 label_selector: None,
             };
             tokio::spawn(mirror.clone().run(
                 self.manager.cluster.clone(),
                 scope,
+                fallback,
                 changed.clone(),
                 shutdown.clone(),
             ));
@@ -416,7 +472,16 @@ impl RolloutController {
     }
 
     async fn reconcile_all(&mut self) {
-        let objects = self.rollouts.all();
+        let (objects, elsewhere): (Vec<_>, Vec<_>) = self
+            .rollouts
+            .all()
+            .into_iter()
+            .partition(|o| o["metadata"]["namespace"] == self.namespace.as_str());
+        let keys: Vec<String> = elsewhere.iter().filter_map(|o| key_of(o)).collect();
+        self.elsewhere.retain(|key, _| keys.contains(key));
+        for object in elsewhere {
+            self.refuse_elsewhere(&object).await;
+        }
         let present: Vec<String> = objects
             .iter()
             .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
@@ -435,8 +500,7 @@ impl RolloutController {
                     continue;
                 }
                 tracing::info!(rollout = %name, "rollout deleted during its canary: every object back on the stable module");
-                self.manager.policy.end_canary();
-                self.manager.requeue_all();
+                self.abort_canary(&mut tracked);
             }
         }
         for object in objects {
@@ -456,6 +520,14 @@ impl RolloutController {
             .filter(|t| t.uid == uid)
             .unwrap_or_else(|| Tracked::new(uid.to_string(), &object["status"]));
         tracked.generation = meta["generation"].as_i64().unwrap_or(0);
+        if let Some(path) = self.manager.policy.file_source() {
+            let path = path.display().to_string();
+            self.refuse_file_source(name, object, &mut tracked, &path, now)
+                .await;
+            self.write_status(name, &mut tracked, now).await;
+            self.tracked.insert(name.to_string(), tracked);
+            return;
+        }
         match Spec::from_json(&object["spec"]) {
             Ok(spec) => {
                 self.step(name, object, &mut tracked, &spec, now).await;
@@ -483,6 +555,209 @@ impl RolloutController {
         self.tracked.insert(name.to_string(), tracked);
     }
 
+    /// The `--policy` file is the only source of the module: the rollout is not acted on, and
+    /// says so at once (phase `Refused`, `Admitted` false with reason `FileSourceSet`, one
+    /// Warning Event, a log line). A status that said it was promoted or in progress is
+    /// rewritten, so that it never claims a module the file does not serve.
+    async fn refuse_file_source(
+        &mut self,
+        name: &str,
+        object: &Value,
+        tracked: &mut Tracked,
+        path: &str,
+        now: i64,
+    ) {
+        let told = |status: &Value| {
+            status["phase"] == "Refused"
+                && status["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Admitted" && c["reason"] == FILE_SOURCE_SET)
+        };
+        let already = tracked.phase == Phase::Refused
+            && tracked
+                .conditions
+                .iter()
+                .any(|c| c.kind == "Admitted" && c.reason == FILE_SOURCE_SET);
+        let message = format!(
+            "this controller serves the module of --policy {path}; PolicyRollouts roll out \
+             modules only on a controller run without --policy: remove --policy (and \
+             deploy/signed-policy's patch) to use them"
+        );
+        tracked.phase = Phase::Refused;
+        tracked.candidate = None;
+        tracked.weight = 0;
+        tracked.step = 0;
+        tracked.touched = 0;
+        tracked.observed = None;
+        tracked.findings = None;
+        tracked.condition("Admitted", false, FILE_SOURCE_SET, message.clone(), now);
+        tracked.condition(
+            "Progressing",
+            false,
+            FILE_SOURCE_SET,
+            format!("not rolled out: the module of --policy {path} serves every sandbox"),
+            now,
+        );
+        if already || told(&object["status"]) {
+            return;
+        }
+        tracing::warn!(rollout = %name, path, reason = FILE_SOURCE_SET, "policy rollout refused: {message}");
+        self.event(
+            name,
+            tracked,
+            EventType::Warning,
+            "RolloutRefused",
+            message,
+            now,
+        )
+        .await;
+    }
+
+    /// A rollout of another namespace: not acted on, and told so once (phase `Refused`,
+    /// `Admitted` false with reason `OutsideControllerNamespace`, one Warning Event, a log
+    /// line).
+    async fn refuse_elsewhere(&mut self, object: &Value) {
+        let meta = &object["metadata"];
+        let (Some(key), Some(namespace), Some(name), Some(uid)) = (
+            key_of(object),
+            meta["namespace"].as_str(),
+            meta["name"].as_str(),
+            meta["uid"].as_str(),
+        ) else {
+            return;
+        };
+        if self.elsewhere.get(&key).is_some_and(|told| told == uid) {
+            return;
+        }
+        let status = &object["status"];
+        let told = status["phase"] == "Refused"
+            && status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Admitted" && c["reason"] == OUTSIDE_NAMESPACE);
+        if told {
+            self.elsewhere.insert(key, uid.to_string());
+            return;
+        }
+        let now = self.manager.config.reconcile.clock.now();
+        let message = format!(
+            "not acted on: this controller reads PolicyRollouts only in its own namespace {} \
+             (--lease-namespace); create the rollout and its module's ConfigMap there",
+            self.namespace
+        );
+        let generation = meta["generation"].as_i64().unwrap_or(0);
+        let patch = json!({"status": {
+            "phase": Phase::Refused.as_str(),
+            "observedGeneration": generation,
+            "conditions": [{
+                "type": "Admitted",
+                "status": "False",
+                "observedGeneration": generation,
+                "lastTransitionTime": time::format(now),
+                "reason": OUTSIDE_NAMESPACE,
+                "message": message,
+            }],
+        }});
+        tracing::warn!(rollout = %key, reason = OUTSIDE_NAMESPACE, "policy rollout refused: {message}");
+        if let Err(error) = self
+            .manager
+            .cluster
+            .patch_status(Resource::PolicyRollout, namespace, name, patch)
+            .await
+        {
+            tracing::warn!(rollout = %key, %error, "cannot write the rollout's status; retried");
+            return;
+        }
+        let at = ObjectRef::new(namespace, name);
+        self.event_on(&at, uid, EventType::Warning, "RolloutRefused", message, now)
+            .await;
+        self.elsewhere.insert(key, uid.to_string());
+    }
+
+    /// Another rollout of the namespace whose shadow or canary is in progress, with its phase:
+    /// one this controller holds, or, not taken up yet, one whose status says so and that is
+    /// older than `object` (the older goes first).
+    fn busy_other(&self, name: &str, object: &Value) -> Option<(String, &'static str)> {
+        let age = |o: &Value| {
+            (
+                o["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        };
+        let mine = age(object);
+        self.rollouts.all().into_iter().find_map(|other| {
+            let meta = &other["metadata"];
+            let other_name = meta["name"].as_str()?;
+            if other_name == name || meta["namespace"] != self.namespace.as_str() {
+                return None;
+            }
+            if let Some(held) = self.tracked.get(other_name)
+                && meta["uid"] == held.uid.as_str()
+            {
+                return held
+                    .phase
+                    .busy()
+                    .then(|| (other_name.to_string(), held.phase.as_str()));
+            }
+            let phase = [Phase::Admitting, Phase::Shadowing, Phase::Canary]
+                .into_iter()
+                .find(|p| other["status"]["phase"] == p.as_str())?;
+            (age(&other) < mine).then(|| (other_name.to_string(), phase.as_str()))
+        })
+    }
+
+    /// `other`'s stage holds the slot: this rollout waits (phase `Waiting`, `Progressing`
+    /// false with reason `WaitingForRollout`, one Normal Event when it starts waiting), and
+    /// starts once `other` is promoted, rolled back, refused or deleted.
+    async fn wait_for(
+        &mut self,
+        name: &str,
+        object: &Value,
+        tracked: &mut Tracked,
+        other: &str,
+        phase: &str,
+        now: i64,
+    ) {
+        let message = format!(
+            "waits for PolicyRollout {other} ({phase}): one rollout at a time; this one starts \
+             when that one is promoted, rolled back, refused or deleted"
+        );
+        let again = tracked.phase == Phase::Waiting
+            || (object["status"]["phase"] == "Waiting"
+                && tracked.conditions.iter().any(|c| c.message == message));
+        tracked.phase = Phase::Waiting;
+        tracked.weight = 0;
+        tracked.condition(
+            "Progressing",
+            false,
+            "WaitingForRollout",
+            message.clone(),
+            now,
+        );
+        if again {
+            return;
+        }
+        tracing::info!(rollout = %name, waits_for = %other, "{message}");
+        self.event(
+            name,
+            tracked,
+            EventType::Normal,
+            "RolloutWaiting",
+            message,
+            now,
+        )
+        .await;
+    }
+
     /// One look at a rollout whose spec reads: a new module judged, or the canary moved on.
     async fn step(
         &mut self,
@@ -494,7 +769,7 @@ impl RolloutController {
     ) {
         let version = self
             .config_maps
-            .get(&spec.module.config_map)
+            .get(&self.namespace, &spec.module.config_map)
             .and_then(|map| {
                 map["metadata"]["resourceVersion"]
                     .as_str()
@@ -502,18 +777,29 @@ impl RolloutController {
             });
         let read_from = Some((spec.module.clone(), version));
         if read_from != tracked.read_from {
-            tracked.read_from = read_from;
             let candidate = self.read_module(spec);
             let identity = match &candidate {
                 Ok(candidate) => Some(candidate.identity()),
                 Err(why) => Some((format!("unreadable: {why}"), None)),
             };
             if identity != tracked.identity {
+                // One rollout at a time: a new module waits while another rollout's shadow or
+                // canary runs (a promotion the status records is only taken up again).
+                let promoted = candidate
+                    .as_ref()
+                    .is_ok_and(|c| status_says(object, "Promoted", "stable", &c.digest()));
+                if !promoted && let Some((other, phase)) = self.busy_other(name, object) {
+                    self.wait_for(name, object, tracked, &other, phase, now)
+                        .await;
+                    return;
+                }
+                tracked.read_from = read_from;
                 tracked.identity = identity;
                 self.judge(name, object, tracked, spec, candidate, now)
                     .await;
                 return;
             }
+            tracked.read_from = read_from;
         }
         match tracked.phase {
             Phase::Canary => self.advance(name, tracked, spec, now).await,
@@ -528,7 +814,7 @@ impl RolloutController {
         let where_ = format!("ConfigMap {}/{}", self.namespace, source.config_map);
         let map = self
             .config_maps
-            .get(&source.config_map)
+            .get(&self.namespace, &source.config_map)
             .ok_or_else(|| format!("{where_} not found"))?;
         let read = |key: &str| -> Result<Vec<u8>, String> {
             if let Some(text) = map["binaryData"][key].as_str() {
@@ -726,6 +1012,9 @@ impl RolloutController {
         resumed: bool,
         now: i64,
     ) {
+        let Ok(swap) = self.manager.policy.rollouts() else {
+            return;
+        };
         let next = ModuleRef::of(&module);
         let shadow = Arc::new(Shadow::new(
             module,
@@ -734,7 +1023,7 @@ impl RolloutController {
             self.manager.cache.clone(),
             self.manager.metrics.clone(),
         ));
-        self.manager.policy.set_shadow(Some(shadow.clone()));
+        swap.set_shadow(Some(shadow.clone()));
         tracked.shadow = Some(shadow);
         tracked.phase = Phase::Shadowing;
         tracked.step_started = now;
@@ -777,8 +1066,11 @@ impl RolloutController {
         let Some(weight) = spec.steps.get(step).map(|s| s.weight) else {
             return;
         };
+        let Ok(swap) = self.manager.policy.rollouts() else {
+            return;
+        };
         let next = ModuleRef::of(&module);
-        let canary = self.manager.policy.start_canary(module);
+        let canary = swap.start_canary(module);
         canary.set_weight(weight);
         tracked.canary = Some(canary);
         tracked.phase = Phase::Canary;
@@ -815,6 +1107,18 @@ impl RolloutController {
         let Some(shadow) = tracked.shadow.clone() else {
             return;
         };
+        if !self
+            .manager
+            .policy
+            .shadow()
+            .is_some_and(|s| Arc::ptr_eq(&s, &shadow))
+        {
+            tracing::warn!(rollout = %name, "the shadow is no longer the one running; starting it over");
+            self.abort_canary(tracked);
+            tracked.read_from = None;
+            tracked.identity = None;
+            return;
+        }
         tracked.findings = Some(shadow.findings());
         if self.hold(tracked, spec, now, "Shadowing", "the shadow stage") {
             return;
@@ -886,8 +1190,10 @@ impl RolloutController {
             return;
         };
         let slot = &self.manager.policy;
-        if slot.shadow().is_some_and(|s| Arc::ptr_eq(&s, &shadow)) {
-            slot.set_shadow(None);
+        if let Ok(swap) = slot.rollouts()
+            && slot.shadow().is_some_and(|s| Arc::ptr_eq(&s, &shadow))
+        {
+            swap.set_shadow(None);
         }
     }
 
@@ -896,6 +1202,21 @@ impl RolloutController {
         let Some(canary) = tracked.canary.clone() else {
             return;
         };
+        // A stage closes only on the window that fed it: a canary that is no longer the slot's
+        // (nothing counts for it any more) starts over rather than being judged on an empty
+        // window.
+        if !self
+            .manager
+            .policy
+            .canary()
+            .is_some_and(|c| Arc::ptr_eq(&c, &canary))
+        {
+            tracing::warn!(rollout = %name, "the canary is no longer the one running; starting it over");
+            self.abort_canary(tracked);
+            tracked.read_from = None;
+            tracked.identity = None;
+            return;
+        }
         let observed = Observed::of(&canary.window());
         tracked.observed = Some(observed);
         tracked.touched = canary.touched();
@@ -971,12 +1292,14 @@ impl RolloutController {
         now: i64,
     ) {
         let slot = &self.manager.policy;
+        let Ok(swap) = slot.rollouts() else {
+            return;
+        };
+        // Only this rollout's own canary ends: one rollout runs at a time, and a promotion
+        // taken up again from the status leaves another's canary be.
         let previous = match slot.canary() {
-            Some(canary) if Arc::ptr_eq(&canary.module, &module) => slot.promote_canary(),
-            _ => {
-                slot.end_canary();
-                Some(slot.replace_shared(module.clone()))
-            }
+            Some(canary) if Arc::ptr_eq(&canary.module, &module) => swap.promote_canary(),
+            _ => Some(swap.replace_shared(module.clone())),
         };
         if let Some(previous) = previous {
             announce_swap(
@@ -1009,8 +1332,10 @@ impl RolloutController {
         };
         tracked.touched = canary.touched();
         let slot = &self.manager.policy;
-        if slot.canary().is_some_and(|c| Arc::ptr_eq(&c, &canary)) {
-            slot.end_canary();
+        if let Ok(swap) = slot.rollouts()
+            && slot.canary().is_some_and(|c| Arc::ptr_eq(&c, &canary))
+        {
+            swap.end_canary();
         }
         self.manager.requeue_all();
     }
@@ -1019,6 +1344,21 @@ impl RolloutController {
         &self,
         name: &str,
         tracked: &Tracked,
+        kind: EventType,
+        reason: &str,
+        message: String,
+        now: i64,
+    ) {
+        let at = ObjectRef::new(&self.namespace, name);
+        self.event_on(&at, &tracked.uid, kind, reason, message, now)
+            .await;
+    }
+
+    /// One Event on the rollout `at` (of `uid`), in its namespace.
+    async fn event_on(
+        &self,
+        at: &ObjectRef,
+        uid: &str,
         kind: EventType,
         reason: &str,
         message: String,
@@ -1037,8 +1377,8 @@ impl RolloutController {
         writer
             .post_events(
                 Resource::PolicyRollout.kind(),
-                &ObjectRef::new(&self.namespace, name),
-                &tracked.uid,
+                at,
+                uid,
                 &[event],
                 Source::Controller,
                 true,
