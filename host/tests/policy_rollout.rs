@@ -312,7 +312,9 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
                 .any(|e| e.as_str().is_some_and(|e| e.contains(text)))
         };
         assert!(
-            said("status: status.phase: stable \"Running\", candidate \"Failed\""),
+            said(
+                "status: status.conditions[type=SpecValid].status: stable \"True\", candidate \"False\""
+            ),
             "{status:#}"
         );
         assert!(

@@ -259,7 +259,7 @@ pub(crate) fn differences<T>(
 }
 
 /// Each field of two statuses (as the API holds them) that differs: its path and both values,
-/// the phase first (an example is cut at [`EXAMPLE_CHARS`]), each value cut short.
+/// the telling ones first (an example is cut at [`EXAMPLE_CHARS`]), each value cut short.
 fn status_differs(stable: &Value, candidate: &Value) -> Option<(&'static str, String)> {
     const VALUE_CHARS: usize = 60;
     let cut = |value: String| {
@@ -271,7 +271,21 @@ fn status_differs(stable: &Value, candidate: &Value) -> Option<(&'static str, St
         }
     };
     let mut fields = diff::fields("status", &stable["status"], &candidate["status"]);
-    fields.sort_by_key(|(path, _, _)| path != "status.phase");
+    // What tells the decision apart first: the phase, a condition's status and reason; the
+    // times that follow from them last.
+    fields.sort_by_key(|(path, _, _)| {
+        if path == "status.phase" {
+            0
+        } else if path.ends_with("].status") {
+            1
+        } else if path.ends_with("].reason") {
+            2
+        } else if path.ends_with(".lastTransitionTime") {
+            4
+        } else {
+            3
+        }
+    });
     (!fields.is_empty()).then(|| {
         let each: Vec<String> = fields
             .into_iter()
