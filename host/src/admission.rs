@@ -202,6 +202,20 @@ pub struct Admitted {
     pub(crate) cases: usize,
 }
 
+impl Admitted {
+    /// What the module was checked by, in words: the signature only when a key verified it.
+    pub(crate) fn checks(&self) -> String {
+        let tests = format!(
+            "the contract check and the self-test ({} cases)",
+            self.cases
+        );
+        match &self.key {
+            Some(key) => format!("its signature by {}, {tests}", key.describe()),
+            None => format!("{tests}; no signature checked (no --policy-verify-key is set)"),
+        }
+    }
+}
+
 /// How much of the checks after the signature to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Extent {

@@ -80,10 +80,17 @@ pub enum StartError {
     #[error(transparent)]
     Serve(#[from] crate::embedded::ServeStartError),
     /// An address to serve on (the probes, `/metrics`) could not be bound.
-    #[error("cannot serve on {addr}: {source}")]
+    #[error(
+        "cannot serve {what} on {addr} ({flag}): {source}{}",
+        crate::server::bind_hint(source, flag)
+    )]
     Listen {
+        /// What is served there: `/healthz and /readyz`.
+        what: &'static str,
         /// The address.
         addr: std::net::SocketAddr,
+        /// The flag that sets it: `--listen`.
+        flag: &'static str,
         /// The socket's error.
         source: std::io::Error,
     },
@@ -154,8 +161,6 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartEr
         kubeconfig = %kubeconfig.display(),
         "serving the embedded cluster's Kubernetes API for kubectl"
     );
-    // The one line a newcomer needs, on stdout whatever the log format.
-    println!("export KUBECONFIG={}", kubeconfig.display());
     let reviewer = memory.access().clone();
     Ok((memory, reviewer, Some(served), Vec::new()))
 }
@@ -300,7 +305,9 @@ async fn serve_secure_metrics(
         server::secure::serve(args.metrics_listen, tls, gate, metrics, shutdown.clone())
             .await
             .map_err(|source| StartError::Listen {
+                what: "/metrics",
                 addr: args.metrics_listen,
+                flag: "--metrics-listen",
                 source,
             })?;
     tracing::info!(
@@ -375,7 +382,9 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     )
     .await
     .map_err(|source| StartError::Listen {
+        what: "/healthz and /readyz",
         addr: listen,
+        flag: "--listen",
         source,
     })?;
     let metrics_task = if metrics_secure {
@@ -389,6 +398,11 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         );
         None
     };
+    if let Some(served) = &served {
+        // The one line a newcomer needs, on stdout whatever the log format; once every
+        // address is bound, so that it is never followed by a failure to serve.
+        println!("export KUBECONFIG={}", served.kubeconfig.display());
+    }
     let stop_serving = |metrics_task: Option<tokio::task::JoinHandle<()>>| {
         server_task.abort();
         if let Some(task) = metrics_task {

@@ -16,7 +16,8 @@ use cubepod_kube::{ApiErrorKind, Cluster, Resource};
 /// The kubeconfig's cluster, user and context.
 pub(crate) const CONTEXT: &str = "cubepod-embedded";
 
-/// The examples, in the order a newcomer reads them.
+/// The examples: every resource of `deploy/examples/kustomization.yaml`, in its order (a test
+/// holds the two lists together).
 pub(crate) const EXAMPLES: &[(&str, &str)] = &[
     (
         "sandbox-running.yaml",
@@ -35,8 +36,16 @@ pub(crate) const EXAMPLES: &[(&str, &str)] = &[
         include_str!("../../deploy/examples/sandbox-idle.yaml"),
     ),
     (
+        "sandbox-shutdown.yaml",
+        include_str!("../../deploy/examples/sandbox-shutdown.yaml"),
+    ),
+    (
         "podwarmpool.yaml",
         include_str!("../../deploy/examples/podwarmpool.yaml"),
+    ),
+    (
+        "podwarmpool-on-replenish.yaml",
+        include_str!("../../deploy/examples/podwarmpool-on-replenish.yaml"),
     ),
 ];
 
@@ -83,7 +92,10 @@ pub enum ServeStartError {
          authorization beyond its token)"
     )]
     NotLoopback(SocketAddr),
-    #[error("serving the embedded cluster's API on {addr}: {source}")]
+    #[error(
+        "cannot serve the embedded cluster's API on {addr} (--embedded-api-listen): {source}{}",
+        crate::server::bind_hint(source, "--embedded-api-listen")
+    )]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
@@ -267,6 +279,25 @@ mod tests {
         let names = namespaces(&["team-a".to_owned()], "leases");
         for name in ["cubepod-system", "cubepod-workloads", "team-a", "leases"] {
             assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+    }
+
+    #[test]
+    fn the_examples_are_every_resource_of_the_examples_kustomization() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples");
+        let text = std::fs::read_to_string(dir.join("kustomization.yaml")).expect("readable");
+        let kustomization: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+        let listed: Vec<&str> = kustomization["resources"]
+            .as_array()
+            .expect("a resources list")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let seeded: Vec<&str> = EXAMPLES.iter().map(|(file, _)| *file).collect();
+        assert_eq!(seeded, listed);
+        for (file, text) in EXAMPLES {
+            let on_disk = std::fs::read_to_string(dir.join(file)).expect("readable");
+            assert_eq!(*text, on_disk, "{file}");
         }
     }
 

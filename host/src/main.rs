@@ -81,8 +81,9 @@ async fn run(cli: Cli) -> ExitCode {
 /// the module does not fit (or its signature does not verify), 2 when the command could not
 /// run. Their policy calls block on the cluster, so they run on a blocking thread.
 async fn policy(command: PolicyCommand) -> ExitCode {
-    // Warnings only, on stderr: stdout is the report.
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Errors only, on stderr: stdout is the report, which already says what a scenario's
+    // objects made the controller warn of (a refused spec, a refused write); RUST_LOG shows more.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -49,6 +49,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
         // The flags' environment variables must not leak in from the developer's shell.
         .env_remove("CUBEPOD_GUEST_DEADLINE")
         .env_remove("CUBEPOD_GUEST_MEMORY_MIB")
+        .env_remove("RUST_LOG")
         .output()
         .expect("the binary runs");
     (
@@ -94,6 +95,8 @@ fn the_default_policy_passes_the_lifecycle_scenarios() {
         "{passed} passed of {files} files"
     );
     assert_eq!(stdout.matches("\nPASS ").count(), passed, "{stdout}");
+    // The report alone: no log line of the controller's beside it.
+    assert_eq!(stderr, "", "{stdout}");
     assert!(
         stdout.contains("PASS reset to generation 2 replaces the rootfs and keeps the workspace (tests/scenarios/reset.yaml)"),
         "{stdout}"

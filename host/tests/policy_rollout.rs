@@ -305,6 +305,36 @@ fn a_shadow_reports_the_candidates_differences_and_writes_nothing() {
             "only the declined sandbox differs: {status:#}"
         );
         assert!(!examples.is_empty(), "{status:#}");
+        // In words: the field that differs and both values.
+        let said = |text: &str| {
+            examples
+                .iter()
+                .any(|e| e.as_str().is_some_and(|e| e.contains(text)))
+        };
+        assert!(
+            said(
+                "status: status.conditions[type=SpecValid].status: stable \"True\", candidate \"False\""
+            ),
+            "{status:#}"
+        );
+        assert!(
+            said("events: event 1: stable none, candidate Warning "),
+            "{status:#}"
+        );
+        assert!(!said("::"), "{status:#}");
+        // Admitted names what was checked: no key is configured, so no signature.
+        let admitted = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Admitted")
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or_default();
+        assert!(
+            admitted.contains("passed the contract check and the self-test")
+                && admitted.ends_with("no signature checked (no --policy-verify-key is set)"),
+            "{admitted}"
+        );
 
         // Nothing of the candidate's decision is written.
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -139,17 +139,27 @@ pub fn reconcile_pool(input: &PoolInput) -> PoolOutput {
         ));
     }
 
-    let (ready_status, reason) = if out.status.ready_replicas >= wanted {
+    // The members this pass keeps: a surplus being deleted is not one of the `wanted`.
+    let kept_ready = active
+        .iter()
+        .filter(|m| m.ready && !out.delete.contains(&m.name))
+        .count() as u32;
+    let (ready_status, reason) = if kept_ready >= wanted {
         (ConditionStatus::True, "Filled")
     } else {
         (ConditionStatus::False, "Filling")
     };
+    let surplus = out.status.ready_replicas.saturating_sub(kept_ready);
+    let mut message = format!("{kept_ready} of {wanted} members ready");
+    if surplus > 0 {
+        message.push_str(&format!("; {surplus} more being deleted"));
+    }
     set_condition(
         &mut out.status.conditions,
         READY,
         ready_status,
         reason,
-        format!("{} of {wanted} members ready", out.status.ready_replicas),
+        message,
         now,
     );
     out

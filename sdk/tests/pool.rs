@@ -78,6 +78,10 @@ fn scale_down_deletes_unready_then_newest_members() {
     let out = reconcile_pool(&pool_input(pool("py", 2), members));
     assert_eq!(out.delete, ["py-2", "py-10"]);
     assert!(out.create.is_empty());
+    // Ready counts the members kept, never more than asked for.
+    let ready = status::condition(&out.status.conditions, "Ready").unwrap();
+    assert_eq!(ready.status, ConditionStatus::True);
+    assert_eq!(ready.message, "2 of 2 members ready; 1 more being deleted");
 }
 
 #[test]

@@ -521,6 +521,22 @@ pub fn sandbox_traps(text: &str, reason: &str) -> f64 {
     .unwrap_or(0.0)
 }
 
+/// `cubepod_active_sandboxes` and `cubepod_paused_sandboxes` once the embedded cluster's
+/// examples converged: dev-alice, its fork, workshop-42 and the five members of the two pools
+/// run; dev-bob is paused and ci-runner-7 reaped. workshop-42 is paused for good from its
+/// `shutdownTime`, 2027-01-01T18:00:00Z, on.
+pub fn seeded_running_and_paused() -> (f64, f64) {
+    const WORKSHOP_SHUTDOWN: u64 = 1_798_826_400;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if now < WORKSHOP_SHUTDOWN {
+        (8.0, 2.0)
+    } else {
+        (7.0, 3.0)
+    }
+}
+
 pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text format");

@@ -111,3 +111,40 @@ fn a_verify_key_that_is_not_a_public_key_is_named() {
     assert!(stderr.contains("release.pub"), "{stderr}");
     assert!(stderr.contains("not a PEM public key"), "{stderr}");
 }
+
+/// `run --embedded` with one of its addresses already taken: it exits naming the address, the
+/// flag that moves it and what to do, before it prints the `export KUBECONFIG` line that would
+/// say the demo runs.
+#[test]
+fn a_busy_port_names_its_flag_before_anything_says_the_demo_runs() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let busy = taken.local_addr().expect("its address").to_string();
+    for (flag, other) in [
+        ("--listen", "--embedded-api-listen=127.0.0.1:0"),
+        ("--embedded-api-listen", "--listen=127.0.0.1:0"),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(cubepod_tests::binary())
+            .args(["run", "--embedded", &format!("{flag}={busy}"), other])
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("the binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag}: {stdout}{stderr}");
+        let said = stderr
+            .lines()
+            .find(|l| l.starts_with("cubepod-controller: "))
+            .unwrap_or_default();
+        assert!(said.contains(&busy), "{flag}: {stderr}");
+        assert!(said.contains(&format!("({flag})")), "{flag}: {stderr}");
+        assert!(
+            said.contains(&format!("stop it, or give {flag} another address")),
+            "{flag}: {stderr}"
+        );
+        assert!(!stdout.contains("export KUBECONFIG"), "{flag}: {stdout}");
+    }
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use cubepod_policy_host::runtime::DEFAULT_POLICY;
 use cubepod_tests::bench::report::TARGET_COMPONENT_KIB;
-use cubepod_tests::{Controller, metric};
+use cubepod_tests::{Controller, metric, seeded_running_and_paused};
 
 const SETTLE: Duration = Duration::from_secs(60);
 
@@ -15,11 +15,12 @@ fn seeded_cluster_converges_and_metrics_say_so() {
     assert!(ready.contains("policy: cubepod-default"), "{ready}");
     assert!(ready.contains("cache: synced"), "{ready}");
 
-    // Seeded: dev-alice and its fork run, dev-bob is paused, ci-runner-7 is idle past its
-    // timeout and gets reaped, the pool fills to 3 running members.
+    // Seeded: dev-alice, its fork and workshop-42 run, dev-bob is paused, ci-runner-7 is idle
+    // past its timeout and gets reaped, the pools fill to 3 and 2 running members.
+    let (running, paused) = seeded_running_and_paused();
     let metrics = controller.wait_for("/metrics", SETTLE, |_, body| {
-        metric(body, "cubepod_active_sandboxes", &[]) == Some(5.0)
-            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(2.0)
+        metric(body, "cubepod_active_sandboxes", &[]) == Some(running)
+            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(paused)
             && metric(
                 body,
                 "cubepod_warmpool_ready",
@@ -45,9 +46,9 @@ fn seeded_cluster_converges_and_metrics_say_so() {
             ("result", "ok"),
         ],
     );
-    // Two PVCs for each of the 7 sandboxes that ever started (3 pool members, 2 running, the
+    // Two PVCs for each of the 10 sandboxes that ever started (5 pool members, 3 running, the
     // reaped one, and dev-bob, paused but with its volumes), none twice.
-    assert_eq!(pvc_creates, Some(14.0));
+    assert_eq!(pvc_creates, Some(20.0));
     assert_eq!(metric(&metrics, "cubepod_guest_traps_total", &[]), None);
 
     let (status, body) = controller.get("/healthz").unwrap();
@@ -85,10 +86,11 @@ fn under_a_capped_address_space_compact_guest_memory_runs_and_guarded_names_it()
     );
 
     let mut compact = Controller::start_capped(CAP, &["--guest-address-space=compact"]);
+    let (running, paused) = seeded_running_and_paused();
     let metrics = compact.wait_for("/metrics", SETTLE, |status, body| {
         status == 200
-            && metric(body, "cubepod_active_sandboxes", &[]) == Some(5.0)
-            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(2.0)
+            && metric(body, "cubepod_active_sandboxes", &[]) == Some(running)
+            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(paused)
     });
     assert_eq!(metric(&metrics, "cubepod_guest_traps_total", &[]), None);
     let status = compact

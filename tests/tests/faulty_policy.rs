@@ -52,9 +52,10 @@ fn misbehaving_reconciles_fail_alone_and_the_controller_lives_on() {
     );
 
     // Meanwhile every well-behaved sandbox converged as with the default policy.
+    let (running, paused) = cubepod_tests::seeded_running_and_paused();
     controller.wait_for("/metrics", SETTLE, |_, body| {
-        metric(body, "cubepod_active_sandboxes", &[]) == Some(5.0)
-            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(2.0)
+        metric(body, "cubepod_active_sandboxes", &[]) == Some(running)
+            && metric(body, "cubepod_paused_sandboxes", &[]) == Some(paused)
     });
     for _ in 0..5 {
         let (status, body) = controller.get("/healthz").unwrap();

@@ -69,7 +69,8 @@ fn a_live_controller_takes_good_modules_and_refuses_bad_ones() {
         "--guest-memory-mib=16",
     ]);
     controller.wait_for("/metrics", PATIENCE, |_, body| {
-        metric(body, "cubepod_active_sandboxes", &[]) == Some(6.0)
+        metric(body, "cubepod_active_sandboxes", &[])
+            == Some(cubepod_tests::seeded_running_and_paused().0 + 1.0)
     });
     let ready = controller.wait_for("/readyz", PATIENCE, |s, _| s == 200);
     assert!(ready.contains("policy: cubepod-default"), "{ready}");

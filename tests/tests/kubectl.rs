@@ -58,7 +58,9 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
     assert_eq!(alice[2..4], ["Running", "1"], "{table}");
     assert!(alice[4].starts_with("10."), "a pod IP: {table}");
     // The wide columns (priority 1) and the short name from the CRD.
-    let wide = cluster.ok(&["get", "sbx", "-n", NS, "-o", "wide"]);
+    let wide = cluster.until(&["get", "sbx", "-n", NS, "-o", "wide"], |out| {
+        row(out, "python-pool-0").is_some()
+    });
     assert_eq!(
         header(&wide),
         [
@@ -69,6 +71,7 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
             "POD IP",
             "FORK OF",
             "POOL",
+            "CLAIMS FROM",
             "SHUTDOWN-IN",
             "AGE"
         ],
@@ -76,6 +79,9 @@ fn get_prints_the_crds_printer_columns_pods_pvcs_and_describe() {
     );
     let fork = row(&wide, "dev-alice-fork").expect("the fork");
     assert!(fork.contains(&"dev-alice"), "{wide}");
+    // A pool member names its pool.
+    let member = row(&wide, "python-pool-0").expect("a member");
+    assert!(member.contains(&"python-pool"), "{wide}");
     let pools = cluster.until(&["get", "podwarmpools", "-n", NS], |out| {
         row(out, "python-pool").is_some_and(|r| r[2] == "3")
     });

@@ -17,7 +17,7 @@ use foldhash::HashMap;
 use super::cache::{Cache, standing};
 use super::membership::Standing;
 use cubepod_policy_host::model::ObjectRef;
-use cubepod_policy_host::model::sandbox::{SandboxObject, egress_name};
+use cubepod_policy_host::model::sandbox::{SandboxObject, egress_name, protocol_name};
 use cubepod_policy_host::runtime::bindings::{
     EgressMode, ObservedChildren, Sandbox, SandboxSpec, ServiceSpec,
 };
@@ -336,7 +336,7 @@ pub(crate) fn mismatch(claim: &SandboxSpec, member: &SandboxSpec) -> Option<Mism
         let ports: Vec<String> = s
             .ports
             .iter()
-            .map(|p| format!("{}:{}/{:?}", p.name, p.port, p.protocol))
+            .map(|p| format!("{}:{}/{}", p.name, p.port, protocol_name(p.protocol)))
             .collect();
         format!("ports [{}]", ports.join(", "))
     };

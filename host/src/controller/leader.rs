@@ -93,7 +93,7 @@ impl Leadership {
             if *state == next {
                 return false;
             }
-            tracing::info!(from = ?state, to = ?next, "leadership changed");
+            tracing::info!(from = %state.describe(), to = %next.describe(), "leadership changed");
             *state = next;
             true
         });

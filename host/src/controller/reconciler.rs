@@ -88,6 +88,9 @@ impl ReconcileError {
     }
 }
 
+/// The reason of the default policy's Event for a claim handed no pool member.
+const NO_READY_MEMBER: &str = "NoReadyMember";
+
 /// `namespace/name` of the Sandbox an input is for.
 fn target_words(input: &cubepod_policy_host::runtime::bindings::ReconcileInput) -> String {
     format!("{}/{}", input.sandbox.namespace, input.sandbox.name)
@@ -602,6 +605,11 @@ impl Reconciler {
         let deferred = deferred.map(|d| d.wait);
         let mut out = call.value.map_err(ReconcileError::Guest)?;
         clear_policy_failure(&mut out.status.conditions);
+        if let ClaimView::None { mismatch: Some(_) } = claim {
+            // Handed no member, the policy says the pool has none ready; ready members exist
+            // and none suits, which the host's NoMatchingMember says with the field.
+            out.events.retain(|e| e.reason != NO_READY_MEMBER);
+        }
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();

@@ -12,8 +12,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::cache::Cache;
+use super::events::type_name;
+use super::reconciler::describe_kube_error;
 use crate::metrics::Metrics;
+use crate::scenario::diff;
 use cubepod_kube::{Discarding, Resource};
+use cubepod_policy_host::model::pool;
+use cubepod_policy_host::model::sandbox::StatusPatch;
 use cubepod_policy_host::runtime::bindings::{
     Event, KubeError, PoolInput, PoolOutput, ReconcileInput, ReconcileOutput,
 };
@@ -192,6 +197,15 @@ fn call_words(call: Option<&KubeCall>) -> String {
     )
 }
 
+/// Names in words: `a, b`, or `none`.
+fn list_words(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// What the candidate did differently from the stable module, by kind: `calls`, then what
 /// `outputs` finds between two outputs, `error` (one failed where the other did not), `trap`.
 pub(crate) fn differences<T>(
@@ -221,61 +235,120 @@ pub(crate) fn differences<T>(
             ),
         ));
     }
+    let error = describe_kube_error;
     match (stable, &call.value) {
         (Ok(a), Ok(b)) => found.extend(outputs(a, b)),
-        (Ok(_), Err(error)) => found.push(("error", format!("candidate returned {error:?}"))),
-        (Err(error), Ok(_)) => found.push(("error", format!("stable returned {error:?}"))),
+        (Ok(_), Err(e)) => found.push((
+            "error",
+            format!("stable succeeded, candidate returned {}", error(e)),
+        )),
+        (Err(e), Ok(_)) => found.push((
+            "error",
+            format!("stable returned {}, candidate succeeded", error(e)),
+        )),
         (Err(a), Err(b)) => {
             if a != b {
-                found.push(("error", format!("stable {a:?}, candidate {b:?}")));
+                found.push((
+                    "error",
+                    format!("stable returned {}, candidate {}", error(a), error(b)),
+                ));
             }
         }
     }
     found
 }
 
-/// Two lists of Events that differ (kind, reason or message): both, in words.
-fn events_differ(a: &[Event], b: &[Event]) -> Option<(&'static str, String)> {
-    let words = |events: &[Event]| -> Vec<String> {
-        events
-            .iter()
-            .map(|e| format!("{:?} {}", e.kind, e.reason))
-            .collect()
+/// Each field of two statuses (as the API holds them) that differs: its path and both values,
+/// the telling ones first (an example is cut at [`EXAMPLE_CHARS`]), each value cut short.
+fn status_differs(stable: &Value, candidate: &Value) -> Option<(&'static str, String)> {
+    const VALUE_CHARS: usize = 60;
+    let cut = |value: String| {
+        if value.chars().count() <= VALUE_CHARS {
+            value
+        } else {
+            let kept: String = value.chars().take(VALUE_CHARS).collect();
+            format!("{kept}...")
+        }
     };
-    let differ = words(a) != words(b) || a.iter().zip(b).any(|(x, y)| x.message != y.message);
-    differ.then(|| {
-        (
-            "events",
-            format!("stable {:?}, candidate {:?}", words(a), words(b)),
-        )
+    let mut fields = diff::fields("status", &stable["status"], &candidate["status"]);
+    // What tells the decision apart first: the phase, a condition's status and reason; the
+    // times that follow from them last.
+    fields.sort_by_key(|(path, _, _)| {
+        if path == "status.phase" {
+            0
+        } else if path.ends_with("].status") {
+            1
+        } else if path.ends_with("].reason") {
+            2
+        } else if path.ends_with(".lastTransitionTime") {
+            4
+        } else {
+            3
+        }
+    });
+    (!fields.is_empty()).then(|| {
+        let each: Vec<String> = fields
+            .into_iter()
+            .map(|(path, a, b)| format!("{path}: stable {}, candidate {}", cut(a), cut(b)))
+            .collect();
+        ("status", each.join("; "))
     })
+}
+
+/// Two lists of Events that differ (type, reason or message): the first that differs, in words.
+fn events_differ(a: &[Event], b: &[Event]) -> Option<(&'static str, String)> {
+    let words = |event: Option<&Event>| {
+        event.map_or_else(
+            || "none".to_string(),
+            |e| format!("{} {}: {}", type_name(e.kind), e.reason, e.message),
+        )
+    };
+    let at = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .or_else(|| (a.len() != b.len()).then_some(a.len().min(b.len())))?;
+    Some((
+        "events",
+        format!(
+            "event {}: stable {}, candidate {}",
+            at + 1,
+            words(a.get(at)),
+            words(b.get(at))
+        ),
+    ))
 }
 
 /// `reconcile-sandbox`'s outputs compared: `status`, `events`, `claim`, `requeue`.
 fn sandbox_differences(a: &ReconcileOutput, b: &ReconcileOutput) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     if a.status != b.status {
-        found.push((
-            "status",
-            format!(
-                "stable phase {:?}, candidate phase {:?}",
-                a.status.phase, b.status.phase
-            ),
+        let status = |o: &ReconcileOutput| StatusPatch::new(&o.status, 0).status_value();
+        found.extend(status_differs(
+            &json!({"status": status(a)}),
+            &json!({"status": status(b)}),
         ));
     }
     found.extend(events_differ(&a.events, &b.events));
     if a.claim != b.claim {
+        let claim = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".to_string());
         found.push((
             "claim",
-            format!("stable {:?}, candidate {:?}", a.claim, b.claim),
+            format!(
+                "stable claims {}, candidate claims {}",
+                claim(&a.claim),
+                claim(&b.claim)
+            ),
         ));
     }
     if a.requeue_after_seconds != b.requeue_after_seconds {
+        let requeue = |r: Option<u32>| r.map_or_else(|| "none".to_string(), |s| format!("{s} s"));
         found.push((
             "requeue",
             format!(
-                "stable {:?} s, candidate {:?} s",
-                a.requeue_after_seconds, b.requeue_after_seconds
+                "stable requeues after {}, candidate after {}",
+                requeue(a.requeue_after_seconds),
+                requeue(b.requeue_after_seconds)
             ),
         ));
     }
@@ -291,25 +364,25 @@ fn pool_differences(a: &PoolOutput, b: &PoolOutput) -> Vec<(&'static str, String
         found.push((
             "members",
             format!(
-                "stable creates {:?} deletes {:?}, candidate creates {:?} deletes {:?}",
-                created(a),
-                a.delete,
-                created(b),
-                b.delete
+                "stable creates {} and deletes {}, candidate creates {} and deletes {}",
+                list_words(&created(a)),
+                list_words(&a.delete),
+                list_words(&created(b)),
+                list_words(&b.delete)
             ),
         ));
     }
     if a.status != b.status {
-        found.push((
-            "status",
-            format!(
-                "stable {} ready of {}, candidate {} ready of {}",
-                a.status.ready_replicas,
-                a.status.replicas,
-                b.status.ready_replicas,
-                b.status.replicas
-            ),
-        ));
+        let status = |o: &PoolOutput| {
+            let mut patch = pool::status_patch("", &o.status, 0);
+            // Contract 0.1's names of `replicas` and `readyReplicas`: the same values again.
+            if let Some(fields) = patch["status"].as_object_mut() {
+                fields.remove("members");
+                fields.remove("ready");
+            }
+            patch
+        };
+        found.extend(status_differs(&status(a), &status(b)));
     }
     found.extend(events_differ(&a.events, &b.events));
     found
@@ -361,6 +434,56 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_s_differences_name_the_field_and_both_values_in_words() {
+        use cubepod_policy_host::runtime::bindings::{SandboxPhase, SandboxStatus};
+        let output = |phase, events: Vec<Event>| ReconcileOutput {
+            status: SandboxStatus {
+                phase,
+                pod_ip: None,
+                rootfs_pvc: None,
+                workspace_pvc: None,
+                observed_generation: 1,
+                conditions: Vec::new(),
+                started_at: None,
+                idle_paused_at: None,
+                claimed_member: None,
+                service_fqdn: None,
+                shutdown_in: None,
+            },
+            events,
+            claim: None,
+            requeue_after_seconds: Some(30),
+        };
+        let declined = Event {
+            kind: EventType::Warning,
+            reason: "ImageNotAllowed".to_string(),
+            message: "not on the list".to_string(),
+        };
+        let stable = output(SandboxPhase::Running, Vec::new());
+        let mut candidate = output(SandboxPhase::Failed, vec![declined]);
+        candidate.requeue_after_seconds = None;
+        let found = sandbox_differences(&stable, &candidate);
+        assert_eq!(
+            found,
+            [
+                (
+                    "status",
+                    "status.phase: stable \"Running\", candidate \"Failed\"".to_string()
+                ),
+                (
+                    "events",
+                    "event 1: stable none, candidate Warning ImageNotAllowed: not on the list"
+                        .to_string()
+                ),
+                (
+                    "requeue",
+                    "stable requeues after 30 s, candidate after none".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn a_pool_reconcile_compares_its_members_status_and_events() {
         let stable = Ok(pool_output(&["p-1"], 2));
         let same = differences(
@@ -374,7 +497,12 @@ mod tests {
         let other = answered(pool_output(&["p-1", "p-2"], 1));
         let found = differences(&[], &stable, &other, pool_differences);
         assert_eq!(kinds(&found), ["members", "status"], "{found:?}");
-        assert!(found[0].1.contains("\"p-2\""), "{found:?}");
+        assert_eq!(
+            found[0].1,
+            "stable creates p-1 and deletes none, candidate creates p-1, p-2 and deletes none"
+        );
+        // The fields that differ, by path, with both values.
+        assert_eq!(found[1].1, "status.readyReplicas: stable 2, candidate 1");
 
         let mut quiet = pool_output(&["p-1"], 2);
         quiet.events.clear();

@@ -147,26 +147,42 @@ fn list(path: &str, items: &[Value], have: &[Value], out: &mut Vec<String>) {
 }
 
 /// Every difference between `before` and `after`, one line per path, `path: before -> after`
-/// (`nothing` for a field one side lacks), keys in sorted order. Lists of objects that all have
-/// a `type` or all a `name` are matched by that key, as [`subset`] matches them; other lists of
-/// the same length item by item, and of different lengths whole. Empty when they are equal.
+/// (`nothing` for a field one side lacks), keys in sorted order. Lists as [`fields`] matches
+/// them. Empty when they are equal.
 pub(crate) fn changes(path: &str, before: &Value, after: &Value) -> Vec<String> {
+    fields(path, before, after)
+        .into_iter()
+        .map(|(path, before, after)| format!("{path}: {before} -> {after}"))
+        .collect()
+}
+
+/// Every field that differs between `before` and `after`: its path and both values, shown
+/// ([`show`], `nothing` for a field one side lacks), keys in sorted order. Lists of objects that
+/// all have a `type` or all a `name` are matched by that key, as [`subset`] matches them; other
+/// lists of the same length item by item, and of different lengths whole. Empty when they are
+/// equal.
+pub(crate) fn fields(path: &str, before: &Value, after: &Value) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     change(path, Some(before), Some(after), &mut out);
     out
 }
 
-fn change(path: &str, before: Option<&Value>, after: Option<&Value>, out: &mut Vec<String>) {
+fn change(
+    path: &str,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    out: &mut Vec<(String, String, String)>,
+) {
     let before = before.filter(|v| !v.is_null());
     let after = after.filter(|v| !v.is_null());
     let (before, after) = match (before, after) {
         (None, None) => return,
         (Some(b), None) => {
-            out.push(format!("{path}: {} -> nothing", show(b)));
+            out.push((path.to_string(), show(b), "nothing".to_string()));
             return;
         }
         (None, Some(a)) => {
-            out.push(format!("{path}: nothing -> {}", show(a)));
+            out.push((path.to_string(), "nothing".to_string(), show(a)));
             return;
         }
         (Some(b), Some(a)) => (b, a),
@@ -199,12 +215,12 @@ fn change(path: &str, before: Option<&Value>, after: Option<&Value>, out: &mut V
                     change(&format!("{path}[{index}]"), Some(b), Some(a), out);
                 }
             } else {
-                out.push(format!("{path}: {} -> {}", show(before), show(after)));
+                out.push((path.to_string(), show(before), show(after)));
             }
         }
         (Value::Number(b), Value::Number(a)) if b.as_f64() == a.as_f64() => {}
         (b, a) if b == a => {}
-        (b, a) => out.push(format!("{path}: {} -> {}", show(b), show(a))),
+        (b, a) => out.push((path.to_string(), show(b), show(a))),
     }
 }
 

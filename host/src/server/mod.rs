@@ -120,6 +120,24 @@ pub(crate) fn route(state: &ServerState, method: &Method, path: &str) -> Respons
     }
 }
 
+/// What to do about an address that could not be bound, after its error: for one in use,
+/// the flag that serves elsewhere (`flag`: `--listen`).
+pub(crate) fn bind_hint(error: &std::io::Error, flag: &str) -> String {
+    match error.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "; another process listens there: stop it, or give {flag} another address \
+             (port 0 picks a free one)"
+        ),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("; a port below 1024 needs privileges: give {flag} a port above 1023")
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            format!("; no interface of this host has that address: give {flag} one it has")
+        }
+        _ => String::new(),
+    }
+}
+
 /// Binds `addr`; returns the bound address (port 0 picks one) and the serving task.
 pub(crate) async fn serve(
     addr: SocketAddr,

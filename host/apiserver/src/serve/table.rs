@@ -466,11 +466,25 @@ fn parse_path(text: &str) -> Option<Vec<Segment>> {
             });
             continue;
         }
-        let end = rest.find(['.', '[']).unwrap_or(rest.len());
-        if end == 0 {
+        // A field up to the next unescaped '.' or '['; `\.` is a dot of the name, as in
+        // `.metadata.labels.cubepod\.io/pool`.
+        let mut field = String::new();
+        let mut chars = rest.char_indices();
+        let mut end = rest.len();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '\\' => field.push(chars.next().map_or(c, |(_, escaped)| escaped)),
+                '.' | '[' => {
+                    end = at;
+                    break;
+                }
+                _ => field.push(c),
+            }
+        }
+        if field.is_empty() {
             return None;
         }
-        segments.push(Segment::Field(rest[..end].to_owned()));
+        segments.push(Segment::Field(field));
         rest = &rest[end..];
         rest = rest.strip_prefix('.').unwrap_or(rest);
     }
@@ -507,6 +521,8 @@ mod tests {
         let eval = |p: &str| lookup(&object, &parse_path(p).unwrap()).cloned();
         assert_eq!(eval(".a['b.c'][1].d"), Some(json!("x")));
         assert_eq!(eval("{.a['b.c'][0]}"), Some(json!(1)));
+        // A label key's dots escaped, as printer columns write them.
+        assert_eq!(eval(".a.b\\.c[1].d"), Some(json!("x")));
         assert_eq!(eval(".e"), None);
         assert_eq!(eval(".missing.deeper"), None);
         assert!(parse_path(".a..b").is_none());
@@ -519,7 +535,8 @@ mod tests {
                 .unwrap()
                 .to_string();
         let sandbox = json!({
-            "metadata": {"name": "dev", "creationTimestamp": three_hours_ago},
+            "metadata": {"name": "dev", "creationTimestamp": three_hours_ago,
+                         "labels": {"cubepod.io/pool": "python-pool"}},
             "spec": {"desiredState": "Running", "rootfsGeneration": 2},
             "status": {"phase": "Running", "podIP": "10.0.0.1", "shutdownIn": "5h"},
         });
@@ -540,6 +557,7 @@ mod tests {
                 "Pod IP",
                 "Fork Of",
                 "Pool",
+                "Claims From",
                 "Shutdown-in",
                 "Age"
             ]
@@ -549,8 +567,11 @@ mod tests {
         assert_eq!(cells[1], "Running");
         assert_eq!(cells[3], 2);
         assert_eq!(cells[5], Value::Null);
-        assert_eq!(cells[7], "5h");
-        assert_eq!(cells[8], "3h");
+        // A pool member: its pool, from its label.
+        assert_eq!(cells[6], "python-pool");
+        assert_eq!(cells[7], Value::Null);
+        assert_eq!(cells[8], "5h");
+        assert_eq!(cells[9], "3h");
         assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "dev");
     }
 

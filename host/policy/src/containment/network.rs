@@ -38,13 +38,8 @@ pub struct SandboxNetwork {
     pub(crate) cluster: ClusterNetwork,
 }
 
-pub(crate) fn protocol_name(protocol: ServiceProtocol) -> &'static str {
-    match protocol {
-        ServiceProtocol::Tcp => "TCP",
-        ServiceProtocol::Udp => "UDP",
-        ServiceProtocol::Sctp => "SCTP",
-    }
-}
+use crate::model::sandbox::egress_name;
+pub(crate) use crate::model::sandbox::protocol_name;
 
 /// Every address but those no sandbox reaches on the internet: the same for every check, so
 /// made once (building it from its dozen CIDRs was about 1% of the controller's CPU per new
@@ -400,7 +395,7 @@ impl Bounds<'_> {
             if allowed.is_empty() {
                 "nothing".to_string()
             } else {
-                format!("egress {:?}", network.egress)
+                format!("egress {}", egress_name(network.egress))
             }
         };
         if NAT64_LOCAL.contains(cidr) && !reached.is_subset(self.exempt) {
@@ -487,9 +482,9 @@ fn check_egress_rule(
                 return Err(fields.refuse(
                     field,
                     format!(
-                        "{} is not a peer egress {:?} allows (the DNS pods of {:?}{})",
+                        "{} is not a peer egress {} allows (the DNS pods of {:?}{})",
                         short(peer),
-                        network.egress,
+                        egress_name(network.egress),
                         network.cluster.dns_namespace,
                         if network.egress == EgressMode::Cluster {
                             ", or every pod: {namespaceSelector: {}}"

@@ -419,6 +419,15 @@ pub fn egress_name(egress: EgressMode) -> &'static str {
     }
 }
 
+/// A Service port's protocol as the API writes it: `TCP`, `UDP`, `SCTP`.
+pub fn protocol_name(protocol: ServiceProtocol) -> &'static str {
+    match protocol {
+        ServiceProtocol::Tcp => "TCP",
+        ServiceProtocol::Udp => "UDP",
+        ServiceProtocol::Sctp => "SCTP",
+    }
+}
+
 fn service_from_json(
     service: ServiceJson,
     fail: &dyn Fn(&str, String) -> ModelError,

@@ -102,7 +102,7 @@ impl PolicyEngine {
         let pre =
             ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
                 contract: contract.to_string(),
-                why: format!("{e:#}"),
+                why: one_line(&format!("{e:#}")),
             })?;
         let described = super::call::describe(self, &pre)?;
         if described.host_calls > 0 {
@@ -163,6 +163,9 @@ impl PolicyEngine {
     /// an optimisation: a directory that fails its check, or an entry that cannot be read,
     /// written or trusted, is logged and compiled around (see `cache.rs`).
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, RuntimeError> {
+        if let Some(refused) = not_wasm(bytes) {
+            return Err(refused);
+        }
         let Some(dir) = &self.config().cache_dir else {
             return Component::new(self.engine(), bytes).map_err(compile_error);
         };
@@ -248,8 +251,37 @@ fn check_info(info: &PolicyInfo) -> Result<(), String> {
 
 fn compile_error(e: wasmtime::Error) -> RuntimeError {
     RuntimeError::Compile {
-        why: format!("{e:#}"),
+        why: one_line(&format!("{e:#}")),
     }
+}
+
+/// The magic bytes every WebAssembly binary, module or component, begins with.
+const WASM_MAGIC: &[u8] = b"\0asm";
+
+/// Bytes that are not WebAssembly at all, refused in words before wasmtime's parser sees them
+/// (whose error lists the expected and found bytes one per line).
+fn not_wasm(bytes: &[u8]) -> Option<RuntimeError> {
+    if bytes.starts_with(WASM_MAGIC) {
+        return None;
+    }
+    let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let found = if head.is_empty() {
+        "it is empty".to_string()
+    } else {
+        format!("it begins with {}", head.join(" "))
+    };
+    Some(RuntimeError::Compile {
+        why: format!(
+            "not a WebAssembly component: a component begins with the bytes 00 61 73 6d, \
+             {found}; build the policy for wasm32-wasip2 and give its .wasm file"
+        ),
+    })
+}
+
+/// `text` on one line: each run of whitespace, newlines included, one space. wasmtime's
+/// errors may span lines, and a condition's or an Event's message is one line.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The contract version a component targets, from its import and export names: the version of
@@ -480,5 +512,28 @@ mod tests {
         exports.push("run".to_string());
         let err = check_contract(&Contract::CURRENT.world_imports(), &exports).unwrap_err();
         assert!(err.to_string().contains("unexpected export run"), "{err}");
+    }
+
+    #[test]
+    fn bytes_that_are_no_component_are_refused_in_one_line() {
+        let engine = PolicyEngine::new(crate::runtime::RuntimeConfig {
+            cache_dir: None,
+            ..crate::runtime::RuntimeConfig::default()
+        })
+        .unwrap();
+        for (bytes, says) in [
+            (&b"not a wasm component"[..], "it begins with 6e 6f 74 20"),
+            (&b""[..], "it is empty"),
+            // A header wasmtime's parser refuses: its own words, on one line.
+            (&b"\0asm\x0d\0\x01\0garbage"[..], "policy does not compile"),
+            (&b"\0asm\x2a\0\0\0"[..], "policy does not compile"),
+        ] {
+            let refused = engine.load(bytes).unwrap_err();
+            assert_eq!(refused.metric_label(), "compile", "{refused}");
+            let text = refused.to_string();
+            assert!(text.contains(says), "{text}");
+            assert!(!text.contains('\n'), "{text}");
+            assert!(!text.contains("0x0,"), "no byte dump: {text}");
+        }
     }
 }

@@ -889,8 +889,11 @@ impl RolloutController {
             self.write_status(name, tracked, now).await;
         }
         let what = candidate.what.clone();
-        let module = match self.admission.admit(candidate).await {
-            Ok(admitted) => admitted.module,
+        let (module, checks) = match self.admission.admit(candidate).await {
+            Ok(admitted) => {
+                let checks = admitted.checks();
+                (admitted.module, checks)
+            }
             Err(why) => {
                 let reason = why.reason();
                 self.manager
@@ -920,10 +923,7 @@ impl RolloutController {
             "Admitted",
             true,
             "Admitted",
-            format!(
-                "{what}: {}@{} passed signature, contract and self-test",
-                next.name, next.version
-            ),
+            format!("{what}: {}@{} passed {checks}", next.name, next.version),
             now,
         );
         let stable = ModuleRef::of(&self.manager.policy.current());

@@ -33,7 +33,7 @@ pub(super) fn reap(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
     if one.value != two.value {
         return Err(ctx.violation(
             "determinism (the same input makes the same decisions)",
-            format!("{:?} then {:?}", one.value, two.value),
+            format!("{} then {}", reaped(&one.value), reaped(&two.value)),
         ));
     }
     if let Some(call) = one.calls.first() {
@@ -123,4 +123,27 @@ pub(super) fn warm_pool(ctx: &Ctx<'_>) -> Result<(), SelfTestError> {
         ));
     }
     Ok(())
+}
+
+/// A reap's decisions in words: `idle-pause ns/a (300 s idle: reason)`, or `no decision`.
+fn reaped(decisions: &[cubepod_policy_host::runtime::bindings::ReapDecision]) -> String {
+    use cubepod_policy_host::runtime::bindings::ReapAction;
+    if decisions.is_empty() {
+        return "no decision".to_string();
+    }
+    let each: Vec<String> = decisions
+        .iter()
+        .map(|d| {
+            let action = match d.action {
+                ReapAction::IdlePause => "idle-pause",
+                ReapAction::ShutdownPause => "shutdown-pause",
+                ReapAction::ShutdownDelete => "shutdown-delete",
+            };
+            format!(
+                "{action} {}/{} ({} s idle: {})",
+                d.namespace, d.name, d.idle_seconds, d.reason
+            )
+        })
+        .collect();
+    each.join(", ")
 }
