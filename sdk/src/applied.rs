@@ -13,7 +13,7 @@
 
 use crate::prelude::*;
 
-use crate::bindings::{ConditionStatus, ReconcileOutput, SandboxSpec, Timestamp};
+use crate::bindings::{ConditionStatus, ReconcileOutput, Sandbox, SandboxSpec, Timestamp};
 use crate::status::{self, set_condition};
 
 /// The condition's type.
@@ -113,10 +113,21 @@ pub fn started(out: &mut ReconcileOutput, spec: &SandboxSpec, now: Timestamp) {
     );
 }
 
-/// The Pod runs on: `SpecApplied` says whether it has what `spec` says, and if not, which
-/// fields differ and how to apply them (with a Normal Event when that becomes so). Nothing
-/// is said of a Pod with no record.
-pub fn running(out: &mut ReconcileOutput, spec: &SandboxSpec, now: Timestamp) {
+/// `sandbox`'s Pod runs on: `SpecApplied` says whether it has what the spec says, and if not,
+/// which fields differ and how to apply them (with a Normal Event when that becomes so).
+/// Nothing is said of a Pod with no record, but for one whose start's status was never
+/// written (no `startedAt`: the host holds a just-started sandbox's Pending status back, and
+/// a write can be lost) on a spec never changed since the Sandbox was created (generation
+/// 1): that Pod was made from the spec as it is.
+pub fn running(out: &mut ReconcileOutput, sandbox: &Sandbox, now: Timestamp) {
+    let spec = &sandbox.spec;
+    if status::condition(&out.status.conditions, SPEC_APPLIED).is_none()
+        && out.status.started_at.is_none()
+        && sandbox.generation == 1
+    {
+        started(out, spec, now);
+        return;
+    }
     let conditions = &mut out.status.conditions;
     let Some(held) = status::condition(conditions, SPEC_APPLIED) else {
         return;

@@ -379,7 +379,7 @@ fn converge(
     );
     match live_pod {
         Some(current) => {
-            applied::running(out, spec, now);
+            applied::running(out, sandbox, now);
             out.status.pod_ip = current.ip.clone();
             // A Pod found running with no start recorded (the status write after its creation
             // was lost): the reaper's clock starts now rather than never.

@@ -223,3 +223,27 @@ fn a_record_reads_back_whatever_its_values_hold() {
         "{message}"
     );
 }
+
+#[test]
+fn a_start_whose_status_was_held_back_is_recorded_from_an_unchanged_spec() {
+    // The host holds a just-started sandbox's Pending status back: the next pass finds the Pod
+    // running and no record of its start. A spec never changed since creation made it.
+    let mut client = client();
+    let mut input = sandbox("a").input();
+    input.observed = observe(&client, "a", true);
+    reconcile::reconcile(&mut client, &input).expect("reconcile");
+    let out = step(&mut client, &mut input);
+    let condition = spec_applied(&out).expect("SpecApplied");
+    assert_eq!(condition.status, ConditionStatus::True);
+    assert_eq!(condition.message, applied::record(&input.sandbox.spec));
+
+    // Edited meanwhile: what the Pod was made from is not known, and nothing is said.
+    let mut client = self::client();
+    let mut input = sandbox("a").input();
+    input.observed = observe(&client, "a", true);
+    reconcile::reconcile(&mut client, &input).expect("reconcile");
+    input.sandbox.generation = 2;
+    input.sandbox.spec.cpu = Some("4".to_string());
+    let out = step(&mut client, &mut input);
+    assert!(spec_applied(&out).is_none());
+}
