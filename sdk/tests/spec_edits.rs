@@ -81,7 +81,10 @@ fn a_resource_edit_on_a_running_sandbox_waits_for_its_next_start() {
     input.sandbox.spec.cpu = Some("4".to_string());
     input.sandbox.generation += 1;
     let out = step(&mut client, &mut input);
-    assert!(client.summaries().is_empty(), "the running Pod is untouched");
+    assert!(
+        client.summaries().is_empty(),
+        "the running Pod is untouched"
+    );
     let condition = spec_applied(&out).expect("SpecApplied");
     assert_eq!(condition.status, ConditionStatus::False);
     assert_eq!(condition.reason, PENDING_RESTART);
@@ -108,7 +111,10 @@ fn a_resource_edit_on_a_running_sandbox_waits_for_its_next_start() {
     // Told once.
     let out = step(&mut client, &mut input);
     assert!(out.events.is_empty(), "{:?}", reasons(&out));
-    assert_eq!(spec_applied(&out).map(|c| c.status), Some(ConditionStatus::False));
+    assert_eq!(
+        spec_applied(&out).map(|c| c.status),
+        Some(ConditionStatus::False)
+    );
 
     // A pause deletes the Pod: nothing runs, nothing waits.
     input.sandbox.spec.desired_state = DesiredState::Paused;
@@ -210,7 +216,10 @@ fn a_record_reads_back_whatever_its_values_hold() {
     );
     // Unchanged, it stays applied; one field changed is the only one named.
     let out = step(&mut client, &mut input);
-    assert_eq!(spec_applied(&out).map(|c| c.status), Some(ConditionStatus::True));
+    assert_eq!(
+        spec_applied(&out).map(|c| c.status),
+        Some(ConditionStatus::True)
+    );
     input.sandbox.spec.runtime_class = Some("kata-qemu".to_string());
     let out = step(&mut client, &mut input);
     let message = &spec_applied(&out).expect("SpecApplied").message;

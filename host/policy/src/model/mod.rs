@@ -75,13 +75,11 @@ impl Unreadable {
             kept,
         };
         let message = unreadable.message();
-        unreadable.reported = held["conditions"]
-            .as_array()
-            .is_some_and(|conditions| {
-                conditions.iter().any(|c| {
-                    c["type"] == SPEC_VALID && c["status"] == "False" && c["message"] == message
-                })
-            });
+        unreadable.reported = held["conditions"].as_array().is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c["type"] == SPEC_VALID && c["status"] == "False" && c["message"] == message
+            })
+        });
         unreadable
     }
 
