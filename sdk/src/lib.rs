@@ -34,6 +34,7 @@ pub mod __private {
     pub use alloc::vec::Vec;
 }
 
+pub mod applied;
 pub mod bare;
 pub mod bindings;
 pub mod cidr;

@@ -11,7 +11,7 @@ use crate::bindings::{
 use crate::client::{KubeClient, KubeResult};
 use crate::manifest::{self, Owner, VolumeRole};
 use crate::status::{self, PAUSED, READY, SPEC_VALID, set_condition};
-use crate::{names, validate};
+use crate::{applied, names, validate};
 
 /// Seconds to wait before looking again at something that changes without a watch event we
 /// can count on (a fork source appearing, a Pod finishing its termination).
@@ -379,6 +379,7 @@ fn converge(
     );
     match live_pod {
         Some(current) => {
+            applied::running(out, sandbox, now);
             out.status.pod_ip = current.ip.clone();
             // A Pod found running with no start recorded (the status write after its creation
             // was lost): the reaper's clock starts now rather than never.
@@ -401,6 +402,7 @@ fn converge(
         }
         None if pod_terminating => {
             // The old Pod still holds the name; a create now would only meet it again.
+            applied::stopped(out);
             out.status.pod_ip = None;
             starting(
                 out,
@@ -415,6 +417,7 @@ fn converge(
             let ip = client.ensure_pod(namespace, &names::pod(&sandbox.name), &manifest)?;
             out.status.pod_ip = ip;
             out.status.started_at = Some(now);
+            applied::started(out, spec, now);
             out.events.push(status::normal(
                 "Started",
                 format!("Pod created with rootfs generation {generation}"),
@@ -519,6 +522,7 @@ fn settle_paused(out: &mut ReconcileOutput, sandbox: &Sandbox, now: i64) {
     };
     out.status.phase = SandboxPhase::Paused;
     out.status.pod_ip = None;
+    applied::stopped(out);
     set_condition(
         &mut out.status.conditions,
         PAUSED,

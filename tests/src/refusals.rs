@@ -189,6 +189,41 @@ pub fn table() -> Vec<Refusal> {
                 "spec.forkFrom: Forbidden: forkFrom is immutable; it can only be set when the Sandbox is created",
             ),
         },
+        Refusal {
+            rule: "spec.warmPool is immutable: set after creation (CEL, oldSelf)",
+            action: patch("sandbox", "strict-base", r#"{"spec":{"warmPool":"strict-pool"}}"#),
+            says: one(
+                "Sandbox",
+                "strict-base",
+                "spec.warmPool: Forbidden: warmPool is immutable; it can only be set when the Sandbox is created",
+            ),
+        },
+        Refusal {
+            rule: "spec.storage.workspaceSize is immutable (CEL, oldSelf)",
+            action: patch(
+                "sandbox",
+                "strict-base",
+                r#"{"spec":{"storage":{"workspaceSize":"20Gi"}}}"#,
+            ),
+            says: one(
+                "Sandbox",
+                "strict-base",
+                "spec.storage.workspaceSize: Forbidden: workspaceSize is immutable; the workspace volume is made once, when the Sandbox is created",
+            ),
+        },
+        Refusal {
+            rule: "spec.storage.storageClassName is immutable: set after creation (CEL, oldSelf)",
+            action: patch(
+                "sandbox",
+                "strict-base",
+                r#"{"spec":{"storage":{"storageClassName":"fast"}}}"#,
+            ),
+            says: one(
+                "Sandbox",
+                "strict-base",
+                "spec.storage.storageClassName: Forbidden: storageClassName is immutable; both volumes keep the class the Sandbox was created with",
+            ),
+        },
         sandbox(
             "spec.forkFrom: pattern",
             "r-fork-pattern",

@@ -789,4 +789,149 @@ fn the_configmap_commands_of_the_policy_authoring_guide_work() {
         "jsonpath={.data.policy\\.wasm\\.sig}",
     ]);
     assert_eq!(signature, "MEUCIQ-signature");
+
+/// A running sandbox's spec edited, as an operator sees it: cpu raised past the operator's
+/// bound leaves it Running with its Pod and IP, `kubectl describe` showing `SpecValid` False
+/// with the field, the bound and the fix; a resource edit within the bound shows `SpecApplied`
+/// False (`PendingRestart`) while the Pod keeps its values, and reaches the Pod after a pause
+/// and a resume. `kubectl explain` says which class each field is in.
+#[test]
+fn spec_edits_on_a_running_sandbox_say_what_they_do() {
+    let cluster = Embedded::start(&[]);
+    let manifest = cluster.write(
+        "edited.yaml",
+        &sandbox_yaml("edited", "Running", "  resources:\n    cpu: \"2\"\n"),
+    );
+    cluster.ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    cluster.until(&["get", "sandbox", "edited", "-n", NS], |out| {
+        row(out, "edited").is_some_and(|r| r[1] == "Running")
+    });
+    let jsonpath = |path: &str| {
+        cluster.ok(&[
+            "get",
+            "sandbox",
+            "edited",
+            "-n",
+            NS,
+            "-o",
+            &format!("jsonpath={path}"),
+        ])
+    };
+    let condition = |kind: &str, field: &str| {
+        jsonpath(&format!(
+            "{{.status.conditions[?(@.type==\"{kind}\")].{field}}}"
+        ))
+    };
+    let pod_cpu = || {
+        cluster.ok(&[
+            "get",
+            "pod",
+            "edited",
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.spec.containers[0].resources.limits.cpu}",
+        ])
+    };
+    let ip = jsonpath("{.status.podIP}");
+    assert!(ip.starts_with("10."), "a Pod IP: {ip:?}");
+    assert_eq!(condition("SpecApplied", "status"), "True");
+
+    let patch = |spec: &str| {
+        cluster.ok(&[
+            "patch",
+            "sandbox",
+            "edited",
+            "-n",
+            NS,
+            "--type",
+            "merge",
+            "-p",
+            &format!("{{\"spec\":{spec}}}"),
+        ])
+    };
+    // Past the bound (16 by default): refused, and what runs runs on.
+    patch(r#"{"resources":{"cpu":"64"}}"#);
+    let deadline = Instant::now() + PATIENCE;
+    while condition("SpecValid", "status") != "False" {
+        assert!(Instant::now() < deadline, "SpecValid never turned False");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let table = cluster.ok(&["get", "sandbox", "edited", "-n", NS]);
+    let edited = row(&table, "edited").expect("the sandbox");
+    assert_eq!(
+        edited[1], "Running",
+        "never Failed while its Pod runs: {table}"
+    );
+    assert_eq!(edited[4], ip, "its Pod IP kept: {table}");
+    let pod = cluster.ok(&["get", "pod", "edited", "-n", NS]);
+    assert_eq!(row(&pod, "edited").map(|r| r[2]), Some("Running"), "{pod}");
+    assert_eq!(pod_cpu(), "2");
+    let described = flat(&cluster.ok(&["describe", "sandbox", "edited", "-n", NS]));
+    for said in [
+        "Type: SpecValid",
+        "spec.resources.cpu: \"64\" is more cpu than a sandbox may have, 16 \
+         (--max-sandbox-cpu): lower spec.resources.cpu to at most that, or have the operator \
+         raise the bound; the sandbox keeps its phase and its Pod as they were",
+        "Warning InvalidSpec",
+    ] {
+        assert!(described.contains(said), "{said:?} in:\n{described}");
+    }
+
+    // Within the bound: valid again, and pending until the next start.
+    patch(r#"{"resources":{"cpu":"4"}}"#);
+    let deadline = Instant::now() + PATIENCE;
+    while condition("SpecApplied", "reason") != "PendingRestart" {
+        assert!(
+            Instant::now() < deadline,
+            "SpecApplied never said PendingRestart"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(condition("SpecValid", "status"), "True");
+    assert_eq!(condition("SpecApplied", "status"), "False");
+    assert_eq!(
+        pod_cpu(),
+        "2",
+        "a running Pod keeps what it was started with"
+    );
+    let described = flat(&cluster.ok(&["describe", "sandbox", "edited", "-n", NS]));
+    for said in [
+        "Reason: PendingRestart",
+        "changed since: spec.resources.cpu (now \"4\"), which the running Pod keeps until the \
+         next start: pause and resume the sandbox",
+        "Normal PendingRestart",
+    ] {
+        assert!(described.contains(said), "{said:?} in:\n{described}");
+    }
+
+    // A pause and a resume start a Pod with it.
+    patch(r#"{"desiredState":"Paused"}"#);
+    cluster.until(&["get", "sandbox", "edited", "-n", NS], |out| {
+        row(out, "edited").is_some_and(|r| r[1] == "Paused")
+    });
+    patch(r#"{"desiredState":"Running"}"#);
+    cluster.until(&["get", "sandbox", "edited", "-n", NS], |out| {
+        row(out, "edited").is_some_and(|r| r[1] == "Running")
+    });
+    assert_eq!(pod_cpu(), "4");
+    assert_eq!(condition("SpecApplied", "status"), "True");
+
+    // The CRD says which class each field is in.
+    let explained = flat(&cluster.ok(&["explain", "sandbox.spec.resources"]));
+    assert!(
+        explained
+            .contains("Applied at the next start: a running Pod keeps what it was started with"),
+        "{explained}"
+    );
+    let explained = flat(&cluster.ok(&["explain", "sandbox.spec.storage.workspaceSize"]));
+    assert!(
+        explained.contains("Immutable (refused after creation)"),
+        "{explained}"
+    );
+}
+
+/// `text` with every run of whitespace one space: what kubectl wraps or aligns, read as words.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

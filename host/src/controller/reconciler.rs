@@ -427,8 +427,9 @@ impl Reconciler {
         if object.sandbox.deleting {
             return self.cleanup_sandbox(target, &object, report, now).await;
         }
-        if let Some(bad) = self.refused_sandbox(&object) {
-            // A spec the operator does not allow: said in the status, and no Pod is made.
+        if let Some(bad) = self.refused_sandbox(target, &object) {
+            // A spec the operator does not allow: said in the status, and nothing is made or
+            // changed for it; what was started runs on.
             self.report_unreadable(Resource::Sandbox, target, &bad, report)
                 .await?;
             return Ok(Action::await_change());
@@ -966,10 +967,19 @@ impl Reconciler {
         self.containment().refused_spec(spec, prefix, cluster_cidrs)
     }
 
-    /// [`Self::refused_spec`] of a Sandbox, as its status and Events say it.
-    fn refused_sandbox(&self, object: &sandbox::SandboxObject) -> Option<Unreadable> {
+    /// [`Self::refused_spec`] of a Sandbox, as its status and Events say it. A sandbox that
+    /// was started (its volumes made, or its Pod there) keeps its phase and Pod: a spec edited
+    /// past the bounds while it runs does not fail what runs.
+    fn refused_sandbox(
+        &self,
+        target: &ObjectRef,
+        object: &sandbox::SandboxObject,
+    ) -> Option<Unreadable> {
         let s = &object.sandbox;
         let (field, problem) = self.refused_spec(&s.spec, "spec")?;
+        let started = s.status.rootfs_pvc.is_some()
+            || s.status.pod_ip.is_some()
+            || self.cache.observed(target).pod.is_some();
         let error = cubepod_policy_host::model::ModelError {
             kind: "Sandbox",
             namespace: s.namespace.clone(),
@@ -983,6 +993,7 @@ impl Reconciler {
             &object.resource_version,
             s.generation,
             &s.status.conditions,
+            started,
         ))
     }
 
@@ -1003,6 +1014,7 @@ impl Reconciler {
             &object.resource_version,
             p.generation,
             &p.status.conditions,
+            false,
         ))
     }
 
@@ -1572,7 +1584,7 @@ impl Reconciler {
         let event = Event {
             kind: EventType::Warning,
             reason: "InvalidSpec".to_string(),
-            message: bad.error.to_string(),
+            message: bad.message(),
         };
         writer
             .post_events(

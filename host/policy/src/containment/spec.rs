@@ -40,5 +40,11 @@ impl Containment {
         self.pod_bounds
             .check_spec(prefix, spec.cpu.as_deref(), spec.memory.as_deref())
             .err()
+            .map(|(field, why)| {
+                let fix = format!(
+                    "{why}: lower {field} to at most that, or have the operator raise the bound"
+                );
+                (field, fix)
+            })
     }
 }

@@ -32,7 +32,7 @@ pub struct ModelError {
 }
 
 /// An object of ours that could not be read: what the controller needs to say so in its status.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Unreadable {
     /// Why it could not be read.
     pub error: ModelError,
@@ -43,76 +43,130 @@ pub struct Unreadable {
     pub(crate) generation: i64,
     /// Its status already carries this error, so there is nothing more to write.
     pub reported: bool,
+    /// For a Sandbox that was started (it has its volumes, maybe a running Pod): the
+    /// conditions its status holds, kept beside the refusal's, as are its phase and Pod IP.
+    /// `None` for an object with nothing started, whose phase the refusal sets to `Failed`.
+    kept: Option<Vec<status::ConditionJson>>,
 }
 
 /// The condition type under which a spec's problems are reported.
 pub const SPEC_VALID: &str = "SpecValid";
 
+/// What a refusal adds for a sandbox that was started: what becomes of what runs.
+const KEPT_AS_STARTED: &str = "; the sandbox keeps its phase and its Pod as they were, and \
+                               nothing else is done for it until the spec is fixed";
+
 impl Unreadable {
     /// The unreadable `object` and why, noting whether its status already says so.
     pub fn new(error: ModelError, object: &serde_json::Value) -> Self {
         let meta = meta::Meta::read(object);
-        let message = error.to_string();
-        let reported = object["status"]["conditions"]
-            .as_array()
-            .is_some_and(|conditions| {
-                conditions.iter().any(|c| {
-                    c["type"] == SPEC_VALID && c["status"] == "False" && c["message"] == message
-                })
-            });
-        Self {
+        let held = &object["status"];
+        let started = held["rootfsPVC"].is_string() || held["podIP"].is_string();
+        let kept = (error.kind == "Sandbox" && started).then(|| {
+            serde_json::from_value::<Vec<status::ConditionJson>>(held["conditions"].clone())
+                .unwrap_or_default()
+        });
+        let mut unreadable = Self {
             error,
             uid: meta.uid,
             resource_version: meta.resource_version,
             generation: meta.generation,
-            reported,
-        }
+            reported: false,
+            kept,
+        };
+        let message = unreadable.message();
+        unreadable.reported = held["conditions"].as_array().is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c["type"] == SPEC_VALID && c["status"] == "False" && c["message"] == message
+            })
+        });
+        unreadable
     }
 
     /// As [`Self::new`], from the cache's record of an object the controller can read but
     /// will not act on (a spec past the operator's bounds): its uid, version, generation and
-    /// the conditions of its status.
+    /// the conditions of its status; `started` for a Sandbox that has its volumes or a Pod.
     pub fn of_record(
         error: ModelError,
         uid: &str,
         resource_version: &str,
         generation: i64,
         conditions: &[crate::runtime::bindings::Condition],
+        started: bool,
     ) -> Self {
-        let message = error.to_string();
-        let reported = conditions.iter().any(|c| {
-            c.kind == SPEC_VALID
-                && c.status == crate::runtime::bindings::ConditionStatus::False
-                && c.message == message
+        let kept = started.then(|| {
+            conditions
+                .iter()
+                .map(|c| status::condition_to_json(c, generation))
+                .collect()
         });
-        Self {
+        let mut unreadable = Self {
             error,
             uid: uid.to_string(),
             resource_version: resource_version.to_string(),
             generation,
-            reported,
+            reported: false,
+            kept,
+        };
+        let message = unreadable.message();
+        unreadable.reported = conditions.iter().any(|c| {
+            c.kind == SPEC_VALID
+                && c.status == crate::runtime::bindings::ConditionStatus::False
+                && c.message == message
+        });
+        unreadable
+    }
+
+    /// What the condition and the Event say: the error, and for a started sandbox that what
+    /// runs is left as it is.
+    pub fn message(&self) -> String {
+        match self.kept {
+            Some(_) => format!("{}{KEPT_AS_STARTED}", self.error),
+            None => self.error.to_string(),
         }
     }
 
-    /// The status that tells the user what to fix: SpecValid and Ready false, with why, as of
-    /// `now`.
+    /// The status that tells the user what to fix, as of `now`: `SpecValid=False` with why.
+    /// An object with nothing started also gets `Ready=False` (and, `with_phase`, the phase
+    /// `Failed`); a started sandbox keeps its phase, Pod IP and other conditions, since its
+    /// Pod, if it has one, runs on.
     pub fn status_patch(&self, with_phase: bool, now: i64) -> serde_json::Value {
-        let now = time::format(now);
-        let condition = |kind: &str| {
-            serde_json::json!({
-                "type": kind, "status": "False", "reason": "InvalidSpec",
-                "message": self.error.to_string(), "lastTransitionTime": now,
-                "observedGeneration": self.generation,
-            })
+        let message = self.message();
+        let condition = |kind: &str, since: i64| status::ConditionJson {
+            kind: kind.to_string(),
+            status: "False".to_string(),
+            reason: "InvalidSpec".to_string(),
+            message: message.clone(),
+            last_transition_time: time::format(since),
+            observed_generation: Some(self.generation),
         };
-        let mut status = serde_json::json!({
-            "observedGeneration": self.generation,
-            "conditions": [condition(SPEC_VALID), condition("Ready")],
-        });
-        if with_phase {
-            status["phase"] = "Failed".into();
+        let mut written = match &self.kept {
+            Some(kept) => {
+                // The transition is when it became False, not each time the problem changes.
+                let since = kept
+                    .iter()
+                    .find(|c| c.kind == SPEC_VALID && c.status == "False")
+                    .and_then(|c| time::parse(&c.last_transition_time).ok())
+                    .unwrap_or(now);
+                let mut conditions = kept.clone();
+                match conditions.iter_mut().find(|c| c.kind == SPEC_VALID) {
+                    Some(spec_valid) => *spec_valid = condition(SPEC_VALID, since),
+                    None => conditions.push(condition(SPEC_VALID, since)),
+                }
+                serde_json::json!({
+                    "observedGeneration": self.generation,
+                    "conditions": conditions,
+                })
+            }
+            None => serde_json::json!({
+                "observedGeneration": self.generation,
+                "conditions": [condition(SPEC_VALID, now), condition("Ready", now)],
+            }),
+        };
+        if with_phase && self.kept.is_none() {
+            written["phase"] = "Failed".into();
         }
-        serde_json::json!({ "status": status })
+        serde_json::json!({ "status": written })
     }
 }
 
