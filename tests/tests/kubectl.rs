@@ -789,6 +789,7 @@ fn the_configmap_commands_of_the_policy_authoring_guide_work() {
         "jsonpath={.data.policy\\.wasm\\.sig}",
     ]);
     assert_eq!(signature, "MEUCIQ-signature");
+}
 
 /// A running sandbox's spec edited, as an operator sees it: cpu raised past the operator's
 /// bound leaves it Running with its Pod and IP, `kubectl describe` showing `SpecValid` False
