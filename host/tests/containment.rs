@@ -614,13 +614,15 @@ fn a_flood_of_calls_fails_the_call_at_its_budget_and_writes_nothing_after() {
     assert_eq!(error.metric_label(), "budget");
     assert!(error.to_string().contains("--max-kube-calls"), "{error}");
     let budget = Containment::default().max_kube_calls as usize;
-    // The first created the sandbox's own Secret, the rest met it; none after the budget.
+    // The first created the sandbox's own Secret, the rest met it (and read it: it is the
+    // sandbox's own); none after the budget.
     let writes = harness.cluster.writes();
     assert_eq!(writes.len(), budget, "{writes:?}");
     let records = harness.records();
-    assert_eq!(records.len(), budget + 1, "{records:?}");
-    assert!(records[..budget].iter().all(|r| !r.refused));
-    assert_eq!(records[budget].rule, Some(Rule::Budget));
+    let sent = 1 + 2 * (budget - 1);
+    assert_eq!(records.len(), sent + 1, "{records:?}");
+    assert!(records[..sent].iter().all(|r| !r.refused));
+    assert_eq!(records[sent].rule, Some(Rule::Budget));
 }
 
 /// `memory-fill` fills its memory near the call's bound: the call charges the calls' budget
@@ -795,9 +797,25 @@ fn running(sandbox: &str) -> Vec<(Resource, Value)> {
         "policyTypes": ["Ingress", "Egress"],
     });
     vec![
-        (Resource::Pod, managed(Resource::Pod, sandbox, sandbox)),
-        (Resource::NetworkPolicy, policy),
+        (
+            Resource::Pod,
+            owned_by(managed(Resource::Pod, sandbox, sandbox), sandbox),
+        ),
+        (Resource::NetworkPolicy, owned_by(policy, sandbox)),
     ]
+}
+
+/// `object` with the controller reference to the fixture Sandbox `sandbox` (its uid is
+/// `uid-<sandbox>`), as the controller writes its children.
+fn owned_by(mut object: Value, sandbox: &str) -> Value {
+    object["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "cubepod.io/v1alpha1",
+        "kind": "Sandbox",
+        "name": sandbox,
+        "uid": format!("uid-{sandbox}"),
+        "controller": true,
+    }]);
+    object
 }
 
 #[test]
@@ -858,6 +876,184 @@ fn a_network_policy_reaching_the_metadata_address_in_nat64_form_is_refused() {
         "egress-metadata",
         Rule::Network,
         "spec.egress[0].to[2].ipBlock",
+    );
+}
+
+#[test]
+fn a_network_policy_reaching_translated_forms_of_blocked_addresses_is_refused() {
+    // `::/0` excepting only the IPv6 private ranges contains the NAT64, 6to4 and
+    // IPv4-compatible forms of the metadata address, the API server and the cluster's ranges.
+    refused(
+        "egress-translated",
+        Rule::Network,
+        "spec.egress[0].to[1].ipBlock",
+    );
+}
+
+/// An object of `name` that no Sandbox owns: a user's own, which a tenant's Sandbox name makes
+/// one of its child names.
+fn strangers(resource: Resource, name: &str) -> Value {
+    let mut object = json!({
+        "apiVersion": "v1",
+        "kind": resource.kind(),
+        "metadata": {"name": name, "namespace": NS},
+    });
+    match resource {
+        Resource::PersistentVolumeClaim => {
+            object["spec"] = json!({
+                "accessModes": ["ReadWriteOnce"],
+                "volumeMode": "Block",
+                "resources": {"requests": {"storage": "1Gi"}},
+            });
+        }
+        Resource::Secret => {
+            object["type"] = json!("Opaque");
+            object["data"] = json!({"token": "c2VjcmV0"});
+        }
+        _ => {
+            object["spec"] = json!({"containers": [{"name": "c", "image": "i"}]});
+            object["status"] = json!({"podIP": "10.244.9.9"});
+        }
+    }
+    object
+}
+
+#[track_caller]
+fn assert_name_conflict(call: &GuestCall<Result<(), KubeError>>, op: &str, name: &str) {
+    let conflict = call
+        .calls
+        .iter()
+        .find(|c| c.op == op && c.name == name)
+        .unwrap_or_else(|| panic!("no {op} of {name}: {:?}", call.calls));
+    let Err(KubeError::Conflict(message)) = &conflict.result else {
+        panic!("not a name conflict: {conflict:?}");
+    };
+    assert!(message.starts_with("NameConflict: "), "{message}");
+    assert!(message.contains(name), "{message}");
+    assert!(
+        call.name_conflicts.iter().any(|m| m.contains(name)),
+        "{:?}",
+        call.name_conflicts
+    );
+}
+
+#[test]
+fn create_if_absent_never_adopts_another_users_secret_or_volume() {
+    // A user's own Secret and PVC, which a tenant's Sandbox `adopt` names as its children.
+    let harness = Harness::with(&[
+        (
+            Resource::PersistentVolumeClaim,
+            strangers(Resource::PersistentVolumeClaim, "adopt-workspace"),
+        ),
+        (
+            Resource::Secret,
+            strangers(Resource::Secret, "adopt-credentials"),
+        ),
+    ]);
+    let call = reconcile(&harness, "adopt");
+    assert!(
+        matches!(&call.value, Err(KubeError::Conflict(m)) if m.starts_with("NameConflict")),
+        "{:?}",
+        call.value
+    );
+    assert_name_conflict(&call, "ensure-pvc", "adopt-workspace");
+    // Nothing mounts them: the reconcile went no further than the first conflict.
+    assert!(
+        call.calls.iter().all(|c| c.op != "ensure-pod"),
+        "{:?}",
+        call.calls
+    );
+    let objects = Harness::objects(&harness.cluster);
+    for (kind, name) in [
+        ("PersistentVolumeClaim", "adopt-workspace"),
+        ("Secret", "adopt-credentials"),
+    ] {
+        let held = objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .expect("still there");
+        assert!(held["metadata"].get("ownerReferences").is_none(), "{held}");
+        assert!(held["metadata"].get("labels").is_none(), "{held}");
+    }
+    assert!(
+        objects
+            .iter()
+            .all(|o| o["kind"] != "Pod" || o["metadata"]["name"] != "adopt")
+    );
+}
+
+#[test]
+fn a_pod_created_under_a_sandboxs_future_name_is_not_reported_as_its_own() {
+    // An unlabelled Pod with the name the Sandbox's Pod will have, and an IP.
+    let harness = Harness::with(&[(Resource::Pod, strangers(Resource::Pod, "future"))]);
+    let call = reconcile(&harness, "future");
+    assert_name_conflict(&call, "ensure-pod", "future");
+    // The Pod's IP is not the sandbox's: the guest never got it.
+    let pod = call
+        .calls
+        .iter()
+        .find(|c| c.op == "ensure-pod")
+        .expect("the ensure");
+    assert!(pod.result.is_err(), "{pod:?}");
+    assert!(call.value.is_err(), "{:?}", call.value);
+    let objects = Harness::objects(&harness.cluster);
+    let held = objects
+        .iter()
+        .find(|o| o["kind"] == "Pod" && o["metadata"]["name"] == "future")
+        .expect("still there");
+    assert!(held["metadata"].get("labels").is_none(), "{held}");
+}
+
+#[test]
+fn a_delete_of_a_strangers_object_under_its_child_names_sends_nothing() {
+    // Labelled as the sandbox's, managed even, but with no controller reference to it: the
+    // cache holds them under its name, and they are still not its children.
+    let harness = Harness::with(&[
+        (
+            Resource::Secret,
+            managed(
+                Resource::Secret,
+                "delete-strangers-credentials",
+                "delete-strangers",
+            ),
+        ),
+        (
+            Resource::PersistentVolumeClaim,
+            managed(
+                Resource::PersistentVolumeClaim,
+                "delete-strangers-workspace",
+                "delete-strangers",
+            ),
+        ),
+    ]);
+    let call = reconcile(&harness, "delete-strangers");
+    // Both deletes answered as done (the objects are not the sandbox's: for it, they are
+    // gone), and neither sent.
+    assert_eq!(call.calls.len(), 2, "{:?}", call.calls);
+    assert!(
+        call.calls.iter().all(|c| c.result.is_ok()),
+        "{:?}",
+        call.calls
+    );
+    assert_eq!(call.name_conflicts.len(), 2, "{:?}", call.name_conflicts);
+    harness.assert_untouched();
+    // Its own, with its controller reference: deleted.
+    let mut secret = owned(
+        "delete-strangers-credentials",
+        "delete-strangers",
+        "uid-delete-strangers",
+    );
+    secret["kind"] = json!("Secret");
+    secret["apiVersion"] = json!("v1");
+    secret.as_object_mut().map(|o| o.remove("spec"));
+    let harness = Harness::with(&[(Resource::Secret, secret)]);
+    let call = reconcile(&harness, "delete-strangers");
+    assert!(call.name_conflicts.is_empty(), "{:?}", call.name_conflicts);
+    assert!(
+        Harness::objects(&harness.cluster)
+            .iter()
+            .all(|o| o["metadata"]["name"] != "delete-strangers-credentials"),
+        "its own Secret was not deleted"
     );
 }
 

@@ -339,3 +339,136 @@ async fn a_policy_churning_events_gets_its_objects_burst_and_is_told_once() {
         (passes + 1 - burst) as u64
     );
 }
+
+/// The object of `name` as the API server holds it.
+async fn read(c: &Controller, resource: Resource, name: &str) -> Value {
+    c.cluster.get(resource, NS, name).await.expect("it exists")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_object_under_a_child_name_is_a_name_conflict_on_the_sandbox() {
+    let c = controller();
+    // A user's own Secret, whose name is the child name of a tenant's Sandbox `conflicted`.
+    c.cluster
+        .create(
+            Resource::Secret,
+            NS,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "conflicted-credentials", "namespace": NS},
+                   "type": "Opaque", "data": {"token": "c2VjcmV0"}}),
+        )
+        .await
+        .expect("created");
+    let target = c.sandbox("conflicted").await;
+    for _ in 0..2 {
+        c.manager.process(WorkKey::Sandbox(target.clone())).await;
+    }
+    // Told once, by a Warning Event on the Sandbox that names the object.
+    let told: Vec<Value> = c
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == "NameConflict")
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["type"], "Warning");
+    assert_eq!(told[0]["involvedObject"]["name"], "conflicted");
+    let message = told[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("conflicted-credentials"), "{message}");
+    // Never adopted or mounted: the Secret is as the user made it, and no Pod runs.
+    let secret = read(&c, Resource::Secret, "conflicted-credentials").await;
+    assert!(
+        secret["metadata"].get("ownerReferences").is_none(),
+        "{secret}"
+    );
+    assert!(secret["metadata"].get("labels").is_none(), "{secret}");
+    assert!(
+        c.cluster
+            .get(Resource::Pod, NS, "conflicted")
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_sandbox_is_never_bound_as_a_claims_member_by_what_a_tenant_writes() {
+    let c = controller();
+    let image = "ghcr.io/cubepod/sandbox-base:1.0";
+    let claim = c
+        .cluster
+        .create(
+            Resource::Sandbox,
+            NS,
+            json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                   "metadata": {"name": "claimant", "namespace": NS},
+                   "spec": {"image": image, "warmPool": "pool"}}),
+        )
+        .await
+        .expect("created");
+    let claim_uid = claim["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_string();
+    // The claim's status names a member by name alone (as a status written before the
+    // controller recorded members' uids would).
+    let claim = c
+        .cluster
+        .patch_status(
+            Resource::Sandbox,
+            NS,
+            "claimant",
+            json!({"status": {"claimedMember": "impostor"}}),
+        )
+        .await
+        .expect("patched");
+    // A tenant's Sandbox of that name, carrying every mark of the claim's member that anyone
+    // who may create a Sandbox may write: the claim's label, the pool's, and a controller
+    // reference to the claim's uid; Running and Ready at an address of its choosing.
+    c.cluster
+        .create(
+            Resource::Sandbox,
+            NS,
+            json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                   "metadata": {"name": "impostor", "namespace": NS,
+                                "labels": {"cubepod.io/claimed-by": "claimant",
+                                           "cubepod.io/pool": "pool"},
+                                "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1",
+                                                     "kind": "Sandbox", "name": "claimant",
+                                                     "uid": claim_uid, "controller": true}]},
+                   "spec": {"image": image}}),
+        )
+        .await
+        .expect("created");
+    let impostor = c
+        .cluster
+        .patch_status(
+            Resource::Sandbox,
+            NS,
+            "impostor",
+            json!({"status": {"phase": "Running", "podIP": "10.66.6.6",
+                              "conditions": [{"type": "Ready", "status": "True",
+                                              "reason": "Running", "message": "",
+                                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+        )
+        .await
+        .expect("patched");
+    let impostor_uid = impostor["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_string();
+    for object in [&claim, &impostor] {
+        c.manager
+            .cache
+            .apply(Resource::Sandbox, WatchEventType::Added, object);
+    }
+    let target = ObjectRef::new(NS, "claimant");
+    for _ in 0..2 {
+        c.manager.process(WorkKey::Sandbox(target.clone())).await;
+    }
+    let claim = read(&c, Resource::Sandbox, "claimant").await;
+    assert_ne!(
+        claim["status"]["claimedMemberUID"].as_str(),
+        Some(impostor_uid.as_str()),
+        "{claim}"
+    );
+    assert_ne!(claim["status"]["podIP"], "10.66.6.6", "{claim}");
+}

@@ -1,10 +1,14 @@
 //! CIDRs as the default policy reads them: to check a spec's (`validate`), to tell IPv4 from
 //! IPv6, and to know which range lies within which when a NetworkPolicy's `except` lists are
 //! built (the API server refuses an except outside its CIDR, or one that is the whole CIDR).
+//! Also where an IPv6 address carries an IPv4 one ([`EMBEDDINGS`], [`v4_forms`]): the
+//! default policy excepts those forms of every address it blocks, and the host's boundary
+//! refuses a NetworkPolicy that reaches them, from this one table.
 
 use crate::prelude::*;
 
-use core::net::IpAddr;
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {
@@ -69,10 +73,110 @@ impl Cidr {
     }
 }
 
+impl Cidr {
+    /// The last address of the range.
+    pub const fn last(self) -> u128 {
+        self.last
+    }
+
+    /// The IPv6 ranges that carry this IPv4 range's addresses, one per [`EMBEDDINGS`] in its
+    /// order; none for an IPv6 range.
+    pub fn v4_forms(self) -> Option<[Cidr; EMBEDDINGS.len()]> {
+        if self.v6 {
+            return None;
+        }
+        // The range's addresses fit in 32 bits: a v4 `Cidr` holds nothing wider.
+        let first = self.network as u32;
+        let last = self.last as u32;
+        let host_bits = 32 - u32::from(self.prefix);
+        Some(core::array::from_fn(|i| {
+            let (network, _) = v4_forms(first, last)[i];
+            let prefix = 128 - (host_bits + EMBEDDINGS[i].shift);
+            Cidr::v6(network, prefix as u8)
+        }))
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.v6 {
+            write!(f, "{}/{}", Ipv6Addr::from(self.network), self.prefix)
+        } else {
+            let address = Ipv4Addr::from(u32::try_from(self.network).unwrap_or(u32::MAX));
+            write!(f, "{address}/{}", self.prefix)
+        }
+    }
+}
+
+/// One way an IPv6 address carries an IPv4 address: a fixed prefix, with the IPv4 address
+/// shifted left by `shift` bits under it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Embedding {
+    /// What it is called, for a message.
+    pub name: &'static str,
+    /// The prefix's bits (zero under the IPv4 address and below it).
+    pub prefix: u128,
+    /// How far the IPv4 address sits from the address's last bit.
+    pub shift: u32,
+}
+
+/// Every IPv6 form that carries an IPv4 address at a fixed place, which a translator, a
+/// tunnel or a dual-stack socket takes to that IPv4 address: whatever blocks an IPv4 address
+/// blocks each of these forms of it too.
+pub const EMBEDDINGS: [Embedding; 5] = [
+    Embedding {
+        name: "IPv4-mapped (::ffff:0:0/96)",
+        prefix: 0xffff << 32,
+        shift: 0,
+    },
+    Embedding {
+        name: "IPv4-translated (::ffff:0:0:0/96)",
+        prefix: 0xffff << 48,
+        shift: 0,
+    },
+    Embedding {
+        name: "IPv4-compatible (::/96)",
+        prefix: 0,
+        shift: 0,
+    },
+    Embedding {
+        name: "NAT64 (64:ff9b::/96)",
+        prefix: 0x64_ff9b << 96,
+        shift: 0,
+    },
+    Embedding {
+        name: "6to4 (2002::/16)",
+        prefix: 0x2002 << 112,
+        shift: 80,
+    },
+];
+
+/// NAT64's local-use prefix (`64:ff9b:1::/48`, RFC 8215): where in it an IPv4 address sits is
+/// the operator's choice, so all of it stands for every IPv4 address.
+pub const NAT64_LOCAL: Cidr = Cidr::v6(0x64_ff9b_0001 << 80, 48);
+
+/// The IPv6 addresses that carry the IPv4 addresses `first..=last`, as the first and last
+/// address of a range per [`EMBEDDINGS`], in its order: the one function that says where an
+/// IPv4 address hides in an IPv6 one.
+pub const fn v4_forms(first: u32, last: u32) -> [(u128, u128); EMBEDDINGS.len()] {
+    let mut forms = [(0, 0); EMBEDDINGS.len()];
+    let mut i = 0;
+    while i < EMBEDDINGS.len() {
+        let Embedding { prefix, shift, .. } = EMBEDDINGS[i];
+        let below = (1u128 << shift) - 1;
+        forms[i] = (
+            prefix | ((first as u128) << shift),
+            prefix | ((last as u128) << shift) | below,
+        );
+        i += 1;
+    }
+    forms
+}
+
 /// `cuts` that lie inside `cidr` and are smaller than it, each once and none inside another:
 /// a valid `except` list, borrowing the cuts' texts. `None` when one cut covers the whole
 /// CIDR (nothing of it is left).
-pub fn excepts<'t>(cidr: Cidr, cuts: &[(Cidr, &'t str)]) -> Option<Vec<&'t str>> {
+pub fn excepts<T: Copy>(cidr: Cidr, cuts: &[(Cidr, T)]) -> Option<Vec<T>> {
     if cuts.iter().any(|(cut, _)| cut.contains(cidr)) {
         return None;
     }
@@ -152,6 +256,60 @@ mod tests {
             Some(vec!["10.244.0.0/16"])
         );
         assert_eq!(excepts(c("10.244.1.0/24"), &nested), None);
+    }
+
+    /// Each embedding of an IPv4 range, as its text: the table every except list and every
+    /// boundary check of the translated forms is made from.
+    #[test]
+    fn each_ipv4_range_in_every_form_that_carries_it() {
+        let forms = |text: &str| -> Vec<String> {
+            c(text)
+                .v4_forms()
+                .expect("an IPv4 range")
+                .iter()
+                .map(|f| f.to_string())
+                .collect()
+        };
+        assert_eq!(
+            forms("169.254.169.254/32"),
+            [
+                "::ffff:169.254.169.254/128",
+                "::ffff:0:a9fe:a9fe/128",
+                "::a9fe:a9fe/128",
+                "64:ff9b::a9fe:a9fe/128",
+                "2002:a9fe:a9fe::/48",
+            ]
+        );
+        assert_eq!(
+            forms("10.0.0.0/8"),
+            [
+                "::ffff:10.0.0.0/104",
+                "::ffff:0:a00:0/104",
+                "::a00:0/104",
+                "64:ff9b::a00:0/104",
+                "2002:a00::/24",
+            ]
+        );
+        assert_eq!(
+            forms("0.0.0.0/0"),
+            [
+                "::ffff:0.0.0.0/96",
+                "::ffff:0:0:0/96",
+                "::/96",
+                "64:ff9b::/96",
+                "2002::/16",
+            ]
+        );
+        assert_eq!(c("fe80::/10").v4_forms(), None);
+        // Each form parses back to itself, and holds the address it carries, at its place.
+        for (i, form) in c("192.168.0.0/16").v4_forms().unwrap().iter().enumerate() {
+            assert_eq!(Cidr::parse(&form.to_string()), Some(*form), "{form}");
+            let (first, last) = v4_forms(0xc0a8_0000, 0xc0a8_ffff)[i];
+            assert_eq!((form.network, form.last()), (first, last), "{form}");
+            let carried = (first >> EMBEDDINGS[i].shift) as u32;
+            assert_eq!(carried, 0xc0a8_0000, "{}", EMBEDDINGS[i].name);
+        }
+        assert_eq!(NAT64_LOCAL, c("64:ff9b:1::/48"));
     }
 
     /// A range made by the constant constructors is the one its text parses to.

@@ -26,9 +26,14 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Destinations `egress: Internet` never reaches besides the cluster's own ranges: RFC 1918,
 /// link-local (with the cloud metadata address 169.254.169.254), RFC 6598 shared space
 /// (carrier-grade NAT, which several providers use for pod or node networks; never the public
-/// internet), IPv6 unique-local and link-local. The default policy writes them as excepts and
-/// the boundary refuses a NetworkPolicy that reaches them: one list for both.
-pub const BLOCKED_FOR_INTERNET: [&str; 7] = [
+/// internet), IPv6 unique-local and link-local, and `::/64` (reserved, never an internet
+/// destination), which holds the IPv4-mapped, -compatible and -translated forms of every IPv4
+/// address (the API server refuses an except inside `::ffff:0:0/96` under `::/0`, as its parser
+/// reads such an address as IPv4: `::/64` is the except that covers them, and leaves NAT64's
+/// `64:ff9b::/96`, which `::/8` would hold, to the internet). The default policy writes them, with every form of
+/// them that carries an IPv4 address (`cidr::EMBEDDINGS`), as excepts, and the boundary
+/// refuses a NetworkPolicy that reaches them: one list for both.
+pub const BLOCKED_FOR_INTERNET: [&str; 8] = [
     "10.0.0.0/8",
     "172.16.0.0/12",
     "192.168.0.0/16",
@@ -36,6 +41,7 @@ pub const BLOCKED_FOR_INTERNET: [&str; 7] = [
     "100.64.0.0/10",
     "fc00::/7",
     "fe80::/10",
+    "::/64",
 ];
 
 pub fn pod(sandbox: &str) -> String {

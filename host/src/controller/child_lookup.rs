@@ -4,17 +4,58 @@
 
 use super::cache::Cache;
 use cubepod_kube::Resource;
+use cubepod_policy_host::containment::{self, NAME_CONFLICT};
+use cubepod_policy_host::runtime::bindings::{Condition, ConditionStatus};
 use cubepod_policy_host::runtime::{ChildHeld, ChildLookup};
 
+/// A condition's message at most this long: the conflicts listed, then cut.
+const CONDITION_MESSAGE_BYTES: usize = 1024;
+
+/// The Sandbox's `NameConflict` condition as this pass found its children's names: `True`
+/// naming each object that bears one and is not its own (never adopted, mounted, reported or
+/// deleted), gone once none is; whatever the policy wrote of that type is replaced.
+pub(crate) fn name_conflict_condition(
+    conditions: &mut Vec<Condition>,
+    conflicts: &[String],
+    now: i64,
+) {
+    let before = conditions.iter().find(|c| c.kind == NAME_CONFLICT).cloned();
+    conditions.retain(|c| c.kind != NAME_CONFLICT);
+    if conflicts.is_empty() {
+        return;
+    }
+    let message = containment::clip(&conflicts.join("; "), CONDITION_MESSAGE_BYTES);
+    let since = before
+        .filter(|c| c.status == ConditionStatus::True)
+        .map_or(now, |c| c.last_transition_time);
+    conditions.push(Condition {
+        kind: NAME_CONFLICT.to_string(),
+        status: ConditionStatus::True,
+        reason: "NotOwned".to_string(),
+        message,
+        last_transition_time: since,
+    });
+}
+
 impl ChildLookup for Cache {
-    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld {
+    fn child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> ChildHeld {
         // One lookup for the common case, the policy deleting a child it observed; the scan
         // of every entry only for a name the sandbox does not hold.
-        if self.holds(resource, namespace, name, sandbox) {
+        if self.holds(resource, namespace, name, sandbox, uid) {
             return ChildHeld::Own;
         }
         let owners = self.child_owners(resource, namespace, name);
-        if owners.is_empty() {
+        if owners.iter().any(|owner| owner == sandbox) {
+            // Labelled as this sandbox's, but its controller reference is not to its uid.
+            ChildHeld::Stranger
+        } else if owners.is_empty() {
             ChildHeld::NotHeld
         } else {
             // Held for another sandbox: deleting it would take that sandbox's child.
@@ -22,8 +63,15 @@ impl ChildLookup for Cache {
         }
     }
 
-    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool {
-        self.holds_child(resource, namespace, name, sandbox)
+    fn holds(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> bool {
+        self.holds_child(resource, namespace, name, sandbox, uid)
     }
 
     fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
@@ -54,6 +102,13 @@ mod tests {
                     "app.kubernetes.io/managed-by": "cubepod-controller",
                     "cubepod.io/sandbox": sandbox,
                 },
+                "ownerReferences": [{
+                    "apiVersion": "cubepod.io/v1alpha1",
+                    "kind": "Sandbox",
+                    "name": sandbox,
+                    "uid": format!("uid-{sandbox}"),
+                    "controller": true,
+                }],
             },
         })
     }
@@ -71,19 +126,32 @@ mod tests {
             WatchEventType::Added,
             &secret("b-credentials", "b"),
         );
-        let held = |name: &str| cache.child(Resource::Secret, "ns", name, "a");
+        let held = |name: &str| cache.child(Resource::Secret, "ns", name, "a", "uid-a");
         assert_eq!(held("a-credentials"), ChildHeld::Own);
         assert_eq!(held("b-credentials"), ChildHeld::Other);
         assert_eq!(held("c-credentials"), ChildHeld::NotHeld);
         // The same name in another namespace or of another kind is not this child.
         assert_eq!(
-            cache.child(Resource::Secret, "other", "a-credentials", "a"),
+            cache.child(Resource::Secret, "other", "a-credentials", "a", "uid-a"),
             ChildHeld::NotHeld
         );
         assert_eq!(
-            cache.child(Resource::Pod, "ns", "a-credentials", "a"),
+            cache.child(Resource::Pod, "ns", "a-credentials", "a", "uid-a"),
             ChildHeld::NotHeld
         );
+        // Another Sandbox `a` (another uid), which a recreated Sandbox is: not its child.
+        assert_eq!(
+            cache.child(Resource::Secret, "ns", "a-credentials", "a", "uid-a2"),
+            ChildHeld::Stranger
+        );
+        // Labelled as `a`'s without the controller reference: a stranger's, never `a`'s.
+        let mut planted = secret("a-token", "a");
+        planted["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("ownerReferences"));
+        cache.apply(Resource::Secret, WatchEventType::Added, &planted);
+        assert_eq!(held("a-token"), ChildHeld::Stranger);
+        assert!(!cache.holds(Resource::Secret, "ns", "a-token", "a", "uid-a"));
         cache.apply(
             Resource::Secret,
             WatchEventType::Deleted,

@@ -307,13 +307,16 @@ impl Scan {
 }
 
 /// Whether the claim's own status records `member` as the one the controller adopted for it:
-/// by uid, or (a claim whose status predates the uid) as its controller reference says. A
-/// Sandbox that only carries the claim's label is not its member.
+/// by its uid (`status.claimedMemberUID`, which only the controller writes). A Sandbox that
+/// carries the claim's label, its name in `claimedMember` or a controller reference to the
+/// claim is not its member by that: anyone who may create a Sandbox may write those. A claim
+/// whose status predates the uid finds its member as the pool's recorded member labelled for
+/// it ([`Cache::visit_pool_offer`]), and records its uid then.
 fn recorded_by(claim: &SandboxObject, member: &SandboxObject) -> bool {
-    match &claim.claimed_member_uid {
-        Some(uid) => *uid == member.sandbox.uid,
-        None => member.controller_uid.as_deref() == Some(claim.sandbox.uid.as_str()),
-    }
+    claim
+        .claimed_member_uid
+        .as_deref()
+        .is_some_and(|uid| !uid.is_empty() && uid == member.sandbox.uid)
 }
 
 /// Whether `member` is labelled held by the claim `claim`, and alive. Who may trust the label

@@ -6,8 +6,10 @@
 //!
 //! The record is written with the pool's status, after the creates: what this process created
 //! and the record does not hold yet is kept here until it does. A pool whose status an earlier
-//! controller wrote, with no record in it, takes its members as their controller reference
-//! names it, once, and records them with its next status.
+//! controller wrote, with no record in it, takes, once, the Sandboxes whose controller
+//! reference names it and that the API server created before this process first saw the pool
+//! so (what an earlier controller may have created; a reference anyone may write, a creation
+//! time only the API server), and records them with its next status.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +23,9 @@ struct PoolEntry {
     uid: String,
     /// `None`: the pool's status predates the record (see the module's docs).
     recorded: Option<BTreeMap<String, String>>,
+    /// When this process first saw the pool without a record (Unix seconds): only Sandboxes
+    /// created before it may be taken as its members by their controller reference.
+    unrecorded_since: Option<i64>,
     /// Created by this process, not yet in `recorded`.
     created: BTreeMap<String, String>,
     /// The Sandboxes confirmed as members now.
@@ -50,6 +55,13 @@ impl PoolEntry {
     }
 }
 
+/// The wall clock in Unix seconds, as a creation timestamp counts.
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The pools' records, and the members they confirm.
 #[derive(Debug, Default)]
 pub(crate) struct Membership {
@@ -64,6 +76,8 @@ pub(crate) struct Claimant<'a> {
     pub(crate) label: Option<&'a str>,
     /// The uid its controller reference names.
     pub(crate) controller_uid: Option<&'a str>,
+    /// Its `metadata.creationTimestamp` (Unix seconds), the API server's.
+    pub(crate) created_at: Option<i64>,
 }
 
 /// What a confirmed member is to the claims of its pool.
@@ -94,7 +108,13 @@ impl Membership {
         }
         match &entry.recorded {
             Some(recorded) => recorded.get(s.name).map(String::as_str) == Some(s.uid),
-            None => !entry.uid.is_empty() && s.controller_uid == Some(entry.uid.as_str()),
+            None => {
+                !entry.uid.is_empty()
+                    && s.controller_uid == Some(entry.uid.as_str())
+                    && s.created_at
+                        .zip(entry.unrecorded_since)
+                        .is_some_and(|(created, since)| created < since)
+            }
         }
     }
 
@@ -114,6 +134,12 @@ impl Membership {
         let Some((uid, recorded)) = now else {
             return touched;
         };
+        let unrecorded_since = recorded.is_none().then(|| {
+            before
+                .as_ref()
+                .and_then(|b| b.unrecorded_since)
+                .unwrap_or_else(now_seconds)
+        });
         let (mut created, occupied) = before.map(|b| (b.created, b.occupied)).unwrap_or_default();
         if let Some(recorded) = &recorded {
             touched.extend(recorded.keys().cloned());
@@ -125,6 +151,7 @@ impl Membership {
             PoolEntry {
                 uid,
                 recorded,
+                unrecorded_since,
                 created,
                 occupied,
                 ..PoolEntry::default()
@@ -289,6 +316,8 @@ mod tests {
             uid,
             label: Some("p"),
             controller_uid: owner,
+            // Created long before any pool was seen.
+            created_at: Some(1),
         }
     }
 
@@ -358,6 +387,21 @@ mod tests {
         assert!(m.unrecorded(&pool()));
         assert!(m.confirms(&pool(), &claimant("m1", "u1", Some("pool-uid"))));
         assert!(!m.confirms(&pool(), &claimant("m2", "u2", Some("other"))));
+        // A Sandbox created since (a tenant's, with the pool's labels and its reference, which
+        // anyone may write) is not taken, nor one whose creation time is unknown.
+        let later = Claimant {
+            created_at: Some(now_seconds() + 1),
+            ..claimant("m3", "u3", Some("pool-uid"))
+        };
+        assert!(!m.confirms(&pool(), &later));
+        let unknown = Claimant {
+            created_at: None,
+            ..claimant("m4", "u4", Some("pool-uid"))
+        };
+        assert!(!m.confirms(&pool(), &unknown));
+        // Seen again without a record: the moment stays the first.
+        m.set_pool(&pool(), Some(("pool-uid".into(), None)));
+        assert!(!m.confirms(&pool(), &later));
         m.index(&pool(), "m1", Some(Standing::Neither));
         let delta = m.delta(&pool(), |_| Some("u1".into()), |_, _| true);
         assert_eq!(

@@ -489,6 +489,8 @@ impl Reconciler {
         let deferred = call.deferred.as_ref();
         self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
             .await;
+        self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
+            .await;
         // A deferred write is written when the rate allows, whatever the policy answered.
         let action = Action {
             requeue_after: deferred.map(|d| d.wait),
@@ -603,6 +605,8 @@ impl Reconciler {
         let deferred = call.deferred.as_ref();
         self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
             .await;
+        self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
+            .await;
         let deferred = deferred.map(|d| d.wait);
         let mut out = call.value.map_err(ReconcileError::Guest)?;
         clear_policy_failure(&mut out.status.conditions);
@@ -611,6 +615,11 @@ impl Reconciler {
             // and none suits, which the host's NoMatchingMember says with the field.
             out.events.retain(|e| e.reason != NO_READY_MEMBER);
         }
+        super::child_lookup::name_conflict_condition(
+            &mut out.status.conditions,
+            &call.name_conflicts,
+            now,
+        );
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
@@ -1455,6 +1464,39 @@ impl Reconciler {
                     target,
                     uid,
                     &refused,
+                    Source::Controller,
+                    true,
+                    now,
+                )
+                .await;
+        }
+    }
+
+    /// Each object of a child's name that is not the Sandbox's own, told once as a Warning
+    /// Event (`NameConflict`) on the Sandbox.
+    async fn surface_name_conflicts(
+        &self,
+        target: &ObjectRef,
+        uid: &str,
+        conflicts: &[String],
+        now: i64,
+    ) {
+        let events: Vec<Event> = conflicts
+            .iter()
+            .filter(|message| self.surfaced.first(target, message))
+            .map(|message| Event {
+                kind: EventType::Warning,
+                reason: containment::NAME_CONFLICT.to_string(),
+                message: clip_message(message),
+            })
+            .collect();
+        if !events.is_empty() {
+            self.writer()
+                .post_events(
+                    "Sandbox",
+                    target,
+                    uid,
+                    &events,
                     Source::Controller,
                     true,
                     now,

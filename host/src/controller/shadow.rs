@@ -62,11 +62,25 @@ fn answered(resource: Resource, mut object: Value) -> Value {
 struct ReadOnly(Arc<Cache>);
 
 impl ChildLookup for ReadOnly {
-    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld {
-        self.0.child(resource, namespace, name, sandbox)
+    fn child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> ChildHeld {
+        self.0.child(resource, namespace, name, sandbox, uid)
     }
-    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool {
-        ChildLookup::holds(self.0.as_ref(), resource, namespace, name, sandbox)
+    fn holds(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> bool {
+        ChildLookup::holds(self.0.as_ref(), resource, namespace, name, sandbox, uid)
     }
     fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
         ChildLookup::owned_pvcs(self.0.as_ref(), namespace, sandbox, uid)
@@ -426,6 +440,7 @@ mod tests {
             host_calls: 0,
             calls: Vec::new(),
             deferred: None,
+            name_conflicts: Vec::new(),
         })
     }
 
@@ -515,6 +530,7 @@ mod tests {
             host_calls: 0,
             calls: Vec::new(),
             deferred: None,
+            name_conflicts: Vec::new(),
         });
         let found = differences(&[], &stable, &failed, pool_differences);
         assert_eq!(kinds(&found), ["error"], "{found:?}");

@@ -23,7 +23,7 @@ use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_kube::{ApiError, Cluster, Resource};
 use cubepod_policy_host::containment::Boundary;
 use cubepod_policy_host::containment::Refusal;
-use cubepod_policy_host::model::{ObjectRef, children};
+use cubepod_policy_host::model::{ObjectRef, children, names};
 use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 
 pub(crate) use crate::controller::reconciler::describe_kube_error as kube_error;
@@ -339,6 +339,7 @@ pub async fn seed(
         if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.insert("namespace".into(), namespace.clone().into());
         }
+        own_child(cluster, &namespace, seed.resource, &mut object).await;
         cluster
             .insert(seed.resource, object)
             .map_err(|e| format!("{what}: {e}"))?;
@@ -360,6 +361,69 @@ pub async fn seed(
         }
     }
     record_members(cluster, namespace, objects).await
+}
+
+/// A scenario's children are the controller's own: one labelled as managed and as a seeded
+/// Sandbox's gets the controller reference to that Sandbox's uid, as the controller writes it
+/// (a reference the scenario gives without a uid is completed; one with a uid, or an empty
+/// list, is kept: an object of a child's name that is not the Sandbox's).
+async fn own_child(
+    cluster: &MemoryCluster,
+    namespace: &str,
+    resource: Resource,
+    object: &mut Value,
+) {
+    if !matches!(
+        resource,
+        Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service
+    ) {
+        return;
+    }
+    let label = |key: &str| {
+        object
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    if label(children::MANAGED_BY_LABEL).as_deref() != Some(children::MANAGED_BY) {
+        return;
+    }
+    let Some(sandbox) = label(children::SANDBOX_LABEL) else {
+        return;
+    };
+    let Ok(owner) = cluster.get(Resource::Sandbox, namespace, &sandbox).await else {
+        return;
+    };
+    let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else {
+        return;
+    };
+    let reference = json!({"apiVersion": names::API_VERSION, "kind": "Sandbox",
+                           "name": sandbox, "uid": uid, "controller": true});
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    match metadata
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        None => {
+            metadata.insert("ownerReferences".into(), json!([reference]));
+        }
+        Some(references) => {
+            for r in references.iter_mut() {
+                let named = r.get("kind").and_then(Value::as_str) == Some("Sandbox")
+                    && r.get("name").and_then(Value::as_str) == Some(sandbox.as_str());
+                if named && r.get("uid").is_none() {
+                    *r = reference.clone();
+                }
+            }
+        }
+    }
 }
 
 /// A scenario's pool members are the controller's own: each pool it declares records the

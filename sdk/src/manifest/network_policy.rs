@@ -96,7 +96,24 @@ struct Peer<'a> {
 struct IpBlock<'a> {
     cidr: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    except: Vec<&'a str>,
+    except: Vec<Cut<'a>>,
+}
+
+/// An except: a range as the spec or the flags wrote it, or one the policy computed (a form
+/// of a blocked IPv4 range that an IPv6 address carries), written when serialized.
+#[derive(Clone, Copy)]
+enum Cut<'a> {
+    Text(&'a str),
+    Range(Cidr),
+}
+
+impl Serialize for Cut<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cut::Text(text) => serializer.serialize_str(text),
+            Cut::Range(cidr) => serializer.collect_str(cidr),
+        }
+    }
 }
 
 /// `{}` (everything) or `{"matchLabels": {...}}`; a label given twice keeps its last value.
@@ -180,17 +197,29 @@ fn ingress<'a>(
 
 /// Parsed CIDRs of a list, with their text; what does not parse is left out (`validate`
 /// refuses such a spec before any manifest is made).
-fn parsed(list: &[String]) -> Vec<(Cidr, &str)> {
+fn parsed(list: &[String]) -> impl Iterator<Item = (Cidr, Cut<'_>)> {
     list.iter()
-        .filter_map(|text| Cidr::parse(text).map(|c| (c, text.as_str())))
-        .collect()
+        .filter_map(|text| Cidr::parse(text).map(|c| (c, Cut::Text(text.as_str()))))
+}
+
+/// `cuts` with every IPv6 form of their IPv4 ranges ([`Cidr::v4_forms`]): an except of an
+/// address is an except of each address that carries it.
+fn with_forms<'a>(cuts: impl Iterator<Item = (Cidr, Cut<'a>)>) -> Vec<(Cidr, Cut<'a>)> {
+    let mut all = Vec::new();
+    for (cidr, cut) in cuts {
+        all.push((cidr, cut));
+        for form in cidr.v4_forms().into_iter().flatten() {
+            all.push((form, Cut::Range(form)));
+        }
+    }
+    all
 }
 
 /// [`BLOCKED_FOR_INTERNET`], parsed. Every plan of an `egress: Internet` sandbox cuts them out
 /// of the internet, and parsing their text with std's address parser at each of them was about
 /// 1% of the controller's instructions per new sandbox. `blocked_ranges_are_their_text` checks
 /// each range against its text.
-const BLOCKED: [(Cidr, &str); 7] = [
+const BLOCKED: [(Cidr, &str); 8] = [
     (Cidr::v4([10, 0, 0, 0], 8), BLOCKED_FOR_INTERNET[0]),
     (Cidr::v4([172, 16, 0, 0], 12), BLOCKED_FOR_INTERNET[1]),
     (Cidr::v4([192, 168, 0, 0], 16), BLOCKED_FOR_INTERNET[2]),
@@ -198,6 +227,7 @@ const BLOCKED: [(Cidr, &str); 7] = [
     (Cidr::v4([100, 64, 0, 0], 10), BLOCKED_FOR_INTERNET[4]),
     (Cidr::v6(0xfc00 << 112, 7), BLOCKED_FOR_INTERNET[5]),
     (Cidr::v6(0xfe80 << 112, 10), BLOCKED_FOR_INTERNET[6]),
+    (Cidr::v6(0, 64), BLOCKED_FOR_INTERNET[7]),
 ];
 
 /// Every address, in each family: what `egress: Internet` starts from.
@@ -207,11 +237,11 @@ const EVERYWHERE: [(Cidr, &str); 2] = [
 ];
 
 /// `{ipBlock: {cidr, except}}` without the cuts that apply to it; `None` if they cover it.
-fn ip_peer<'a>(text: &'a str, cuts: &[(Cidr, &'a str)]) -> Option<Peer<'a>> {
+fn ip_peer<'a>(text: &'a str, cuts: &[(Cidr, Cut<'a>)]) -> Option<Peer<'a>> {
     ip_block(Cidr::parse(text)?, text, cuts)
 }
 
-fn ip_block<'a>(cidr: Cidr, text: &'a str, cuts: &[(Cidr, &'a str)]) -> Option<Peer<'a>> {
+fn ip_block<'a>(cidr: Cidr, text: &'a str, cuts: &[(Cidr, Cut<'a>)]) -> Option<Peer<'a>> {
     let except = cidr::excepts(cidr, cuts)?;
     Some(Peer {
         ip_block: Some(IpBlock { cidr: text, except }),
@@ -220,17 +250,23 @@ fn ip_block<'a>(cidr: Cidr, text: &'a str, cuts: &[(Cidr, &'a str)]) -> Option<P
 }
 
 fn egress<'a>(network: &'a NetworkSpec, cluster: &'a ClusterNetwork) -> Vec<EgressRule<'a>> {
-    let deny = parsed(&network.deny_cidrs);
+    // What the spec denies, in every form that carries it.
+    let deny = with_forms(parsed(&network.deny_cidrs));
     let mut peers: Vec<Peer<'a>> = Vec::new();
     match network.egress {
         // Nothing at all, not even DNS.
         EgressMode::None => return Vec::new(),
         EgressMode::Internet => {
-            let cuts: Vec<(Cidr, &str)> = BLOCKED
-                .into_iter()
-                .chain(parsed(&cluster.cluster_cidrs))
-                .chain(deny.iter().copied())
-                .collect();
+            // What the internet does not hold, in every form that carries it, and NAT64's
+            // local-use prefix, which may carry any of it.
+            let mut cuts = with_forms(
+                BLOCKED
+                    .iter()
+                    .map(|&(cidr, text)| (cidr, Cut::Text(text)))
+                    .chain(parsed(&cluster.cluster_cidrs)),
+            );
+            cuts.extend(deny.iter().copied());
+            cuts.push((cidr::NAT64_LOCAL, Cut::Range(cidr::NAT64_LOCAL)));
             peers.extend(
                 EVERYWHERE
                     .iter()

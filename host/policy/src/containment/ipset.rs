@@ -5,6 +5,8 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use cubepod_policy_sdk::cidr::{self, EMBEDDINGS};
+
 /// Why a CIDR does not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{cidr:?} is not a CIDR ({why})")]
@@ -106,51 +108,45 @@ impl IpSet {
         self.minus(other) != *self
     }
 
-    /// `self` with each of its IPv4 ranges also in the IPv6 forms that carry an IPv4 address:
-    /// IPv4-mapped (`::ffff:a.b.c.d`) and NAT64's well-known prefix (`64:ff9b::a.b.c.d`). A
-    /// parser that reads a mapped address as the IPv4 one, or a NAT64 gateway, takes such an
-    /// address to the IPv4 one it carries.
+    /// `self` with each of its IPv4 ranges also in every IPv6 form that carries an IPv4
+    /// address (the SDK's table, `cidr::EMBEDDINGS`: IPv4-mapped, -translated and
+    /// -compatible, NAT64's well-known prefix, 6to4). A parser that reads a mapped address as
+    /// the IPv4 one, a NAT64 gateway or a 6to4 relay takes such an address to the IPv4 one it
+    /// carries.
     pub(crate) fn with_v4_forms(&self) -> IpSet {
-        let mut forms = self.clone();
-        for prefix in CARRIERS {
-            let carried: Vec<(u128, u128)> = self
-                .v4
-                .iter()
-                .map(|&(first, last)| (prefix | first, prefix | last))
-                .collect();
-            forms.v6 = union(&forms.v6, &carried);
+        let mut carried = Vec::with_capacity(self.v4.len() * EMBEDDINGS.len());
+        for &(first, last) in &self.v4 {
+            // An IPv4 interval's ends fit in 32 bits: `IpSet::of` puts nothing wider there.
+            let (first, last) = (first as u32, last as u32);
+            carried.extend(cidr::v4_forms(first, last));
         }
+        let mut forms = self.clone();
+        forms.v6 = union(&forms.v6, &carried);
         forms
     }
 }
-
-/// The /96 prefixes whose last 32 bits are an IPv4 address: IPv4-mapped (`::ffff:0:0/96`) and
-/// NAT64's well-known prefix (`64:ff9b::/96`, RFC 6052).
-pub(crate) const CARRIERS: [u128; 2] = [0xffff << 32, 0x64_ff9b << 96];
 
 /// NAT64's local-use prefix (`64:ff9b:1::/48`, RFC 8215): where in it an IPv4 address sits is
 /// the operator's choice, so none of it can be read as one.
 pub(crate) const NAT64_LOCAL: Cidr = Cidr {
     v6: true,
-    first: 0x64_ff9b_0001 << 80,
-    last: (0x64_ff9b_0001 << 80) | ((1 << 80) - 1),
+    first: cidr::NAT64_LOCAL.network,
+    last: cidr::NAT64_LOCAL.last(),
 };
 
 impl Cidr {
-    /// The IPv4 range a CIDR inside one of the [`CARRIERS`] carries; `None` for any other.
+    /// The IPv4 range a CIDR inside one of the forms that carry an IPv4 address at a fixed
+    /// place (`cidr::EMBEDDINGS`) carries; `None` for any other.
     pub(crate) fn carried_v4(self) -> Option<Cidr> {
         if !self.v6 {
             return None;
         }
-        let low = (1u128 << 32) - 1;
-        CARRIERS
-            .iter()
-            .find(|&&prefix| self.first & !low == prefix && self.last & !low == prefix)
-            .map(|_| Cidr {
-                v6: false,
-                first: self.first & low,
-                last: self.last & low,
-            })
+        let shift = carrier_shift(self)?;
+        Some(Cidr {
+            v6: false,
+            first: (self.first >> shift) & u128::from(u32::MAX),
+            last: (self.last >> shift) & u128::from(u32::MAX),
+        })
     }
 
     /// Every address of `other` is in `self`.
@@ -159,16 +155,28 @@ impl Cidr {
     }
 }
 
+/// How far the IPv4 address sits in the form of `cidr` (an IPv6 CIDR inside the range of
+/// one form that carries every IPv4 address), if it is inside one.
+fn carrier_shift(cidr: Cidr) -> Option<u32> {
+    EMBEDDINGS
+        .iter()
+        .zip(cidr::v4_forms(0, u32::MAX))
+        .find_map(|(e, (low, high))| (low <= cidr.first && cidr.last <= high).then_some(e.shift))
+}
+
 impl IpSet {
     /// The IPv4 addresses that the parts of `self` within `carrier` (a CIDR inside one of the
-    /// [`CARRIERS`]) carry.
+    /// forms that carry an IPv4 address, [`Cidr::carried_v4`]) carry.
     pub(crate) fn carried_v4(&self, carrier: Cidr) -> IpSet {
-        let low = (1u128 << 32) - 1;
+        let Some(shift) = carrier_shift(carrier) else {
+            return IpSet::default();
+        };
+        let low = u128::from(u32::MAX);
         let v4 = self
             .v6
             .iter()
             .filter(|&&(first, last)| first >= carrier.first && last <= carrier.last)
-            .map(|&(first, last)| (first & low, last & low))
+            .map(|&(first, last)| ((first >> shift) & low, (last >> shift) & low))
             .collect::<Vec<_>>();
         IpSet {
             v4: union(&v4, &[]),
@@ -292,10 +300,14 @@ mod tests {
     }
 
     #[test]
-    fn ipv4_ranges_in_their_mapped_and_nat64_forms() {
+    fn ipv4_ranges_in_every_form_that_carries_them() {
         let metadata = set(&["169.254.169.254/32"]).with_v4_forms();
         for form in [
             "169.254.169.254/32",
+            "::169.254.169.254/128",
+            "::ffff:0:a9fe:a9fe/128",
+            "2002:a9fe:a9fe::/48",
+            "2002:a9fe:a9fe:1::/64",
             "::ffff:169.254.169.254/128",
             "::ffff:a9fe:a9fe/128",
             "64:ff9b::169.254.169.254/128",
@@ -320,6 +332,15 @@ mod tests {
             carried("64:ff9b::/96"),
             Some(Cidr::parse("0.0.0.0/0").unwrap())
         );
+        assert_eq!(
+            carried("2002:a00::/24"),
+            Some(Cidr::parse("10.0.0.0/8").unwrap())
+        );
+        assert_eq!(
+            carried("::a9fe:a9fe/128"),
+            Some(Cidr::parse("169.254.169.254/32").unwrap())
+        );
+        assert!(!set(&["2002:808:808::/48"]).intersects(&metadata));
         assert_eq!(carried("64:ff9b::/64"), None);
         assert_eq!(carried("::/0"), None);
         assert_eq!(carried("10.0.0.0/8"), None);

@@ -79,6 +79,12 @@ pub use quantity::{
 };
 pub(crate) use scope::ChildRole;
 pub use scope::{ChildHeld, ForkSource, SandboxScope};
+
+/// How the host names an object that bears one of a Sandbox's child names but is not its own
+/// (no controller reference to its uid): the start of the `conflict` error an ensure or an
+/// apply of it gets, the reason of the Warning Event and the type of the condition on the
+/// Sandbox. Such an object is never adopted, mounted, reported, patched or deleted.
+pub const NAME_CONFLICT: &str = "NameConflict";
 pub use surfaced::Surfaced;
 pub use text::{clip, shown};
 

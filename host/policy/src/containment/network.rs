@@ -8,10 +8,12 @@
 //! Some addresses no sandbox reaches unless the operator lists them (`--allowed-egress-cidrs`),
 //! whatever its spec or policy says: the cloud metadata service and link-local, and, but for
 //! `egress: cluster`, the cluster's ranges (`--cluster-cidr`, with the API server's address).
-//! An `ipBlock` inside an IPv6 prefix that carries an IPv4 address (IPv4-mapped, NAT64) is
-//! held to the rules of the IPv4 addresses it carries too, and NAT64's local-use prefix is
-//! refused outright; a tenant's `allowCIDRs` entry that reaches any of these, in any form, is
-//! refused before the policy runs (`refused_allow_cidr`).
+//! Each blocked IPv4 range is blocked in every IPv6 form that carries it too (IPv4-mapped,
+//! -translated and -compatible, NAT64, 6to4: the SDK's `cidr::EMBEDDINGS`, from which the
+//! default policy writes its excepts), so an `ipBlock` that *contains* such a form without
+//! excepting it is refused, as is one inside a form that carries an address beyond the bounds;
+//! NAT64's local-use prefix is refused outright. A tenant's `allowCIDRs` entry that reaches any
+//! of these, in any form, is refused before the policy runs (`refused_allow_cidr`).
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -41,12 +43,12 @@ pub struct SandboxNetwork {
 use crate::model::sandbox::egress_name;
 pub(crate) use crate::model::sandbox::protocol_name;
 
-/// Every address but those no sandbox reaches on the internet: the same for every check, so
-/// made once (building it from its dozen CIDRs was about 1% of the controller's CPU per new
-/// sandbox).
+/// Every address but those no sandbox reaches on the internet, in any form that carries
+/// them: the same for every check, so made once (building it from its dozen CIDRs was about
+/// 1% of the controller's CPU per new sandbox).
 static INTERNET: LazyLock<IpSet> = LazyLock::new(|| {
     let everything = set_of(["0.0.0.0/0", "::/0"], |_| {});
-    everything.minus(&set_of(BLOCKED_FOR_INTERNET, |_| {}))
+    everything.minus(&set_of(BLOCKED_FOR_INTERNET, |_| {}).with_v4_forms())
 });
 
 /// The cloud metadata service (169.254.169.254, and AWS's IPv6 fd00:ec2::254) and the
@@ -58,17 +60,18 @@ pub(crate) const METADATA: [&str; 4] = [
     "fe80::/10",
 ];
 
-static METADATA_SET: LazyLock<IpSet> = LazyLock::new(|| set_of(METADATA, |_| {}));
-
-/// What no sandbox reaches unless the operator lists it, in any form: the metadata service and
-/// link-local, the cluster's ranges, each IPv4 range also as IPv4-mapped and NAT64 addresses,
-/// and NAT64's local-use prefix; less `exempt` (`--allowed-egress-cidrs`).
-pub(crate) fn protected(cluster: &IpSet, exempt: &IpSet) -> IpSet {
-    METADATA_SET
-        .union(cluster)
+/// [`METADATA`] in every form that carries it, and NAT64's local-use prefix.
+static METADATA_SET: LazyLock<IpSet> = LazyLock::new(|| {
+    set_of(METADATA, |_| {})
         .with_v4_forms()
         .union(&IpSet::of(NAT64_LOCAL))
-        .minus(exempt)
+});
+
+/// What no sandbox reaches unless the operator lists it, in any form: the metadata service and
+/// link-local, the cluster's ranges, each IPv4 range also in every IPv6 form that carries it,
+/// and NAT64's local-use prefix; less `exempt` (`--allowed-egress-cidrs`).
+pub(crate) fn protected(cluster: &IpSet, exempt: &IpSet) -> IpSet {
+    METADATA_SET.union(&cluster.with_v4_forms()).minus(exempt)
 }
 
 /// The first entry of a Sandbox's `spec.network.allowCIDRs` that reaches a [`protected`]
@@ -93,8 +96,9 @@ pub(crate) fn refused_allow_cidr(
                 format!(
                     "{:?} reaches {reached}, which no sandbox may reach: the cloud metadata \
                      service and link-local, the cluster's pod and service ranges and the API \
-                     server (--cluster-cidr), in any IPv4, IPv4-mapped or NAT64 form, unless the \
-                     operator lists them (--allowed-egress-cidrs)",
+                     server (--cluster-cidr), in IPv4 or any IPv6 form that carries an IPv4 \
+                     address (mapped, translated, compatible, NAT64, 6to4), unless the operator \
+                     lists them (--allowed-egress-cidrs)",
                     super::clip(text, 64)
                 ),
             )
@@ -117,7 +121,7 @@ impl SandboxNetwork {
     /// The addresses egress may reach by `ipBlock`: what the mode allows and `allowCIDRs`,
     /// less `denyCIDRs`, and never the metadata service and link-local, nor the cluster's
     /// ranges but for `egress: cluster`, unless `exempt` (`--allowed-egress-cidrs`) holds
-    /// them. A deny CIDR or a cluster CIDR that does not parse leaves nothing checkable: an
+    /// them; what is denied or never reached, in every IPv6 form that carries it too. A deny CIDR or a cluster CIDR that does not parse leaves nothing checkable: an
     /// error, so that nothing is admitted.
     pub(crate) fn allowed_addresses(&self, exempt: &IpSet) -> Result<IpSet, String> {
         let mut problem = None;
@@ -136,10 +140,16 @@ impl SandboxNetwork {
         let allow = set_of(self.allow_cidrs.iter().map(String::as_str), |_| {});
         let (base, never) = match self.egress {
             EgressMode::None => return Ok(IpSet::default()),
-            EgressMode::Internet => (INTERNET.minus(&cluster), METADATA_SET.union(&cluster)),
+            EgressMode::Internet => {
+                let cluster = cluster.with_v4_forms();
+                (INTERNET.minus(&cluster), METADATA_SET.union(&cluster))
+            }
             EgressMode::Cluster => (cluster, METADATA_SET.clone()),
         };
-        Ok(base.union(&allow).minus(&deny).minus(&never.minus(exempt)))
+        Ok(base
+            .union(&allow)
+            .minus(&deny.with_v4_forms())
+            .minus(&never.minus(exempt)))
     }
 }
 
@@ -413,7 +423,7 @@ impl Bounds<'_> {
                 mode()
             ));
         }
-        // An IPv4-mapped or NAT64 address reaches the IPv4 address it carries.
+        // An address of a form that carries an IPv4 address reaches that IPv4 address.
         if cidr.carried_v4().is_some() {
             let carried = reached.carried_v4(cidr);
             if !carried.is_subset(allowed) {

@@ -271,12 +271,14 @@ fn protected_addresses_are_refused_in_their_mapped_and_nat64_forms() {
         let manifest = with_peer(&input, reach);
         refused(policy_check(&input, &manifest), Rule::Network, at);
     }
-    // The internet in the same forms: admitted.
-    for reach in [
-        "::ffff:8.8.8.8/128",
-        "64:ff9b::808:808/128",
-        "2001:db8::/32",
-    ] {
+    // The internet in the same forms: admitted (but in `::/64`, the reserved range that holds
+    // the mapped, translated and compatible forms: the internet mode never reaches it).
+    refused(
+        policy_check(&input, &with_peer(&input, "::ffff:8.8.8.8/128")),
+        Rule::Network,
+        at,
+    );
+    for reach in ["64:ff9b::808:808/128", "2002:808:808::/48", "2001:db8::/32"] {
         let manifest = with_peer(&input, reach);
         assert_eq!(policy_check(&input, &manifest), Ok(()), "{reach}");
     }
@@ -432,4 +434,100 @@ fn a_tenants_allow_cidrs_are_held_to_the_protected_ranges() {
         None
     );
     assert!(network::refused_allow_cidr(&entries(&["10.96.0.0/12"]), &cluster, &exempt).is_some());
+}
+
+/// What a NetworkPolicy's egress `ipBlock`s reach: each CIDR less its excepts.
+fn reached_by(manifest: &Value) -> IpSet {
+    let mut reached = IpSet::default();
+    for rule in manifest["spec"]["egress"].as_array().into_iter().flatten() {
+        for peer in rule["to"].as_array().into_iter().flatten() {
+            let Some(cidr) = peer["ipBlock"]["cidr"].as_str() else {
+                continue;
+            };
+            let mut block = IpSet::of(ipset::Cidr::parse(cidr).unwrap());
+            for cut in peer["ipBlock"]["except"].as_array().into_iter().flatten() {
+                let cut = ipset::Cidr::parse(cut.as_str().unwrap()).unwrap();
+                block = block.minus(&IpSet::of(cut));
+            }
+            reached = reached.union(&block);
+        }
+    }
+    reached
+}
+
+/// Each address the default rules block, in IPv4 and in every IPv6 form that carries it
+/// (`cidr::EMBEDDINGS`, and NAT64's local-use prefix), in every egress mode: the default
+/// policy's NetworkPolicy excepts each of them, and the boundary refuses a peer that reaches
+/// any (the internet's `::/0` without the excepts of the forms among them; in the cluster mode,
+/// where the default's peers are the cluster's ranges and `allowCIDRs` (refused before the
+/// policy runs when they reach a protected form), a cluster range that holds the metadata
+/// service's forms).
+#[test]
+fn every_form_of_a_blocked_address_is_excepted_and_refused_in_every_mode() {
+    use cubepod_policy_sdk::cidr::{Cidr as SdkCidr, EMBEDDINGS, NAT64_LOCAL as SDK_NAT64_LOCAL};
+    // (mode, address, why it is blocked)
+    let table = [
+        (EgressMode::Internet, "169.254.169.254/32", "metadata"),
+        (
+            EgressMode::Internet,
+            "10.96.0.1/32",
+            "cluster (the API server)",
+        ),
+        (EgressMode::Internet, "10.244.3.4/32", "cluster (a pod)"),
+        (EgressMode::Internet, "192.168.1.1/32", "RFC 1918"),
+        (
+            EgressMode::Internet,
+            "100.64.0.1/32",
+            "shared address space",
+        ),
+        (EgressMode::Internet, "203.0.113.7/32", "denyCIDRs"),
+    ];
+    for (mode, address, why) in table {
+        let input = with(|i| {
+            i.sandbox.spec.network.egress = mode;
+            i.sandbox.spec.network.deny_cidrs = vec!["203.0.113.0/24".into()];
+        });
+        let default = written(&input, Resource::NetworkPolicy);
+        assert_eq!(policy_check(&input, &default), Ok(()), "{default}");
+        let reached = reached_by(&default);
+        let forms = SdkCidr::parse(address).unwrap().v4_forms().unwrap();
+        let mut all: Vec<String> = forms.iter().map(ToString::to_string).collect();
+        all.push(SDK_NAT64_LOCAL.to_string());
+        for (i, form) in all.iter().enumerate() {
+            let kind = EMBEDDINGS.get(i).map_or("NAT64 local-use", |e| e.name);
+            let set = IpSet::of(ipset::Cidr::parse(form).unwrap());
+            assert!(
+                !set.intersects(&reached),
+                "{mode:?}: the default reaches {address} ({why}) as {form} ({kind}): {default}"
+            );
+            let manifest = with_peer(&input, form);
+            refused(
+                policy_check(&input, &manifest),
+                Rule::Network,
+                "spec.egress[0].to[2].ipBlock",
+            );
+        }
+    }
+    // `::/0` excepting the IPv6 ranges alone (what the default wrote before the forms) reaches
+    // the forms: refused.
+    let input = with(|_| {});
+    let mut open = written(&input, Resource::NetworkPolicy);
+    open["spec"]["egress"][0]["to"][1]["ipBlock"] =
+        json!({"cidr": "::/0", "except": ["fc00::/7", "fe80::/10"]});
+    refused(
+        policy_check(&input, &open),
+        Rule::Network,
+        "spec.egress[0].to[1].ipBlock",
+    );
+    // A cluster range holding the metadata service's 6to4 form: refused, not excepted (an
+    // operator who means it lists it: --allowed-egress-cidrs).
+    let input = with(|i| {
+        i.sandbox.spec.network.egress = EgressMode::Cluster;
+        i.cluster_network
+            .cluster_cidrs
+            .push("2002:a9fe::/32".into());
+    });
+    let default = written(&input, Resource::NetworkPolicy);
+    let refusal = policy_check(&input, &default).expect_err("a 6to4 form of the metadata");
+    assert!(refusal.reason.contains("2002:a9fe:"), "{refusal}");
 }

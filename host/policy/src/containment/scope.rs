@@ -56,6 +56,9 @@ pub enum ChildHeld {
     Own,
     /// A managed child of another Sandbox.
     Other,
+    /// Labelled as the call's Sandbox's, but without its controller reference (its uid): not
+    /// its child, whoever made it. Never deleted, patched or adopted for it.
+    Stranger,
     /// Nothing: the object does not exist, or cubepod-controller does not manage it.
     NotHeld,
 }
@@ -184,7 +187,7 @@ impl SandboxScope {
         let what = describe(resource, namespace, name);
         match held {
             Some(ChildHeld::Own) => Ok(true),
-            Some(ChildHeld::NotHeld) => Ok(false),
+            Some(ChildHeld::NotHeld | ChildHeld::Stranger) => Ok(false),
             Some(ChildHeld::Other) => Err(Refusal::new(
                 Rule::Scope,
                 what,

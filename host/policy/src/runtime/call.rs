@@ -264,6 +264,7 @@ async fn call<R>(
                 host_calls: state.host_calls,
                 calls: state.calls,
                 deferred: state.deferred,
+                name_conflicts: state.name_conflicts,
             })
         }
         Err(error) => Err(failure(engine.config(), export, store.data(), error)),

@@ -39,11 +39,26 @@ pub struct HostCallRecord {
 /// the moment it comes, before the call goes on: the watch's echo of it, on its way over the
 /// same connection, is then known as one (see the controller's `controller/cache/echo.rs`).
 pub trait ChildLookup: Send + Sync {
-    /// Own, another sandbox's, or not held. Telling "another's" from "not held" may scan
+    /// Own (labelled for `sandbox`, with its controller reference to `uid`), a stranger's of
+    /// its name, another sandbox's, or not held. Telling "another's" from "not held" may scan
     /// every sandbox's children: for deletes and takeovers, never for a call's every write.
-    fn child(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> ChildHeld;
-    /// Whether it is `sandbox`'s own child: one lookup.
-    fn holds(&self, resource: Resource, namespace: &str, name: &str, sandbox: &str) -> bool;
+    fn child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> ChildHeld;
+    /// Whether it is `sandbox`'s own child, its controller reference to `uid`: one lookup.
+    fn holds(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> bool;
     /// The PVCs `sandbox` (of `uid`) owns: held under it, managed, with its controller
     /// reference, and not being deleted. What a fork of it may clone.
     fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String>;
@@ -166,6 +181,10 @@ pub struct GuestCall<T> {
     pub calls: Vec<KubeCall>,
     /// Writes not sent because their Sandbox was past its write rate.
     pub deferred: Option<Deferral>,
+    /// Objects that bear a name of the Sandbox's children but are not its own (no controller
+    /// reference to its uid), in words: each was left alone, and the guest told so
+    /// ([`NAME_CONFLICT`](crate::containment::NAME_CONFLICT)).
+    pub name_conflicts: Vec<String>,
 }
 
 impl<T> GuestCall<T> {
@@ -177,6 +196,7 @@ impl<T> GuestCall<T> {
             host_calls: self.host_calls,
             calls: self.calls,
             deferred: self.deferred,
+            name_conflicts: self.name_conflicts,
         }
     }
 }

@@ -56,8 +56,26 @@ struct Children {
     network_policy: Option<ObservedObject>,
     service: Option<ObservedObject>,
     /// The resourceVersion last applied per child (`pods/a`), so that a create's response
-    /// applied after the watch already showed a newer state (a Pod turned Ready) cannot undo it.
-    versions: SmallMap<String>,
+    /// applied after the watch already showed a newer state (a Pod turned Ready) cannot undo it,
+    /// with the uid its controller reference names.
+    versions: SmallMap<ChildVersion>,
+}
+
+/// What the cache keeps of each child besides what its Sandbox observes of it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct ChildVersion {
+    pub(super) version: String,
+    /// The uid of its Sandbox's controller reference ([`children::controller_uid`]): a child
+    /// is its Sandbox's only when this is the Sandbox's uid. A label anyone who may create the
+    /// object can write; an object of the same name that is not the Sandbox's is never
+    /// reported to it, adopted, patched or deleted for it.
+    pub(super) owner: Option<Box<str>>,
+}
+
+impl ChildVersion {
+    fn owned_by(&self, uid: &str) -> bool {
+        self.owner.as_deref() == Some(uid)
+    }
 }
 
 impl Children {
@@ -169,7 +187,7 @@ impl Inner {
                 .get(owner?)?
                 .versions
                 .get_joined(&version_key_parts(resource, &key.name))
-                .map(String::as_str),
+                .map(|held| held.version.as_str()),
         }
     }
 
@@ -181,6 +199,7 @@ impl Inner {
             uid: &s.sandbox.uid,
             label: Some(label),
             controller_uid: s.controller_uid.as_deref(),
+            created_at: s.created_at,
         };
         let pool = ObjectRef::new(&s.sandbox.namespace, label);
         self.membership
@@ -247,16 +266,42 @@ impl Cache {
         self.read().pool_keys().cloned().collect()
     }
 
-    /// The children of this Sandbox, as its reconcile is handed them.
+    /// The children of this Sandbox, as its reconcile is handed them: those labelled for it
+    /// whose controller reference names its uid (any uid, but none, while the Sandbox is not
+    /// cached). An object of a child's name that is not its own is not its child: never its
+    /// Pod's IP, its volume or its Secret.
     pub fn observed(&self, sandbox: &ObjectRef) -> ObservedChildren {
         let inner = self.read();
         let Some(entry) = inner.children.get(sandbox) else {
             return children::empty();
         };
+        let uid = inner.sandboxes.get(sandbox).map(|s| s.sandbox.uid.as_str());
+        let ours = |resource: Resource, name: &str| {
+            entry
+                .versions
+                .get_joined(&version_key_parts(resource, name))
+                .is_some_and(|held| match uid {
+                    Some(uid) => held.owned_by(uid),
+                    None => held.owner.is_some(),
+                })
+        };
+        let secret = entry.secret
+            && entry.versions.iter().any(|(key, held)| {
+                key.strip_prefix(Resource::Secret.plural())
+                    .is_some_and(|rest| rest.starts_with('/'))
+                    && match uid {
+                        Some(uid) => held.owned_by(uid),
+                        None => held.owner.is_some(),
+                    }
+            });
+        let object = |resource: Resource, held: &Option<ObservedObject>| {
+            held.clone().filter(|o| ours(resource, &o.name))
+        };
         ObservedChildren {
             pvcs: entry
                 .pvcs
                 .iter()
+                .filter(|(name, _)| ours(Resource::PersistentVolumeClaim, name))
                 .map(
                     |(name, held)| cubepod_policy_host::runtime::bindings::ObservedPvc {
                         name: name.to_string(),
@@ -264,10 +309,13 @@ impl Cache {
                     },
                 )
                 .collect(),
-            pod: entry.pod.clone(),
-            secret: entry.secret,
-            network_policy: entry.network_policy.clone(),
-            service: entry.service.clone(),
+            pod: entry
+                .pod
+                .clone()
+                .filter(|pod| ours(Resource::Pod, &pod.name)),
+            secret,
+            network_policy: object(Resource::NetworkPolicy, &entry.network_policy),
+            service: object(Resource::Service, &entry.service),
         }
     }
 
@@ -414,20 +462,22 @@ impl Cache {
         counts
     }
 
-    /// Whether `sandbox`'s entry holds this child: one table lookup, the common case of a
-    /// policy deleting its own child.
+    /// Whether `sandbox`'s entry holds this child with its controller reference to `uid`: one
+    /// table lookup, the common case of a policy deleting its own child.
     pub(crate) fn holds_child(
         &self,
         resource: Resource,
         namespace: &str,
         name: &str,
         sandbox: &str,
+        uid: &str,
     ) -> bool {
         let child = version_key_parts(resource, name);
         self.read()
             .children
             .get(&ObjectRef::new(namespace, sandbox))
-            .is_some_and(|entry| entry.versions.get_joined(&child).is_some())
+            .and_then(|entry| entry.versions.get_joined(&child))
+            .is_some_and(|held| !uid.is_empty() && held.owned_by(uid))
     }
 
     /// The PVCs held under `sandbox` that it owns by the controller's record (managed, with
@@ -515,11 +565,20 @@ mod tests {
     use crate::controller::queue::WorkKey;
     use cubepod_kube::WatchEventType;
 
+    /// The metadata of `name`, sandbox `a`'s child as the controller writes it: labelled,
+    /// with the controller reference to its uid.
+    pub(super) fn child_meta(name: &str, version: &str) -> Value {
+        json!({"name": name, "namespace": "ns", "resourceVersion": version,
+               "labels": {"cubepod.io/sandbox": "a",
+                          "app.kubernetes.io/managed-by": "cubepod-controller"},
+               "ownerReferences": [{"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                                    "name": "a", "uid": "uid-a", "controller": true}]})
+    }
+
     /// The Pod `a` of sandbox `a` at `version`.
     pub(super) fn pod(version: &str, ready: bool) -> Value {
         json!({
-            "metadata": {"name": "a", "namespace": "ns", "resourceVersion": version,
-                         "labels": {"cubepod.io/sandbox": "a"}},
+            "metadata": child_meta("a", version),
             "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
         })
     }
@@ -566,13 +625,63 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_observes_only_the_children_of_its_controller_reference() {
+        let cache = Cache::default();
+        let owner = ObjectRef::new("ns", "a");
+        let sandbox = json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "uid-a", "resourceVersion": "1"},
+            "spec": {"image": "i"}});
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &sandbox);
+        // Its own Pod is observed, with its IP.
+        let mut own = pod("2", true);
+        own["status"]["podIP"] = json!("10.0.0.7");
+        cache.apply(Resource::Pod, WatchEventType::Added, &own);
+        assert_eq!(
+            cache.observed(&owner).pod.and_then(|p| p.ip).as_deref(),
+            Some("10.0.0.7")
+        );
+        // The same name labelled as its, without the reference or with another uid: not its
+        // Pod, nor its IP; and a Secret or PVC of that kind is not its either.
+        let edits: [fn(&mut Value); 2] = [
+            |m| drop(m.as_object_mut().map(|m| m.remove("ownerReferences"))),
+            |m| m["ownerReferences"][0]["uid"] = json!("uid-other"),
+        ];
+        for (i, edit) in edits.into_iter().enumerate() {
+            let v = |n: usize| (10 * (i + 1) + n).to_string();
+            let mut planted = pod(&v(3), true);
+            planted["status"]["podIP"] = json!("10.9.9.9");
+            edit(&mut planted["metadata"]);
+            cache.apply(Resource::Pod, WatchEventType::Modified, &planted);
+            assert!(cache.observed(&owner).pod.is_none());
+            let mut secret = json!({"metadata": child_meta("a-credentials", &v(4))});
+            edit(&mut secret["metadata"]);
+            cache.apply(Resource::Secret, WatchEventType::Added, &secret);
+            assert!(!cache.observed(&owner).secret);
+            let mut pvc = json!({"metadata": child_meta("a-workspace", &v(5))});
+            edit(&mut pvc["metadata"]);
+            cache.apply(Resource::PersistentVolumeClaim, WatchEventType::Added, &pvc);
+            assert!(cache.observed(&owner).pvcs.is_empty());
+            for r in [
+                Resource::Pod,
+                Resource::Secret,
+                Resource::PersistentVolumeClaim,
+            ] {
+                let name = match r {
+                    Resource::Pod => "a",
+                    Resource::Secret => "a-credentials",
+                    _ => "a-workspace",
+                };
+                let gone = json!({"metadata": child_meta(name, &v(9))});
+                cache.apply(r, WatchEventType::Deleted, &gone);
+            }
+        }
+    }
+
+    #[test]
     fn a_relist_in_pages_drops_only_what_no_page_showed() {
         let cache = Cache::default();
         let owner = ObjectRef::new("ns", "a");
-        let pvc = |name: &str| {
-            json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": "3",
-                                "labels": {"cubepod.io/sandbox": "a"}}})
-        };
+        let pvc = |name: &str| json!({"metadata": child_meta(name, "3")});
         cache.apply(
             Resource::PersistentVolumeClaim,
             WatchEventType::Added,
@@ -651,8 +760,23 @@ mod tests {
         assert!(cache.owned_pvcs("ns", "src", "uid-other").is_empty());
         assert!(cache.owned_pvcs("other", "src", "uid-src").is_empty());
         assert!(cache.owned_pvcs("ns", "src", "").is_empty());
-        // The policy still observes every PVC labelled as the sandbox's.
-        assert_eq!(cache.observed(&ObjectRef::new("ns", "src")).pvcs.len(), 7);
+        // The policy observes only the PVCs of its controller reference, not being deleted or
+        // being: the relabelled, the misnamed, the unmanaged ones are not its.
+        let sandbox = json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": "src", "namespace": "ns", "uid": "uid-src",
+                         "resourceVersion": "1"},
+            "spec": {"image": "i"}});
+        cache.apply(Resource::Sandbox, WatchEventType::Added, &sandbox);
+        let observed: Vec<String> = cache
+            .observed(&ObjectRef::new("ns", "src"))
+            .pvcs
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(
+            observed,
+            ["src-rootfs-g0", "src-rootfs-g1", "src-workspace"]
+        );
         cache.apply(
             Resource::PersistentVolumeClaim,
             WatchEventType::Deleted,

@@ -28,7 +28,8 @@ use foldhash::{HashSet, HashSetExt};
 use serde_json::Value;
 
 use super::{
-    Cache, HeldPvc, Inner, PoolObject, child_owner, is_older, standing, version_key_parts,
+    Cache, ChildVersion, HeldPvc, Inner, PoolObject, child_owner, is_older, standing,
+    version_key_parts,
 };
 use crate::controller::queue::WorkKey;
 use cubepod_kube::{Resource, WatchEventType};
@@ -505,11 +506,12 @@ impl Inner {
         let Some(owner) = child_owner(meta) else {
             return Vec::new();
         };
+        let controller = children::controller_uid(object).map(Box::<str>::from);
         let entry = self.children.entry(owner.clone()).or_default();
         let child = version_key_parts(resource, meta.name);
         if !deleted
             && entry.versions.get_joined(&child).is_some_and(|seen| {
-                is_older(meta.resource_version, seen)
+                is_older(meta.resource_version, &seen.version)
                     // A child without a version (the manifest of a create that met
                     // AlreadyExists) only says that it exists: it must not replace what the
                     // watch showed of it (a Pod turned Ready).
@@ -521,9 +523,11 @@ impl Inner {
         if deleted {
             entry.versions.remove_joined(&child);
         } else {
-            entry
-                .versions
-                .insert_joined(&child, meta.resource_version.to_string());
+            let held = ChildVersion {
+                version: meta.resource_version.to_string(),
+                owner: controller,
+            };
+            entry.versions.insert_joined(&child, held);
         }
         match resource {
             Resource::Pod if deleted => entry.pod = None,

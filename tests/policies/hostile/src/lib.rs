@@ -49,6 +49,12 @@
 //!   same call (`network`, at the Pod: the NetworkPolicy is gone at that moment);
 //! - `egress-metadata`: its NetworkPolicy also allowing the metadata address in its NAT64 form,
 //!   `64:ff9b::a9fe:a9fe/128`, within `::/0` but carrying 169.254.169.254 (`network`);
+//! - `egress-translated`: its NetworkPolicy's `::/0` peer excepting the IPv6 ranges alone
+//!   (`fc00::/7`, `fe80::/10`), which reaches the NAT64, 6to4 and IPv4-compatible forms of the
+//!   metadata address, the API server and the cluster's ranges (`network`);
+//! - `delete-strangers`: deletes the Secret and workspace PVC of its own child names, which
+//!   objects not its own hold (labelled as its, with no controller reference to it): the host
+//!   sends neither delete and tells the Sandbox (`NameConflict`);
 //! - `cleanup-policy-first` (cleanup-sandbox): deletes its NetworkPolicy before its Pod is
 //!   gone (`network`);
 //! - `pool-writes` (a pool's name) and `reap-writes` (a candidate's): kube-client calls from
@@ -201,6 +207,8 @@ pub enum Case {
     DeleteNetworkPolicy,
     PolicySwapInCall,
     EgressMetadata,
+    EgressTranslated,
+    DeleteStrangers,
     CleanupPolicyFirst,
     Churn,
     EventChurn,
@@ -259,6 +267,8 @@ impl Case {
         ("delete-network-policy", Case::DeleteNetworkPolicy),
         ("policy-swap-in-call", Case::PolicySwapInCall),
         ("egress-metadata", Case::EgressMetadata),
+        ("egress-translated", Case::EgressTranslated),
+        ("delete-strangers", Case::DeleteStrangers),
         ("cleanup-policy-first", Case::CleanupPolicyFirst),
         ("churn", Case::Churn),
         ("event-churn", Case::EventChurn),
@@ -488,6 +498,20 @@ pub fn reconcile(
             }
             client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())
         }
+        Case::EgressTranslated => {
+            let mut policy = m.network_policy(input);
+            if let Some(peers) = policy["spec"]["egress"][0]["to"].as_array_mut() {
+                for peer in peers.iter_mut() {
+                    if peer["ipBlock"]["cidr"] == "::/0" {
+                        peer["ipBlock"]["except"] = json!(["fc00::/7", "fe80::/10"]);
+                    }
+                }
+            }
+            client.apply_network_policy(ns, &names::network_policy(own), &policy.to_string())
+        }
+        Case::DeleteStrangers => client
+            .delete_secret(ns, &names::secret(own))
+            .and_then(|()| client.delete_pvc(ns, &names::workspace_pvc(own))),
         Case::DeleteUnmanaged => client.delete_secret(ns, UNMANAGED_SECRET),
         Case::Flood => {
             let secret = m.secret().to_string();

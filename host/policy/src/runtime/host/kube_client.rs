@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use super::HostState;
 use crate::containment::rates::{Deferral, Take};
-use crate::containment::{CallFacts, KEPT_PREFIX, Refusal, Rule, clip, describe};
+use crate::containment::{
+    CallFacts, ChildHeld, KEPT_PREFIX, NAME_CONFLICT, Refusal, Rule, clip, describe,
+};
 use crate::runtime::bindings::{self, KubeError, RetryAfter};
 use crate::runtime::budget::MANIFEST_PARSE_CHARGE;
 use crate::runtime::context::{Effect, HostCallRecord, KubeCall};
@@ -101,8 +103,10 @@ impl HostState {
         ))
     }
 
-    /// An `ensure-*`: create the object, AlreadyExists being success. On success the last
-    /// effect is the object as the API returned it, or the manifest when it existed.
+    /// An `ensure-*`: create the object, AlreadyExists being success when what exists is
+    /// this Sandbox's own (its controller reference to the Sandbox's uid, as the API answers
+    /// it now); anything else of that name is a name conflict, never adopted. On success the
+    /// last effect is the object as the API returned it.
     async fn ensure(
         &mut self,
         resource: Resource,
@@ -113,7 +117,7 @@ impl HostState {
         self.admit(resource, "create", namespace, name, Some(manifest))?;
         self.within_rate(resource, namespace, name, manifest.len())?;
         // The text the boundary read is the text sent (one copy; the call record keeps the
-        // guest's own): it is parsed into a value only when it existed already.
+        // guest's own).
         let text = manifest.to_string();
         match self
             .request(resource, "create", namespace, name, |cluster| {
@@ -127,19 +131,86 @@ impl HostState {
             }
             Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
                 tracing::debug!(%resource, namespace, name, "already exists");
-                // Recorded as the manifest: the cache learns that the object exists; the watch
-                // brings its real state. The boundary admitted it a moment ago, and its verdict
-                // depends on nothing else.
-                let object = serde_json::from_str(manifest).map_err(|e| {
-                    KubeError::Refused(format!(
-                        "{}: the manifest is not JSON: {e}",
-                        describe(resource, namespace, name)
-                    ))
-                })?;
-                self.applied(resource, namespace, name, object);
+                let existing = self.read_existing(resource, namespace, name).await?;
+                if !self.is_own(&existing) {
+                    return Err(self.name_conflict(resource, namespace, name, &existing));
+                }
+                self.applied(resource, namespace, name, existing);
                 Ok(Ensured::Existed)
             }
             Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    /// The object a create found existing, as the API has it now. Gone meanwhile, the guest
+    /// is told to try again at once.
+    async fn read_existing(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        match self
+            .request(resource, "get", namespace, name, |cluster| {
+                cluster.get(resource, namespace, name)
+            })
+            .await?
+        {
+            Ok(object) => Ok(object),
+            Err(e) if e.is(ApiErrorKind::NotFound) => Err(KubeError::Retryable(RetryAfter {
+                delay_ms: 1,
+                message: format!(
+                    "{}: deleted between its create and its read; create it again",
+                    describe(resource, namespace, name)
+                ),
+            })),
+            Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    /// Whether `object` is the call's Sandbox's own child: labelled for it, with its
+    /// controller reference to the Sandbox's uid. A label anyone who may create the object
+    /// can write; the uid is the API server's.
+    fn is_own(&self, object: &Value) -> bool {
+        let Some(scope) = &self.scope else {
+            return false;
+        };
+        let labelled = crate::model::meta::MetaView::of(object)
+            .label(crate::model::names::SANDBOX_LABEL)
+            == Some(scope.name.as_str());
+        labelled
+            && !scope.uid.is_empty()
+            && crate::model::children::controller_uid(object) == Some(scope.uid.as_str())
+    }
+
+    /// An object of a child's name that is not the Sandbox's: left alone, remembered for the
+    /// Sandbox's Warning Event and condition, and the guest's `conflict` error.
+    fn name_conflict(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> KubeError {
+        let sandbox = self.scope.as_ref().map(|s| s.name.as_str()).unwrap_or("");
+        let whose = match crate::model::children::controller_uid(object) {
+            Some(_) => "its controller reference is to another object".to_string(),
+            None => "it has no controller reference to the Sandbox".to_string(),
+        };
+        let message = format!(
+            "{} exists and is not Sandbox {sandbox:?}'s ({whose}): the controller does not \
+             adopt, mount, report or delete it; rename or remove it, or give the Sandbox \
+             another name",
+            describe(resource, namespace, name)
+        );
+        self.note_name_conflict(resource, &message);
+        KubeError::Conflict(format!("{NAME_CONFLICT}: {message}"))
+    }
+
+    fn note_name_conflict(&mut self, resource: Resource, message: &str) {
+        tracing::warn!(%resource, "{NAME_CONFLICT}: {message}");
+        if !self.name_conflicts.iter().any(|m| m == message) {
+            self.name_conflicts.push(message.to_string());
         }
     }
 
@@ -152,6 +223,20 @@ impl HostState {
         name: &str,
     ) -> Result<(), KubeError> {
         self.admit(resource, "delete", namespace, name, None)?;
+        if self.held_by_stranger(resource, namespace, name) {
+            let sandbox = self
+                .scope
+                .as_ref()
+                .map(|s| s.name.clone())
+                .unwrap_or_default();
+            let message = format!(
+                "{} is labelled as Sandbox {sandbox:?}'s but has no controller reference to it: \
+                 the controller does not delete it",
+                describe(resource, namespace, name)
+            );
+            self.note_name_conflict(resource, &message);
+            return Ok(());
+        }
         if !self.deletable(resource, namespace, name)? {
             tracing::debug!(%resource, namespace, name, "not in the cache: nothing to delete");
             return Ok(());
@@ -204,6 +289,19 @@ impl HostState {
         }
     }
 
+    /// Whether the cache holds an object of this name labelled as the call's Sandbox's
+    /// without its controller reference: a stranger's, never deleted or patched for it.
+    fn held_by_stranger(&self, resource: Resource, namespace: &str, name: &str) -> bool {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return false;
+        };
+        !self.written(resource, namespace, name)
+            && ctx.children.as_ref().is_some_and(|cache| {
+                cache.child(resource, namespace, name, &scope.name, &scope.uid)
+                    == ChildHeld::Stranger
+            })
+    }
+
     /// Whether an admitted delete is sent: `Ok(false)` for what the cache does not hold.
     fn deletable(
         &self,
@@ -220,7 +318,7 @@ impl HostState {
         let held = ctx
             .children
             .as_ref()
-            .map(|cache| cache.child(resource, namespace, name, &scope.name));
+            .map(|cache| cache.child(resource, namespace, name, &scope.name, &scope.uid));
         scope
             .check_held(resource, namespace, name, held)
             .map_err(|refusal| self.refuse("delete", resource, refusal))
@@ -282,7 +380,7 @@ impl CallFacts for HostState {
             return false;
         };
         match &ctx.children {
-            Some(cache) => cache.holds(resource, namespace, name, &scope.name),
+            Some(cache) => cache.holds(resource, namespace, name, &scope.name, &scope.uid),
             None => scope
                 .observed
                 .iter()
@@ -458,13 +556,13 @@ impl HostState {
             // Patched in place only when it is this sandbox's own child: an object of the same
             // name that a user made (a Service `<s>` of theirs) is never taken over.
             Err(e) if e.is(ApiErrorKind::AlreadyExists) => {
-                if !self.held_as_own(resource, namespace, name)? {
-                    let sandbox = self.scope.as_ref().map(|s| s.name.as_str()).unwrap_or("");
-                    return Err(KubeError::Conflict(format!(
-                        "{} exists and the controller does not hold it as Sandbox {sandbox:?}'s \
-                         child: it is not taken over",
-                        describe(resource, namespace, name)
-                    )));
+                let own = !self.held_by_stranger(resource, namespace, name)
+                    && self.held_as_own(resource, namespace, name)?;
+                if !own {
+                    let existing = self.read_existing(resource, namespace, name).await?;
+                    if !self.is_own(&existing) {
+                        return Err(self.name_conflict(resource, namespace, name, &existing));
+                    }
                 }
             }
             Err(e) => return Err(kube_error(e)),
@@ -513,42 +611,16 @@ impl HostState {
         self.delete(Resource::NetworkPolicy, namespace, name).await
     }
 
-    /// The Pod's IP after an ensure: from the created object, or read back when it existed.
-    async fn pod_ip(&mut self, namespace: &str, name: &str, ensured: Ensured) -> Option<String> {
-        let ip = |object: &Value| {
-            object
+    /// The Pod's IP after an ensure: from the object the API answered to the create, or read
+    /// back when it existed (and is this Sandbox's own).
+    fn pod_ip(&self) -> Option<String> {
+        match self.effects.last() {
+            Some(Effect::Applied { object, .. }) => object
                 .pointer("/status/podIP")
                 .and_then(Value::as_str)
                 .filter(|ip| !ip.is_empty())
-                .map(str::to_string)
-        };
-        if ensured == Ensured::Created {
-            return match self.effects.last() {
-                Some(Effect::Applied { object, .. }) => ip(object),
-                _ => None,
-            };
-        }
-        match self
-            .request(Resource::Pod, "get", namespace, name, |cluster| {
-                cluster.get(Resource::Pod, namespace, name)
-            })
-            .await
-        {
-            Ok(Ok(object)) => {
-                let found = ip(&object);
-                // The real object is a better cache entry than the manifest.
-                self.tell_cache(Resource::Pod, &object);
-                if let Some(Effect::Applied { object: last, .. }) = self.effects.last_mut() {
-                    *last = object;
-                }
-                found
-            }
-            // The Pod exists (AlreadyExists said so); its IP is only unknown for now.
-            Ok(Err(e)) => {
-                tracing::debug!(namespace, name, error = %e, "cannot read back an existing Pod");
-                None
-            }
-            Err(_) => None,
+                .map(str::to_string),
+            _ => None,
         }
     }
 }
@@ -659,7 +731,7 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
             .ensure(Resource::Pod, &namespace, &name, &manifest)
             .await
         {
-            Ok(ensured) => Ok(self.pod_ip(&namespace, &name, ensured).await),
+            Ok(_) => Ok(self.pod_ip()),
             Err(e) => Err(e),
         };
         Ok(self.log("ensure-pod", namespace, name, Some(manifest), result))

@@ -81,6 +81,9 @@ pub(crate) struct HostState {
     pub(crate) calls: Vec<KubeCall>,
     /// Writes past their Sandbox's rate, not sent (`--max-write-bytes-per-minute`).
     pub(crate) deferred: Option<Deferral>,
+    /// Objects of a child's name that are not the call's Sandbox's (no controller reference to
+    /// its uid), in words: never adopted, patched or deleted; told on the Sandbox.
+    pub(crate) name_conflicts: Vec<String>,
     started: Instant,
     in_host_calls: Duration,
     /// Time the call spent yielded to the runtime's other tasks at epoch ticks, in nanoseconds:
@@ -109,6 +112,7 @@ impl HostState {
             host_calls: 0,
             calls: Vec::new(),
             deferred: None,
+            name_conflicts: Vec::new(),
             started: Instant::now(),
             in_host_calls: Duration::ZERO,
             yielded: Arc::new(AtomicU64::new(0)),
