@@ -139,6 +139,9 @@ fn seen(cluster: &MemoryCluster) -> Seen {
                 // Written by the in-memory kubelet, by the wall clock.
                 wall_clock(&mut object["status"]);
             }
+            if resource == Resource::Pod {
+                container_ids(&mut object["status"]);
+            }
             if resource == Resource::Event
                 && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
             {
@@ -168,6 +171,19 @@ fn seen(cluster: &MemoryCluster) -> Seen {
         })
         .collect();
     Seen { objects, writes }
+}
+
+/// A Pod's `containerID`s, which the in-memory kubelet makes from the Pod's uid (random).
+fn container_ids(status: &mut Value) {
+    for list in ["containerStatuses", "initContainerStatuses"] {
+        if let Some(containers) = status.get_mut(list).and_then(Value::as_array_mut) {
+            for container in containers {
+                if let Some(id) = container.get_mut("containerID") {
+                    *id = Value::from("containerd://<from the pod's uid>");
+                }
+            }
+        }
+    }
 }
 
 /// Every time in a child's status, which the in-memory kubelet writes by the wall clock.

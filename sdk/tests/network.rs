@@ -84,7 +84,18 @@ fn internet_egress_blocks_private_metadata_and_cluster_ranges_and_allows_dns() {
                             "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
                             "100.64.0.0/10", "203.0.113.0/24"
                         ]}},
-                        {"ipBlock": {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10"]}},
+                        // Each blocked IPv4 range also in its NAT64 and 6to4 forms; `::/64`
+                        // holds its mapped and compatible forms; NAT64's local-use prefix whole.
+                        {"ipBlock": {"cidr": "::/0", "except": [
+                            "64:ff9b::a00:0/104", "2002:a00::/24",
+                            "64:ff9b::ac10:0/108", "2002:ac10::/28",
+                            "64:ff9b::c0a8:0/112", "2002:c0a8::/32",
+                            "64:ff9b::a9fe:0/112", "2002:a9fe::/32",
+                            "64:ff9b::6440:0/106", "2002:6440::/26",
+                            "fc00::/7", "fe80::/10", "::/64",
+                            "64:ff9b::cb00:7100/120", "2002:cb00:7100::/40",
+                            "64:ff9b:1::/48"
+                        ]}},
                         {"ipBlock": {"cidr": "10.0.5.0/24", "except": ["10.0.5.128/25"]}},
                     ]},
                     DNS_RULE(),

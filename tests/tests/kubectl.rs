@@ -453,18 +453,6 @@ fn get_watch_shows_changes_as_rows() {
     assert_eq!(headers, 1, "{}", seen.join("\n"));
 }
 
-/// kubectl checks a manifest against the server's OpenAPI before it writes it. Until the
-/// embedded cluster serves the core kinds' OpenAPI (its `/openapi/v3` naming `api/v1`), a write
-/// of a ConfigMap passes `--validate=false`; once it does, the commands run as written.
-fn validation(cluster: &Embedded) -> &'static str {
-    let index = cluster.ok(&["get", "--raw", "/openapi/v3"]);
-    if index.contains("\"api/v1\"") {
-        ""
-    } else {
-        " --validate=false"
-    }
-}
-
 /// The controller's namespace, where a policy module's ConfigMap goes.
 const SYSTEM_NS: &str = "cubepod-system";
 
@@ -543,10 +531,10 @@ fn stderr_of(output: &std::process::Output) -> String {
 #[test]
 fn a_module_configmap_is_applied_server_side_with_field_managers_and_conflicts() {
     let cluster = Embedded::start(&[]);
-    let server_side = format!("kubectl apply --server-side{} -f -", validation(&cluster));
+    let server_side = "kubectl apply --server-side -f -";
     let first = module(250 * 1024, 1);
     cluster.write_bytes("v1.wasm", &first);
-    let applied = cluster.sh(&configmap_into("policy", "v1.wasm", &server_side));
+    let applied = cluster.sh(&configmap_into("policy", "v1.wasm", server_side));
     assert!(applied.status.success(), "{}", stderr_of(&applied));
     assert_eq!(
         String::from_utf8_lossy(&applied.stdout).trim(),
@@ -565,7 +553,7 @@ fn a_module_configmap_is_applied_server_side_with_field_managers_and_conflicts()
     // The same manager applies a new version: replaced.
     let second = module(250 * 1024, 2);
     cluster.write_bytes("v2.wasm", &second);
-    let again = cluster.sh(&configmap_into("policy", "v2.wasm", &server_side));
+    let again = cluster.sh(&configmap_into("policy", "v2.wasm", server_side));
     assert!(again.status.success(), "{}", stderr_of(&again));
     assert_eq!(stored_module(&cluster, "policy"), second);
 
@@ -613,9 +601,8 @@ fn a_module_configmap_is_applied_server_side_with_field_managers_and_conflicts()
 #[test]
 fn a_module_configmap_is_applied_client_side_replaced_and_held_to_the_size_limits() {
     let cluster = Embedded::start(&[]);
-    let flag = validation(&cluster);
-    let apply = &format!("kubectl apply{flag} -f -");
-    let server_side = &format!("kubectl apply --server-side{flag} -f -");
+    let apply = "kubectl apply -f -";
+    let server_side = "kubectl apply --server-side -f -";
     let small = module(20 * 1024, 1);
     cluster.write_bytes("small.wasm", &small);
     let created = cluster.sh(&configmap_into("small", "small.wasm", apply));
@@ -650,8 +637,8 @@ fn a_module_configmap_is_applied_client_side_replaced_and_held_to_the_size_limit
     // Replaced: a PUT of the whole object.
     let replacement = module(20 * 1024, 4);
     cluster.write_bytes("small.wasm", &replacement);
-    let replace = format!("kubectl replace{flag} -f -");
-    let replaced = cluster.sh(&configmap_into("small", "small.wasm", &replace));
+    let replace = "kubectl replace -f -";
+    let replaced = cluster.sh(&configmap_into("small", "small.wasm", replace));
     assert!(replaced.status.success(), "{}", stderr_of(&replaced));
     assert_eq!(
         String::from_utf8_lossy(&replaced.stdout).trim(),
@@ -669,7 +656,7 @@ fn a_module_configmap_is_applied_client_side_replaced_and_held_to_the_size_limit
         SYSTEM_NS,
         "touched=yes",
     ]);
-    let stale_replace = format!("kubectl replace{flag} -f {}", stale.display());
+    let stale_replace = format!("kubectl replace -f {}", stale.display());
     let conflict = cluster.sh(&stale_replace);
     assert!(!conflict.status.success());
     let message = stderr_of(&conflict);
@@ -743,11 +730,9 @@ fn the_configmap_commands_of_the_policy_authoring_guide_work() {
     );
 
     let cluster = Embedded::start(&[]);
-    let flag = validation(&cluster);
     let path = "target/wasm32-wasip2/guest-release/cubepod_policy_guarded.wasm";
     let run = |block: &str| {
-        let block = block.replace("kubectl apply ", &format!("kubectl apply{flag} "));
-        let output = cluster.sh(&block);
+        let output = cluster.sh(block);
         assert!(output.status.success(), "{block}\n{}", stderr_of(&output));
     };
     // The plain one creates the ConfigMap, and the same command replaces the module later.

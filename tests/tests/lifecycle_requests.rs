@@ -68,8 +68,15 @@ fn child(kind: &str, name: &str, owner: &str, extra_labels: Value) -> Value {
     if let (Some(labels), Some(extra)) = (labels.as_object_mut(), extra_labels.as_object()) {
         labels.extend(extra.clone());
     }
+    // Every child the controller makes carries its Sandbox as controller: only such a child is
+    // the sandbox's own.
+    let owner_reference = json!({
+        "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox", "name": owner,
+        "uid": format!("uid-{owner}"), "controller": true, "blockOwnerDeletion": true,
+    });
     json!({"apiVersion": "v1", "kind": kind,
-           "metadata": {"name": name, "namespace": NS, "labels": labels},
+           "metadata": {"name": name, "namespace": NS, "labels": labels,
+                        "ownerReferences": [owner_reference]},
            "status": {"podIP": "10.244.0.9", "conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
@@ -375,6 +382,20 @@ async fn already_exists_on_create_is_success_and_the_pod_ip_is_read_back() {
         .respond_with(exists("secrets", "a-credentials"))
         .mount(&server)
         .await;
+    // Each object met is read back: it is used only as the sandbox's own (its controller
+    // reference names the sandbox's uid).
+    for (url, kind, name) in [
+        (pvcs(), "PersistentVolumeClaim", "a-workspace"),
+        (pvcs(), "PersistentVolumeClaim", "a-rootfs-g1"),
+        (secrets(), "Secret", "a-credentials"),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(format!("{url}/{name}")))
+            .respond_with(ResponseTemplate::new(200).set_body_json(child(kind, name, "a", json!({}))))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
     Mock::given(method("POST"))
         .and(path(network_policies()))
         .respond_with(exists("networkpolicies", "a-network"))
