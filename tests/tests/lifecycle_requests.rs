@@ -391,7 +391,12 @@ async fn already_exists_on_create_is_success_and_the_pod_ip_is_read_back() {
     ] {
         Mock::given(method("GET"))
             .and(path(format!("{url}/{name}")))
-            .respond_with(ResponseTemplate::new(200).set_body_json(child(kind, name, "a", json!({}))))
+            .respond_with(ResponseTemplate::new(200).set_body_json(child(
+                kind,
+                name,
+                "a",
+                json!({}),
+            )))
             .expect(1)
             .mount(&server)
             .await;

@@ -56,9 +56,9 @@ fn the_official_python_client_reads_and_writes_every_kind_typed() {
         "the Python client failed:\n{stdout}\n{stderr}"
     );
     for line in [
-        "ConfigMap: created, patched, read, listed, deleted",
+        "ConfigMap: created, patched, read, replaced, listed, deleted",
         "Event (events.k8s.io/v1): created, read as core/v1, patched, listed, watched, deleted",
-        "Pod: created, ran, read, patched, deleted",
+        "Pod: created, ran, read, patched, replaced, deleted",
         "python client: every kind read and written, typed",
     ] {
         assert!(stdout.contains(line), "{line:?} in:\n{stdout}\n{stderr}");
