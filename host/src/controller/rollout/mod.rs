@@ -1101,6 +1101,15 @@ impl RolloutController {
         }
     }
 
+    /// A stage whose shadow or canary is no longer the slot's: nothing feeds its window any
+    /// more, so it starts over (from admission) rather than being judged on it.
+    fn start_over(&self, name: &str, tracked: &mut Tracked, stage: &str) {
+        tracing::warn!(rollout = %name, "the {stage} is no longer the one running; starting it over");
+        self.abort_canary(tracked);
+        tracked.read_from = None;
+        tracked.identity = None;
+    }
+
     /// A shadow's findings kept; once its time is up (on the manager's clock, standing still
     /// while paused), the canary starts, or the candidate is promoted when there are no steps.
     async fn advance_shadow(&mut self, name: &str, tracked: &mut Tracked, spec: &Spec, now: i64) {
@@ -1113,10 +1122,7 @@ impl RolloutController {
             .shadow()
             .is_some_and(|s| Arc::ptr_eq(&s, &shadow))
         {
-            tracing::warn!(rollout = %name, "the shadow is no longer the one running; starting it over");
-            self.abort_canary(tracked);
-            tracked.read_from = None;
-            tracked.identity = None;
+            self.start_over(name, tracked, "shadow");
             return;
         }
         tracked.findings = Some(shadow.findings());
@@ -1211,10 +1217,7 @@ impl RolloutController {
             .canary()
             .is_some_and(|c| Arc::ptr_eq(&c, &canary))
         {
-            tracing::warn!(rollout = %name, "the canary is no longer the one running; starting it over");
-            self.abort_canary(tracked);
-            tracked.read_from = None;
-            tracked.identity = None;
+            self.start_over(name, tracked, "canary");
             return;
         }
         let observed = Observed::of(&canary.window());
