@@ -142,7 +142,7 @@ pub struct RunArgs {
     /// sandbox's ordinary record) count. A write or status that would go past it is deferred
     /// or cut, and the Sandbox told (`PolicyObjectsBounded`). Sized with --calls-memory-budget
     /// for the Deployment's 512Mi limit (docs/architecture.md, "Host memory across objects").
-    #[arg(long, env = "CUBEPOD_MAX_POLICY_OBJECT_BYTES", default_value = "32Mi", value_parser = volume_size)]
+    #[arg(long, env = "CUBEPOD_MAX_POLICY_OBJECT_BYTES", default_value = "16Mi", value_parser = volume_size)]
     pub(crate) max_policy_object_bytes: u128,
 
     /// What the controller may keep of one sandbox's objects and status (a Kubernetes

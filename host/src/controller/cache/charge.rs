@@ -29,7 +29,7 @@ pub(crate) const ALLOWANCE: u64 = 4 << 10;
 
 /// The default of `--max-policy-object-bytes`: see `docs/architecture.md` ("Host memory
 /// across objects") for how it fits the Deployment's 512Mi beside the calls' budget.
-pub const DEFAULT_MAX_POLICY_OBJECT_BYTES: u64 = 32 << 20;
+pub const DEFAULT_MAX_POLICY_OBJECT_BYTES: u64 = 16 << 20;
 
 /// The default of `--max-policy-object-bytes-per-sandbox`: a status at the status budget
 /// (64 KiB) and children whose records are a few hundred bytes each.
