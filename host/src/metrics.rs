@@ -134,6 +134,9 @@ impl Metrics {
         for action in ["delete", "pause"] {
             metrics.shutdowns.with_label_values(&[action]);
         }
+        for what in ["write", "status"] {
+            metrics.policy_objects_bounded.with_label_values(&[what]);
+        }
         for launch in ["warm", "cold"] {
             metrics.sandbox_startup.with_label_values(&[launch]);
         }
