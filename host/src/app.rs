@@ -449,6 +449,11 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
                 max_pool_replicas: args.max_pool_replicas,
                 status_coalesce: args.status_coalesce,
                 normal_events: args.normal_events,
+                object_bounds: crate::controller::cache::ObjectBounds {
+                    total: u64::try_from(args.max_policy_object_bytes).unwrap_or(u64::MAX),
+                    per_sandbox: u64::try_from(args.max_policy_object_bytes_per_sandbox)
+                        .unwrap_or(u64::MAX),
+                },
                 ..Settings::default()
             }),
             // The API server is among the cluster's ranges: no sandbox reaches it but by

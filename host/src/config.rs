@@ -137,6 +137,19 @@ pub struct RunArgs {
     #[arg(long, env = "CUBEPOD_CALLS_MEMORY_BUDGET", default_value = "256Mi", value_parser = volume_size)]
     pub(crate) calls_memory_budget: u128,
 
+    /// What the controller may keep of the objects and statuses policies write, across
+    /// sandboxes (a Kubernetes quantity): each sandbox's records past their first 4 KiB (a
+    /// sandbox's ordinary record) count. A write or status that would go past it is deferred
+    /// or cut, and the Sandbox told (`PolicyObjectsBounded`). Sized with --calls-memory-budget
+    /// for the Deployment's 512Mi limit (docs/architecture.md, "Host memory across objects").
+    #[arg(long, env = "CUBEPOD_MAX_POLICY_OBJECT_BYTES", default_value = "16Mi", value_parser = volume_size)]
+    pub(crate) max_policy_object_bytes: u128,
+
+    /// What the controller may keep of one sandbox's objects and status (a Kubernetes
+    /// quantity): past it, the sandbox's writes are deferred and its status cut.
+    #[arg(long, env = "CUBEPOD_MAX_POLICY_OBJECT_BYTES_PER_SANDBOX", default_value = "128Ki", value_parser = volume_size)]
+    pub(crate) max_policy_object_bytes_per_sandbox: u128,
+
     /// How a policy call's linear memory sits in the address space: `guarded` reserves 4 GiB
     /// and a guard region per memory slot, so the compiled code checks no bounds (about 4 GiB
     /// of address space per slot, two slots per concurrent call); `compact` reserves only the

@@ -113,6 +113,18 @@ impl Cluster for InstrumentedCluster {
     fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
         self.observe("list", scope.resource, self.inner.list_page(scope, page))
     }
+    fn list_page_each<'a>(
+        &'a self,
+        scope: &'a Scope,
+        page: &'a PageRequest,
+        each: &'a mut (dyn FnMut(Vec<Value>) + Send),
+    ) -> BoxFuture<'a, ApiResult<ObjectList>> {
+        self.observe(
+            "list",
+            scope.resource,
+            self.inner.list_page_each(scope, page, each),
+        )
+    }
     fn watch(
         &self,
         scope: &Scope,

@@ -43,6 +43,12 @@ pub struct Metrics {
     /// The policy's writes not sent because their Sandbox was past its write rate, by
     /// `resource`.
     pub policy_writes_deferred: IntCounterVec,
+    /// A policy's writes and statuses the controller did not keep whole because it would hold
+    /// past its bound of what policies wrote, by `what` (`write`, `status`).
+    pub policy_objects_bounded: IntCounterVec,
+    /// What the cache holds of what policies wrote, by `part`: `charged` (past each sandbox's
+    /// allowance: what `--max-policy-object-bytes` bounds) and `held` (all of it).
+    pub(crate) policy_object_bytes: IntGaugeVec,
     /// New policy modules, by `result`: applied, or the reason of the refusal.
     pub policy_swaps: IntCounterVec,
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
@@ -127,6 +133,9 @@ impl Metrics {
         // for dashboards to find.
         for action in ["delete", "pause"] {
             metrics.shutdowns.with_label_values(&[action]);
+        }
+        for what in ["write", "status"] {
+            metrics.policy_objects_bounded.with_label_values(&[what]);
         }
         for launch in ["warm", "cold"] {
             metrics.sandbox_startup.with_label_values(&[launch]);
@@ -276,6 +285,25 @@ impl Metrics {
                  aggregated (a repeat counted on an earlier Event), rate_limited, failed.",
                 &["type", "result"]
             )),
+            policy_objects_bounded: register!(counter(
+                "cubepod_policy_objects_bounded_total",
+                "A policy's writes deferred and statuses cut because the controller would hold \
+                 more of what policies wrote than its bound (--max-policy-object-bytes, \
+                 --max-policy-object-bytes-per-sandbox), by what: write, status.",
+                &["what"]
+            )),
+            policy_object_bytes: register!(
+                IntGaugeVec::new(
+                    Opts::new(
+                        "cubepod_policy_object_bytes",
+                        "Bytes the controller's cache holds of what policies wrote (children's \
+                         records, statuses), by part: charged (past each sandbox's allowance, \
+                         bounded by --max-policy-object-bytes) and held (all of it)."
+                    ),
+                    &["part"],
+                )
+                .expect("valid gauge")
+            ),
             policy_writes_deferred: register!(counter(
                 "cubepod_policy_writes_deferred_total",
                 "A policy's kube-client writes not sent because their Sandbox was past its \

@@ -350,6 +350,22 @@ pub trait Cluster: Send + Sync + 'static {
         let _ = page;
         self.list(scope)
     }
+    /// [`Self::list_page`], its items handed to `each` in batches as they are read, so that a
+    /// page (or a whole list from a server that ignores `limit`) need never be held at once;
+    /// the answer's items are those not handed (none, from a client that streams). The
+    /// default reads the page whole.
+    fn list_page_each<'a>(
+        &'a self,
+        scope: &'a Scope,
+        page: &'a PageRequest,
+        each: &'a mut (dyn FnMut(Vec<Value>) + Send),
+    ) -> BoxFuture<'a, ApiResult<ObjectList>> {
+        Box::pin(async move {
+            let mut list = self.list_page(scope, page).await?;
+            each(std::mem::take(&mut list.items));
+            Ok(list)
+        })
+    }
     /// Watches from `resource_version`. The stream ends when the server ends it (the caller
     /// resumes from the last version it saw); an `Err(Gone)` item means list again.
     fn watch(

@@ -5,6 +5,8 @@
 use super::cache::Cache;
 use cubepod_kube::Resource;
 use cubepod_policy_host::containment::{self, NAME_CONFLICT};
+use cubepod_policy_host::model::ObjectRef;
+use cubepod_policy_host::model::names::SPEC_HASH_ANNOTATION;
 use cubepod_policy_host::runtime::bindings::{Condition, ConditionStatus};
 use cubepod_policy_host::runtime::{ChildHeld, ChildLookup};
 
@@ -81,6 +83,43 @@ impl ChildLookup for Cache {
     fn written(&self, resource: Resource, object: &serde_json::Value) {
         self.apply_own(resource, object);
     }
+
+    fn room(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        sandbox: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<(), String> {
+        let spec_hash = match resource {
+            Resource::NetworkPolicy | Resource::Service => spec_hash_bytes(manifest),
+            _ => 0,
+        };
+        let sandbox = ObjectRef::new(namespace, sandbox);
+        self.room_for_child(&sandbox, resource, name, spec_hash)
+            .map_err(|past| past.words())
+    }
+}
+
+/// The length of a manifest's `cubepod.io/spec-hash` annotation (what the cache keeps of a
+/// NetworkPolicy or Service besides its name), read past everything else.
+fn spec_hash_bytes(manifest: &str) -> u64 {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        metadata: Option<Meta<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow)]
+        annotations: Option<std::collections::BTreeMap<&'a str, std::borrow::Cow<'a, str>>>,
+    }
+    serde_json::from_str::<Head<'_>>(manifest)
+        .ok()
+        .and_then(|h| h.metadata?.annotations)
+        .and_then(|a| a.get(SPEC_HASH_ANNOTATION).map(|v| v.len() as u64))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

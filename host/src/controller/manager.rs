@@ -111,7 +111,7 @@ impl ControllerManager {
         );
         let refusals = metrics.clone();
         // Made first: the policy's deletes are checked against it.
-        let cache = Arc::new(Cache::default());
+        let cache = Arc::new(Cache::with_bounds(config.reconcile.object_bounds));
         let context =
             CallContext::new(cluster.clone(), boundary, tokio::runtime::Handle::current())
                 .with_children(cache.clone())
@@ -120,6 +120,12 @@ impl ControllerManager {
                         refusals
                             .policy_writes_deferred
                             .with_label_values(&[record.resource.plural()])
+                            .inc();
+                    }
+                    if record.result == "bounded" {
+                        refusals
+                            .policy_objects_bounded
+                            .with_label_values(&["write"])
                             .inc();
                     }
                     if record.refused {
@@ -318,6 +324,13 @@ impl ControllerManager {
                 .set(i64::from(ready));
         }
         self.metrics.queue_depth.set(self.queue.len() as i64);
+        let (charged, held) = self.cache.policy_object_bytes();
+        for (part, bytes) in [("charged", charged), ("held", held)] {
+            self.metrics
+                .policy_object_bytes
+                .with_label_values(&[part])
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
         self.queue.update_unfinished_work();
     }
 

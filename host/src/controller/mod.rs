@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod leader;
 pub mod manager;
 pub(crate) mod membership;
+mod object_bound;
 pub(crate) mod policy;
 pub mod policy_watch;
 pub mod queue;

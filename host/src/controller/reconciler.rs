@@ -191,6 +191,8 @@ pub struct Settings {
     pub tokens: Tokens,
     /// Candidates handed to one `reap` call ([`REAP_PAGE`]).
     pub reap_page: usize,
+    /// How much the cache may hold of what policies wrote (`--max-policy-object-bytes`).
+    pub object_bounds: super::cache::ObjectBounds,
 }
 
 impl Default for Settings {
@@ -203,6 +205,7 @@ impl Default for Settings {
             clock: Clock::System,
             tokens: Tokens::Random,
             reap_page: REAP_PAGE,
+            object_bounds: super::cache::ObjectBounds::default(),
         }
     }
 }
@@ -608,7 +611,15 @@ impl Reconciler {
         self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
             .await;
         let deferred = deferred.map(|d| d.wait);
-        let mut out = call.value.map_err(ReconcileError::Guest)?;
+        let written_past = self.cache.take_bound(target);
+        let mut out = match call.value {
+            Ok(out) => out,
+            Err(error) => {
+                self.surface_object_bound(target, &object.sandbox.uid, written_past.as_ref(), now)
+                    .await;
+                return Err(ReconcileError::Guest(error));
+            }
+        };
         clear_policy_failure(&mut out.status.conditions);
         if let ClaimView::None { mismatch: Some(_) } = claim {
             // Handed no member, the policy says the pool has none ready; ready members exist
@@ -620,6 +631,22 @@ impl Reconciler {
             &call.name_conflicts,
             now,
         );
+        let (held_back, cut) = super::object_bound::fit_status(
+            &self.cache,
+            target,
+            &object.sandbox.status,
+            &mut out.status,
+            written_past,
+            now,
+        );
+        if cut {
+            self.metrics
+                .policy_objects_bounded
+                .with_label_values(&["status"])
+                .inc();
+        }
+        self.surface_object_bound(target, &object.sandbox.uid, held_back.as_ref(), now)
+            .await;
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
@@ -1503,6 +1530,49 @@ impl Reconciler {
                 )
                 .await;
         }
+    }
+
+    /// What the controller held back of the policy's writes or status for this Sandbox, past
+    /// its bound of what policies wrote: told once by a log line and a Warning Event
+    /// (`PolicyObjectsBounded`), naming the bound, the flag and the fix.
+    async fn surface_object_bound(
+        &self,
+        target: &ObjectRef,
+        uid: &str,
+        past: Option<&super::cache::Past>,
+        now: i64,
+    ) {
+        let Some(past) = past else {
+            return;
+        };
+        if !self
+            .surfaced
+            .first(target, super::object_bound::POLICY_OBJECTS_BOUNDED)
+        {
+            return;
+        }
+        let message = clip_message(&format!(
+            "the policy's writes or status for this Sandbox were held back: {}; counted in \
+             cubepod_policy_objects_bounded_total",
+            past.words()
+        ));
+        tracing::warn!(%target, "{message}");
+        let event = Event {
+            kind: EventType::Warning,
+            reason: super::object_bound::POLICY_OBJECTS_BOUNDED.to_string(),
+            message,
+        };
+        self.writer()
+            .post_events(
+                "Sandbox",
+                target,
+                uid,
+                &[event],
+                Source::Controller,
+                true,
+                now,
+            )
+            .await;
     }
 
     /// Writes of the policy's that its Sandbox's rate deferred (the Sandbox is looked at again

@@ -103,7 +103,20 @@ impl Reflector {
             };
             let mut snapshot: Option<String> = None;
             loop {
-                let list = match self.cluster.list_page(&self.scope, &page).await {
+                // Each batch of items into the cache as it is read: a server that ignores
+                // `limit` sends the whole list as one page, which is then never held whole.
+                let (cache, queue) = (&self.cache, &self.queue);
+                let relisting = &mut relist;
+                let mut each = |items: Vec<serde_json::Value>| {
+                    for key in cache.relist_page(relisting, &items) {
+                        queue.add(key);
+                    }
+                };
+                let listed = self
+                    .cluster
+                    .list_page_each(&self.scope, &page, &mut each)
+                    .await;
+                let list = match listed {
                     Ok(list) => list,
                     Err(error) => {
                         *failures += 1;

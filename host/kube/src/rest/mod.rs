@@ -25,6 +25,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::BodyExt as _;
 use hyper::Method;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
@@ -181,22 +182,7 @@ impl RestCluster {
     }
 
     async fn list_scope(&self, scope: &Scope, page: Option<&PageRequest>) -> ApiResult<ObjectList> {
-        let mut path = collection(scope.resource, &scope.namespace);
-        // Keys in the order client-go sends them (Go's `url.Values.Encode` sorts them).
-        let mut query = Vec::new();
-        if let Some(token) = page.and_then(|p| p.continue_token.as_ref()) {
-            query.push(format!("continue={}", encode(token)));
-        }
-        if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
-            query.push(format!("labelSelector={}", encode(selector)));
-        }
-        if let Some(page) = page {
-            query.push(format!("limit={}", page.limit));
-        }
-        if !query.is_empty() {
-            path.push('?');
-            path.push_str(&query.join("&"));
-        }
+        let path = list_path(scope, page);
         let call =
             Call::new(Method::GET, path).with_accept(self.projection(scope.resource).accept(true));
         let body = self.transport.send(&call).await?;
@@ -211,22 +197,70 @@ impl RestCluster {
             })?;
         drop(body);
         let mut items = list.items;
-        // A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them.
-        // (A metadata list's items say `PartialObjectMetadata`; nothing reads a child's kind.)
-        for item in &mut items {
-            if let Some(fields) = item.as_object_mut() {
-                fields
-                    .entry("kind")
-                    .or_insert_with(|| scope.resource.kind().into());
-                fields
-                    .entry("apiVersion")
-                    .or_insert_with(|| scope.resource.api_version().into());
-            }
-        }
+        typed_items(&mut items, scope.resource);
         Ok(ObjectList {
             items,
             resource_version: list.resource_version.unwrap_or_default(),
             continue_token: list.continue_token.filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// [`Self::list_scope`] read as the body comes, items handed to `each` a batch at a time
+    /// ([`list::ItemStream`]): a server that ignores `limit` costs one item's bytes and a batch.
+    async fn list_scope_each(
+        &self,
+        scope: &Scope,
+        page: &PageRequest,
+        each: &mut (dyn FnMut(Vec<Value>) + Send),
+    ) -> ApiResult<ObjectList> {
+        let path = list_path(scope, Some(page));
+        let projection = self.projection(scope.resource);
+        let call = Call::new(Method::GET, path).with_accept(projection.accept(true));
+        let mut body = self.transport.open(&call).await?;
+        let broken = |why: String| {
+            ApiError::new(
+                ApiErrorKind::Other,
+                format!("{} {}: not a list: {why}", call.method, call.path),
+            )
+        };
+        // A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them.
+        let resource = scope.resource;
+        let mut typed = |mut items: Vec<Value>| {
+            typed_items(&mut items, resource);
+            each(items);
+        };
+        let mut stream = list::ItemStream::new(projection, LIST_BATCH);
+        loop {
+            let frame = tokio::time::timeout(self.options.request_timeout, body.frame())
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        ApiErrorKind::Unavailable,
+                        format!(
+                            "{} {}: no part of the list for {:?}",
+                            call.method, call.path, self.options.request_timeout
+                        ),
+                    )
+                })?;
+            match frame {
+                None => break,
+                Some(Err(e)) => return Err(broken(format!("the body broke off: {e}"))),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        stream
+                            .push(&data, &mut typed)
+                            .map_err(|e| broken(e.to_string()))?;
+                    }
+                }
+            }
+        }
+        let (version, token) = stream
+            .finish(&mut typed)
+            .map_err(|e| broken(e.to_string()))?;
+        Ok(ObjectList {
+            items: Vec::new(),
+            resource_version: version.unwrap_or_default(),
+            continue_token: token.filter(|t| !t.is_empty()),
         })
     }
 
@@ -248,6 +282,45 @@ impl RestCluster {
         let idle_limit = self.options.watch_timeout + self.options.request_timeout;
         let what = format!("watch {} in {:?}", scope.resource, scope.namespace);
         Ok(watch::spawn(body, idle_limit, what, projection, echoes))
+    }
+}
+
+/// Items a streamed list hands on at once.
+const LIST_BATCH: usize = 100;
+
+/// A list's path and query, keys in the order client-go sends them (Go's `url.Values.Encode`
+/// sorts them).
+fn list_path(scope: &Scope, page: Option<&PageRequest>) -> String {
+    let mut path = collection(scope.resource, &scope.namespace);
+    let mut query = Vec::new();
+    if let Some(token) = page.and_then(|p| p.continue_token.as_ref()) {
+        query.push(format!("continue={}", encode(token)));
+    }
+    if let Some(selector) = scope.label_selector.as_deref().filter(|s| !s.is_empty()) {
+        query.push(format!("labelSelector={}", encode(selector)));
+    }
+    if let Some(page) = page {
+        query.push(format!("limit={}", page.limit));
+    }
+    if !query.is_empty() {
+        path.push('?');
+        path.push_str(&query.join("&"));
+    }
+    path
+}
+
+/// A list's items carry no kind or apiVersion; the in-memory cluster's do, so add them. (A
+/// metadata list's items say `PartialObjectMetadata`; nothing reads a child's kind.)
+fn typed_items(items: &mut [Value], resource: Resource) {
+    for item in items {
+        if let Some(fields) = item.as_object_mut() {
+            fields
+                .entry("kind")
+                .or_insert_with(|| resource.kind().into());
+            fields
+                .entry("apiVersion")
+                .or_insert_with(|| resource.api_version().into());
+        }
     }
 }
 
@@ -368,6 +441,15 @@ impl Cluster for RestCluster {
     fn list_page(&self, scope: &Scope, page: &PageRequest) -> BoxFuture<'_, ApiResult<ObjectList>> {
         let (scope, page) = (scope.clone(), page.clone());
         Box::pin(async move { self.list_scope(&scope, Some(&page)).await })
+    }
+
+    fn list_page_each<'a>(
+        &'a self,
+        scope: &'a Scope,
+        page: &'a PageRequest,
+        each: &'a mut (dyn FnMut(Vec<Value>) + Send),
+    ) -> BoxFuture<'a, ApiResult<ObjectList>> {
+        Box::pin(async move { self.list_scope_each(scope, page, each).await })
     }
 
     fn watch(

@@ -65,6 +65,20 @@ pub trait ChildLookup: Send + Sync {
     /// What the API answered to a write of the call (a create or a patch), or read back of an
     /// object a create found existing.
     fn written(&self, resource: Resource, object: &serde_json::Value);
+    /// Whether the controller may keep what a write of `manifest` (the child `name` of
+    /// `sandbox`) would leave it holding, within its bound of what policies wrote
+    /// (`--max-policy-object-bytes`); `Err` says which bound, in words. The write is deferred
+    /// when not.
+    fn room(
+        &self,
+        _resource: Resource,
+        _namespace: &str,
+        _sandbox: &str,
+        _name: &str,
+        _manifest: &str,
+    ) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// What a call may reach: the cluster through the boundary, and how to wait on it.

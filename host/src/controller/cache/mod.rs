@@ -7,14 +7,19 @@
 //! and only it takes the write lock; the rule of own writes and their watch echoes is
 //! `echo.rs`'s.
 
+mod charge;
 mod echo;
 mod update;
 
+pub(crate) use charge::Past;
+pub use charge::{
+    DEFAULT_MAX_POLICY_OBJECT_BYTES, DEFAULT_MAX_POLICY_OBJECT_BYTES_PER_SANDBOX, ObjectBounds,
+};
 pub(crate) use echo::Echoes;
 use echo::OwnWrite;
 pub(crate) use update::TOMBSTONE_TTL;
 
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use foldhash::HashMap;
@@ -27,7 +32,7 @@ use cubepod_policy_host::model::sandbox::SandboxObject;
 use cubepod_policy_host::model::{ObjectRef, Unreadable, children, sandbox};
 use cubepod_policy_host::runtime::bindings::{
     ConditionStatus, ObservedChildren, ObservedObject, ObservedPod, PoolMember, ReapCandidate,
-    Sandbox, SandboxPhase, WarmPool,
+    Sandbox, SandboxPhase, SandboxStatus, WarmPool,
 };
 
 /// A WarmPool as the cache keeps it.
@@ -118,6 +123,8 @@ struct Inner {
     /// The pools' records of their members: which Sandboxes are members (`sandbox.pool` is set
     /// only on those).
     membership: Membership,
+    /// What each sandbox's records hold of what its policy wrote (`charge.rs`).
+    charges: charge::Charges,
 }
 
 /// Counts for the gauges.
@@ -133,6 +140,11 @@ pub struct Counts {
 #[derive(Default)]
 pub struct Cache {
     inner: RwLock<Inner>,
+    /// How much it may hold of what policies wrote.
+    bounds: ObjectBounds,
+    /// The sandboxes a write or status was held back for by [`Self::bounds`] since their
+    /// reconcile last looked, with the bound.
+    bounded: Mutex<HashMap<ObjectRef, Past>>,
 }
 
 /// resourceVersions are opaque to clients, but in practice numbers: compare them when they
@@ -191,6 +203,16 @@ impl Inner {
         }
     }
 
+    /// Charges `key` what its records hold now.
+    fn recharge(&mut self, key: &ObjectRef) {
+        let status = self
+            .sandboxes
+            .get(key)
+            .map_or(0, |s| charge::status_bytes(&s.sandbox.status));
+        let children = self.children.get(key).map_or(0, charge::children_bytes);
+        self.charges.set_records(key, status + children);
+    }
+
     /// The pool whose record confirms `s` as its member, if one does.
     fn confirmed_pool(&self, s: &SandboxObject) -> Option<String> {
         let label = s.pool_label.as_deref()?;
@@ -209,8 +231,97 @@ impl Inner {
 }
 
 impl Cache {
+    /// An empty cache that holds at most `bounds` of what policies wrote.
+    pub fn with_bounds(bounds: ObjectBounds) -> Self {
+        Self {
+            bounds,
+            ..Self::default()
+        }
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bytes charged against `--max-policy-object-bytes` (each sandbox's records past its
+    /// allowance), and all the bytes the records hold.
+    pub(crate) fn policy_object_bytes(&self) -> (u64, u64) {
+        self.read().charges.totals()
+    }
+
+    /// Whether `sandbox`'s records may take a write of its child `name` of `resource` whose
+    /// spec digest (a NetworkPolicy's or Service's) is `spec_hash_bytes` long, in place of
+    /// what they hold of it. Past a bound, the sandbox is noted for its reconcile to tell.
+    pub(crate) fn room_for_child(
+        &self,
+        sandbox: &ObjectRef,
+        resource: Resource,
+        name: &str,
+        spec_hash_bytes: u64,
+    ) -> Result<(), Past> {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let child = version_key_parts(resource, name);
+        let entry = inner.children.get(sandbox);
+        let record = |key: &str, version: &str, owner: Option<&str>| {
+            (key.len() + version.len() + owner.map_or(0, str::len)) as u64 + charge::RECORD_BYTES
+        };
+        let held_version = entry
+            .and_then(|e| e.versions.get_joined(&child))
+            .map_or(0, |v| {
+                record(&child.concat(), &v.version, v.owner.as_deref())
+            });
+        let held_object = entry
+            .and_then(|e| match resource {
+                Resource::NetworkPolicy => e.network_policy.as_ref(),
+                Resource::Service => e.service.as_ref(),
+                _ => None,
+            })
+            .filter(|o| o.name == name)
+            .map_or(0, |o| charge::object_bytes(&o.name, o.spec_hash.as_deref()));
+        // A version and a uid as long as the API server's.
+        let after = record(&child.concat(), "0123456789", Some(&"u".repeat(36)))
+            + name.len() as u64
+            + spec_hash_bytes;
+        let before = held_version + held_object;
+        let result = inner.charges.room(&self.bounds, sandbox, before, after);
+        match &result {
+            Ok(()) => inner.charges.reserve(sandbox, before, after),
+            Err(past) => {
+                drop(inner);
+                self.note_bound(sandbox, past.clone());
+            }
+        }
+        result
+    }
+
+    /// Whether `sandbox`'s records may hold `new` in place of its status `old`; the room is
+    /// reserved until the status written is in them.
+    pub(crate) fn room_for_status(
+        &self,
+        sandbox: &ObjectRef,
+        old: &SandboxStatus,
+        new: &SandboxStatus,
+    ) -> Result<(), Past> {
+        let (before, after) = (charge::status_bytes(old), charge::status_bytes(new));
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        inner.charges.room(&self.bounds, sandbox, before, after)?;
+        inner.charges.reserve(sandbox, before, after);
+        Ok(())
+    }
+
+    fn note_bound(&self, sandbox: &ObjectRef, past: Past) {
+        self.bounded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sandbox.clone(), past);
+    }
+
+    /// The bound a write for `sandbox` met since this was last asked, if one did.
+    pub(crate) fn take_bound(&self, sandbox: &ObjectRef) -> Option<Past> {
+        self.bounded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(sandbox)
     }
 
     /// The Sandbox of this key, if it is cached and parses.

@@ -259,6 +259,11 @@ impl Cache {
                     }
                 }
                 inner.children.retain(|_, e| !e.is_empty());
+                for key in &keys {
+                    if let WorkKey::Sandbox(owner) = key {
+                        inner.recharge(owner);
+                    }
+                }
             }
             Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {}
         }
@@ -400,7 +405,8 @@ impl Inner {
             let standing = standing(&read.sandbox);
             self.membership.index(&pool, &key.name, Some(standing));
         }
-        self.sandboxes.insert(key, Box::new(read));
+        self.sandboxes.insert(key.clone(), Box::new(read));
+        self.recharge(&key);
     }
 
     fn drop_sandbox(&mut self, key: &ObjectRef) {
@@ -412,6 +418,7 @@ impl Inner {
             self.membership
                 .gone(&ObjectRef::new(&key.namespace, &label), &key.name);
         }
+        self.recharge(key);
     }
 
     /// Decides again whether the Sandbox `key` is its pool's member.
@@ -552,6 +559,7 @@ impl Inner {
         if entry.is_empty() {
             self.children.remove(&owner);
         }
+        self.recharge(&owner);
         vec![WorkKey::Sandbox(owner)]
     }
 }

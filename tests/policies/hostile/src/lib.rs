@@ -100,6 +100,16 @@
 //!   default, with a condition whose message is [`MEMORY_FILL_MESSAGE_BYTES`] (within the
 //!   status budget), requeued every second.
 //!
+//! Memory across objects (within every bound of a call and of a Sandbox's write rate, but what
+//! the host keeps of the objects written grows with the sandboxes; the host charges what it
+//! holds of them, per sandbox and in total, `--max-policy-object-bytes`, and past it defers the
+//! writes and tells the Sandbox):
+//!
+//! - `inflate`: the default, then its NetworkPolicy again with a `cubepod.io/spec-hash` of
+//!   [`INFLATE_HASH_BYTES`] (the default's digest and a tail), written once, and a status with
+//!   [`INFLATE_CONDITIONS`] conditions of [`INFLATE_MESSAGE_BYTES`] each (within the status
+//!   budget), requeued every 2 seconds; a write the host defers does not stop the pass.
+//!
 //! `scenarios/refusals.yaml` expects some of these refusals through `policy test` (which runs
 //! the same import as the controller).
 //!
@@ -137,6 +147,15 @@ pub const MEMORY_FILL_BYTES: usize = 26 << 20;
 
 /// Bytes of the message of the `memory-fill` case's condition.
 pub const MEMORY_FILL_MESSAGE_BYTES: usize = 16 << 10;
+
+/// Bytes of the `inflate` case's spec-hash annotation: within `--max-manifest-bytes` and its
+/// Sandbox's write rate, far more than the host should keep of one child.
+pub const INFLATE_HASH_BYTES: usize = 384 << 10;
+
+/// Conditions of the `inflate` case's status, and the bytes of each one's message: 40 KiB,
+/// within the default status budget (64 KiB).
+pub const INFLATE_CONDITIONS: usize = 10;
+pub const INFLATE_MESSAGE_BYTES: usize = 4 << 10;
 
 /// The label and taint of control-plane nodes.
 pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
@@ -213,6 +232,7 @@ pub enum Case {
     Churn,
     EventChurn,
     MemoryFill,
+    Inflate,
 }
 
 impl Case {
@@ -273,6 +293,7 @@ impl Case {
         ("churn", Case::Churn),
         ("event-churn", Case::EventChurn),
         ("memory-fill", Case::MemoryFill),
+        ("inflate", Case::Inflate),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -620,6 +641,7 @@ pub fn reconcile(
             out.requeue_after_seconds = Some(1);
             return Ok(out);
         }
+        Case::Inflate => return inflate(client, input, &m),
         // Cases of other exports: here, the default.
         _ => return cubepod_policy_sdk::reconcile::reconcile(client, input),
     };
@@ -627,6 +649,64 @@ pub fn reconcile(
     Err(KubeError::Other(format!(
         "hostile policy: the host let case {case:?} through"
     )))
+}
+
+/// The `inflate` case: the default decisions, over its NetworkPolicy seen as the default's
+/// (its digest is the inflated one's prefix), then the inflated NetworkPolicy when it is not
+/// there yet, and a status of many long conditions.
+fn inflate(
+    client: &mut impl KubeClient,
+    input: &ReconcileInput,
+    m: &Manifests<'_>,
+) -> Result<ReconcileOutput, KubeError> {
+    let sandbox = &input.sandbox;
+    let mut policy = m.network_policy(input);
+    let digest = policy["metadata"]["annotations"][names::SPEC_HASH_ANNOTATION]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut inflated = format!("{digest}-");
+    while inflated.len() < INFLATE_HASH_BYTES {
+        inflated.push_str("inflated");
+    }
+    let mut seen = input.clone();
+    let written = seen
+        .observed
+        .network_policy
+        .as_ref()
+        .is_some_and(|o| o.spec_hash.as_deref() == Some(inflated.as_str()));
+    if written && let Some(observed) = seen.observed.network_policy.as_mut() {
+        observed.spec_hash = Some(digest);
+    }
+    let mut out = cubepod_policy_sdk::reconcile::reconcile(client, &seen)?;
+    if !written {
+        policy["metadata"]["annotations"][names::SPEC_HASH_ANNOTATION] = json!(inflated);
+        // A refusal or deferral is not the end of the pass: the status is written all the same.
+        let _ = client.apply_network_policy(
+            &sandbox.namespace,
+            &names::network_policy(&sandbox.name),
+            &policy.to_string(),
+        );
+    }
+    for i in 0..INFLATE_CONDITIONS {
+        let kind = format!("Inflated{i}");
+        let since = sandbox
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.kind == kind)
+            .map_or(input.now, |c| c.last_transition_time);
+        out.status.conditions.retain(|c| c.kind != kind);
+        out.status.conditions.push(Condition {
+            kind,
+            status: ConditionStatus::True,
+            reason: "Inflated".to_string(),
+            message: "i".repeat(INFLATE_MESSAGE_BYTES),
+            last_transition_time: since,
+        });
+    }
+    out.requeue_after_seconds = Some(2);
+    Ok(out)
 }
 
 /// The edit of the default Pod a Pod case makes.

@@ -22,6 +22,9 @@ use cubepod_kube::{ApiError, ApiErrorKind, BoxFuture, Cluster, Resource, fast_pa
 const TIMEOUT_RETRY_MS: u64 = 1000;
 /// The delay for an Unavailable answer that did not say when to retry.
 const UNAVAILABLE_RETRY_MS: u64 = 1000;
+/// The delay a guest is told to wait after a write the controller's bound of what policies
+/// wrote deferred: room comes back as other sandboxes' objects shrink or go.
+const BOUND_RETRY_MS: u64 = 30_000;
 
 /// What an import answers: the outer error traps the guest (a budget spent).
 type Answer<T> = wasmtime::Result<Result<T, KubeError>>;
@@ -115,6 +118,7 @@ impl HostState {
         manifest: &str,
     ) -> Result<Ensured, KubeError> {
         self.admit(resource, "create", namespace, name, Some(manifest))?;
+        self.within_bound(resource, namespace, name, manifest)?;
         self.within_rate(resource, namespace, name, manifest.len())?;
         // The text the boundary read is the text sent (one copy; the call record keeps the
         // guest's own).
@@ -440,6 +444,42 @@ impl HostState {
         }))
     }
 
+    /// Whether the controller may keep what this write leaves it holding
+    /// ([`ChildLookup::room`](crate::runtime::ChildLookup::room)): past its bound the write is
+    /// not sent, the guest is told to retry later, and the observer counts it (`bounded`).
+    fn within_bound(
+        &mut self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        manifest: &str,
+    ) -> Result<(), KubeError> {
+        let (Some(ctx), Some(scope)) = (&self.ctx, &self.scope) else {
+            return Ok(());
+        };
+        let Some(cache) = ctx.children.as_ref() else {
+            return Ok(());
+        };
+        let Err(why) = cache.room(resource, namespace, &scope.name, name, manifest) else {
+            return Ok(());
+        };
+        self.observe(HostCallRecord {
+            verb: "create",
+            resource,
+            duration: Duration::ZERO,
+            result: "bounded",
+            refused: false,
+            rule: None,
+        });
+        Err(KubeError::Retryable(RetryAfter {
+            delay_ms: BOUND_RETRY_MS,
+            message: format!(
+                "{}: deferred: {why}; retry in {BOUND_RETRY_MS} ms",
+                describe(resource, namespace, name)
+            ),
+        }))
+    }
+
     /// Logs and counts a refusal, and turns it into the guest's error.
     fn refuse(&self, verb: &'static str, resource: Resource, refusal: Refusal) -> KubeError {
         tracing::warn!(
@@ -541,6 +581,7 @@ impl HostState {
         manifest: &str,
     ) -> Result<(), KubeError> {
         self.admit(resource, "create", namespace, name, Some(manifest))?;
+        self.within_bound(resource, namespace, name, manifest)?;
         self.within_rate(resource, namespace, name, manifest.len())?;
         let text = manifest.to_string();
         let created = self
