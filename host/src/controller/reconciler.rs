@@ -710,16 +710,16 @@ impl Reconciler {
             }
             observed.secret = false;
         }
-        if marks.has(Marks::POD) || marks.has(Marks::SECRET) {
-            if let Some(pod) = observed.pod.as_mut().filter(|p| !p.deleting) {
-                if let Err(error) = self.delete_child(Resource::Pod, namespace, &pod.name).await {
-                    self.policy
-                        .undo
-                        .record(target, &uid, marks.with(Marks::POD));
-                    return Err(api("deleting the Pod a rolled-back policy wrote")(error));
-                }
-                pod.deleting = true;
+        if (marks.has(Marks::POD) || marks.has(Marks::SECRET))
+            && let Some(pod) = observed.pod.as_mut().filter(|p| !p.deleting)
+        {
+            if let Err(error) = self.delete_child(Resource::Pod, namespace, &pod.name).await {
+                self.policy
+                    .undo
+                    .record(target, &uid, marks.with(Marks::POD));
+                return Err(api("deleting the Pod a rolled-back policy wrote")(error));
             }
+            pod.deleting = true;
         }
         for (mark, held) in [
             (Marks::NETWORK_POLICY, &mut observed.network_policy),
