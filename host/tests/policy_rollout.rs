@@ -652,10 +652,24 @@ async fn written_then_rolled_back(
         "gates": {"maxRefusalRatio": 0},
     });
     roll_out(&**cluster, SYSTEM, &hostile, strategy).await;
-    until(cluster, "the canary on every sandbox", |s| {
-        s["phase"] == "Canary" && s["weight"] == 100
-    })
-    .await;
+    // The hostile component is large: its admission (compiled unoptimized in a debug build,
+    // beside the other tests) takes longer than a minute on a busy machine.
+    let started = Instant::now();
+    loop {
+        let status = cluster
+            .get(Resource::PolicyRollout, SYSTEM, ROLLOUT)
+            .await
+            .map(|o| o["status"].clone())
+            .unwrap_or_default();
+        if status["phase"] == "Canary" && status["weight"] == 100 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the canary on every sandbox: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let create = async |name: &str| {
         let sandbox = json!({
             "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
