@@ -589,3 +589,215 @@ fn a_second_rollout_waits_for_the_first_to_finish() {
         let _ = stop.send(true);
     });
 }
+
+/// What the hostile candidate's rollback cases write (`tests/policies/hostile`): its image, its
+/// token, and how far ahead it dates an idle pause.
+const CANDIDATE_IMAGE: &str = "docker.io/hostile/candidate:1";
+const PLANTED_TOKEN: &str = "hostile-planted-token";
+const STABLE_IMAGE: &str = "ghcr.io/cubepod/sandbox-base:1.0";
+
+/// Waits (real time, a minute at most) until `object` satisfies `done`; returns it.
+async fn until_object(
+    cluster: &MemoryCluster,
+    resource: Resource,
+    name: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let object = cluster.get(resource, NS, name).await.unwrap_or_default();
+        if done(&object) {
+            return object;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: {object:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn pod_image(pod: &Value) -> &str {
+    pod["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn token(secret: &Value) -> String {
+    use base64::Engine as _;
+    let data = secret["data"]["token"].as_str().unwrap_or_default();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Starts a canary of the hostile policy on every sandbox, lets it write the Sandbox `name`
+/// (made once the canary serves, so that the candidate writes its children) until `written`
+/// holds of `resource` `child`, then rolls it back by a gate: a sandbox whose status the host
+/// refuses (`huge-status`) breaches `maxRefusalRatio`. Returns the running controller.
+async fn written_then_rolled_back(
+    name: &str,
+    resource: Resource,
+    child: &str,
+    written: impl Fn(&Value) -> bool,
+) -> Running {
+    let hostile = component("cubepod-hostile-policy", "cubepod_hostile_policy");
+    let running = fresh();
+    let cluster = &running.cluster;
+    let strategy = json!({
+        "type": "Progressive",
+        "canary": {"steps": [{"weight": 100, "duration": "1h"}]},
+        "gates": {"maxRefusalRatio": 0},
+    });
+    roll_out(&**cluster, SYSTEM, &hostile, strategy).await;
+    // The hostile component is large: its admission (compiled unoptimized in a debug build,
+    // beside the other tests) takes longer than a minute on a busy machine.
+    let started = Instant::now();
+    loop {
+        let status = cluster
+            .get(Resource::PolicyRollout, SYSTEM, ROLLOUT)
+            .await
+            .map(|o| o["status"].clone())
+            .unwrap_or_default();
+        if status["phase"] == "Canary" && status["weight"] == 100 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the canary on every sandbox: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let create = async |name: &str| {
+        let sandbox = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"image": STABLE_IMAGE},
+        });
+        cluster
+            .create(Resource::Sandbox, NS, sandbox)
+            .await
+            .expect("a sandbox");
+    };
+    create(name).await;
+    until_object(cluster, resource, child, "the candidate's write", written).await;
+    create("huge-status").await;
+    let rolled = until(cluster, "rolled back", |s| s["phase"] == "RolledBack").await;
+    assert_eq!(rolled["stable"]["name"], "cubepod-default", "{rolled:#}");
+    assert_eq!(
+        running.manager.policy.current().info().name,
+        "cubepod-default"
+    );
+    running
+}
+
+/// A rollback undoes the candidate's Pod: the Pod it made runs its own image; once rolled
+/// back, the stable module's Pod, of the spec's image, replaces it.
+#[test]
+fn a_rollback_replaces_the_pod_the_candidate_made() {
+    runtime().block_on(async move {
+        let running =
+            written_then_rolled_back("candidate-image", Resource::Pod, "candidate-image", |pod| {
+                pod_image(pod) == CANDIDATE_IMAGE
+            })
+            .await;
+        until_object(
+            &running.cluster,
+            Resource::Pod,
+            "candidate-image",
+            "the stable module's Pod",
+            |pod| pod_image(pod) == STABLE_IMAGE,
+        )
+        .await;
+        until_object(
+            &running.cluster,
+            Resource::Sandbox,
+            "candidate-image",
+            "running again",
+            |s| s["status"]["phase"] == "Running",
+        )
+        .await;
+        let _ = running.stop.send(true);
+    });
+}
+
+/// A rollback undoes the candidate's Secret: the token it planted is replaced by the stable
+/// module's fresh one.
+#[test]
+fn a_rollback_replaces_the_secret_the_candidate_planted() {
+    runtime().block_on(async move {
+        let running = written_then_rolled_back(
+            "planted-token",
+            Resource::Secret,
+            "planted-token-credentials",
+            |secret| token(secret) == PLANTED_TOKEN,
+        )
+        .await;
+        let secret = until_object(
+            &running.cluster,
+            Resource::Secret,
+            "planted-token-credentials",
+            "the stable module's Secret",
+            |secret| {
+                let token = token(secret);
+                !token.is_empty() && token != PLANTED_TOKEN
+            },
+        )
+        .await;
+        assert_ne!(token(&secret), PLANTED_TOKEN);
+        until_object(
+            &running.cluster,
+            Resource::Sandbox,
+            "planted-token",
+            "running again",
+            |s| s["status"]["phase"] == "Running",
+        )
+        .await;
+        let _ = running.stop.send(true);
+    });
+}
+
+/// A rollback undoes the status the candidate chose: a sandbox it paused until a date ten
+/// years ahead runs again on new activity, its pause cleared.
+#[test]
+fn a_rollback_clears_the_pause_the_candidate_dated() {
+    runtime().block_on(async move {
+        let running =
+            written_then_rolled_back("pause-until", Resource::Sandbox, "pause-until", |s| {
+                s["status"]["phase"] == "Paused" && s["status"]["idlePausedAt"].is_string()
+            })
+            .await;
+        let activity = cubepod_policy_host::model::time::format(START + 60);
+        running.clock.set(START + 60);
+        running
+            .cluster
+            .patch(
+                Resource::Sandbox,
+                NS,
+                "pause-until",
+                json!({"metadata": {"annotations": {"cubepod.io/last-activity": activity}}}),
+            )
+            .await
+            .expect("activity");
+        let resumed = until_object(
+            &running.cluster,
+            Resource::Sandbox,
+            "pause-until",
+            "running again after new activity",
+            |s| s["status"]["phase"] == "Running",
+        )
+        .await;
+        assert!(resumed["status"]["idlePausedAt"].is_null(), "{resumed:#}");
+        assert!(
+            running
+                .cluster
+                .get(Resource::Pod, NS, "pause-until")
+                .await
+                .is_ok(),
+            "its Pod runs again"
+        );
+        let _ = running.stop.send(true);
+    });
+}

@@ -21,4 +21,5 @@ pub mod rollout;
 pub(crate) mod shadow;
 pub(crate) mod small_map;
 pub(crate) mod startup;
+pub(crate) mod undo;
 pub mod writer;

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 
 use super::reconciler::{Action, ReconcileError};
+use super::undo::Marks;
+use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::runtime::bindings::KubeError;
 use cubepod_policy_host::runtime::{PolicyModule, RuntimeError};
 
@@ -42,6 +44,9 @@ pub struct PolicySlot {
     canary: RwLock<Option<Arc<Canary>>>,
     shadow: RwLock<Option<Arc<super::shadow::Shadow>>>,
     source: PolicySource,
+    /// What candidates that no longer serve (rolled back, not promoted) wrote of each
+    /// Sandbox, for the stable module's next pass over it to write again.
+    pub(crate) undo: super::undo::Written,
 }
 
 /// What PolicyRollouts may do to a slot whose source they are: start and end canaries and
@@ -55,6 +60,7 @@ impl PolicySlot {
             canary: RwLock::new(None),
             shadow: RwLock::new(None),
             source,
+            undo: super::undo::Written::default(),
         })
     }
 
@@ -131,6 +137,34 @@ impl PolicySlot {
         PICKED.scope(module, reconcile).await
     }
 
+    /// Records that the reconcile on this task wrote `marks` of the Sandbox `target` (of
+    /// `uid`), if it runs on a canary's candidate. A candidate that stopped serving meanwhile
+    /// hands what it wrote to [`Self::undo`] at once.
+    pub(crate) fn candidate_wrote(&self, target: &ObjectRef, uid: &str, marks: Marks) {
+        let Ok(module) = PICKED.try_with(Arc::clone) else {
+            return;
+        };
+        if marks.is_empty() || Arc::ptr_eq(&module, &self.current()) {
+            return;
+        }
+        let Some(canary) = self.canary() else {
+            // Ended between this reconcile's pick and its write: not promoted, or the module
+            // would be the stable one.
+            self.undo.record(target, uid, marks);
+            return;
+        };
+        if Arc::ptr_eq(&canary.module, &module) {
+            canary.written.record(target, uid, marks);
+        } else {
+            self.undo.record(target, uid, marks);
+        }
+    }
+
+    /// Whether the reconcile on this task runs on the stable module.
+    pub(crate) fn stable_this_pass(&self) -> bool {
+        Arc::ptr_eq(&self.for_this_pass(), &self.current())
+    }
+
     /// The module of the reconcile on this task: the one it picked at its start, else (`policy
     /// test`, the reaper, the self-test) the stable one.
     pub(crate) fn for_this_pass(&self) -> Arc<PolicyModule> {
@@ -158,14 +192,32 @@ impl RolloutSwap<'_> {
             weight: AtomicU8::new(0),
             stats: Mutex::default(),
             breach: Notify::new(),
+            written: super::undo::Written::default(),
         });
-        *self.0.canary.write().unwrap_or_else(|p| p.into_inner()) = Some(canary.clone());
+        let replaced = self
+            .0
+            .canary
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(canary.clone());
+        // A candidate replaced was not promoted: what it wrote is undone, unless it is the
+        // same module starting over.
+        if let Some(replaced) = replaced {
+            if replaced.module.digest() == canary.module.digest() {
+                canary.written.take_all(&replaced.written);
+            } else {
+                self.0.undo.take_all(&replaced.written);
+            }
+        }
         canary
     }
 
-    /// Ends the canary with every object back on the stable module.
+    /// Ends the canary with every object back on the stable module, which writes again what
+    /// the candidate wrote (`PolicySlot::undo`).
     pub(crate) fn end_canary(&self) -> Option<Arc<Canary>> {
-        self.0.end_canary()
+        let canary = self.0.end_canary()?;
+        self.0.undo.take_all(&canary.written);
+        Some(canary)
     }
 
     /// Ends the canary by making its candidate the stable module; the one it replaced.
@@ -202,6 +254,8 @@ pub(crate) struct Canary {
     stats: Mutex<CanaryStats>,
     /// Woken by a failure of the candidate's, so that a gate is judged at once.
     pub(crate) breach: Notify,
+    /// What the candidate wrote of each Sandbox: undone if it is not promoted.
+    pub(crate) written: super::undo::Written,
 }
 
 impl Canary {

@@ -21,6 +21,7 @@ use super::coalesce::HeldStatuses;
 use super::events::{Recorder, Source};
 use super::inputs;
 use super::policy::PolicySlot;
+use super::undo::Marks;
 use super::writer::{Finalizing, Writer};
 use crate::metrics::Metrics;
 use cubepod_kube::{ApiError, ApiErrorKind, Cluster, Resource};
@@ -32,7 +33,9 @@ use cubepod_policy_host::runtime::bindings::{
     ClusterNetwork, Condition, ConditionStatus, Event, EventType, KubeError, ObservedChildren,
     ReapAction, ReapCandidate, ReapDecision, ReconcileOutput, SandboxSpec, SandboxStatus,
 };
-use cubepod_policy_host::runtime::{CallContext, GuestCall, KubeCall, PolicyModule, RuntimeError};
+use cubepod_policy_host::runtime::{
+    CallContext, Effect, GuestCall, KubeCall, PolicyModule, RuntimeError,
+};
 
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
 #[derive(Debug, thiserror::Error)]
@@ -421,6 +424,7 @@ impl Reconciler {
             self.held_statuses.forget(target);
             self.surfaced.forget(target);
             self.claims.forget(target);
+            self.policy.undo.forget(target);
             let unreadable = self.cache.unreadable_sandbox(target);
             self.missing(Resource::Sandbox, target, unreadable, report)
                 .await?;
@@ -428,6 +432,7 @@ impl Reconciler {
         };
         let now = self.settings.clock.now();
         if object.sandbox.deleting {
+            self.policy.undo.forget(target);
             return self.cleanup_sandbox(target, &object, report, now).await;
         }
         if let Some(bad) = self.refused_sandbox(target, &object) {
@@ -437,10 +442,12 @@ impl Reconciler {
                 .await?;
             return Ok(Action::await_change());
         }
-        let Some(object) = self.with_finalizer(target, object, report).await? else {
+        let Some(mut object) = self.with_finalizer(target, object, report).await? else {
             return Ok(Action::await_change());
         };
-        let observed = self.cache.observed(target);
+        let mut observed = self.cache.observed(target);
+        self.undo_candidate(target, &mut object, &mut observed, now)
+            .await?;
         let claim = self.claims.view(&self.cache, &object, &observed);
         match &claim {
             ClaimView::Wait => {
@@ -595,6 +602,15 @@ impl Reconciler {
                 module.reconcile_sandbox_async(context, input).await
             })
             .await?;
+        let children = call
+            .effects
+            .iter()
+            .fold(Marks::default(), |marks, effect| match effect {
+                Effect::Applied { resource, .. } => marks.with(Marks::of(*resource)),
+                Effect::Deleted { .. } => marks,
+            });
+        self.policy
+            .candidate_wrote(target, &object.sandbox.uid, children);
         if let Some((shadow, input)) = shadowed {
             // Beside this reconcile, not in its way: the candidate's time is not the stable's.
             let (calls, value) = (call.calls.clone(), call.value.clone());
@@ -672,6 +688,10 @@ impl Reconciler {
         // What the API will hold once written: a status that the API renders differently (an
         // empty reason, a time out of range) would otherwise differ on every pass.
         let status = patch.read_back();
+        if status != object.sandbox.status {
+            self.policy
+                .candidate_wrote(target, &object.sandbox.uid, Marks::STATUS);
+        }
         if let Some(wait) = self
             .held_statuses
             .hold(target, &object.sandbox.status, &status, now)
@@ -685,6 +705,113 @@ impl Reconciler {
             self.carry_desired_state(object, member).await?;
         }
         Ok(Action::asked(out.requeue_after_seconds, deferred))
+    }
+
+    /// On the stable module's pass over a Sandbox that a candidate no longer serving wrote
+    /// (`PolicySlot::undo`), takes away what it wrote, so that the stable module writes it
+    /// again as if the candidate had never run: its Pod and Secret are deleted (the Pod also
+    /// for a Secret, whose token it read at its start), and the stable module sees them going
+    /// or gone; its NetworkPolicy and Service are shown with no digest, so they are applied
+    /// again; of a status it wrote, the fields a pass carries to the next and the reaper reads
+    /// (`idlePausedAt`, `startedAt`) are cleared. Said by one Normal Event. What is left undone (an API error) is tried again at the next pass.
+    async fn undo_candidate(
+        &self,
+        target: &ObjectRef,
+        object: &mut sandbox::SandboxObject,
+        observed: &mut ObservedChildren,
+        now: i64,
+    ) -> Result<(), ReconcileError> {
+        if !self.policy.stable_this_pass() {
+            return Ok(());
+        }
+        let uid = object.sandbox.uid.clone();
+        let Some(marks) = self.policy.undo.take(target, &uid) else {
+            return Ok(());
+        };
+        let namespace = target.namespace.as_str();
+        if marks.has(Marks::SECRET) && observed.secret {
+            let name = cubepod_policy_sdk::names::secret(&target.name);
+            if let Err(error) = self.delete_child(Resource::Secret, namespace, &name).await {
+                self.policy.undo.record(target, &uid, marks);
+                return Err(api("deleting the Secret a rolled-back policy wrote")(error));
+            }
+            observed.secret = false;
+        }
+        if (marks.has(Marks::POD) || marks.has(Marks::SECRET))
+            && let Some(pod) = observed.pod.as_mut().filter(|p| !p.deleting)
+        {
+            if let Err(error) = self.delete_child(Resource::Pod, namespace, &pod.name).await {
+                self.policy
+                    .undo
+                    .record(target, &uid, marks.with(Marks::POD));
+                return Err(api("deleting the Pod a rolled-back policy wrote")(error));
+            }
+            pod.deleting = true;
+        }
+        for (mark, held) in [
+            (Marks::NETWORK_POLICY, &mut observed.network_policy),
+            (Marks::SERVICE, &mut observed.service),
+        ] {
+            if let Some(held) = held.as_mut().filter(|_| marks.has(mark)) {
+                held.spec_hash = None;
+            }
+        }
+        let status = &object.sandbox.status;
+        if marks.has(Marks::STATUS)
+            && (status.idle_paused_at.is_some() || status.started_at.is_some())
+        {
+            // Written, so that the stable module's status is compared with what the API holds.
+            let patch = json!({"status": {"idlePausedAt": null, "startedAt": null}});
+            let cleared = self
+                .writer()
+                .mark_status(Resource::Sandbox, target, None, patch)
+                .await;
+            if let Err(error) = cleared {
+                self.policy.undo.record(target, &uid, marks);
+                return Err(api("clearing the status a rolled-back policy wrote")(error));
+            }
+            match self.cache.sandbox(target) {
+                Some(fresh) if fresh.sandbox.uid == uid => *object = fresh,
+                _ => return Ok(()),
+            }
+        }
+        let message = format!(
+            "a policy rolled back had written {} of this sandbox: the stable module {} writes              them again",
+            marks.words(),
+            self.policy.current().info().name
+        );
+        tracing::info!(%target, "{message}");
+        let event = Event {
+            kind: EventType::Normal,
+            reason: "RolledBackWrites".to_string(),
+            message,
+        };
+        self.writer()
+            .post_events(
+                "Sandbox",
+                target,
+                &uid,
+                &[event],
+                Source::Controller,
+                true,
+                now,
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Deletes a child of the Sandbox being reconciled (the cache holds it as its own); gone
+    /// already is done.
+    async fn delete_child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        match self.cluster.delete(resource, namespace, name).await {
+            Err(error) if error.is(ApiErrorKind::NotFound) => Ok(()),
+            other => other,
+        }
     }
 
     /// A copy of `input` for a rollout's shadowed candidate, when one runs, this reconcile is

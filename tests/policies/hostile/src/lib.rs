@@ -67,6 +67,14 @@
 //! - `cleanup-huge-status` (cleanup-sandbox): the default cleanup, `done`, with the 5,000
 //!   conditions of `huge-status` (the host's output budget: the finalizer stays).
 //!
+//! Writes a rollback must undo (admitted: each is a policy's choice, which only a rollout's
+//! gates judge; the default logic otherwise):
+//!
+//! - `candidate-image`: its Pod runs [`CANDIDATE_IMAGE`], not the spec's image;
+//! - `planted-token`: its Secret holds [`PLANTED_TOKEN`], not the host's fresh token;
+//! - `pause-until`: its status pauses it ([`PAUSE_UNTIL_SECONDS`] ahead), so that no activity
+//!   before then resumes it.
+//!
 //! Outputs (no kube-client call; bounded by the host's reconcile core):
 //!
 //! - `claim-non-candidate`: claims a name not among the pool candidates;
@@ -162,6 +170,15 @@ pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 /// About the bytes of the `churn` case's NetworkPolicy.
 pub const CHURN_BYTES: usize = 500 << 10;
 
+/// The image the `candidate-image` case's Pod runs.
+pub const CANDIDATE_IMAGE: &str = "docker.io/hostile/candidate:1";
+
+/// The token the `planted-token` case's Secret holds.
+pub const PLANTED_TOKEN: &str = "hostile-planted-token";
+
+/// How far ahead of now the `pause-until` case dates its idle pause: ten years.
+pub const PAUSE_UNTIL_SECONDS: i64 = 10 * 365 * 24 * 3600;
+
 /// An unmanaged Secret the `delete-unmanaged` case deletes.
 pub const UNMANAGED_SECRET: &str = "registry-credentials";
 
@@ -233,6 +250,9 @@ pub enum Case {
     EventChurn,
     MemoryFill,
     Inflate,
+    CandidateImage,
+    PlantedToken,
+    PauseUntil,
 }
 
 impl Case {
@@ -294,6 +314,9 @@ impl Case {
         ("event-churn", Case::EventChurn),
         ("memory-fill", Case::MemoryFill),
         ("inflate", Case::Inflate),
+        ("candidate-image", Case::CandidateImage),
+        ("planted-token", Case::PlantedToken),
+        ("pause-until", Case::PauseUntil),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -642,6 +665,25 @@ pub fn reconcile(
             return Ok(out);
         }
         Case::Inflate => return inflate(client, input, &m),
+        Case::CandidateImage => {
+            let mut input = input.clone();
+            input.sandbox.spec.image = CANDIDATE_IMAGE.to_string();
+            return cubepod_policy_sdk::reconcile::reconcile(client, &input);
+        }
+        Case::PlantedToken => {
+            let mut input = input.clone();
+            input.fresh_token = PLANTED_TOKEN.to_string();
+            return cubepod_policy_sdk::reconcile::reconcile(client, &input);
+        }
+        Case::PauseUntil => {
+            let mut out = cubepod_policy_sdk::reconcile::reconcile(client, input)?;
+            out.status.idle_paused_at = Some(
+                out.status
+                    .idle_paused_at
+                    .unwrap_or(input.now.saturating_add(PAUSE_UNTIL_SECONDS)),
+            );
+            return Ok(out);
+        }
         // Cases of other exports: here, the default.
         _ => return cubepod_policy_sdk::reconcile::reconcile(client, input),
     };
