@@ -96,7 +96,7 @@ metadata:
 spec:
   image: ghcr.io/cubepod/sandbox-base:1.0
   desiredState: Running
-  idleTimeoutSeconds: 2
+  idleTimeoutSeconds: 15
 "#;
 
 #[test]
@@ -167,7 +167,7 @@ fn requests_held_for_a_sandbox_deleted_meanwhile_are_answered_at_once() {
     // Pods take long to start: a new sandbox's requests are held meanwhile.
     let (controller, _dir) = embedded(
         port,
-        &IDLE.replace("sleepy", "slow").replace("idleTimeoutSeconds: 2", ""),
+        &IDLE.replace("sleepy", "slow").replace("idleTimeoutSeconds: 15", ""),
         &["--pod-start-delay=120s"],
     );
     let kubeconfig = controller.embedded_kubeconfig();
