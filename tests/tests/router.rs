@@ -34,7 +34,13 @@ fn curl(port: u16, headers: &[String], timeout: Duration) -> (u16, String) {
 fn curl_command(port: u16, headers: &[String], timeout: Duration) -> Command {
     let mut command = Command::new("curl");
     command
-        .args(["-s", "-m", &timeout.as_secs().to_string(), "-w", "\n%{http_code}"])
+        .args([
+            "-s",
+            "-m",
+            &timeout.as_secs().to_string(),
+            "-w",
+            "\n%{http_code}",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     for header in headers {
@@ -108,13 +114,29 @@ fn two_hundred_requests_to_an_idle_paused_sandbox_wake_it_once_and_all_get_its_a
     wait_until(Duration::from_secs(60), "the idle pause", || {
         !kubectl(
             &kubeconfig,
-            &["get", "sandbox", "sleepy", "-n", NS, "-o", "jsonpath={.status.idlePausedAt}"],
+            &[
+                "get",
+                "sandbox",
+                "sleepy",
+                "-n",
+                NS,
+                "-o",
+                "jsonpath={.status.idlePausedAt}",
+            ],
         )
         .trim()
         .is_empty()
             && kubectl(
                 &kubeconfig,
-                &["get", "sandbox", "sleepy", "-n", NS, "-o", "jsonpath={.status.phase}"],
+                &[
+                    "get",
+                    "sandbox",
+                    "sleepy",
+                    "-n",
+                    NS,
+                    "-o",
+                    "jsonpath={.status.phase}",
+                ],
             ) == "Paused"
     });
     let headers = [host(8080, "sleepy", NS), bearer(&token)];
@@ -153,7 +175,16 @@ fn two_hundred_requests_to_an_idle_paused_sandbox_wake_it_once_and_all_get_its_a
     wait_until(Duration::from_secs(20), "the Woken Event", || {
         kubectl(
             &kubeconfig,
-            &["get", "events", "-n", NS, "--field-selector", "reason=Woken", "-o", "name"],
+            &[
+                "get",
+                "events",
+                "-n",
+                NS,
+                "--field-selector",
+                "reason=Woken",
+                "-o",
+                "name",
+            ],
         )
         .lines()
         .count()
@@ -167,13 +198,19 @@ fn requests_held_for_a_sandbox_deleted_meanwhile_are_answered_at_once() {
     // Pods take long to start: a new sandbox's requests are held meanwhile.
     let (controller, _dir) = embedded(
         port,
-        &IDLE.replace("sleepy", "slow").replace("idleTimeoutSeconds: 15", ""),
+        &IDLE
+            .replace("sleepy", "slow")
+            .replace("idleTimeoutSeconds: 15", ""),
         &["--pod-start-delay=120s"],
     );
     let kubeconfig = controller.embedded_kubeconfig();
     let token = controller.embedded_token().expect("the embedded token");
     wait_until(Duration::from_secs(30), "the sandbox", || {
-        kubectl(&kubeconfig, &["get", "sandbox", "slow", "-n", NS, "-o", "name"]).contains("slow")
+        kubectl(
+            &kubeconfig,
+            &["get", "sandbox", "slow", "-n", NS, "-o", "name"],
+        )
+        .contains("slow")
     });
     let headers = [host(8080, "slow", NS), bearer(&token)];
     let children: Vec<Child> = (0..20)
@@ -185,12 +222,18 @@ fn requests_held_for_a_sandbox_deleted_meanwhile_are_answered_at_once() {
         .collect();
     std::thread::sleep(Duration::from_secs(2));
     let deleted = Instant::now();
-    kubectl(&kubeconfig, &["delete", "sandbox", "slow", "-n", NS, "--wait=false"]);
+    kubectl(
+        &kubeconfig,
+        &["delete", "sandbox", "slow", "-n", NS, "--wait=false"],
+    );
     for child in children {
         let output = child.wait_with_output().expect("curl ends");
         let (status, body) = parse(&String::from_utf8_lossy(&output.stdout));
         assert_eq!(status, 404, "{body}");
-        assert_eq!(body.trim(), "no sandbox slow in namespace cubepod-workloads");
+        assert_eq!(
+            body.trim(),
+            "no sandbox slow in namespace cubepod-workloads"
+        );
     }
     assert!(
         deleted.elapsed() < Duration::from_secs(15),
@@ -260,15 +303,17 @@ fn access_is_guarded_and_never_reveals_another_tenants_sandbox() {
     };
     let ask = |headers: &[String]| curl(port, headers, Duration::from_secs(10));
     wait_until(Duration::from_secs(30), "the router's cache", || {
-        ask(&[host(80, "x", "team-a"), bearer("")]).0 == 401
-            && curl_path(port, "/readyz").0 == 200
+        ask(&[host(80, "x", "team-a"), bearer("")]).0 == 401 && curl_path(port, "/readyz").0 == 200
     });
 
     let alice = bearer("alice-token");
     // Her own sandbox, by host name and by header: past the gate, paused by its spec.
     let (status, body) = ask(&[host(8080, "box", "team-a"), alice.clone()]);
     assert_eq!(status, 409, "{body}");
-    assert!(body.contains("kubectl patch sandbox box -n team-a"), "{body}");
+    assert!(
+        body.contains("kubectl patch sandbox box -n team-a"),
+        "{body}"
+    );
     let by_header = [
         "X-Sandbox-Name: box".to_owned(),
         "X-Sandbox-Namespace: team-a".to_owned(),
@@ -289,13 +334,19 @@ fn access_is_guarded_and_never_reveals_another_tenants_sandbox() {
     assert_eq!(ask(&[host(8080, "box", "team-a"), bearer("forged")]).0, 401);
     // Unknown to whoever may see it: 404.
     let (status, body) = ask(&[host(8080, "nothing", "team-a"), bearer(TOKEN)]);
-    assert_eq!((status, body.trim()), (404, "no sandbox nothing in namespace team-a"));
+    assert_eq!(
+        (status, body.trim()),
+        (404, "no sandbox nothing in namespace team-a")
+    );
     // Malformed: 400, before any token is looked at.
     for bad in [
         vec![host(8080, "Bad_Name", "team-a")],
         vec![host(0, "box", "team-a")],
         vec!["Host: example.com".to_owned()],
-        vec!["X-Sandbox-Name: box".to_owned(), "X-Sandbox-Namespace: team-a".to_owned()],
+        vec![
+            "X-Sandbox-Name: box".to_owned(),
+            "X-Sandbox-Namespace: team-a".to_owned(),
+        ],
     ] {
         let (status, body) = ask(&bad);
         assert_eq!(status, 400, "{bad:?}: {body}");

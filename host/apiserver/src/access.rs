@@ -83,7 +83,7 @@ impl ResourceGrant {
             && self.namespace == request.namespace
             && self.group == request.group
             && self.verbs.iter().any(|v| v == "*" || *v == request.verb)
-            && self.resources.iter().any(|r| *r == resource)
+            && self.resources.contains(&resource)
     }
 }
 
