@@ -2,7 +2,8 @@
 //!
 //! - `run` with the embedded cluster serves the router on loopback: a sandbox paused for idleness
 //!   is woken by one write however many requests arrive at once, and every one of them gets the
-//!   sandbox's answer; requests held for a sandbox deleted meanwhile are answered at once.
+//!   sandbox's answer; an upgrade passes through, bytes both ways; requests held for a sandbox
+//!   deleted meanwhile are answered at once.
 //! - `cubepod-controller router` against the fake API server, whose tokens and grants the test
 //!   sets: no token 401, a tenant's token 403 for another namespace's sandbox whether it exists
 //!   or not (the same answer), by host name and by header; malformed names 400; an unknown
@@ -80,6 +81,10 @@ fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// One embedded controller at a time: each compiles and self-tests its policy at start, which
+/// two at once on a small machine may not finish within the start's patience.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// An embedded `run` with its router on `port` and `extra` flags, seeded with `seed`.
 fn embedded(port: u16, seed: &str, extra: &[&str]) -> (Controller, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -107,6 +112,7 @@ spec:
 
 #[test]
 fn two_hundred_requests_to_an_idle_paused_sandbox_wake_it_once_and_all_get_its_answer() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let port = free_port();
     let (controller, _dir) = embedded(port, IDLE, &[]);
     let kubeconfig = controller.embedded_kubeconfig();
@@ -172,6 +178,9 @@ fn two_hundred_requests_to_an_idle_paused_sandbox_wake_it_once_and_all_get_its_a
         })
         .count();
     assert_eq!(wakes, 1);
+    // An upgrade passes through: 101, then bytes both ways.
+    let echoed = upgrade_echo(port, "sleepy", &token, "hello through the router");
+    assert_eq!(echoed, "hello through the router");
     wait_until(Duration::from_secs(20), "the Woken Event", || {
         kubectl(
             &kubeconfig,
@@ -192,8 +201,43 @@ fn two_hundred_requests_to_an_idle_paused_sandbox_wake_it_once_and_all_get_its_a
     });
 }
 
+/// An `Upgrade: echo` request through the router, by a raw socket (python3): after the 101, the
+/// bytes sent come back as the Pod's stand-in echoes them.
+fn upgrade_echo(port: u16, sandbox: &str, token: &str, message: &str) -> String {
+    let script = r#"
+import socket, sys
+port, sandbox, token, message = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=20)
+s.sendall((f"GET /ws HTTP/1.1\r\nHost: 8080-{sandbox}.cubepod-workloads.sandboxes.localhost\r\n"
+           f"Authorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n").encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    chunk = s.recv(1)
+    if not chunk:
+        break
+    head += chunk
+if not head.startswith(b"HTTP/1.1 101"):
+    print("no 101: " + head.decode(errors="replace"))
+    sys.exit(0)
+s.sendall(message.encode())
+got = b""
+while len(got) < len(message):
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    got += chunk
+print(got.decode(), end="")
+"#;
+    let output = Command::new("python3")
+        .args(["-c", script, &port.to_string(), sandbox, token, message])
+        .output()
+        .expect("run python3");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 #[test]
 fn requests_held_for_a_sandbox_deleted_meanwhile_are_answered_at_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let port = free_port();
     // Pods take long to start: a new sandbox's requests are held meanwhile.
     let (controller, _dir) = embedded(

@@ -2,7 +2,8 @@
 //! nowhere, so each one the router asks for gets a loopback listener standing in for it. On
 //! any port asked, it answers HTTP/1.1 with one line naming the sandbox and its rootfs
 //! generation (the Pod's labels), so that the embedded demo can `curl` a sandbox through the
-//! router and see which one answered, and which start of it.
+//! router and see which one answered, and which start of it; a request to upgrade (any
+//! protocol) is answered 101 and its bytes echoed back.
 //!
 //! A listener serves its IP only while a Running Pod has it: a connection to a stopped Pod is
 //! closed at once, as a connection to a gone Pod's address would fail.
@@ -111,6 +112,10 @@ async fn serve(listener: tokio::net::TcpListener, ip: IpAddr, cluster: Weak<Memo
                 move |request: Request<hyper::body::Incoming>| {
                     let pod = pod.clone();
                     async move {
+                        let protocol = request.headers().get(hyper::header::UPGRADE).cloned();
+                        if let Some(protocol) = protocol {
+                            return Ok(echo(request, protocol));
+                        }
                         let line = format!(
                             "sandbox {} in namespace {}, rootfs generation {}, pod IP {ip}: {} {}\n",
                             pod.sandbox,
@@ -125,9 +130,34 @@ async fn serve(listener: tokio::net::TcpListener, ip: IpAddr, cluster: Weak<Memo
             );
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
                 .await;
         });
     }
+}
+
+/// An upgrade of any protocol: 101 with the protocol asked, then every byte sent back as it
+/// came (an echo of the raw stream, not of WebSocket frames).
+fn echo(
+    mut request: Request<hyper::body::Incoming>,
+    protocol: hyper::header::HeaderValue,
+) -> Response<Full<Bytes>> {
+    let upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        if let Ok(upgraded) = upgrade.await {
+            let (mut reader, mut writer) = tokio::io::split(TokioIo::new(upgraded));
+            let _ = tokio::io::copy(&mut reader, &mut writer).await;
+        }
+    });
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("upgrade"),
+    );
+    headers.insert(hyper::header::UPGRADE, protocol);
+    response
 }
 
 #[cfg(test)]
