@@ -24,15 +24,15 @@ pub(crate) struct Target {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TargetError {
     #[error(
-        "no sandbox named: the host {host:?} is not <port>-<sandbox>.<namespace>.{domain} and \
+        "no sandbox named: the host \"{host}\" is not <port>-<sandbox>.<namespace>.{domain} and \
          there is no X-Sandbox-Name header"
     )]
     NotRouted { host: String, domain: String },
     #[error(
-        "the {what} {value:?} is not a DNS-1123 label (lower case letters, digits and '-', at most 63)"
+        "the {what} \"{value}\" is not a DNS-1123 label (lower case letters, digits and '-', at most 63)"
     )]
     BadName { what: &'static str, value: String },
-    #[error("the port {0:?} is not a number from 1 to 65535")]
+    #[error("the port \"{0}\" is not a number from 1 to 65535")]
     BadPort(String),
     #[error("X-Sandbox-Name is set but {0} is missing")]
     MissingHeader(&'static str),
