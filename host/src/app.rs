@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::admission::{Admission, Admitted, Candidate, REFUSAL_REASONS};
-use crate::config::{EngineFlags, RunArgs};
+use crate::config::{EngineFlags, RouterArgs, RunArgs};
 use crate::controller::health::Health;
 use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig, PolicySource};
@@ -94,6 +94,13 @@ pub enum StartError {
         /// The socket's error.
         source: std::io::Error,
     },
+    /// `router` found no cluster to route to.
+    #[error(
+        "the router needs a Kubernetes cluster and found no kubeconfig or in-cluster \
+         environment; set KUBECONFIG (the embedded demo serves its router from `run`: \
+         --router-listen)"
+    )]
+    NoCluster,
     /// Plain `/metrics` asked for on an address that is not loopback.
     #[error(
         "--metrics-secure=false serves /metrics beside the probes with no authentication, so only \
@@ -163,6 +170,78 @@ async fn connect(args: &RunArgs, metrics: &Metrics) -> Result<Connected, StartEr
     );
     let reviewer = memory.access().clone();
     Ok((memory, reviewer, Some(served), Vec::new()))
+}
+
+/// The embedded cluster's router, on loopback: its Pods answered by the simulated kubelet's
+/// stand-ins, its tokens the embedded cluster's (the kubeconfig's is allowed everything).
+async fn serve_embedded_router(
+    args: &RunArgs,
+    cluster: Arc<dyn Cluster>,
+    reviewer: Arc<dyn Reviewer>,
+    memory: Arc<MemoryCluster>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
+    let config = args.router.config(&args.namespaces);
+    let domain = config.domain.clone();
+    let router = crate::router::Router::start(
+        cluster,
+        reviewer,
+        crate::router::PodNetwork::Embedded(memory),
+        config,
+        shutdown.clone(),
+    );
+    let (bound, task) = crate::router::listen(router, args.router_listen, shutdown.clone())
+        .await
+        .map_err(|source| StartError::Listen {
+            what: "the sandbox router",
+            addr: args.router_listen,
+            flag: "--router-listen",
+            source,
+        })?;
+    tracing::info!(
+        addr = %bound,
+        example = %format!("curl -H \"Authorization: Bearer $TOKEN\" http://8080-<sandbox>.<namespace>.{domain}:{}/", bound.port()),
+        "serving the sandbox router (the token is the kubeconfig's)"
+    );
+    Ok(task)
+}
+
+/// `cubepod-controller router`: the sandbox router against the cluster of the kubeconfig or
+/// the in-cluster environment, until `shutdown`.
+pub async fn run_router(
+    args: RouterArgs,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), StartError> {
+    let Some((connection, source)) = ConnectionConfig::load()? else {
+        return Err(StartError::NoCluster);
+    };
+    tracing::info!(%source, server = %connection.server, "using the Kubernetes API");
+    let options = RestOptions {
+        children: Projection::MetadataAndStatus,
+        ..RestOptions::default()
+    };
+    let rest = RestCluster::new(connection, options)?;
+    let router = crate::router::Router::start(
+        rest.clone(),
+        rest,
+        crate::router::PodNetwork::Direct,
+        args.flags.config(&args.namespaces),
+        shutdown.clone(),
+    );
+    let (bound, task) = crate::router::listen(router, args.listen, shutdown.clone())
+        .await
+        .map_err(|source| StartError::Listen {
+            what: "the sandbox router",
+            addr: args.listen,
+            flag: "--listen",
+            source,
+        })?;
+    tracing::info!(addr = %bound, domain = %args.flags.router_domain, "serving the sandbox router");
+    let mut shutdown = shutdown;
+    let _ = shutdown.wait_for(|stop| *stop).await;
+    task.abort();
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Fails fast, with the command that fixes it, when the CRDs are missing or the controller may
@@ -387,6 +466,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         flag: "--listen",
         source,
     })?;
+    let router_reviewer = reviewer.clone();
     let metrics_task = if metrics_secure {
         tracing::info!(addr = %bound, "serving /healthz and /readyz");
         Some(serve_secure_metrics(&args, reviewer, metrics.clone(), &shutdown).await?)
@@ -398,6 +478,19 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
         );
         None
     };
+    let router_task = match &served {
+        Some(served) => Some(
+            serve_embedded_router(
+                &args,
+                cluster.clone(),
+                router_reviewer,
+                served.server.cluster(),
+                &shutdown,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     if let Some(served) = &served {
         // The one line a newcomer needs, on stdout whatever the log format; once every
         // address is bound, so that it is never followed by a failure to serve.
@@ -405,6 +498,9 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     }
     let stop_serving = |metrics_task: Option<tokio::task::JoinHandle<()>>| {
         server_task.abort();
+        if let Some(task) = &router_task {
+            task.abort();
+        }
         if let Some(task) = metrics_task {
             task.abort();
         }

@@ -39,6 +39,81 @@ pub enum Command {
     Run(RunArgs),
     /// Test or inspect a policy module without a cluster.
     Policy(PolicyArgs),
+    /// Run the sandbox router: HTTP to each sandbox's Pod by host name or X-Sandbox-* headers,
+    /// guarded by the cluster's tokens and RBAC, waking a sandbox paused for idleness.
+    Router(RouterArgs),
+}
+
+/// The router's flags, shared by `router` and by `run` with the embedded cluster.
+#[derive(Debug, Clone, Args)]
+pub struct RouterFlags {
+    /// The domain of sandbox host names: a request for `<port>-<sandbox>.<namespace>.<domain>`
+    /// goes to that sandbox's Pod on that port.
+    #[arg(
+        long,
+        env = "CUBEPOD_ROUTER_DOMAIN",
+        default_value = "sandboxes.localhost"
+    )]
+    pub(crate) router_domain: String,
+
+    /// How long a request is held while its sandbox wakes or starts; then 503 with
+    /// Retry-After.
+    #[arg(long, env = "CUBEPOD_WAKE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub(crate) wake_timeout: Duration,
+
+    /// How many requests per sandbox may be held while it wakes; past it, 503 with
+    /// Retry-After.
+    #[arg(long, env = "CUBEPOD_MAX_HELD_REQUESTS", default_value_t = 1000)]
+    pub(crate) max_held_requests: usize,
+
+    /// At most one `cubepod.io/last-activity` write per sandbox per this interval, however
+    /// many requests pass.
+    #[arg(long, env = "CUBEPOD_ACTIVITY_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) activity_interval: Duration,
+
+    /// How long a sandbox's Pod may take to accept a connection and answer a request's head;
+    /// then 504.
+    #[arg(long, env = "CUBEPOD_UPSTREAM_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) upstream_timeout: Duration,
+}
+
+impl RouterFlags {
+    /// The router's configuration for `namespaces`.
+    pub(crate) fn config(&self, namespaces: &[String]) -> crate::router::RouterConfig {
+        crate::router::RouterConfig {
+            domain: self.router_domain.clone(),
+            namespaces: namespaces.to_vec(),
+            wake_timeout: self.wake_timeout,
+            max_held_requests: self.max_held_requests,
+            activity_interval: self.activity_interval,
+            upstream_timeout: self.upstream_timeout,
+        }
+    }
+}
+
+/// `router`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct RouterArgs {
+    /// Address the router serves on (HTTP/1.1 and h2c); `/healthz` and `/readyz` answer there
+    /// for a request that names no sandbox.
+    #[arg(long, env = "CUBEPOD_ROUTER_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+
+    /// Namespaces whose sandboxes it routes to. Comma-separated.
+    #[arg(
+        long,
+        env = "CUBEPOD_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "cubepod-workloads"
+    )]
+    pub namespaces: Vec<String>,
+
+    #[command(flatten)]
+    pub(crate) flags: RouterFlags,
+
+    /// Log format: text or json.
+    #[arg(long, env = "CUBEPOD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
 }
 
 /// `run`'s flags.
@@ -218,6 +293,14 @@ pub struct RunArgs {
     /// `$XDG_STATE_HOME/cubepod-controller/kubeconfig` (`~/.local/state/...`), or the temp dir.
     #[arg(long, env = "CUBEPOD_EMBEDDED_KUBECONFIG")]
     pub(crate) embedded_kubeconfig: Option<PathBuf>,
+
+    /// Embedded cluster: the loopback address its sandbox router is served on (see `router`'s
+    /// flags). Port 0: a free one, printed in the log.
+    #[arg(long, env = "CUBEPOD_ROUTER_LISTEN", default_value = "127.0.0.1:0")]
+    pub(crate) router_listen: SocketAddr,
+
+    #[command(flatten)]
+    pub(crate) router: RouterFlags,
 
     /// Embedded cluster: how long a created Pod takes to turn Running and Ready.
     #[arg(long, env = "CUBEPOD_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]

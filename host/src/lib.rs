@@ -21,6 +21,7 @@ pub(crate) mod embedded;
 pub(crate) mod instrumented;
 pub mod metrics;
 pub mod policy_cli;
+pub mod router;
 pub mod scenario;
 pub(crate) mod server;
 pub mod signing;

@@ -74,6 +74,23 @@ async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Policy(args) => policy(args.command).await,
+        Command::Router(args) => {
+            init_logging(&args.log_format);
+            let (stop, shutdown) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("signal received: stopping");
+                let _ = stop.send(true);
+            });
+            match cubepod_host::app::run_router(args, shutdown).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!("{error}");
+                    eprintln!("cubepod-controller: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 

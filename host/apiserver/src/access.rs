@@ -1,14 +1,18 @@
 //! Who the in-memory cluster knows and what they may do, for the TokenReviews and
 //! SubjectAccessReviews it answers (served by `serve/reviews.rs`, asked in-process by the
 //! embedded controller's `/metrics`): bearer tokens mapped to users, and grants of non-resource
-//! URLs (`/metrics`) to users or groups, matched as RBAC matches `nonResourceURLs`. Members of
+//! URLs (`/metrics`) to users or groups, matched as RBAC matches `nonResourceURLs`, and grants
+//! of a resource's verbs in one namespace (a Role bound to a subject: the router's
+//! `sandboxes/proxy`). Members of
 //! `system:masters` may do anything, as in Kubernetes. Nothing is known until it is registered:
 //! the embedded cluster registers its own token as [`admin`], tests their scrapers.
 
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
-use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer, UserInfo};
+use cubepod_kube::review::{
+    AUTHENTICATED, Decision, NonResourceRequest, ResourceRequest, Reviewer, UserInfo,
+};
 use cubepod_kube::{ApiResult, BoxFuture};
 
 /// The group Kubernetes allows everything.
@@ -57,10 +61,37 @@ impl Grant {
     }
 }
 
+/// An RBAC rule of a Role in `namespace`, bound to `subject`: `resources` as RBAC writes them
+/// (`sandboxes/proxy` for a subresource), `*` matching any verb.
+#[derive(Clone, Debug)]
+struct ResourceGrant {
+    subject: Subject,
+    namespace: String,
+    group: String,
+    verbs: Vec<String>,
+    resources: Vec<String>,
+}
+
+impl ResourceGrant {
+    fn allows(&self, request: &ResourceRequest) -> bool {
+        let resource = if request.subresource.is_empty() {
+            request.resource.clone()
+        } else {
+            format!("{}/{}", request.resource, request.subresource)
+        };
+        self.subject.covers(&request.user)
+            && self.namespace == request.namespace
+            && self.group == request.group
+            && self.verbs.iter().any(|v| v == "*" || *v == request.verb)
+            && self.resources.contains(&resource)
+    }
+}
+
 #[derive(Default)]
 struct Known {
     tokens: HashMap<String, UserInfo>,
     grants: Vec<Grant>,
+    resource_grants: Vec<ResourceGrant>,
 }
 
 /// The cluster's users and grants. Tokens are compared whole; none is ever logged or shown.
@@ -102,6 +133,25 @@ impl AccessControl {
         });
     }
 
+    /// `subject` may use `verbs` on `resources` (`sandboxes/proxy`) of API group `group` in
+    /// `namespace`, as a Role there bound to it allows.
+    pub fn allow_in_namespace(
+        &self,
+        subject: Subject,
+        namespace: &str,
+        group: &str,
+        verbs: &[&str],
+        resources: &[&str],
+    ) {
+        self.write().resource_grants.push(ResourceGrant {
+            subject,
+            namespace: namespace.to_owned(),
+            group: group.to_owned(),
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+        });
+    }
+
     /// The token's user, if it is known.
     pub(crate) fn authenticate(&self, token: &str) -> Option<UserInfo> {
         if token.is_empty() {
@@ -128,16 +178,24 @@ impl AccessControl {
         }
     }
 
-    /// A request for a resource: the in-memory cluster keeps no RBAC of resources, so only
-    /// `system:masters` is allowed.
-    pub(crate) fn authorize_resource(&self, user: &UserInfo) -> Decision {
-        if user.in_group(MASTERS) {
+    /// A request for a resource: allowed to `system:masters` and by the grants of
+    /// [`AccessControl::allow_in_namespace`].
+    pub(crate) fn authorize_resource(&self, request: &ResourceRequest) -> Decision {
+        if request.user.in_group(MASTERS) {
+            return Decision::Allow;
+        }
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        if known.resource_grants.iter().any(|g| g.allows(request)) {
             Decision::Allow
         } else {
             Decision::Deny {
                 reason: format!(
-                    "the in-memory cluster grants resources only to {MASTERS}, not to {:?}",
-                    user.username
+                    "no grant allows {} on {}/{} in namespace {} to {}",
+                    request.verb,
+                    request.resource,
+                    request.subresource,
+                    request.namespace,
+                    request.user.username
                 ),
             }
         }
@@ -158,6 +216,13 @@ impl Reviewer for AccessControl {
         request: &'a NonResourceRequest,
     ) -> BoxFuture<'a, ApiResult<Decision>> {
         Box::pin(std::future::ready(Ok(self.authorize(request))))
+    }
+
+    fn review_resource_access<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, ApiResult<Decision>> {
+        Box::pin(std::future::ready(Ok(self.authorize_resource(request))))
     }
 }
 
@@ -218,7 +283,41 @@ mod tests {
             access.authorize(&get(&admin(), "/anything")),
             Decision::Allow
         );
-        assert_eq!(access.authorize_resource(&admin()), Decision::Allow);
-        assert_ne!(access.authorize_resource(&alice), Decision::Allow);
+        let proxy = |user: &UserInfo, namespace: &str| ResourceRequest {
+            user: user.clone(),
+            verb: "create".into(),
+            namespace: namespace.into(),
+            group: "cubepod.io".into(),
+            resource: "sandboxes".into(),
+            subresource: "proxy".into(),
+            name: "s".into(),
+        };
+        assert_eq!(
+            access.authorize_resource(&proxy(&admin(), "a")),
+            Decision::Allow
+        );
+        assert_ne!(
+            access.authorize_resource(&proxy(&alice, "a")),
+            Decision::Allow
+        );
+        access.allow_in_namespace(
+            Subject::User("alice".into()),
+            "a",
+            "cubepod.io",
+            &["create"],
+            &["sandboxes/proxy"],
+        );
+        assert_eq!(
+            access.authorize_resource(&proxy(&alice, "a")),
+            Decision::Allow
+        );
+        assert_ne!(
+            access.authorize_resource(&proxy(&alice, "b")),
+            Decision::Allow
+        );
+        assert_ne!(
+            access.authorize_resource(&proxy(&bob, "a")),
+            Decision::Allow
+        );
     }
 }

@@ -19,6 +19,7 @@ mod merge;
 mod meta;
 mod namespaces;
 mod pod_lifecycle;
+mod pod_network;
 mod schema;
 mod selector;
 pub mod serve;
@@ -117,6 +118,8 @@ pub struct MemoryCluster {
     writes: WriteLog,
     /// Who the cluster authenticates, and what they may do (`access.rs`).
     access: Arc<AccessControl>,
+    /// Loopback stand-ins for Pod IPs (`pod_network.rs`).
+    pod_network: pod_network::PodNetwork,
 }
 
 impl fmt::Debug for MemoryCluster {
@@ -138,6 +141,7 @@ impl MemoryCluster {
             state: Mutex::new(State::new(hub, kubelet, Namespaces::new(config.namespaces))),
             writes: WriteLog::default(),
             access: Arc::default(),
+            pod_network: pod_network::PodNetwork::default(),
         })
     }
 

@@ -66,6 +66,26 @@ pub struct NonResourceRequest {
     pub path: String,
 }
 
+/// A request for one object of a namespaced resource, by `user`: what a SubjectAccessReview's
+/// `resourceAttributes` ask (the router's `create` on `sandboxes/proxy`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceRequest {
+    /// Who asks, as the token's review named them.
+    pub user: UserInfo,
+    /// Lower case: `create`.
+    pub verb: String,
+    /// The object's namespace.
+    pub namespace: String,
+    /// The API group: `cubepod.io`; empty for the core group.
+    pub group: String,
+    /// The plural: `sandboxes`.
+    pub resource: String,
+    /// `proxy`; empty for the object itself.
+    pub subresource: String,
+    /// The object's name.
+    pub name: String,
+}
+
 /// A SubjectAccessReview's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -87,6 +107,12 @@ pub trait Reviewer: Send + Sync + 'static {
     fn review_access<'a>(
         &'a self,
         request: &'a NonResourceRequest,
+    ) -> BoxFuture<'a, ApiResult<Decision>>;
+
+    /// Whether `request`, for an object, is allowed.
+    fn review_resource_access<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
     ) -> BoxFuture<'a, ApiResult<Decision>>;
 }
 
@@ -197,9 +223,33 @@ pub struct SubjectAccessReviewSpec {
     /// The request, when it is for a non-resource URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub non_resource_attributes: Option<NonResourceAttributes>,
-    /// Kept as it came: only its presence matters here.
+    /// The request, when it is for an object of a resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_attributes: Option<serde_json::Value>,
+    pub resource_attributes: Option<ResourceAttributes>,
+}
+
+/// A request for an object, as a SubjectAccessReview carries it.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceAttributes {
+    /// Empty: every namespace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Lower case: `create`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub verb: String,
+    /// The API group; empty: the core group.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// The plural: `sandboxes`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
+    /// `proxy`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    /// The object's name; empty: any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
 }
 
 /// A request for a non-resource URL, as a SubjectAccessReview carries it.
@@ -233,6 +283,24 @@ pub struct SubjectAccessReviewStatus {
 }
 
 impl SubjectAccessReview {
+    pub(crate) fn of_resource(request: &ResourceRequest) -> Self {
+        let mut review = Self::of(&NonResourceRequest {
+            user: request.user.clone(),
+            verb: String::new(),
+            path: String::new(),
+        });
+        review.spec.non_resource_attributes = None;
+        review.spec.resource_attributes = Some(ResourceAttributes {
+            namespace: request.namespace.clone(),
+            verb: request.verb.clone(),
+            group: request.group.clone(),
+            resource: request.resource.clone(),
+            subresource: request.subresource.clone(),
+            name: request.name.clone(),
+        });
+        review
+    }
+
     pub(crate) fn of(request: &NonResourceRequest) -> Self {
         Self {
             api_version: "authorization.k8s.io/v1".to_owned(),

@@ -19,7 +19,9 @@ use hyper::header::{AUTHORIZATION, HeaderMap};
 use hyper::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use cubepod_kube::review::{AUTHENTICATED, Decision, NonResourceRequest, Reviewer, UserInfo};
+use cubepod_kube::review::{
+    AUTHENTICATED, Decision, NonResourceRequest, ResourceRequest, Reviewer, UserInfo,
+};
 
 /// How long a token's review is kept, authenticated or not (controller-runtime's `CacheTTL`).
 pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(60);
@@ -56,6 +58,7 @@ pub(crate) struct Gate {
     reviewer: Arc<dyn Reviewer>,
     users: TtlCache<[u8; 32], Option<UserInfo>>,
     decisions: TtlCache<NonResourceRequest, Decision>,
+    resource_decisions: TtlCache<ResourceRequest, Decision>,
     clock: Clock,
 }
 
@@ -69,6 +72,7 @@ impl Gate {
             reviewer,
             users: TtlCache::default(),
             decisions: TtlCache::default(),
+            resource_decisions: TtlCache::default(),
             clock,
         }
     }
@@ -80,18 +84,7 @@ impl Gate {
         method: &Method,
         path: &str,
     ) -> Result<(), Refusal> {
-        let unauthorized = || Refusal::new(StatusCode::UNAUTHORIZED, "Unauthorized");
-        let Some(token) = bearer(headers) else {
-            tracing::debug!(%path, "metrics request without a bearer token");
-            return Err(unauthorized());
-        };
-        let Some(mut user) = self.authenticate(token).await? else {
-            tracing::debug!(%path, "metrics request with a token the cluster does not authenticate");
-            return Err(unauthorized());
-        };
-        if !user.in_group(AUTHENTICATED) {
-            user.groups.push(AUTHENTICATED.to_owned());
-        }
+        let user = self.user(headers, path).await?;
         let request = NonResourceRequest {
             user,
             verb: method.as_str().to_ascii_lowercase(),
@@ -110,13 +103,88 @@ impl Gate {
         }
     }
 
+    /// The user of the request's bearer token; 401 without one the cluster authenticates.
+    async fn user(&self, headers: &HeaderMap, path: &str) -> Result<UserInfo, Refusal> {
+        let unauthorized = || Refusal::new(StatusCode::UNAUTHORIZED, "Unauthorized");
+        let Some(token) = bearer(headers) else {
+            tracing::debug!(%path, "request without a bearer token");
+            return Err(unauthorized());
+        };
+        let Some(mut user) = self.authenticate(token).await? else {
+            tracing::debug!(%path, "request with a token the cluster does not authenticate");
+            return Err(unauthorized());
+        };
+        if !user.in_group(AUTHENTICATED) {
+            user.groups.push(AUTHENTICATED.to_owned());
+        }
+        Ok(user)
+    }
+
+    /// `Ok` when the request's token is of a user allowed what `request` (given the user)
+    /// asks: 401 without such a token, 403 when not allowed. The refusal names the user, never
+    /// whether the object exists: it is decided before anything about the object is read.
+    pub(crate) async fn check_resource(
+        &self,
+        headers: &HeaderMap,
+        path: &str,
+        request: impl FnOnce(UserInfo) -> ResourceRequest,
+    ) -> Result<(), Refusal> {
+        let request = request(self.user(headers, path).await?);
+        let cached = self.resource_decisions.get(&request, (self.clock)());
+        let decision = match cached {
+            Some(decision) => decision,
+            None => {
+                let user = request.user.username.clone();
+                let failed = |why: String| {
+                    tracing::warn!(%user, error = %why, "the SubjectAccessReview failed");
+                    Refusal::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("Authorization for user {user} failed"),
+                    )
+                };
+                let decision = tokio::time::timeout(
+                    REVIEW_TIMEOUT,
+                    self.reviewer.review_resource_access(&request),
+                )
+                .await
+                .map_err(|_| failed(format!("no answer within {REVIEW_TIMEOUT:?}")))?
+                .map_err(|error| failed(error.to_string()))?;
+                let ttl = match decision {
+                    Decision::Allow => ALLOW_TTL,
+                    Decision::Deny { .. } => DENY_TTL,
+                };
+                self.resource_decisions.insert(
+                    request.clone(),
+                    decision.clone(),
+                    (self.clock)(),
+                    ttl,
+                );
+                decision
+            }
+        };
+        match decision {
+            Decision::Allow => Ok(()),
+            Decision::Deny { reason } => {
+                let user = &request.user.username;
+                tracing::debug!(%user, %path, %reason, "request denied");
+                Err(Refusal::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "user {user} may not {} {}/{} in namespace {}",
+                        request.verb, request.resource, request.subresource, request.namespace
+                    ),
+                ))
+            }
+        }
+    }
+
     async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, Refusal> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(user) = self.users.get(&key, (self.clock)()) {
             return Ok(user);
         }
         let failed = |why: String| {
-            tracing::warn!(error = %why, "metrics request: the TokenReview failed");
+            tracing::warn!(error = %why, "the TokenReview failed");
             Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "Authentication failed")
         };
         let user = tokio::time::timeout(REVIEW_TIMEOUT, self.reviewer.review_token(token))
@@ -134,7 +202,7 @@ impl Gate {
         }
         let user = &request.user.username;
         let failed = |why: String| {
-            tracing::warn!(%user, error = %why, "metrics request: the SubjectAccessReview failed");
+            tracing::warn!(%user, error = %why, "the SubjectAccessReview failed");
             Refusal::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("Authorization for user {user} failed"),
@@ -245,6 +313,14 @@ mod tests {
         ) -> BoxFuture<'a, ApiResult<Decision>> {
             self.accesses.fetch_add(1, Ordering::Relaxed);
             self.access.review_access(request)
+        }
+
+        fn review_resource_access<'a>(
+            &'a self,
+            request: &'a cubepod_kube::review::ResourceRequest,
+        ) -> BoxFuture<'a, ApiResult<Decision>> {
+            self.accesses.fetch_add(1, Ordering::Relaxed);
+            self.access.review_resource_access(request)
         }
     }
 

@@ -166,7 +166,7 @@ pub(crate) async fn serve(
 /// Binds `addr` and hands each accepted connection to `connection`, on a task of its own,
 /// until `shutdown` changes; returns the bound address (port 0 picks one) and the accepting
 /// task. `server` names it in the log.
-async fn listen<F, C>(
+pub(crate) async fn listen<F, C>(
     addr: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
     server: &'static str,

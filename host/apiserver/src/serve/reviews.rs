@@ -12,8 +12,8 @@ use super::request_body::read_object;
 use super::status::Failure;
 use crate::MemoryCluster;
 use cubepod_kube::review::{
-    Decision, NonResourceRequest, SubjectAccessReview, SubjectAccessReviewStatus, TokenReview,
-    TokenReviewSpec, TokenReviewStatus, UserInfo,
+    Decision, NonResourceRequest, ResourceRequest, SubjectAccessReview, SubjectAccessReviewStatus,
+    TokenReview, TokenReviewSpec, TokenReviewStatus, UserInfo,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +108,15 @@ fn access_review(
             verb: attributes.verb.clone(),
             path: attributes.path.clone(),
         }),
-        (None, Some(_)) => cluster.access().authorize_resource(&user),
+        (None, Some(attributes)) => cluster.access().authorize_resource(&ResourceRequest {
+            user,
+            verb: attributes.verb.clone(),
+            namespace: attributes.namespace.clone(),
+            group: attributes.group.clone(),
+            resource: attributes.resource.clone(),
+            subresource: attributes.subresource.clone(),
+            name: attributes.name.clone(),
+        }),
         _ => {
             return Err(Failure::bad_request(
                 "exactly one of nonResourceAttributes and resourceAttributes must be specified",

@@ -7,8 +7,8 @@ use hyper::Method;
 use super::transport::Call;
 use super::{JSON, RestCluster};
 use crate::review::{
-    Decision, NonResourceRequest, Reviewer, SUBJECT_ACCESS_REVIEWS, SubjectAccessReview,
-    TOKEN_REVIEWS, TokenReview, UserInfo,
+    Decision, NonResourceRequest, ResourceRequest, Reviewer, SUBJECT_ACCESS_REVIEWS,
+    SubjectAccessReview, TOKEN_REVIEWS, TokenReview, UserInfo,
 };
 use crate::{ApiError, ApiErrorKind, ApiResult, BoxFuture};
 
@@ -47,16 +47,28 @@ impl Reviewer for RestCluster {
         &'a self,
         request: &'a NonResourceRequest,
     ) -> BoxFuture<'a, ApiResult<Decision>> {
+        Box::pin(async move { self.access_review(SubjectAccessReview::of(request)).await })
+    }
+
+    fn review_resource_access<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, ApiResult<Decision>> {
         Box::pin(async move {
-            let answer = self
-                .review(SUBJECT_ACCESS_REVIEWS, &SubjectAccessReview::of(request))
-                .await?;
-            answer.decision().map_err(|why| {
-                ApiError::new(
-                    ApiErrorKind::Other,
-                    format!("POST {SUBJECT_ACCESS_REVIEWS}: {why}"),
-                )
-            })
+            self.access_review(SubjectAccessReview::of_resource(request))
+                .await
+        })
+    }
+}
+
+impl RestCluster {
+    async fn access_review(&self, review: SubjectAccessReview) -> ApiResult<Decision> {
+        let answer = self.review(SUBJECT_ACCESS_REVIEWS, &review).await?;
+        answer.decision().map_err(|why| {
+            ApiError::new(
+                ApiErrorKind::Other,
+                format!("POST {SUBJECT_ACCESS_REVIEWS}: {why}"),
+            )
         })
     }
 }

@@ -13,7 +13,9 @@ use crate::runtime::bindings::{
 
 /// The finalizer the controller puts on each Sandbox, so that its cleanup runs before it goes.
 pub const FINALIZER: &str = "cubepod.io/cleanup";
-pub(crate) const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
+/// The annotation of a sandbox's last activity (RFC 3339), written by whatever sees its
+/// traffic: the router, or a platform's own proxy.
+pub const LAST_ACTIVITY: &str = "cubepod.io/last-activity";
 pub use super::names::POOL_LABEL;
 /// The label of a pool member claimed by a Sandbox: the claiming Sandbox's name.
 pub const CLAIMED_BY_LABEL: &str = "cubepod.io/claimed-by";

@@ -1,0 +1,283 @@
+//! The sandbox router: HTTP/1.1 and HTTP/2 (h2c) to a sandbox's Pod, routed by host name
+//! (`<port>-<sandbox>.<namespace>.<domain>`) or by the `X-Sandbox-*` headers, guarded as the
+//! API server guards `pods/proxy` (a bearer token reviewed, then `create` on `sandboxes/proxy`
+//! in the sandbox's namespace), streaming bodies both ways and passing upgrades (WebSocket)
+//! through. It reads Sandboxes and their Pods from a watch cache fed by the controller's own
+//! reflectors, never the API per request.
+//!
+//! Two things it writes, both rare: a sandbox paused for idleness is woken by its first request
+//! (`wake.rs`: one write however many requests arrive, the requests held until the Pod is
+//! Ready), and traffic is recorded as `cubepod.io/last-activity` at most once per sandbox per
+//! `--activity-interval` (`activity.rs`).
+
+mod activity;
+mod target;
+mod upstream;
+mod wake;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, RETRY_AFTER};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::sync::watch;
+
+use crate::controller::cache::Cache;
+use crate::controller::queue::{Backoff, WorkKey, WorkQueue};
+use crate::controller::reflector::Reflector;
+use crate::server::auth::Gate;
+use cubepod_kube::review::{ResourceRequest, Reviewer};
+use cubepod_kube::{Cluster, Resource, Scope};
+use cubepod_policy_host::model::ObjectRef;
+
+pub use upstream::PodNetwork;
+
+/// What the router is told by its flags.
+#[derive(Clone, Debug)]
+pub struct RouterConfig {
+    /// The domain of sandbox host names: `<port>-<sandbox>.<namespace>.<domain>`.
+    pub domain: String,
+    /// The namespaces whose sandboxes it routes to.
+    pub namespaces: Vec<String>,
+    /// How long a request is held while its sandbox wakes or starts.
+    pub wake_timeout: Duration,
+    /// How many requests per sandbox may be held at once.
+    pub max_held_requests: usize,
+    /// At most one `cubepod.io/last-activity` write per sandbox per this interval.
+    pub activity_interval: Duration,
+    /// How long the Pod may take to connect and answer a request's head.
+    pub upstream_timeout: Duration,
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// The router's state: the cache, the access gate, the wakes and activity in flight.
+pub struct Router {
+    cluster: Arc<dyn Cluster>,
+    cache: Arc<Cache>,
+    gate: Gate,
+    config: RouterConfig,
+    wakes: wake::Wakes,
+    activity: activity::Activity,
+    upstream: upstream::Upstream,
+    synced: Vec<Arc<AtomicBool>>,
+}
+
+impl Router {
+    /// A router over `cluster`, its cache filled by reflectors of every namespace's Sandboxes
+    /// and sandbox Pods, running until `shutdown`.
+    pub fn start(
+        cluster: Arc<dyn Cluster>,
+        reviewer: Arc<dyn Reviewer>,
+        network: PodNetwork,
+        config: RouterConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Arc<Router> {
+        let cache = Arc::new(Cache::default());
+        // The queue only carries which sandboxes changed, to the requests held for them.
+        let queue = WorkQueue::new(Backoff::default(), Arc::new(crate::metrics::Metrics::new()));
+        let mut synced = Vec::new();
+        for namespace in &config.namespaces {
+            for (resource, label_selector) in [
+                (Resource::Sandbox, None),
+                (
+                    Resource::Pod,
+                    Some(cubepod_policy_host::model::children::selector()),
+                ),
+            ] {
+                let done = Arc::new(AtomicBool::new(false));
+                synced.push(done.clone());
+                let reflector = Reflector {
+                    cluster: cluster.clone(),
+                    scope: Scope {
+                        resource,
+                        namespace: namespace.clone(),
+                        label_selector,
+                    },
+                    cache: cache.clone(),
+                    queue: queue.clone(),
+                    synced: done,
+                };
+                tokio::spawn(reflector.run(shutdown.clone()));
+            }
+        }
+        let router = Arc::new(Router {
+            cluster: cluster.clone(),
+            cache,
+            gate: Gate::new(reviewer),
+            wakes: wake::Wakes::default(),
+            activity: activity::Activity::new(cluster, config.activity_interval),
+            upstream: upstream::Upstream::new(network, config.upstream_timeout),
+            config,
+            synced,
+        });
+        let notifier = router.clone();
+        let changes = queue.clone();
+        tokio::spawn(async move {
+            while let Some(key) = changes.next().await {
+                if let WorkKey::Sandbox(sandbox) = &key {
+                    notifier.wakes.changed(sandbox);
+                }
+                changes.done(&key);
+            }
+        });
+        let mut stop = shutdown;
+        tokio::spawn(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+            queue.shut_down();
+        });
+        router
+    }
+
+    fn synced(&self) -> bool {
+        self.synced.iter().all(|s| s.load(Ordering::Acquire))
+    }
+
+    /// One request, answered.
+    async fn handle(self: Arc<Self>, mut request: Request<Incoming>) -> Response<Body> {
+        let authority = request.uri().authority().map(|a| a.as_str().to_owned());
+        let target =
+            match target::target(request.headers(), authority.as_deref(), &self.config.domain) {
+                Ok(target) => target,
+                // The kubelet's probes name no sandbox.
+                Err(_) if request.uri().path() == "/healthz" => {
+                    return text(StatusCode::OK, "ok");
+                }
+                Err(_) if request.uri().path() == "/readyz" => {
+                    return if self.synced() {
+                        text(StatusCode::OK, "ok")
+                    } else {
+                        text(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "the router's cache of sandboxes is still loading",
+                        )
+                    };
+                }
+                Err(error) => return text(StatusCode::BAD_REQUEST, &error.to_string()),
+            };
+        let path = request.uri().path().to_owned();
+        let allowed = self
+            .gate
+            .check_resource(request.headers(), &path, |user| ResourceRequest {
+                user,
+                verb: "create".to_owned(),
+                namespace: target.namespace.clone(),
+                group: "cubepod.io".to_owned(),
+                resource: "sandboxes".to_owned(),
+                subresource: "proxy".to_owned(),
+                name: target.name.clone(),
+            })
+            .await;
+        if let Err(refusal) = allowed {
+            return text(refusal.status, &refusal.message);
+        }
+        // The caller's credential is for the router, never for the sandbox's code.
+        request.headers_mut().remove(hyper::header::AUTHORIZATION);
+        if !self.synced() {
+            return retry_later(
+                "the router's cache of sandboxes is still loading; try again in a moment",
+            );
+        }
+        let key = ObjectRef::new(&target.namespace, &target.name);
+        let ip = match self.wakes.ready(&self, &key).await {
+            Ok(ip) => ip,
+            Err(refusal) => return refusal.response(),
+        };
+        if let Some(sandbox) = self.cache.sandbox(&key) {
+            self.activity.seen(&key, &sandbox);
+        }
+        self.upstream.forward(request, ip, target.port).await
+    }
+}
+
+/// Binds `addr` and serves the router there until `shutdown`: HTTP/1.1 and h2c on the same
+/// port, with upgrades. The address bound (port 0: a free one) and the accepting task.
+pub async fn listen(
+    router: Arc<Router>,
+    addr: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    crate::server::listen(addr, shutdown, "router", move |stream| {
+        let router = router.clone();
+        async move {
+            let _ = stream.set_nodelay(true);
+            let service = hyper::service::service_fn(move |request| {
+                let router = router.clone();
+                async move { Ok::<_, Infallible>(router.handle(request).await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(error) = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%error, "router connection ended with an error");
+            }
+        }
+    })
+    .await
+}
+
+/// Why a request is answered by the router itself.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    status: StatusCode,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn retry(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: message.into(),
+            retry_after: Some(RETRY_SECONDS),
+        }
+    }
+
+    fn response(&self) -> Response<Body> {
+        let mut response = text(self.status, &self.message);
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// What a 503 asks the client to wait before trying again.
+const RETRY_SECONDS: u64 = 5;
+
+fn retry_later(message: &str) -> Response<Body> {
+    Refusal::retry(message).response()
+}
+
+/// A plain-text answer of the router's own: one line.
+pub(crate) fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let body = Full::new(Bytes::from(format!("{message}\n")))
+        .map_err(|never| match never {})
+        .boxed();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
