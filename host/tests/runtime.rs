@@ -1,8 +1,10 @@
 //! The wasm runtime against real components: the embedded default policy, the frozen default
 //! policy of contract 0.1.0 (`tests/fixtures/contract-0.1.0/`), `tests/policies/faulty`, built
 //! here with a nested cargo, which traps, loops, hogs memory, writes outside the boundary or
-//! floods stderr on request, and `tests/policies/nostd`, which panics or hogs memory without
-//! std, as the default policy is built. The cluster is a small in-test stub.
+//! floods stderr on request, `tests/policies/nostd`, which panics or hogs memory without
+//! std, as the default policy is built, and `tests/policies/python-raises`, built by
+//! componentize-py (installed by `.ci/policy-toolchains`), which raises and sleeps. The cluster
+//! is a small in-test stub.
 //!
 //! Run: `cargo test -p cubepod-host --test runtime`
 
