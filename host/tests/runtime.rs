@@ -1719,3 +1719,61 @@ fn a_python_policy_that_sleeps_traps_at_once_naming_the_clock() {
     assert!(message.contains("wasi:clocks/monotonic-clock"), "{message}");
     assert!(message.contains("sleeping"), "its stderr: {message}");
 }
+
+/// `tests/policies/js-raises` built by componentize-js (StarlingMonkey), once per test run,
+/// without the HTTP feature (the host links no `wasi:http`).
+fn js_module() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let tool = workspace().join("target/componentize-js/node_modules/.bin/componentize-js");
+        assert!(
+            tool.exists(),
+            "{} is missing: run .ci/policy-toolchains to install the pinned toolchains",
+            tool.display()
+        );
+        let out = workspace().join("target/polyglot/js-raises.wasm");
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        let status = std::process::Command::new(&tool)
+            .current_dir(workspace())
+            .args([
+                "-w",
+                "wit",
+                "-n",
+                "policy-module",
+                "-d",
+                "http",
+                "fetch-event",
+                "-o",
+            ])
+            .arg(&out)
+            .arg("tests/policies/js-raises/policy.js")
+            .status()
+            .unwrap();
+        assert!(status.success(), "componentize-js failed: {status}");
+        let engine = PolicyEngine::new(RuntimeConfig {
+            call_deadline: Duration::from_secs(5),
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        engine.load(&std::fs::read(out).unwrap()).unwrap()
+    })
+}
+
+/// A JavaScript policy imports the WASI of its engine, at a newer 0.2 version than the host's:
+/// it loads, and the error it throws reaches the trap's message, the same at every call.
+#[test]
+fn a_js_policy_loads_and_its_error_reaches_the_trap() {
+    let module = js_module();
+    assert_eq!(module.info().name, "js-raises");
+    let cluster = Arc::new(StubCluster::default());
+    let message = || {
+        module
+            .reconcile_sandbox(&context(&cluster), new_sandbox_input("js-x"))
+            .unwrap_err()
+            .to_string()
+    };
+    let first = message();
+    println!("{first}");
+    assert!(first.contains("no decision for sandbox js-x"), "{first}");
+    assert_eq!(message(), first, "the same input, the same output");
+}
