@@ -37,10 +37,14 @@ pub enum Refused {
     File(FileError),
 }
 
-/// The most a module file may hold unless `--max-policy-bytes` says otherwise: a ConfigMap
-/// holds at most 1 MiB, and a release build of a policy is a few hundred KiB; a debug build
-/// of the default policy fits too.
-pub(crate) const DEFAULT_MAX_MODULE_BYTES: u64 = 16 << 20;
+/// The most a module may hold, decompressed, unless `--max-policy-bytes` says otherwise: a
+/// release build of a Rust policy is a few hundred KiB and a debug build of the default policy
+/// fits; a Python one (componentize-py, the interpreter included) is about 18.5 MB.
+pub(crate) const DEFAULT_MAX_MODULE_BYTES: u64 = 32 << 20;
+
+/// The first bytes of a gzip stream (RFC 1952): a module that begins with them is decompressed
+/// when read, wherever it is read from. No WebAssembly binary begins with them (`\0asm`).
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 
 /// The most a `.sig` may hold: a signature is under 100 bytes of base64 (a DER ECDSA P-256
 /// signature is at most 72 bytes, an Ed25519 one 64).
@@ -83,6 +87,27 @@ pub enum FileError {
         role: &'static str,
         /// Where the bound comes from: the flag that sets it, or the fixed bound.
         bound: &'static str,
+    },
+    /// Gzip-compressed, and larger than its bound once decompressed.
+    #[error(
+        "{} decompresses to more than the {max} bytes a policy module may hold ({bound})",
+        path.display()
+    )]
+    DecompressedTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The most a module may hold, decompressed, bytes.
+        max: u64,
+        /// Where the bound comes from.
+        bound: &'static str,
+    },
+    /// Begins as gzip but does not decompress.
+    #[error("{} begins as gzip but does not decompress: {why}; compress the module with gzip, or give the .wasm itself", path.display())]
+    Gzip {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's error.
+        why: String,
     },
     /// Its read did not finish within `READ_TIMEOUT`.
     #[error("{} was not read within {timeout:?}", path.display())]
@@ -285,6 +310,7 @@ impl Admission {
             "--max-policy-bytes",
         )
         .await?;
+        let bytes = decompressed(bytes, path, self.max_module_bytes, "--max-policy-bytes")?;
         let signature = if self.keys.is_empty() {
             SignatureFile::NotChecked
         } else {
@@ -308,7 +334,8 @@ impl Admission {
     }
 
     /// A module handed as bytes (a `PolicyRollout`'s ConfigMap), `what` naming where they come
-    /// from: held to the same bounds as a file (`--max-policy-bytes`, 4 KiB for a signature).
+    /// from: held to the same bounds as a file (`--max-policy-bytes`, 4 KiB for a signature),
+    /// and decompressed as a file is when gzip.
     /// `signature` is what was found under the signature's key, or why nothing was; it is
     /// not looked at when no key is configured.
     pub(crate) fn candidate_of(
@@ -333,6 +360,12 @@ impl Admission {
                 "--max-policy-bytes",
             ));
         }
+        let bytes = decompressed(
+            bytes,
+            Path::new(&what),
+            self.max_module_bytes,
+            "--max-policy-bytes",
+        )?;
         let signature = if self.keys.is_empty() {
             SignatureFile::NotChecked
         } else {
@@ -455,6 +488,38 @@ pub(crate) async fn read_bounded(
     }
 }
 
+/// `bytes` as built: decompressed when they are gzip (a module past a ConfigMap's 1 MiB, or a
+/// Python one, ships compressed), else as they are. Decompression stops one byte past `max`,
+/// so that a small stream that inflates to gigabytes is refused without being held. The
+/// digest and the signature are over what this returns, the component as built.
+pub(crate) fn decompressed(
+    bytes: Vec<u8>,
+    path: &Path,
+    max: u64,
+    bound: &'static str,
+) -> Result<Vec<u8>, FileError> {
+    if !bytes.starts_with(GZIP_MAGIC) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::new();
+    // Multi-member: `cat a.gz b.gz` is one valid gzip file, as gunzip reads it.
+    flate2::read::MultiGzDecoder::new(bytes.as_slice())
+        .take(max.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| FileError::Gzip {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })?;
+    if out.len() as u64 > max {
+        return Err(FileError::DecompressedTooLarge {
+            path: path.to_path_buf(),
+            max,
+            bound,
+        });
+    }
+    Ok(out)
+}
+
 fn read_file(
     path: &Path,
     max: u64,
@@ -527,6 +592,110 @@ mod tests {
                 "policy module",
                 "--max-policy-bytes",
             ))
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzip_module_is_read_decompressed_within_the_bound_on_its_decompressed_size() {
+        let module = b"\0asm\x0d\0\x01\0 a component as built".repeat(100);
+        let path = Path::new("policy.wasm.gz");
+        let bound = "--max-policy-bytes";
+        let max = module.len() as u64;
+        // As built, whether given compressed or not.
+        assert_eq!(
+            decompressed(gzip(&module), path, max, bound).unwrap(),
+            module
+        );
+        assert_eq!(
+            decompressed(module.clone(), path, max, bound).unwrap(),
+            module
+        );
+        // The bound is on what it decompresses to, however small the compressed file.
+        let compressed = gzip(&module);
+        assert!((compressed.len() as u64) < max - 1);
+        let refused = decompressed(compressed, path, max - 1, bound).unwrap_err();
+        assert!(
+            matches!(refused, FileError::DecompressedTooLarge { .. }),
+            "{refused}"
+        );
+        assert!(refused.is_refusal());
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "policy.wasm.gz decompresses to more than the {} bytes a policy module may \
+                 hold (--max-policy-bytes)",
+                max - 1
+            )
+        );
+        // A gzip bomb stops at the bound: 1 GiB of zeros is about 1 MiB compressed.
+        let bomb = {
+            use std::io::Write as _;
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            let zeros = vec![0u8; 1 << 20];
+            for _ in 0..64 {
+                encoder.write_all(&zeros).unwrap();
+            }
+            encoder.finish().unwrap()
+        };
+        assert!(matches!(
+            decompressed(bomb, path, 1 << 20, bound),
+            Err(FileError::DecompressedTooLarge { .. })
+        ));
+        // Cut short: refused in words.
+        let mut truncated = gzip(&module);
+        truncated.truncate(truncated.len() / 2);
+        let refused = decompressed(truncated, path, max, bound).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("policy.wasm.gz begins as gzip but does not decompress"),
+            "{refused}"
+        );
+        assert_eq!(Refused::File(refused).reason(), "file");
+    }
+
+    #[test]
+    fn a_gzip_module_file_and_configmap_value_give_the_bytes_as_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = b"\0asm\x0d\0\x01\0 the component".repeat(50);
+        let path = dir.path().join("policy.wasm.gz");
+        std::fs::write(&path, gzip(&module)).unwrap();
+        let engine = PolicyEngine::new(cubepod_policy_host::runtime::RuntimeConfig {
+            cache_dir: None,
+            ..Default::default()
+        })
+        .unwrap();
+        let admission = Admission::new(engine, KeyRing::default());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let candidate = runtime.block_on(admission.read(&path)).unwrap();
+        assert_eq!(&candidate.bytes[..], &module[..]);
+        assert_eq!(candidate.digest(), sha256_hex(&module));
+        let from_map = admission
+            .candidate_of(
+                "ConfigMap p key policy.wasm.gz".to_string(),
+                gzip(&module),
+                (
+                    "ConfigMap p key policy.wasm.sig".to_string(),
+                    Err("none".to_string()),
+                ),
+            )
+            .unwrap();
+        assert_eq!(from_map.digest(), sha256_hex(&module));
+        let small = admission.with_max_module_bytes(module.len() as u64 - 1);
+        assert!(matches!(
+            runtime.block_on(small.read(&path)),
+            Err(FileError::DecompressedTooLarge { .. })
+        ));
     }
 
     #[test]

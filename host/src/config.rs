@@ -136,8 +136,9 @@ pub struct RunArgs {
     )]
     pub(crate) policy_verify_keys: Vec<PathBuf>,
 
-    /// The most a policy module file may hold, in bytes: a larger file (or anything but a
-    /// regular file) is refused unread (reason `file`). A ConfigMap holds at most 1 MiB.
+    /// The most a policy module may hold, in bytes, decompressed when it is gzip: a larger one
+    /// (or anything but a regular file) is refused (reason `file`). A ConfigMap holds at most
+    /// 1 MiB.
     #[arg(long, env = "CUBEPOD_MAX_POLICY_BYTES", default_value_t = crate::admission::DEFAULT_MAX_MODULE_BYTES, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
     pub(crate) max_policy_bytes: u64,
 

@@ -1,8 +1,10 @@
 //! The wasm runtime against real components: the embedded default policy, the frozen default
 //! policy of contract 0.1.0 (`tests/fixtures/contract-0.1.0/`), `tests/policies/faulty`, built
 //! here with a nested cargo, which traps, loops, hogs memory, writes outside the boundary or
-//! floods stderr on request, and `tests/policies/nostd`, which panics or hogs memory without
-//! std, as the default policy is built. The cluster is a small in-test stub.
+//! floods stderr on request, `tests/policies/nostd`, which panics or hogs memory without
+//! std, as the default policy is built, and `tests/policies/python-raises`, built by
+//! componentize-py (installed by `.ci/policy-toolchains`), which raises and sleeps. The cluster
+//! is a small in-test stub.
 //!
 //! Run: `cargo test -p cubepod-host --test runtime`
 
@@ -1614,4 +1616,164 @@ fn a_0_1_component_whose_describe_names_0_2_is_refused() {
         "policy breaks the contract cubepod:controller@0.1.0: describe says contract \"0.2.0\", \
          the component is built against \"0.1.0\""
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A Python policy, built by componentize-py (installed, pinned, by .ci/policy-toolchains).
+
+/// `tests/policies/python-raises` built by componentize-py, once per test run, into target/.
+fn python_module() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let tool = workspace().join("target/componentize-py/bin/componentize-py");
+        assert!(
+            tool.exists(),
+            "{} is missing: run .ci/policy-toolchains to install the pinned toolchains",
+            tool.display()
+        );
+        let out = workspace().join("target/polyglot/python-raises.wasm");
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        let status = std::process::Command::new(&tool)
+            .current_dir(workspace())
+            .args(["-d", "wit", "-w", "policy-module", "componentize"])
+            .args(["-p", "tests/policies/python-raises", "app", "-o"])
+            .arg(&out)
+            .status()
+            .unwrap();
+        assert!(status.success(), "componentize-py failed: {status}");
+        // A Python component is ~18 MB: more than the tests' memory bound, as it is more than
+        // the default's. Its own engine, with the controller's default bounds.
+        let engine = PolicyEngine::new(RuntimeConfig {
+            call_deadline: Duration::from_secs(5),
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        engine.load(&std::fs::read(out).unwrap()).unwrap()
+    })
+}
+
+/// componentize-py keeps an export of its own (`exports`) and imports the Python runtime's
+/// WASI (clocks, random, filesystem, sockets): the module loads all the same, and what the
+/// stubs give it is the same at every call; its stdout and its traceback reach the error.
+#[test]
+fn a_python_policy_loads_and_its_output_and_traceback_reach_the_error() {
+    let module = python_module();
+    assert_eq!(module.info().name, "python-raises");
+    let extra: Vec<&String> = module
+        .exports()
+        .iter()
+        .filter(|n| !n.starts_with("cubepod:controller/"))
+        .collect();
+    assert!(
+        !extra.is_empty(),
+        "componentize-py adds an export of its own"
+    );
+    for denied in [
+        "wasi:clocks/wall-clock",
+        "wasi:random/random",
+        "wasi:filesystem/preopens",
+    ] {
+        assert!(
+            module.imports().iter().any(|n| n.starts_with(denied)),
+            "{denied} among {:?}",
+            module.imports()
+        );
+    }
+    let cluster = Arc::new(StubCluster::default());
+    let message = |name: &str| {
+        let err = module
+            .reconcile_sandbox(&context(&cluster), new_sandbox_input(name))
+            .unwrap_err();
+        let RuntimeError::Trap { export, message } = &err else {
+            panic!("expected a trap, got {err}");
+        };
+        assert_eq!(*export, "reconcile-sandbox");
+        message.clone()
+    };
+    let first = message("py-x");
+    println!("{first}");
+    for expected in [
+        "ValueError: no decision for sandbox py-x",
+        "clock 0.0 random ",
+        "open refused (",
+    ] {
+        assert!(first.contains(expected), "missing {expected:?} in {first}");
+    }
+    assert!(!first.contains('\n'), "one line: {first}");
+    assert_eq!(message("py-x"), first, "the same input, the same output");
+}
+
+/// A sleep waits on the monotonic clock, which the host does not give: the call traps at
+/// once, naming why, rather than holding a worker in the host where no deadline reaches it.
+#[test]
+fn a_python_policy_that_sleeps_traps_at_once_naming_the_clock() {
+    let module = python_module();
+    let cluster = Arc::new(StubCluster::default());
+    let input = new_sandbox_input("py-sleep");
+    let started = Instant::now();
+    let err = module
+        .cleanup_sandbox(&context(&cluster), input.now, input.sandbox, input.observed)
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1), "no sleep");
+    let message = err.to_string();
+    assert!(message.contains("wasi:clocks/monotonic-clock"), "{message}");
+    assert!(message.contains("sleeping"), "its stderr: {message}");
+}
+
+/// `tests/policies/js-raises` built by componentize-js (StarlingMonkey), once per test run,
+/// without the HTTP feature (the host links no `wasi:http`).
+fn js_module() -> &'static PolicyModule {
+    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        let tool = workspace().join("target/componentize-js/node_modules/.bin/componentize-js");
+        assert!(
+            tool.exists(),
+            "{} is missing: run .ci/policy-toolchains to install the pinned toolchains",
+            tool.display()
+        );
+        let out = workspace().join("target/polyglot/js-raises.wasm");
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        let status = std::process::Command::new(&tool)
+            .current_dir(workspace())
+            .args([
+                "-w",
+                "wit",
+                "-n",
+                "policy-module",
+                "-d",
+                "http",
+                "fetch-event",
+                "-o",
+            ])
+            .arg(&out)
+            .arg("tests/policies/js-raises/policy.js")
+            .status()
+            .unwrap();
+        assert!(status.success(), "componentize-js failed: {status}");
+        let engine = PolicyEngine::new(RuntimeConfig {
+            call_deadline: Duration::from_secs(5),
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        engine.load(&std::fs::read(out).unwrap()).unwrap()
+    })
+}
+
+/// A JavaScript policy imports the WASI of its engine, at a newer 0.2 version than the host's:
+/// it loads, and the error it throws reaches the trap's message, the same at every call.
+#[test]
+fn a_js_policy_loads_and_its_error_reaches_the_trap() {
+    let module = js_module();
+    assert_eq!(module.info().name, "js-raises");
+    let cluster = Arc::new(StubCluster::default());
+    let message = || {
+        module
+            .reconcile_sandbox(&context(&cluster), new_sandbox_input("js-x"))
+            .unwrap_err()
+            .to_string()
+    };
+    let first = message();
+    println!("{first}");
+    assert!(first.contains("no decision for sandbox js-x"), "{first}");
+    assert_eq!(message(), first, "the same input, the same output");
 }

@@ -185,6 +185,44 @@ fn signatures_made_by_policy_sign_verify_with_openssl() {
     );
 }
 
+/// A module given gzip-compressed is the component as built: `policy sign` signs the
+/// decompressed bytes (so openssl verifies the signature against the .wasm), and the controller
+/// admits the .wasm.gz with it, its digest the component's.
+#[test]
+fn a_gzip_module_is_signed_and_admitted_as_the_component_it_decompresses_to() {
+    let keys = Keys::new();
+    let wasm = keys.file("policy.wasm", DEFAULT_POLICY);
+    sh(&format!("gzip -9 -c {} > {}.gz", q(&wasm), q(&wasm)));
+    let gz = keys.dir.path().join("policy.wasm.gz");
+    policy_sign(&keys.private("ec"), &gz);
+    let der = keys.dir.path().join("signature.der");
+    sh(&format!(
+        "base64 -d {} > {}",
+        q(&signature_path(&gz)),
+        q(&der)
+    ));
+    let verdict = sh(&format!(
+        "openssl dgst -sha256 -verify {} -signature {} {}",
+        q(&keys.public("ec")),
+        q(&der),
+        q(&wasm)
+    ));
+    assert_eq!(String::from_utf8_lossy(&verdict).trim(), "Verified OK");
+
+    let runtime = runtime();
+    let admission = admission(ring(&[keys.public("ec")]));
+    assert_eq!(admit(&runtime, &admission, &gz).unwrap(), "cubepod-default");
+    // Its bound is on the component, not on the smaller file.
+    let small = admission.with_max_module_bytes(DEFAULT_POLICY.len() as u64 - 1);
+    let refused = runtime.block_on(small.read(&gz)).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("decompresses to more than the"),
+        "{refused}"
+    );
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

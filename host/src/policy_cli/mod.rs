@@ -40,6 +40,9 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// A module file that does not decompress, or decompresses past its bound.
+    #[error("{0}")]
+    Module(#[from] crate::admission::FileError),
     /// A directory given as SCENARIO holds no scenario file.
     #[error("{}: no scenario file (*.yaml, *.yml) there", path.display())]
     NoScenarios {
@@ -123,17 +126,24 @@ pub enum CliError {
     New(#[from] new::NewError),
 }
 
-/// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file.
+/// The bytes of MODULE: the embedded default policy for [`BUILTIN_DEFAULT`], else the file,
+/// decompressed when gzip (within the controller's default `--max-policy-bytes`), as the
+/// controller reads it.
 pub(crate) fn read_module(module: &Path) -> Result<Cow<'static, [u8]>, CliError> {
     if module.as_os_str() == BUILTIN_DEFAULT {
         return Ok(Cow::Borrowed(DEFAULT_POLICY));
     }
-    std::fs::read(module)
-        .map(Cow::Owned)
-        .map_err(|source| CliError::Read {
-            path: module.to_path_buf(),
-            source,
-        })
+    let bytes = std::fs::read(module).map_err(|source| CliError::Read {
+        path: module.to_path_buf(),
+        source,
+    })?;
+    let bytes = crate::admission::decompressed(
+        bytes,
+        module,
+        crate::admission::DEFAULT_MAX_MODULE_BYTES,
+        "the controller's default --max-policy-bytes",
+    )?;
+    Ok(Cow::Owned(bytes))
 }
 
 /// The JUnit report of `reports` into `path` (`--junit`), when one is asked for.

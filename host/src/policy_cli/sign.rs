@@ -10,11 +10,10 @@ use crate::signing::{SigningKey, signature_path};
 /// Runs `policy sign`: writes the module's signature to `<module>.sig` (or `--output`).
 pub(crate) fn run(args: &PolicySignArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     let key = SigningKey::load(&args.key)?;
-    // A file, not `builtin:default`: the built-in policy is verified with the binary.
-    let module = std::fs::read(&args.module).map_err(|source| CliError::Read {
-        path: args.module.clone(),
-        source,
-    })?;
+    // A file, not `builtin:default`: the built-in policy is verified with the binary. The
+    // signature is over the component as built, so that the same signature verifies it
+    // compressed or not; `read_module` decompresses as the controller does.
+    let module = super::read_module(&args.module)?;
     let path = args
         .output
         .clone()

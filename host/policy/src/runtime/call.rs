@@ -305,8 +305,8 @@ fn failure(
         Some(trap) => trap.to_string(),
         None => format!("{error:#}"),
     };
-    if let Some(stderr) = state.stderr_tail() {
-        message = format!("{message}; guest stderr: {stderr}");
+    if let Some(output) = state.output_tail() {
+        message = format!("{message}; the policy's last output: {output}");
     }
     RuntimeError::Trap { export, message }
 }

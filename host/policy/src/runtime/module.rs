@@ -12,7 +12,7 @@ use super::bindings::PolicyInfo;
 use super::cache::{CacheDir, engine_key};
 use super::contract::ModulePre;
 use super::engine::PolicyEngine;
-use super::host::ALLOWED_WASI;
+use super::host::{ALLOWED_WASI, DENIED_WASI};
 use super::{CONTRACT_PACKAGE, Contract, RuntimeError};
 
 /// A policy component, compiled, checked and ready to instantiate. Cheap to clone; holds its
@@ -302,7 +302,8 @@ pub fn targeted_version<'a>(imports: &'a [String], exports: &'a [String]) -> Opt
 }
 
 /// Finds the contract the component targets, then checks that its imports are that contract's
-/// world plus allowed WASI interfaces, and its exports the world's, exactly. Names every
+/// world plus linked WASI interfaces, and its exports the world's, plus any outside the
+/// contract's package (a language runtime's initialisation export, never called). Names every
 /// missing and extra item; a version the host does not run is refused naming those it does.
 fn check_contract(imports: &[String], exports: &[String]) -> Result<Contract, RuntimeError> {
     // A component that names no version of the package is checked against the current
@@ -331,9 +332,10 @@ fn check_contract(imports: &[String], exports: &[String]) -> Result<Contract, Ru
         }
         problems.push(if name.starts_with("wasi:") {
             format!(
-                "import {name} is not provided: a policy gets no filesystem, network, clock or \
-                 randomness (only {})",
-                ALLOWED_WASI.join(", ")
+                "import {name} is not provided: a policy gets only {}, and {} as stubs that \
+                 deny or fix what they would give",
+                ALLOWED_WASI.join(", "),
+                DENIED_WASI.join(", ")
             )
         } else {
             format!("unexpected import {name}")
@@ -346,7 +348,9 @@ fn check_contract(imports: &[String], exports: &[String]) -> Result<Contract, Ru
         }
     }
     for name in exports {
-        if !expected_exports.contains(name) {
+        // The host calls only the contract's exports; another package's is never called.
+        let in_contract = name.starts_with(&format!("{CONTRACT_PACKAGE}/"));
+        if in_contract && !expected_exports.contains(name) {
             problems.push(format!("unexpected export {name}"));
         }
     }
@@ -372,10 +376,12 @@ fn check_contract(imports: &[String], exports: &[String]) -> Result<Contract, Ru
     })
 }
 
-/// `wasi:cli/stdin@0.2.x` for an allowed interface: any 0.2 version, which the linker matches.
+/// `wasi:cli/stdin@0.2.x` for a linked interface, working or a stub: any 0.2 version, which the
+/// linker matches.
 fn is_allowed_wasi(name: &str) -> bool {
     name.split_once('@').is_some_and(|(interface, version)| {
-        ALLOWED_WASI.contains(&interface) && version.starts_with("0.2.")
+        (ALLOWED_WASI.contains(&interface) || DENIED_WASI.contains(&interface))
+            && version.starts_with("0.2.")
     })
 }
 
@@ -448,12 +454,24 @@ mod tests {
     }
 
     #[test]
-    fn a_filesystem_import_is_named() {
+    fn a_language_runtime_s_wasi_imports_pass_and_an_unlinked_one_is_named() {
         let mut imports = Contract::V0_1.world_imports();
-        imports.push("wasi:filesystem/preopens@0.2.6".to_string());
-        let err = check_contract(&imports, &Contract::V0_1.world_exports()).unwrap_err();
-        let err = err.to_string();
-        assert!(err.contains("wasi:filesystem/preopens@0.2.6"), "{err}");
+        for name in [
+            "wasi:filesystem/preopens@0.2.6",
+            "wasi:clocks/wall-clock@0.2.0",
+            "wasi:random/random@0.2.3",
+            "wasi:sockets/tcp@0.2.6",
+        ] {
+            imports.push(name.to_string());
+        }
+        let exports = Contract::V0_1.world_exports();
+        assert_eq!(check_contract(&imports, &exports).unwrap(), Contract::V0_1);
+        imports.push("wasi:http/outgoing-handler@0.2.6".to_string());
+        let err = check_contract(&imports, &exports).unwrap_err().to_string();
+        assert!(
+            err.contains("import wasi:http/outgoing-handler@0.2.6 is not provided"),
+            "{err}"
+        );
         assert!(err.contains("contract cubepod:controller@0.1.0"), "{err}");
     }
 
@@ -503,15 +521,30 @@ mod tests {
             err.contains("missing export cubepod:controller/policy@0.2.0"),
             "{err}"
         );
-        assert!(err.contains("unexpected export run"), "{err}");
+        assert!(
+            !err.contains("run"),
+            "never called, so not a problem: {err}"
+        );
     }
 
     #[test]
-    fn an_extra_export_is_named() {
+    fn an_extra_export_passes_unless_it_claims_the_contract_s_package() {
         let mut exports = Contract::CURRENT.world_exports();
-        exports.push("run".to_string());
-        let err = check_contract(&Contract::CURRENT.world_imports(), &exports).unwrap_err();
-        assert!(err.to_string().contains("unexpected export run"), "{err}");
+        // componentize-py's and componentize-qjs's initialisation exports.
+        exports.push("exports".to_string());
+        exports.push("init".to_string());
+        let imports = Contract::CURRENT.world_imports();
+        assert_eq!(
+            check_contract(&imports, &exports).unwrap(),
+            Contract::CURRENT
+        );
+        exports.push("cubepod:controller/admin@0.2.0".to_string());
+        let err = check_contract(&imports, &exports).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unexpected export cubepod:controller/admin@0.2.0"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -10,12 +10,16 @@
 //!   `wasi:io/{error,poll,streams}`: Rust's std makes every `wasm32-wasip2` component import
 //!   them (for `env::args`, `process::exit`, the panic message on stderr), so a policy could
 //!   not be instantiated without them. They are backed by an empty [`WasiCtx`]: no
-//!   environment, no arguments, no cwd, stdin empty, stdout discarded, and the last 2 KiB of
-//!   stderr kept in memory and added to a trap's message (they hold a panic's message).
+//!   environment, no arguments, no cwd, stdin empty, and the last 2 KiB of stdout and stderr
+//!   kept in memory and added to a trap's message (they hold a panic's message, a traceback).
+//! - `wasi:{clocks,random,filesystem,sockets}/*`: the runtimes of Python and JavaScript import
+//!   them, so they are linked, to stubs that give nothing away (`wasi::DENIED_WASI`): no
+//!   preopened directory, every socket refused, the wall clock at the epoch and the monotonic
+//!   clock at 0 (waiting on it traps), randomness a fixed sequence. Time and randomness are
+//!   inputs of the contract; what a policy reads here is the same at every call.
 //!
-//! Nothing else of WASI is linked: no filesystem, sockets, clocks or randomness (time and
-//! randomness are inputs of the contract), so a component that imports them is refused at load
-//! (see `module::check_contract`).
+//! Nothing else is linked (`wasi:http`, for one), so a component that imports anything else is
+//! refused at load (see `module::check_contract`).
 
 mod kube_client;
 mod limits;
@@ -35,8 +39,8 @@ use super::{Contract, RuntimeConfig};
 use crate::containment::rates::Deferral;
 use crate::containment::{Containment, SandboxScope};
 pub(crate) use limits::Limits;
-pub(crate) use wasi::ALLOWED_WASI;
-use wasi::StderrTail;
+use wasi::OutputTail;
+pub(crate) use wasi::{ALLOWED_WASI, DENIED_WASI};
 
 /// The imports of a module of `contract`: its `kube-client`, and the same WASI. One linker per
 /// version, so that a module links only to the interfaces of the contract it was checked for.
@@ -63,7 +67,7 @@ pub(crate) struct HostState {
     /// work for every call.
     wasi: Option<WasiCtx>,
     table: ResourceTable,
-    stderr: StderrTail,
+    output: OutputTail,
     pub(crate) limits: Limits,
     /// `None` for `describe`, which may make no cluster call.
     ctx: Option<CallContext>,
@@ -101,7 +105,7 @@ impl HostState {
         Self {
             wasi: None,
             table: ResourceTable::new(),
-            stderr: StderrTail::default(),
+            output: OutputTail::default(),
             limits: Limits::new(config.memory_limit_bytes, budget),
             ctx,
             scope,
@@ -147,9 +151,10 @@ impl HostState {
         })
     }
 
-    /// The end of what the guest wrote to stderr (a panic message), if anything.
-    pub(crate) fn stderr_tail(&self) -> Option<String> {
-        let bytes = self.stderr.contents();
+    /// The end of what the guest wrote to stdout and stderr (a panic message, a traceback), if
+    /// anything.
+    pub(crate) fn output_tail(&self) -> Option<String> {
+        let bytes = self.output.contents();
         // One line: it ends up in a log line and in the Sandbox's event.
         let text = String::from_utf8_lossy(&bytes)
             .split_whitespace()
