@@ -249,6 +249,7 @@ impl Canary {
         counts.add(outcome);
         if let Some(export) = export {
             counts.calls[export as usize] += 1;
+            stats.calls[usize::from(candidate)][export as usize] += 1;
         }
         drop(stats);
         if candidate && outcome.failed() {
@@ -261,6 +262,8 @@ impl Canary {
     pub(crate) fn window(&self, now: i64) -> Window {
         let stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         let mut window = stats.window;
+        window.stable.canary_calls = stats.calls[0];
+        window.candidate.canary_calls = stats.calls[1];
         for (&(candidate, _), progress) in &stats.progress {
             let counts = if candidate {
                 &mut window.candidate
@@ -294,6 +297,8 @@ struct CanaryStats {
     progress: std::collections::HashMap<(bool, u64), Progress>,
     /// Which step (window) is in progress: 1 for the first.
     step: u32,
+    /// Calls of each export over the whole canary: the stable module's, the candidate's.
+    calls: [[u64; 4]; 2],
 }
 
 impl CanaryStats {
@@ -428,8 +433,10 @@ pub(crate) struct Counts {
     /// yet counts with the time it has waited so far.
     pub(crate) ready_seconds: f64,
     pub(crate) readied: u64,
-    /// Calls of each export, in [`Export::ALL`]'s order.
+    /// Calls of each export, in [`Export::ALL`]'s order: over the window, and over the
+    /// whole canary.
     pub(crate) calls: [u64; 4],
+    pub(crate) canary_calls: [u64; 4],
     /// Sandboxes to run, and those of them Ready, as the module's last pass left each.
     pub(crate) started: u64,
     pub(crate) ready: u64,

@@ -1299,11 +1299,16 @@ impl RolloutController {
                 .await;
             return;
         }
-        if canary.weight() > 0
+        // Before the promotion, the canary as a whole must have seen enough of each export
+        // exercised (a step before grows the share, which brings more).
+        let last = tracked.step + 1 >= spec.steps.len();
+        if last
+            && canary.weight() > 0
             && let Some(few) = observed.too_few(spec.gates.min_calls_per_export)
         {
             let stage = format!("step {} of {}", tracked.step + 1, spec.steps.len());
-            let message = too_few_message(&stage, &few, "the candidate made", "this step saw");
+            let message =
+                too_few_message(&stage, &few, "the candidate made", "the stable module made");
             tracked.condition("Progressing", true, "TooFewCalls", message, now);
             return;
         }
@@ -1628,8 +1633,8 @@ fn too_few_message(stage: &str, few: &TooFew, made: &str, saw: &str) -> String {
         "{stage} is held past its duration: {made} {} {} calls where {saw} {}, fewer than \
          spec.strategy.gates.minCallsPerExport ({}): too few to judge the candidate's {}; it \
          moves on once there are enough (sandboxes on the candidate's share created, deleted \
-         or idle, pools reconciled), or set minCallsPerExport to 0 to move on without judging \
-         it",
+         or idle, pools reconciled; a last step at weight 100 gives it every call), or set \
+         minCallsPerExport to 0 to move on without judging it",
         few.candidate, few.export, few.stable, few.min, few.export
     )
 }

@@ -112,6 +112,8 @@ pub(crate) struct Observed {
     /// Calls of each export in the window ([`Export::ALL`]'s order): the candidate's, the
     /// stable module's.
     pub(crate) calls: [(u64, u64); 4],
+    /// The same over the whole canary.
+    pub(crate) canary_calls: [(u64, u64); 4],
     /// Sandboxes to run and those Ready: the candidate's, the stable module's.
     pub(crate) ready: [(u64, u64); 2],
     /// Sandboxes being deleted and those whose cleanup is done: the same.
@@ -174,16 +176,17 @@ impl Observed {
             error_ratio: c.ratio(c.errors),
             ready_latency_ratio,
             calls: std::array::from_fn(|i| (c.calls[i], s.calls[i])),
+            canary_calls: std::array::from_fn(|i| (c.canary_calls[i], s.canary_calls[i])),
             ready: [(c.ready, c.started), (s.ready, s.started)],
             cleaned: [(c.cleaned, c.cleanups), (s.cleaned, s.cleanups)],
         }
     }
 
-    /// The first export the window saw too few of the candidate's calls of.
+    /// The first export the canary saw too few of the candidate's calls of.
     pub(crate) fn too_few(&self, min: u64) -> Option<TooFew> {
         let calls = Export::ALL
             .iter()
-            .zip(self.calls)
+            .zip(self.canary_calls)
             .map(|(export, (candidate, stable))| (export.name(), candidate, stable));
         TooFew::first(calls, min)
     }
@@ -496,5 +499,61 @@ mod tests {
             ..with(9.0, 1.0)
         };
         assert_eq!(Observed::of(&one_sided).ready_latency_ratio, None);
+    }
+
+    #[test]
+    fn progress_falls_short_only_past_its_bound_and_unfinished_sandboxes_count() {
+        let gates = Gates::default();
+        let with = |ready: (u64, u64), stable: (u64, u64)| Observed {
+            ready: [ready, stable],
+            ..Observed::default()
+        };
+        // 4 of 5 against 5 of 5: a shortfall of 0.2, the bound itself.
+        assert_eq!(gates.progress_breached(&with((4, 5), (5, 5))), None);
+        // None of 6 Ready: each counts against the candidate.
+        let never = gates.progress_breached(&with((0, 6), (4, 4))).unwrap();
+        assert_eq!((never.gate, never.observed), ("maxProgressShortfall", 1.0));
+        assert_eq!(
+            never.what.as_deref(),
+            Some(
+                "0 of 6 of the candidate's sandboxes Ready at the step's end, against 4 of 4 \
+                 of the stable module's"
+            )
+        );
+        // No sandbox of the stable module's: compared with all of them.
+        assert!(gates.progress_breached(&with((1, 2), (0, 0))).is_some());
+        // Cleanups are judged alike.
+        let stuck = Observed {
+            cleaned: [(0, 3), (4, 4)],
+            ..Observed::default()
+        };
+        let breach = gates.progress_breached(&stuck).unwrap();
+        assert!(breach.what.unwrap().contains("cleanups done"));
+        // Nothing of the candidate's: nothing to judge.
+        assert_eq!(gates.progress_breached(&Observed::default()), None);
+    }
+
+    #[test]
+    fn an_export_exercised_with_too_few_of_the_candidates_calls_is_named() {
+        let observed = Observed {
+            canary_calls: [(8, 8), (0, 3), (0, 0), (1, 1)],
+            ..Observed::default()
+        };
+        assert_eq!(
+            observed.too_few(1),
+            Some(TooFew {
+                export: "cleanup-sandbox",
+                candidate: 0,
+                stable: 3,
+                min: 1
+            })
+        );
+        // reconcile-pool, never called, is not held for.
+        assert_eq!(observed.too_few(0), None);
+        let enough = Observed {
+            canary_calls: [(8, 8), (2, 3), (0, 0), (1, 1)],
+            ..Observed::default()
+        };
+        assert_eq!(enough.too_few(1), None);
     }
 }

@@ -67,6 +67,15 @@
 //! - `cleanup-huge-status` (cleanup-sandbox): the default cleanup, `done`, with the 5,000
 //!   conditions of `huge-status` (the host's output budget: the finalizer stays).
 //!
+//! Progress (no error, no refusal: only a rollout's progress gate and its shadow tell them):
+//!
+//! - `cleanup-stuck` (cleanup-sandbox): never `done`, deleting nothing: the sandbox stays
+//!   Terminating, its Pod running;
+//! - `reap-active` (a candidate's name): idle-pauses every running sandbox handed, however
+//!   recent its activity;
+//! - `never-ready`: its status as it was, no child made, looked at again in 5 s: the sandbox
+//!   never gets a Pod and never becomes Ready.
+//!
 //! Outputs (no kube-client call; bounded by the host's reconcile core):
 //!
 //! - `claim-non-candidate`: claims a name not among the pool candidates;
@@ -213,6 +222,9 @@ pub enum Case {
     Churn,
     EventChurn,
     MemoryFill,
+    CleanupStuck,
+    ReapActive,
+    NeverReady,
 }
 
 impl Case {
@@ -273,6 +285,9 @@ impl Case {
         ("churn", Case::Churn),
         ("event-churn", Case::EventChurn),
         ("memory-fill", Case::MemoryFill),
+        ("cleanup-stuck", Case::CleanupStuck),
+        ("reap-active", Case::ReapActive),
+        ("never-ready", Case::NeverReady),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -620,6 +635,11 @@ pub fn reconcile(
             out.requeue_after_seconds = Some(1);
             return Ok(out);
         }
+        Case::NeverReady => {
+            let mut out = unchanged(input);
+            out.requeue_after_seconds = Some(5);
+            return Ok(out);
+        }
         // Cases of other exports: here, the default.
         _ => return cubepod_policy_sdk::reconcile::reconcile(client, input),
     };
@@ -738,6 +758,12 @@ pub fn cleanup(
                 .to_string(),
         ));
     }
+    if Case::of(&sandbox.name) == Some(Case::CleanupStuck) {
+        return Ok(CleanupOutput {
+            done: false,
+            status: sandbox.status.clone(),
+        });
+    }
     let mut out = cubepod_policy_sdk::cleanup::cleanup(client, now, sandbox, observed)?;
     if Case::of(&sandbox.name) == Some(Case::CleanupHugeStatus) {
         out.status.conditions = huge_conditions(now);
@@ -832,6 +858,17 @@ pub fn reap(
             reason: "hostile".to_string(),
         })
         .collect(),
+        Some(Case::ReapActive) => sandboxes
+            .iter()
+            .filter(|c| c.running)
+            .map(|c| ReapDecision {
+                namespace: namespace.to_string(),
+                name: c.name.clone(),
+                action: ReapAction::IdlePause,
+                idle_seconds: 0,
+                reason: "hostile: paused while active".to_string(),
+            })
+            .collect(),
         // Each handed sandbox shut down or paused in a way its own record does not allow.
         Some(Case::ReapEarly) => sandboxes
             .iter()
