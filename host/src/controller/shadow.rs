@@ -454,6 +454,10 @@ fn cleanup_differences(a: &CleanupOutput, b: &CleanupOutput) -> Vec<(&'static st
 
 /// `reap`'s decisions compared, as sets: each sandbox one module acts on and the other does
 /// not, or acts on otherwise.
+#[expect(
+    clippy::ptr_arg,
+    reason = "`differences` compares outputs of one type: reap's is a Vec"
+)]
 fn reap_differences(a: &Vec<ReapDecision>, b: &Vec<ReapDecision>) -> Vec<(&'static str, String)> {
     let words = |d: &ReapDecision| {
         let action = match d.action {
