@@ -801,3 +801,293 @@ fn a_rollback_clears_the_pause_the_candidate_dated() {
         let _ = running.stop.send(true);
     });
 }
+
+/// Waits until [`ROLLOUT`]'s status is past its admission (up to five minutes: the module is
+/// compiled and self-tested) and satisfies `done`.
+async fn until_admitted(
+    cluster: &MemoryCluster,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let within = Duration::from_secs(300);
+    common::until_within(cluster, SYSTEM, ROLLOUT, what, within, done).await
+}
+
+/// Sandboxes `{prefix}-0` to `{prefix}-{n-1}`.
+async fn create_named(cluster: &MemoryCluster, prefix: &str, n: usize) {
+    for n in 0..n {
+        let sandbox = json!({
+            "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+            "metadata": {"name": format!("{prefix}-{n}"), "namespace": NS},
+            "spec": {"image": "ghcr.io/cubepod/sandbox-base:1.0"},
+        });
+        cluster
+            .create(Resource::Sandbox, NS, sandbox)
+            .await
+            .expect("a sandbox");
+    }
+}
+
+/// The Sandboxes of [`NS`].
+async fn sandboxes(cluster: &MemoryCluster) -> Vec<Value> {
+    let scope = cubepod_kube::Scope {
+        resource: Resource::Sandbox,
+        namespace: NS.to_string(),
+        label_selector: None,
+    };
+    cluster.list(&scope).await.expect("the Sandboxes").items
+}
+
+/// Waits (real time, `within` at most) until the Sandboxes of [`NS`] satisfy `done`; whether
+/// they did.
+async fn sandboxes_until(
+    cluster: &MemoryCluster,
+    within: Duration,
+    done: impl Fn(&[Value]) -> bool,
+) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if done(&sandboxes(cluster).await) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn phase_is(sandbox: &Value, phase: &str) -> bool {
+    sandbox["status"]["phase"] == phase
+}
+
+/// Every failure gate at its strictest, and a latency gate: on this test's clock (fixed, far
+/// past every creationTimestamp) every sandbox has waited about as long, so the progress gate
+/// is the one that tells.
+fn strictest_canary() -> Value {
+    json!({
+        "type": "Progressive",
+        "canary": {"steps": [{"weight": 50, "duration": "10s"}]},
+        "gates": {"maxTrapRatio": 0, "maxRefusalRatio": 0, "maxErrorRatio": 0,
+                  "maxReadyLatencyRatio": 2},
+    })
+}
+
+/// The `Progressing` condition's message.
+fn progressing_message(status: &Value) -> String {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Progressing")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The canary's step ends; the rollout is judged: its status once promoted or rolled back.
+async fn judged(cluster: &MemoryCluster, clock: &Clock) -> Value {
+    clock.set(START + 10);
+    until(cluster, "promoted or rolled back", |s| {
+        s["phase"] == "Promoted" || s["phase"] == "RolledBack"
+    })
+    .await
+}
+
+/// A candidate whose cleanup never finishes (it deletes nothing and never says done) fails
+/// no call: its share of the deleted sandboxes stays Terminating with their Pods running.
+/// The canary counts each cleanup it does not finish against it, and rolls it back at the
+/// step's end; the stable module then finishes them.
+#[test]
+fn a_candidate_whose_cleanup_never_finishes_is_rolled_back() {
+    let hostile = component("cubepod-hostile-policy", "cubepod_hostile_policy");
+    runtime().block_on(async move {
+        let (cluster, manager, clock, stop) = start();
+        create_named(&cluster, "cleanup-stuck", 12).await;
+        let all_running = sandboxes_until(&cluster, Duration::from_secs(60), |s| {
+            s.len() == 12 && s.iter().all(|s| phase_is(s, "Running"))
+        })
+        .await;
+        assert!(all_running, "{:#?}", sandboxes(&cluster).await);
+        roll_out(&*cluster, SYSTEM, &hostile, strictest_canary()).await;
+        until_admitted(&cluster, "the canary at 50%", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for n in 0..12 {
+            cluster
+                .delete(Resource::Sandbox, NS, &format!("cleanup-stuck-{n}"))
+                .await
+                .expect("deleted");
+        }
+        // The stable module's share goes; the candidate's stays, Terminating.
+        sandboxes_until(&cluster, Duration::from_secs(30), |s| s.len() < 12).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let stuck = sandboxes(&cluster).await.len();
+        assert!(stuck > 0, "the candidate's share is stuck");
+
+        let status = judged(&cluster, &clock).await;
+        assert_eq!(status["phase"], "RolledBack", "{status:#}");
+        let message = progressing_message(&status);
+        assert!(
+            message.contains("gate maxProgressShortfall breached")
+                && message.contains(&format!("0 of {stuck} of the candidate's cleanups done")),
+            "{message}"
+        );
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+        // Back on the stable module, their cleanup finishes.
+        let gone = sandboxes_until(&cluster, Duration::from_secs(30), |s| s.is_empty()).await;
+        assert!(gone, "{:#?}", sandboxes(&cluster).await);
+        let _ = stop.send(true);
+    });
+}
+
+/// A candidate whose reaper idle-pauses every running sandbox, however active: during the
+/// canary its reaper decides for its share, and the sandboxes it paused are not Ready at the
+/// step's end, against the stable module's all Ready: rolled back.
+#[test]
+fn a_candidate_whose_reaper_pauses_active_sandboxes_is_rolled_back() {
+    let hostile = component("cubepod-hostile-policy", "cubepod_hostile_policy");
+    runtime().block_on(async move {
+        let (cluster, manager, clock, stop) = start();
+        create_named(&cluster, "reap-active", 12).await;
+        let all_running = sandboxes_until(&cluster, Duration::from_secs(60), |s| {
+            s.len() == 12 && s.iter().all(|s| phase_is(s, "Running"))
+        })
+        .await;
+        assert!(all_running, "{:#?}", sandboxes(&cluster).await);
+        roll_out(&*cluster, SYSTEM, &hostile, strictest_canary()).await;
+        until_admitted(&cluster, "the canary at 50%", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        manager.reap().await.expect("a reaper tick");
+        // The candidate's share is paused by its next reconciles.
+        sandboxes_until(&cluster, Duration::from_secs(5), |s| {
+            s.iter().any(|s| phase_is(s, "Paused"))
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+
+        let status = judged(&cluster, &clock).await;
+        assert_eq!(status["phase"], "RolledBack", "{status:#}");
+        let message = progressing_message(&status);
+        assert!(
+            message.contains("gate maxProgressShortfall breached")
+                && message.contains("of the candidate's sandboxes Ready at the step's end"),
+            "{message}"
+        );
+        assert!(
+            status["gates"]["callsByExport"]["reap"]["candidate"].as_u64() >= Some(1),
+            "{status:#}"
+        );
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+        let _ = stop.send(true);
+    });
+}
+
+/// A candidate that never errors and never makes progress: its sandboxes never get a Pod
+/// and never become Ready. Each counts against it at the step's end (none is left out for
+/// never having been Ready): rolled back, while the stable module's share runs.
+#[test]
+fn a_candidate_whose_sandboxes_never_become_ready_is_rolled_back() {
+    let hostile = component("cubepod-hostile-policy", "cubepod_hostile_policy");
+    runtime().block_on(async move {
+        let (cluster, manager, clock, stop) = start();
+        roll_out(&*cluster, SYSTEM, &hostile, strictest_canary()).await;
+        until_admitted(&cluster, "the canary at 50%", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+        create_named(&cluster, "never-ready", 12).await;
+        // The stable module's share runs; the candidate's waits, with no error.
+        sandboxes_until(&cluster, Duration::from_secs(30), |s| {
+            s.iter().any(|s| phase_is(s, "Running"))
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let waiting = sandboxes(&cluster)
+            .await
+            .iter()
+            .filter(|s| !phase_is(s, "Running"))
+            .count();
+        assert!(waiting > 0, "the candidate's share never runs");
+
+        let status = judged(&cluster, &clock).await;
+        assert_eq!(status["phase"], "RolledBack", "{status:#}");
+        assert_eq!(status["gates"]["errorRatio"], 0.0, "{status:#}");
+        let message = progressing_message(&status);
+        assert!(
+            message.contains("gate maxProgressShortfall breached")
+                && message.contains(&format!(
+                    "0 of {waiting} of the candidate's sandboxes Ready at the step's end"
+                )),
+            "{message}"
+        );
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+        // Back on the stable module, they run.
+        let running = sandboxes_until(&cluster, Duration::from_secs(30), |s| {
+            s.iter().all(|s| phase_is(s, "Running"))
+        })
+        .await;
+        assert!(running, "{:#?}", sandboxes(&cluster).await);
+        let _ = stop.send(true);
+    });
+}
+
+/// The shadow compares cleanups too: a candidate whose cleanup never finishes differs from
+/// the stable module on each one, and `maxShadowDifferenceRatio: 0` rolls it back before any
+/// sandbox runs on it.
+#[test]
+fn a_shadow_compares_cleanups_and_its_difference_gate_rolls_back() {
+    let hostile = component("cubepod-hostile-policy", "cubepod_hostile_policy");
+    runtime().block_on(async move {
+        let (cluster, manager, clock, stop) = start();
+        create_named(&cluster, "cleanup-stuck", 2).await;
+        let all_running = sandboxes_until(&cluster, Duration::from_secs(60), |s| {
+            s.len() == 2 && s.iter().all(|s| phase_is(s, "Running"))
+        })
+        .await;
+        assert!(all_running, "{:#?}", sandboxes(&cluster).await);
+        let strategy = json!({
+            "type": "Immediate",
+            "shadow": {"duration": "30s"},
+            "gates": {"maxShadowDifferenceRatio": 0},
+        });
+        roll_out(&*cluster, SYSTEM, &hostile, strategy).await;
+        until_admitted(&cluster, "the shadow", |s| s["phase"] == "Shadowing").await;
+        for n in 0..2 {
+            cluster
+                .delete(Resource::Sandbox, NS, &format!("cleanup-stuck-{n}"))
+                .await
+                .expect("deleted");
+        }
+        // The stable module's cleanup is the one carried out.
+        let gone = sandboxes_until(&cluster, Duration::from_secs(30), |s| s.is_empty()).await;
+        assert!(gone, "{:#?}", sandboxes(&cluster).await);
+        let status = until(&cluster, "cleanups compared", |s| {
+            s["shadow"]["comparedByExport"]["cleanup-sandbox"].as_u64() >= Some(1)
+        })
+        .await;
+        let differs = status["shadow"]["differences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|d| d["export"] == "cleanup-sandbox");
+        assert!(differs, "{status:#}");
+
+        clock.set(START + 30);
+        let status = until(&cluster, "judged", |s| {
+            s["phase"] == "Promoted" || s["phase"] == "RolledBack"
+        })
+        .await;
+        assert_eq!(status["phase"], "RolledBack", "{status:#}");
+        let message = progressing_message(&status);
+        assert!(
+            message.contains("gate maxShadowDifferenceRatio breached"),
+            "{message}"
+        );
+        assert_eq!(manager.policy.current().info().name, "cubepod-default");
+        let _ = stop.send(true);
+    });
+}

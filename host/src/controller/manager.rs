@@ -469,8 +469,14 @@ impl ControllerManager {
             None => self.reconcile(&key, &mut report).await,
         };
         if let (Some(canary), Some(((_, on), uid))) = (&canary, &picked) {
-            let outcome = Outcome::of(&outcome, report.ready_seconds);
-            canary.record(uid, on.is_some(), outcome);
+            let counted = Outcome::of(&outcome, report.ready_seconds);
+            canary.record(
+                Some(uid),
+                on.is_some(),
+                report.export,
+                counted,
+                report.progress,
+            );
         }
         let elapsed = started.elapsed().as_secs_f64();
         let result = match &outcome {

@@ -268,18 +268,32 @@ impl Canary {
     pub(crate) fn set_weight(&self, weight: u8) {
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         stats.window = Window::default();
+        stats.step += 1;
         self.weight.store(weight.min(100), Ordering::Release);
     }
 
-    fn covers(&self, uid: &str) -> bool {
+    /// Whether the object of `uid` is on the candidate.
+    pub(crate) fn covers(&self, uid: &str) -> bool {
         bucket(uid) < self.weight()
     }
 
-    /// Counts one reconcile by the candidate (`candidate`) or the stable module.
-    pub(crate) fn record(&self, uid: &str, candidate: bool, outcome: Outcome) {
+    /// Counts one call of `export` by the candidate (`candidate`) or the stable module, made
+    /// for the object of `uid` (none: the reaper's page), and what it did for the sandbox's
+    /// progress, if anything.
+    pub(crate) fn record(
+        &self,
+        uid: Option<&str>,
+        candidate: bool,
+        export: Option<Export>,
+        outcome: Outcome,
+        progress: Option<Progress>,
+    ) {
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        if candidate {
+        if candidate && let Some(uid) = uid {
             stats.touch(uid);
+        }
+        if let (Some(uid), Some(progress)) = (uid, progress) {
+            stats.progress(uid, candidate, progress);
         }
         let counts = if candidate {
             &mut stats.window.candidate
@@ -287,15 +301,32 @@ impl Canary {
             &mut stats.window.stable
         };
         counts.add(outcome);
+        if let Some(export) = export {
+            counts.calls[export as usize] += 1;
+            stats.calls[usize::from(candidate)][export as usize] += 1;
+        }
         drop(stats);
         if candidate && outcome.failed() {
             self.breach.notify_one();
         }
     }
 
-    /// The counts of the step in progress.
-    pub(crate) fn window(&self) -> Window {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner()).window
+    /// The counts of the step in progress, with each side's progress as its sandboxes' last
+    /// passes left it, a sandbox not Ready yet counted as started `now` minus its creation.
+    pub(crate) fn window(&self, now: i64) -> Window {
+        let stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        let mut window = stats.window;
+        window.stable.canary_calls = stats.calls[0];
+        window.candidate.canary_calls = stats.calls[1];
+        for (&(candidate, _), progress) in &stats.progress {
+            let counts = if candidate {
+                &mut window.candidate
+            } else {
+                &mut window.stable
+            };
+            counts.count_progress(progress, progress.step == stats.step, now);
+        }
+        window
     }
 
     /// How many objects the candidate has reconciled since the canary started ([`MAX_TOUCHED`]
@@ -314,6 +345,14 @@ struct CanaryStats {
     window: Window,
     /// The objects the candidate reconciled (their uids' hashes), [`MAX_TOUCHED`] at most.
     touched: std::collections::HashSet<u64>,
+    /// Each sandbox's progress as the last pass of each module left it, by (candidate, uid
+    /// hash), over the whole canary: a step at 100% still has the stable module's share of
+    /// the steps before to be compared with. [`MAX_TOUCHED`] entries at most.
+    progress: std::collections::HashMap<(bool, u64), Progress>,
+    /// Which step (window) is in progress: 1 for the first.
+    step: u32,
+    /// Calls of each export over the whole canary: the stable module's, the candidate's.
+    calls: [[u64; 4]; 2],
 }
 
 impl CanaryStats {
@@ -321,6 +360,77 @@ impl CanaryStats {
     fn touch(&mut self, uid: &str) {
         if self.touched.len() < MAX_TOUCHED {
             self.touched.insert(uid_hash(uid));
+        }
+    }
+
+    /// Keeps `progress` as the sandbox's latest on that side, stamped with the step.
+    fn progress(&mut self, uid: &str, candidate: bool, mut progress: Progress) {
+        let key = (candidate, uid_hash(uid));
+        if self.progress.len() >= MAX_TOUCHED && !self.progress.contains_key(&key) {
+            return;
+        }
+        progress.step = self.step;
+        self.progress.insert(key, progress);
+    }
+}
+
+/// The exports a canary counts the calls of, each by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Export {
+    ReconcileSandbox,
+    CleanupSandbox,
+    ReconcilePool,
+    Reap,
+}
+
+impl Export {
+    pub(crate) const ALL: [Export; 4] = [
+        Export::ReconcileSandbox,
+        Export::CleanupSandbox,
+        Export::ReconcilePool,
+        Export::Reap,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Export::ReconcileSandbox => "reconcile-sandbox",
+            Export::CleanupSandbox => "cleanup-sandbox",
+            Export::ReconcilePool => "reconcile-pool",
+            Export::Reap => "reap",
+        }
+    }
+}
+
+/// What a pass of a module did for its sandbox's progress: a sandbox to run, Ready after the
+/// pass or not; or one being deleted, its cleanup done (the finalizer removed) or not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Progress {
+    pub(crate) cleanup: bool,
+    pub(crate) done: bool,
+    /// The sandbox's creationTimestamp, for the time a sandbox not Ready yet has waited.
+    pub(crate) created_at: Option<i64>,
+    /// The step the pass was in.
+    step: u32,
+}
+
+impl Progress {
+    /// A sandbox to run, `ready` after the pass.
+    pub(crate) fn start(ready: bool, created_at: Option<i64>) -> Self {
+        Self {
+            cleanup: false,
+            done: ready,
+            created_at,
+            step: 0,
+        }
+    }
+
+    /// A sandbox being deleted, its cleanup `done` or not.
+    pub(crate) fn cleanup(done: bool) -> Self {
+        Self {
+            cleanup: true,
+            done,
+            created_at: None,
+            step: 0,
         }
     }
 }
@@ -344,15 +454,20 @@ impl Outcome {
     pub(crate) fn of(result: &Result<Action, ReconcileError>, ready_seconds: Option<f64>) -> Self {
         match result {
             Ok(_) => Outcome::Ok(ready_seconds),
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    /// The outcome of a call that failed with `error`.
+    pub(crate) fn of_error(error: &ReconcileError) -> Self {
+        match error {
             // The controller's shared memory budget is not the module's doing.
-            Err(ReconcileError::Runtime(RuntimeError::MemoryBudget { .. })) => Outcome::Error,
-            Err(ReconcileError::Runtime(_)) => Outcome::Trap,
-            Err(
-                ReconcileError::Refused(_)
-                | ReconcileError::Budget(_)
-                | ReconcileError::Guest(KubeError::Refused(_)),
-            ) => Outcome::Refusal,
-            Err(_) => Outcome::Error,
+            ReconcileError::Runtime(RuntimeError::MemoryBudget { .. }) => Outcome::Error,
+            ReconcileError::Runtime(_) => Outcome::Trap,
+            ReconcileError::Refused(_)
+            | ReconcileError::Budget(_)
+            | ReconcileError::Guest(KubeError::Refused(_)) => Outcome::Refusal,
+            _ => Outcome::Error,
         }
     }
 
@@ -368,12 +483,47 @@ pub(crate) struct Counts {
     pub(crate) traps: u64,
     pub(crate) refusals: u64,
     pub(crate) errors: u64,
-    /// Sum and number of creation-to-Ready times, seconds.
+    /// Sum and number of creation-to-Ready times, seconds; a sandbox of the step not Ready
+    /// yet counts with the time it has waited so far.
     pub(crate) ready_seconds: f64,
     pub(crate) readied: u64,
+    /// Calls of each export, in [`Export::ALL`]'s order: over the window, and over the
+    /// whole canary.
+    pub(crate) calls: [u64; 4],
+    pub(crate) canary_calls: [u64; 4],
+    /// Sandboxes to run, and those of them Ready, as the module's last pass left each.
+    pub(crate) started: u64,
+    pub(crate) ready: u64,
+    /// Sandboxes being deleted, and those whose cleanup is done.
+    pub(crate) cleanups: u64,
+    pub(crate) cleaned: u64,
 }
 
 impl Counts {
+    /// One sandbox's progress counted; one not Ready yet that the step's passes saw
+    /// (`this_step`) also counts in the mean time to Ready with the time it has waited.
+    fn count_progress(&mut self, progress: &Progress, this_step: bool, now: i64) {
+        if progress.cleanup {
+            self.cleanups += 1;
+            self.cleaned += u64::from(progress.done);
+            return;
+        }
+        self.started += 1;
+        self.ready += u64::from(progress.done);
+        if !progress.done
+            && this_step
+            && let Some(waited) = super::startup::since(progress.created_at, now)
+        {
+            self.ready_seconds += waited;
+            self.readied += 1;
+        }
+    }
+
+    /// The share of `done` of `of`, if there is any.
+    pub(crate) fn share(done: u64, of: u64) -> Option<f64> {
+        (of > 0).then(|| done as f64 / of as f64)
+    }
+
     fn add(&mut self, outcome: Outcome) {
         self.reconciles += 1;
         match outcome {

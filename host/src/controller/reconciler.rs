@@ -20,7 +20,7 @@ use super::claims::{ClaimView, Claims, Mismatch};
 use super::coalesce::HeldStatuses;
 use super::events::{Recorder, Source};
 use super::inputs;
-use super::policy::PolicySlot;
+use super::policy::{Export, Outcome, PolicySlot, Progress};
 use super::undo::Marks;
 use super::writer::{Finalizing, Writer};
 use crate::metrics::Metrics;
@@ -282,6 +282,11 @@ pub struct Carried {
     /// Seconds from creation to Ready, when this pass's status first reported the sandbox
     /// Ready: a canary's gate compares the candidate's with the stable module's.
     pub(crate) ready_seconds: Option<f64>,
+    /// The export the pass called, if it called one: what a canary counts the calls of.
+    pub(crate) export: Option<Export>,
+    /// What the pass left of the sandbox's progress (Ready or not, its cleanup done or not):
+    /// a canary's progress gate compares the candidate's with the stable module's.
+    pub(crate) progress: Option<Progress>,
 }
 
 impl Carried {
@@ -488,6 +493,9 @@ impl Reconciler {
         }
         let observed = self.cache.observed(target);
         let handed = object.sandbox.clone();
+        let shadowed = self.shadowed(Export::CleanupSandbox, &(handed.clone(), observed.clone()));
+        report.export = Some(Export::CleanupSandbox);
+        report.progress = Some(Progress::cleanup(false));
         let call = self
             .call_guest("cleanup-sandbox", async move |module, context| {
                 module
@@ -495,6 +503,15 @@ impl Reconciler {
                     .await
             })
             .await?;
+        if let Some((shadow, (sandbox, observed))) = shadowed {
+            // Beside this cleanup, on its input, writing nothing.
+            let (calls, value) = (call.calls.clone(), call.value.clone());
+            tokio::spawn(async move {
+                shadow
+                    .cleanup_sandbox(now, sandbox, observed, calls, value)
+                    .await
+            });
+        }
         report.calls = call.calls;
         let deferred = call.deferred.as_ref();
         self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
@@ -535,6 +552,7 @@ impl Reconciler {
                 .remove_finalizer(object)
                 .await
                 .map_err(api("removing the finalizer"))?;
+            report.progress = Some(Progress::cleanup(true));
         } else {
             let status = patch.read_back();
             if status != object.sandbox.status {
@@ -596,7 +614,8 @@ impl Reconciler {
             self.cluster_network(),
         );
         let offered = input.pool_candidates.clone();
-        let shadowed = self.shadowed(&input);
+        let shadowed = self.shadowed(Export::ReconcileSandbox, &input);
+        report.export = Some(Export::ReconcileSandbox);
         let call = self
             .call_guest("reconcile-sandbox", async move |module, context| {
                 module.reconcile_sandbox_async(context, input).await
@@ -691,6 +710,16 @@ impl Reconciler {
         if status != object.sandbox.status {
             self.policy
                 .candidate_wrote(target, &object.sandbox.uid, Marks::STATUS);
+        }
+        // A sandbox to run counts for its module's progress, Ready or not; one paused on
+        // purpose (its desiredState) is not waited for.
+        if object.sandbox.spec.desired_state
+            == cubepod_policy_host::runtime::bindings::DesiredState::Running
+        {
+            report.progress = Some(Progress::start(
+                super::startup::is_ready(&status),
+                object.created_at,
+            ));
         }
         if let Some(wait) = self
             .held_statuses
@@ -816,11 +845,15 @@ impl Reconciler {
 
     /// A copy of `input` for a rollout's shadowed candidate, when one runs, this reconcile is
     /// of its share, and the stable module runs it (not a canary's candidate).
-    fn shadowed<I: Clone>(&self, input: &I) -> Option<(Arc<super::shadow::Shadow>, I)> {
+    fn shadowed<I: Clone>(
+        &self,
+        export: Export,
+        input: &I,
+    ) -> Option<(Arc<super::shadow::Shadow>, I)> {
         let shadow = self.policy.shadow()?;
         let stable = self.policy.current();
         let running = self.policy.for_this_pass();
-        (Arc::ptr_eq(&stable, &running) && shadow.sampled()).then(|| (shadow, input.clone()))
+        (Arc::ptr_eq(&stable, &running) && shadow.sampled(export)).then(|| (shadow, input.clone()))
     }
 
     /// `reconcile-sandbox`'s output admitted whole before any of it is written: its status and
@@ -1238,7 +1271,8 @@ impl Reconciler {
             now,
             self.settings.max_pool_replicas,
         );
-        let shadowed = self.shadowed(&input);
+        let shadowed = self.shadowed(Export::ReconcilePool, &input);
+        report.export = Some(Export::ReconcilePool);
         let call = self
             .call_guest("reconcile-pool", async move |module, context| {
                 module.reconcile_pool_async(context, input).await
@@ -1360,12 +1394,50 @@ impl Reconciler {
             candidates.retain(|(c, _)| names.contains(&c.name));
         }
         candidates.sort_unstable_by(|(a, _), (b, _)| a.name.cmp(&b.name));
+        // During a canary the candidate's reaper decides for its share of the sandboxes (by
+        // uid, as their reconciles), the stable module's for the rest; each page is counted.
+        let canary = self.policy.canary();
+        let (theirs, candidates): (Vec<_>, Vec<_>) = match &canary {
+            Some(canary) => candidates.into_iter().partition(|(c, _)| {
+                self.cache
+                    .sandbox(&ObjectRef::new(namespace, &c.name))
+                    .is_some_and(|o| canary.covers(&o.sandbox.uid))
+            }),
+            None => (Vec::new(), candidates),
+        };
+        self.reap_pages(namespace, now, candidates, report).await?;
+        if let Some(canary) = canary
+            && !theirs.is_empty()
+        {
+            let module = canary.module.clone();
+            PolicySlot::scope(module, self.reap_pages(namespace, now, theirs, report)).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::reap`]'s `candidates` (in name order) a page at a time, on the module of this
+    /// pass; a canary counts each page of its module's and the other's.
+    async fn reap_pages(
+        &self,
+        namespace: &str,
+        now: i64,
+        candidates: Vec<(ReapCandidate, String)>,
+        report: &mut Carried,
+    ) -> Result<(), ReconcileError> {
         let (sandboxes, versions): (Vec<_>, Vec<_>) = candidates.into_iter().unzip();
         let mut sandboxes = sandboxes.into_iter();
         for versions in versions.chunks(self.settings.reap_page.max(1)) {
             let page: Vec<_> = sandboxes.by_ref().take(versions.len()).collect();
-            self.reap_page(namespace, now, page, versions, report)
-                .await?;
+            let result = self.reap_page(namespace, now, page, versions, report).await;
+            if let Some(canary) = self.policy.canary() {
+                let candidate = Arc::ptr_eq(&canary.module, &self.policy.for_this_pass());
+                let outcome = match &result {
+                    Ok(()) => Outcome::Ok(None),
+                    Err(error) => Outcome::of_error(error),
+                };
+                canary.record(None, candidate, Some(Export::Reap), outcome, None);
+            }
+            result?;
         }
         Ok(())
     }
@@ -1380,6 +1452,7 @@ impl Reconciler {
         report: &mut Carried,
     ) -> Result<(), ReconcileError> {
         let handed_namespace = namespace.to_string();
+        let shadowed = self.shadowed(Export::Reap, &page);
         let call = self
             .call_guest("reap", async move |module, context| {
                 let call = module
@@ -1388,8 +1461,13 @@ impl Reconciler {
                 Ok(call.map(|decisions| (decisions, page)))
             })
             .await?;
-        report.calls.extend(call.calls);
         let (decisions, page) = call.value;
+        if let Some((shadow, page)) = shadowed {
+            let (calls, stable) = (call.calls.clone(), decisions.clone());
+            let namespace = namespace.to_string();
+            tokio::spawn(async move { shadow.reap(now, namespace, page, calls, stable).await });
+        }
+        report.calls.extend(call.calls);
         if decisions.is_empty() {
             return Ok(());
         }

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::policy::Export;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -20,7 +22,8 @@ use cubepod_kube::{Discarding, Resource};
 use cubepod_policy_host::model::pool;
 use cubepod_policy_host::model::sandbox::StatusPatch;
 use cubepod_policy_host::runtime::bindings::{
-    Event, KubeError, PoolInput, PoolOutput, ReconcileInput, ReconcileOutput,
+    CleanupOutput, Event, KubeError, ObservedChildren, PoolInput, PoolOutput, ReapAction,
+    ReapCandidate, ReapDecision, ReconcileInput, ReconcileOutput, Sandbox,
 };
 use cubepod_policy_host::runtime::{
     CallContext, ChildHeld, ChildLookup, GuestCall, KubeCall, PolicyModule, RuntimeError,
@@ -28,7 +31,7 @@ use cubepod_policy_host::runtime::{
 
 /// Every (export, kind) a difference may be of, for the metric's series to show from the
 /// start.
-pub(crate) const SERIES: [(&str, &[&str]); 2] = [
+pub(crate) const SERIES: [(&str, &[&str]); 4] = [
     (
         "reconcile-sandbox",
         &[
@@ -36,9 +39,14 @@ pub(crate) const SERIES: [(&str, &[&str]); 2] = [
         ],
     ),
     (
+        "cleanup-sandbox",
+        &["calls", "done", "status", "error", "trap"],
+    ),
+    (
         "reconcile-pool",
         &["members", "status", "events", "error", "trap"],
     ),
+    ("reap", &["calls", "decisions", "trap"]),
 ];
 
 /// Examples kept, at most, and the most characters of each.
@@ -91,10 +99,15 @@ impl ChildLookup for ReadOnly {
 /// What the shadow found so far.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Findings {
-    /// Reconciles run by both modules.
+    /// Calls run by both modules.
     pub(crate) compared: u64,
     /// The same by export.
     pub(crate) compared_by_export: BTreeMap<&'static str, u64>,
+    /// Calls of the stable module's while the shadow ran, by export, sampled or not: an
+    /// export called that the shadow compared too few of was not judged.
+    pub(crate) offered_by_export: BTreeMap<&'static str, u64>,
+    /// Compared calls with at least one difference.
+    pub(crate) differing: u64,
     /// Differences by (export, kind).
     pub(crate) differences: BTreeMap<(&'static str, &'static str), u64>,
     /// The first few, in words: the object, the kind, what differed (no manifest: a Secret's
@@ -107,7 +120,9 @@ pub(crate) struct Shadow {
     pub(crate) module: Arc<PolicyModule>,
     /// Percent of reconciles the candidate runs beside the stable module.
     share: u8,
-    seen: AtomicU64,
+    /// Calls offered, by export ([`Export::ALL`]'s order): each export is sampled on its own
+    /// count, so that a rarely called one (a cleanup, the reaper) has its first call compared.
+    seen: [AtomicU64; 4],
     context: CallContext,
     findings: Mutex<Findings>,
     metrics: Arc<Metrics>,
@@ -132,7 +147,7 @@ impl Shadow {
         Self {
             module,
             share: share.min(100),
-            seen: AtomicU64::new(0),
+            seen: Default::default(),
             context,
             findings: Mutex::default(),
             metrics,
@@ -140,16 +155,63 @@ impl Shadow {
     }
 
     /// Whether this reconcile is one of the share the candidate runs on.
-    pub(crate) fn sampled(&self) -> bool {
-        let n = self.seen.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn sampled(&self, export: Export) -> bool {
+        let n = self.seen[export as usize].fetch_add(1, Ordering::Relaxed);
         n % 100 < u64::from(self.share)
     }
 
     pub(crate) fn findings(&self) -> Findings {
-        self.findings
+        let mut findings = self
+            .findings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        for export in Export::ALL {
+            let offered = self.seen[export as usize].load(Ordering::Relaxed);
+            if offered > 0 {
+                findings.offered_by_export.insert(export.name(), offered);
+            }
+        }
+        findings
+    }
+
+    /// Runs the candidate's `cleanup-sandbox` on the stable module's input and compares what
+    /// it did (`calls`, then `stable`'s output or error): its deletes, `done`, its status.
+    pub(crate) async fn cleanup_sandbox(
+        &self,
+        now: i64,
+        sandbox: Sandbox,
+        observed: ObservedChildren,
+        calls: Vec<KubeCall>,
+        stable: Result<CleanupOutput, KubeError>,
+    ) {
+        let object = format!("{}/{}", sandbox.namespace, sandbox.name);
+        let candidate = self
+            .module
+            .cleanup_sandbox_async(&self.context, now, sandbox, observed)
+            .await;
+        let found = differences(&calls, &stable, &candidate, cleanup_differences);
+        self.record("cleanup-sandbox", &object, found);
+    }
+
+    /// Runs the candidate's `reap` on the stable module's page of candidates and compares
+    /// its decisions (and calls, which the host refuses) with the stable module's.
+    pub(crate) async fn reap(
+        &self,
+        now: i64,
+        namespace: String,
+        page: Vec<ReapCandidate>,
+        calls: Vec<KubeCall>,
+        stable: Vec<ReapDecision>,
+    ) {
+        let object = format!("the reaper's page of {} in {namespace}", page.len());
+        let candidate = self
+            .module
+            .reap_async(&self.context, now, &namespace, &page)
+            .await
+            .map(|call| call.map(Ok));
+        let found = differences(&calls, &Ok(stable), &candidate, reap_differences);
+        self.record("reap", &object, found);
     }
 
     /// Runs the candidate's `reconcile-sandbox` on `input` and compares what it did with what
@@ -186,6 +248,7 @@ impl Shadow {
         let mut findings = self.findings.lock().unwrap_or_else(|p| p.into_inner());
         findings.compared += 1;
         *findings.compared_by_export.entry(export).or_default() += 1;
+        findings.differing += u64::from(!found.is_empty());
         for (kind, what) in found {
             *findings.differences.entry((export, kind)).or_default() += 1;
             self.metrics
@@ -367,6 +430,58 @@ fn sandbox_differences(a: &ReconcileOutput, b: &ReconcileOutput) -> Vec<(&'stati
         ));
     }
     found
+}
+
+/// `cleanup-sandbox`'s outputs compared: `done`, `status`.
+fn cleanup_differences(a: &CleanupOutput, b: &CleanupOutput) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    if a.done != b.done {
+        let done = |d: bool| if d { "done" } else { "not done" };
+        found.push((
+            "done",
+            format!("stable {}, candidate {}", done(a.done), done(b.done)),
+        ));
+    }
+    if a.status != b.status {
+        let status = |o: &CleanupOutput| StatusPatch::new(&o.status, 0).status_value();
+        found.extend(status_differs(
+            &json!({"status": status(a)}),
+            &json!({"status": status(b)}),
+        ));
+    }
+    found
+}
+
+/// `reap`'s decisions compared, as sets: each sandbox one module acts on and the other does
+/// not, or acts on otherwise.
+#[expect(
+    clippy::ptr_arg,
+    reason = "`differences` compares outputs of one type: reap's is a Vec"
+)]
+fn reap_differences(a: &Vec<ReapDecision>, b: &Vec<ReapDecision>) -> Vec<(&'static str, String)> {
+    let words = |d: &ReapDecision| {
+        let action = match d.action {
+            ReapAction::IdlePause => "idle-pause",
+            ReapAction::ShutdownPause => "shutdown-pause",
+            ReapAction::ShutdownDelete => "shutdown-delete",
+        };
+        format!("{action} {}/{}", d.namespace, d.name)
+    };
+    let mut stable: Vec<String> = a.iter().map(words).collect();
+    let mut candidate: Vec<String> = b.iter().map(words).collect();
+    stable.sort();
+    candidate.sort();
+    if stable == candidate {
+        return Vec::new();
+    }
+    vec![(
+        "decisions",
+        format!(
+            "stable decides {}, candidate decides {}",
+            list_words(&stable),
+            list_words(&candidate)
+        ),
+    )]
 }
 
 /// `reconcile-pool`'s outputs compared: `members` (created or deleted), `status`, `events`.

@@ -28,7 +28,8 @@ pub(crate) fn first_ready(object: &SandboxObject, written: &SandboxStatus) -> Op
     })
 }
 
-fn is_ready(status: &SandboxStatus) -> bool {
+/// Whether `status` says Ready.
+pub(crate) fn is_ready(status: &SandboxStatus) -> bool {
     status
         .conditions
         .iter()

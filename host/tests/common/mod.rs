@@ -89,6 +89,27 @@ pub async fn until_named(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
+    until_within(
+        cluster,
+        namespace,
+        name,
+        what,
+        Duration::from_secs(60),
+        done,
+    )
+    .await
+}
+
+/// [`until_named`], waiting `within` at most: an admission (a module compiled and
+/// self-tested) on a loaded machine may take longer than a minute.
+pub async fn until_within(
+    cluster: &dyn Cluster,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
         let status = cluster
@@ -99,10 +120,7 @@ pub async fn until_named(
         if done(&status) {
             return status;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{what}: {status:#}"
-        );
+        assert!(started.elapsed() < within, "{what}: {status:#}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

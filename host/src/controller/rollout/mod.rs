@@ -19,7 +19,7 @@ use tokio::sync::{Notify, watch};
 use super::events::{Recorder, Source};
 use super::health::ActivePolicy;
 use super::manager::ControllerManager;
-use super::policy::Canary;
+use super::policy::{Canary, Export};
 use super::policy_watch::announce_swap;
 use super::shadow::{Findings, Shadow};
 use super::writer::Writer;
@@ -29,7 +29,7 @@ use cubepod_policy_host::model::{ObjectRef, time};
 use cubepod_policy_host::runtime::PolicyModule;
 use cubepod_policy_host::runtime::bindings::{Event, EventType};
 pub use spec::SpecError;
-use spec::{Observed, Spec};
+use spec::{Breach, Observed, Spec, TooFew};
 
 /// How often a canary's gates and step are looked at, besides on every change and failure.
 const TICK: Duration = Duration::from_millis(250);
@@ -1136,8 +1136,62 @@ impl RolloutController {
         if now - tracked.step_started < duration {
             return;
         }
-        self.end_shadow(tracked);
         let findings = tracked.findings.clone().unwrap_or_default();
+        let calls = Export::ALL.map(|export| {
+            let name = export.name();
+            let count = |by: &BTreeMap<&'static str, u64>| by.get(name).copied().unwrap_or(0);
+            (
+                name,
+                count(&findings.compared_by_export),
+                count(&findings.offered_by_export),
+            )
+        });
+        if let Some(few) = TooFew::first(calls, spec.gates.min_calls_per_export) {
+            let message = too_few_message(
+                "the shadow stage",
+                &few,
+                "the shadow compared",
+                "the stable module made",
+            );
+            tracked.condition("Progressing", true, "TooFewCalls", message, now);
+            return;
+        }
+        if let Some(max) = spec.gates.max_shadow_difference_ratio
+            && findings.compared > 0
+        {
+            let ratio = findings.differing as f64 / findings.compared as f64;
+            if ratio > max {
+                self.end_shadow(tracked);
+                tracked.phase = Phase::RolledBack;
+                tracked.weight = 0;
+                let first = findings
+                    .examples
+                    .first()
+                    .map(|e| format!("; the first: {e}"))
+                    .unwrap_or_default();
+                let message = format!(
+                    "gate maxShadowDifferenceRatio breached: {} of the {} calls the shadow \
+                     compared differed from the stable module's ({ratio:.3} > {max}){first}; \
+                     rolled back before any sandbox ran on it: status.shadow lists the \
+                     differences; fix the module, or raise or remove \
+                     spec.strategy.gates.maxShadowDifferenceRatio if they are intended",
+                    findings.differing, findings.compared
+                );
+                tracing::warn!(rollout = %name, gate = "maxShadowDifferenceRatio", observed = ratio, "{message}");
+                tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
+                self.event(
+                    name,
+                    tracked,
+                    EventType::Warning,
+                    "RolledBack",
+                    message,
+                    now,
+                )
+                .await;
+                return;
+            }
+        }
+        self.end_shadow(tracked);
         tracing::info!(
             rollout = %name,
             compared = findings.compared,
@@ -1220,35 +1274,12 @@ impl RolloutController {
             self.start_over(name, tracked, "canary");
             return;
         }
-        let observed = Observed::of(&canary.window());
+        let observed = Observed::of(&canary.window(now));
         tracked.observed = Some(observed);
         tracked.touched = canary.touched();
         if let Some(breach) = spec.gates.breached(&observed) {
-            self.abort_canary(tracked);
-            tracked.phase = Phase::RolledBack;
-            tracked.weight = 0;
-            let message = format!(
-                "gate {} breached: observed {:.3} > {} over {} reconciles of the candidate's at \
-                 {}%; rolled back: the {} sandboxes and pools it reconciled are the stable \
-                 module's again",
-                breach.gate,
-                breach.observed,
-                breach.max,
-                observed.reconciles,
-                canary.weight(),
-                tracked.touched
-            );
-            tracing::warn!(rollout = %name, gate = breach.gate, observed = breach.observed, "{message}");
-            tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
-            self.event(
-                name,
-                tracked,
-                EventType::Warning,
-                "RolledBack",
-                message,
-                now,
-            )
-            .await;
+            self.roll_back(name, tracked, &canary, &observed, breach, now)
+                .await;
             return;
         }
         // Paused: the step's time stands still; the gates still judge.
@@ -1259,6 +1290,26 @@ impl RolloutController {
         if let Some(step) = spec.steps.get(tracked.step)
             && now - tracked.step_started < step.duration.as_secs() as i64
         {
+            return;
+        }
+        // The step's end: what its sandboxes came to, then whether it saw enough of each
+        // export to judge it.
+        if let Some(breach) = spec.gates.progress_breached(&observed) {
+            self.roll_back(name, tracked, &canary, &observed, breach, now)
+                .await;
+            return;
+        }
+        // Before the promotion, the canary as a whole must have seen enough of each export
+        // exercised (a step before grows the share, which brings more).
+        let last = tracked.step + 1 >= spec.steps.len();
+        if last
+            && canary.weight() > 0
+            && let Some(few) = observed.too_few(spec.gates.min_calls_per_export)
+        {
+            let stage = format!("step {} of {}", tracked.step + 1, spec.steps.len());
+            let message =
+                too_few_message(&stage, &few, "the candidate made", "the stable module made");
+            tracked.condition("Progressing", true, "TooFewCalls", message, now);
             return;
         }
         tracked.step += 1;
@@ -1283,6 +1334,50 @@ impl RolloutController {
                 self.promote(name, tracked, module, false, now).await;
             }
         }
+    }
+
+    /// A gate breached: the canary ends, every object back on the stable module, and the
+    /// status and a Warning Event say which gate, what was seen and what to do.
+    async fn roll_back(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        canary: &Canary,
+        observed: &Observed,
+        breach: Breach,
+        now: i64,
+    ) {
+        let weight = canary.weight();
+        self.abort_canary(tracked);
+        tracked.phase = Phase::RolledBack;
+        tracked.weight = 0;
+        let seen = match &breach.what {
+            Some(what) => format!(
+                "{what}: a shortfall of {:.3} > {}",
+                breach.observed, breach.max
+            ),
+            None => format!(
+                "observed {:.3} > {} over {} calls of the candidate's",
+                breach.observed, breach.max, observed.reconciles
+            ),
+        };
+        let message = format!(
+            "gate {} breached at {weight}%: {seen}; rolled back: the {} sandboxes and pools it \
+             reconciled are the stable module's again; fix the module and roll it out again, \
+             or loosen spec.strategy.gates.{}",
+            breach.gate, tracked.touched, breach.gate
+        );
+        tracing::warn!(rollout = %name, gate = breach.gate, observed = breach.observed, "{message}");
+        tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
+        self.event(
+            name,
+            tracked,
+            EventType::Warning,
+            "RolledBack",
+            message,
+            now,
+        )
+        .await;
     }
 
     /// `module` made the stable one for every object; the canary, if any, ends.
@@ -1421,19 +1516,40 @@ impl RolloutController {
             json!({
                 "compared": f.compared,
                 "comparedByExport": f.compared_by_export,
+                "offeredByExport": f.offered_by_export,
+                "differing": f.differing,
                 "differences": f.differences.iter().map(|((export, kind), count)| json!({
                     "export": export, "kind": kind, "count": count,
                 })).collect::<Vec<_>>(),
                 "examples": f.examples,
             })
         });
-        let gates = tracked.observed.map(|o| {
+        let gates = tracked.observed.as_ref().map(|o| {
+            let sides = |[(c, c_of), (s, s_of)]: [(u64, u64); 2], done: &str| {
+                json!({
+                    "candidate": {done: c, "of": c_of},
+                    "stable": {done: s, "of": s_of},
+                })
+            };
+            let calls: serde_json::Map<String, Value> = Export::ALL
+                .iter()
+                .zip(o.calls)
+                .map(|(export, (c, s))| {
+                    (
+                        export.name().to_string(),
+                        json!({"candidate": c, "stable": s}),
+                    )
+                })
+                .collect();
             json!({
                 "reconciles": o.reconciles,
                 "trapRatio": o.trap_ratio,
                 "refusalRatio": o.refusal_ratio,
                 "errorRatio": o.error_ratio,
                 "readyLatencyRatio": o.ready_latency_ratio,
+                "callsByExport": calls,
+                "sandboxes": sides(o.ready, "ready"),
+                "cleanups": sides(o.cleaned, "done"),
             })
         });
         let mut without_gates = status.clone();
@@ -1508,6 +1624,19 @@ impl Resumed {
 fn status_says(object: &Value, phase: &str, which: &str, digest: &str) -> bool {
     let status = &object["status"];
     status["phase"] == phase && status[which]["digest"] == digest
+}
+
+/// A stage held past its time: it saw `few` of an export's calls (`made` by the candidate, of
+/// those the stage `saw`), too few to judge it.
+fn too_few_message(stage: &str, few: &TooFew, made: &str, saw: &str) -> String {
+    format!(
+        "{stage} is held past its duration: {made} {} {} calls where {saw} {}, fewer than \
+         spec.strategy.gates.minCallsPerExport ({}): too few to judge the candidate's {}; it \
+         moves on once there are enough (sandboxes on the candidate's share created, deleted \
+         or idle, pools reconciled; a last step at weight 100 gives it every call), or set \
+         minCallsPerExport to 0 to move on without judging it",
+        few.candidate, few.export, few.stable, few.min, few.export
+    )
 }
 
 fn step_message(spec: &Spec, step: usize) -> String {

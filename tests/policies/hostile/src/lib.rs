@@ -75,6 +75,15 @@
 //! - `pause-until`: its status pauses it ([`PAUSE_UNTIL_SECONDS`] ahead), so that no activity
 //!   before then resumes it.
 //!
+//! Progress (no error, no refusal: only a rollout's progress gate and its shadow tell them):
+//!
+//! - `cleanup-stuck` (cleanup-sandbox): never `done`, deleting nothing: the sandbox stays
+//!   Terminating, its Pod running;
+//! - `reap-active` (a candidate's name): idle-pauses every running sandbox handed, however
+//!   recent its activity;
+//! - `never-ready`: its status as it was, no child made, looked at again in 5 s: the sandbox
+//!   never gets a Pod and never becomes Ready.
+//!
 //! Outputs (no kube-client call; bounded by the host's reconcile core):
 //!
 //! - `claim-non-candidate`: claims a name not among the pool candidates;
@@ -253,6 +262,9 @@ pub enum Case {
     CandidateImage,
     PlantedToken,
     PauseUntil,
+    CleanupStuck,
+    ReapActive,
+    NeverReady,
 }
 
 impl Case {
@@ -317,6 +329,9 @@ impl Case {
         ("candidate-image", Case::CandidateImage),
         ("planted-token", Case::PlantedToken),
         ("pause-until", Case::PauseUntil),
+        ("cleanup-stuck", Case::CleanupStuck),
+        ("reap-active", Case::ReapActive),
+        ("never-ready", Case::NeverReady),
     ];
 
     /// The case a name asks for: the case's name, or it and a `-` and anything.
@@ -684,6 +699,11 @@ pub fn reconcile(
             );
             return Ok(out);
         }
+        Case::NeverReady => {
+            let mut out = unchanged(input);
+            out.requeue_after_seconds = Some(5);
+            return Ok(out);
+        }
         // Cases of other exports: here, the default.
         _ => return cubepod_policy_sdk::reconcile::reconcile(client, input),
     };
@@ -860,6 +880,12 @@ pub fn cleanup(
                 .to_string(),
         ));
     }
+    if Case::of(&sandbox.name) == Some(Case::CleanupStuck) {
+        return Ok(CleanupOutput {
+            done: false,
+            status: sandbox.status.clone(),
+        });
+    }
     let mut out = cubepod_policy_sdk::cleanup::cleanup(client, now, sandbox, observed)?;
     if Case::of(&sandbox.name) == Some(Case::CleanupHugeStatus) {
         out.status.conditions = huge_conditions(now);
@@ -954,6 +980,17 @@ pub fn reap(
             reason: "hostile".to_string(),
         })
         .collect(),
+        Some(Case::ReapActive) => sandboxes
+            .iter()
+            .filter(|c| c.running)
+            .map(|c| ReapDecision {
+                namespace: namespace.to_string(),
+                name: c.name.clone(),
+                action: ReapAction::IdlePause,
+                idle_seconds: 0,
+                reason: "hostile: paused while active".to_string(),
+            })
+            .collect(),
         // Each handed sandbox shut down or paused in a way its own record does not allow.
         Some(Case::ReapEarly) => sandboxes
             .iter()
