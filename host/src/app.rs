@@ -449,6 +449,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
                 max_pool_replicas: args.max_pool_replicas,
                 status_coalesce: args.status_coalesce,
                 normal_events: args.normal_events,
+                event_queue: crate::controller::events::DEFAULT_EVENT_QUEUE,
                 ..Settings::default()
             }),
             // The API server is among the cluster's ranges: no sandbox reaches it but by
