@@ -557,12 +557,7 @@ mod tests {
             cluster.objects(Resource::Event).is_empty(),
             "the post waited on the API"
         );
-        let counted = |result: &str| {
-            metrics
-                .events
-                .with_label_values(&["Warning", result])
-                .get()
-        };
+        let counted = |result: &str| metrics.events.with_label_values(&["Warning", result]).get();
         assert_eq!(counted("dropped"), 3);
         queue.flush().await;
         let mut messages: Vec<String> = cluster
