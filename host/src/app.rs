@@ -550,6 +550,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
                     per_sandbox: u64::try_from(args.max_policy_object_bytes_per_sandbox)
                         .unwrap_or(u64::MAX),
                 },
+                event_queue: crate::controller::events::DEFAULT_EVENT_QUEUE,
                 ..Settings::default()
             }),
             // The API server is among the cluster's ranges: no sandbox reaches it but by

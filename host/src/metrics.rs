@@ -282,7 +282,8 @@ impl Metrics {
             events: register!(counter(
                 "cubepod_events_total",
                 "Events recorded on Sandboxes and PodWarmPools, by type and result: created, \
-                 aggregated (a repeat counted on an earlier Event), rate_limited, failed.",
+                 aggregated (a repeat counted on an earlier Event), rate_limited, failed, dropped (the \
+                 queue of Events to write was full).",
                 &["type", "result"]
             )),
             policy_objects_bounded: register!(counter(

@@ -939,6 +939,22 @@ fn a_policy_may_write_much_to_stderr() {
     assert_reconciles(faulty_module(), "noisy-x");
 }
 
+/// Each call starts from the module's initial state: what a call left in the guest's statics
+/// (a count, another sandbox's name) is gone in the next one, whichever sandbox it is for.
+#[test]
+fn no_guest_state_survives_from_one_call_to_the_next() {
+    let cluster = Arc::new(StubCluster::default());
+    for name in ["remember-a", "remember-b", "remember-a"] {
+        let call = faulty_module()
+            .reconcile_sandbox(&context(&cluster), new_sandbox_input(name))
+            .unwrap();
+        let events = call.value.unwrap().events;
+        let said: Vec<&str> = events.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(said, ["0 earlier calls; the last for none"], "{name}");
+    }
+    assert!(cluster.creates().is_empty());
+}
+
 #[test]
 fn the_faulty_policy_describes_itself() {
     assert_eq!(faulty_module().info().name, "cubepod-faulty");

@@ -2,8 +2,12 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{mpsc, oneshot};
 
 use foldhash::HashMap;
 use rand::RngCore;
@@ -15,6 +19,10 @@ use cubepod_policy_host::containment::rates::{
 };
 use cubepod_policy_host::model::{ObjectRef, time};
 use cubepod_policy_host::runtime::bindings::{Event, EventType};
+
+use super::cache::Cache;
+use super::writer::Writer;
+use cubepod_kube::Cluster;
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
@@ -259,6 +267,155 @@ impl Recorder {
     }
 }
 
+/// Events queued at most before more are dropped, as client-go's broadcaster (its
+/// `maxQueuedEvents`): what a burst of reconciles may hand over faster than the API takes them.
+pub const DEFAULT_EVENT_QUEUE: usize = 1000;
+
+/// Event writes in flight at once from the queue: a burst's Events are written side by side,
+/// as the reconciles' other requests are, rather than one round trip after another.
+const EVENTS_IN_FLIGHT: usize = 16;
+
+/// A reconcile's Events handed over to be written after it, as client-go's recorder does: the
+/// reconcile (a claim's adoption, a status) does not wait on the Event's API write. The queue
+/// is bounded ([`DEFAULT_EVENT_QUEUE`]); an Event that finds it full is dropped and counted
+/// (`cubepod_events_total{result="dropped"}`). The writes themselves are
+/// [`Writer::post_events`]'s, the same aggregation and rate as when a reconcile writes them.
+pub(crate) struct EventQueue {
+    sender: mpsc::Sender<Queued>,
+    recorder: Arc<Recorder>,
+}
+
+/// What the queue's writer task takes.
+enum Queued {
+    Post(Batch),
+    /// Answered once everything queued before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// One reconcile's Events about one object.
+struct Batch {
+    kind: String,
+    target: ObjectRef,
+    uid: String,
+    events: Vec<Event>,
+    source: Source,
+    post_normal: bool,
+    now: i64,
+}
+
+impl EventQueue {
+    /// A queue of `capacity` Events, written to `cluster` by a task on `runtime` that ends when
+    /// the queue is dropped (after writing what it holds).
+    pub(crate) fn start(
+        runtime: &tokio::runtime::Handle,
+        capacity: usize,
+        cluster: Arc<dyn Cluster>,
+        cache: Arc<Cache>,
+        recorder: Arc<Recorder>,
+    ) -> Self {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        runtime.spawn(write_queued(receiver, cluster, cache, recorder.clone()));
+        Self { sender, recorder }
+    }
+
+    /// Hands `events` over to be written; returns at once. Past the queue's bound the Events
+    /// are dropped, each counted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post(
+        &self,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        events: &[Event],
+        source: Source,
+        post_normal: bool,
+        now: i64,
+    ) {
+        if events.is_empty() {
+            return;
+        }
+        let batch = Batch {
+            kind: kind.to_string(),
+            target: target.clone(),
+            uid: uid.to_string(),
+            events: events.to_vec(),
+            source,
+            post_normal,
+            now,
+        };
+        if let Err(error) = self.sender.try_send(Queued::Post(batch)) {
+            let (mpsc::error::TrySendError::Full(Queued::Post(batch))
+            | mpsc::error::TrySendError::Closed(Queued::Post(batch))) = error
+            else {
+                return;
+            };
+            tracing::debug!(
+                kind,
+                %target,
+                events = batch.events.len(),
+                "Event queue full: Events dropped, not written"
+            );
+            for event in &batch.events {
+                self.recorder.count(event.kind, "dropped");
+            }
+        }
+    }
+
+    /// Waits until every Event queued so far has been written (or failed).
+    pub(crate) async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.sender.send(Queued::Flush(done)).await.is_ok() {
+            let _ = written.await;
+        }
+    }
+}
+
+/// The queue's writer: up to [`EVENTS_IN_FLIGHT`] batches written at once; a flush is answered
+/// once every batch taken before it is done.
+async fn write_queued(
+    mut queue: mpsc::Receiver<Queued>,
+    cluster: Arc<dyn Cluster>,
+    cache: Arc<Cache>,
+    recorder: Arc<Recorder>,
+) {
+    let write = |batch: Batch| {
+        let (cluster, cache, recorder) = (cluster.clone(), cache.clone(), recorder.clone());
+        async move {
+            let writer = Writer {
+                cluster: cluster.as_ref(),
+                cache: &cache,
+                events: &recorder,
+            };
+            writer
+                .post_events(
+                    &batch.kind,
+                    &batch.target,
+                    &batch.uid,
+                    &batch.events,
+                    batch.source,
+                    batch.post_normal,
+                    batch.now,
+                )
+                .await;
+        }
+    };
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            taken = queue.recv(), if in_flight.len() < EVENTS_IN_FLIGHT => match taken {
+                Some(Queued::Post(batch)) => in_flight.push(write(batch)),
+                Some(Queued::Flush(done)) => {
+                    while in_flight.next().await.is_some() {}
+                    let _ = done.send(());
+                }
+                None => break,
+            },
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+        }
+    }
+    while in_flight.next().await.is_some() {}
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -371,6 +528,46 @@ mod tests {
             })
             .count();
         assert_eq!(created, 3);
+    }
+
+    /// Posting to the queue returns before anything is written (on this one-thread runtime the
+    /// writer runs only once the test awaits), Events past its bound are dropped and counted,
+    /// and the queued ones are written, each once, by the time a flush returns.
+    #[tokio::test]
+    async fn queued_events_are_written_after_the_post_returns_and_a_full_queue_drops_the_rest() {
+        use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+        use cubepod_kube::Resource;
+
+        let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let recorder = Arc::new(Recorder::new(metrics.clone(), DEFAULT_EVENT_BURST));
+        let queue = EventQueue::start(
+            &tokio::runtime::Handle::current(),
+            2,
+            cluster.clone(),
+            Arc::new(Cache::default()),
+            recorder,
+        );
+        let target = ObjectRef::new("ns", "a");
+        for i in 0..5 {
+            let event = warning(&i.to_string());
+            queue.post("Sandbox", &target, "u", &[event], Source::Policy, true, 1);
+        }
+        assert!(
+            cluster.objects(Resource::Event).is_empty(),
+            "the post waited on the API"
+        );
+        let counted = |result: &str| metrics.events.with_label_values(&["Warning", result]).get();
+        assert_eq!(counted("dropped"), 3);
+        queue.flush().await;
+        let mut messages: Vec<String> = cluster
+            .objects(Resource::Event)
+            .iter()
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect();
+        messages.sort();
+        assert_eq!(messages, ["0", "1"]);
+        assert_eq!(counted("created"), 2);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::cache::Cache;
 use super::claims::{ClaimView, Claims, Mismatch};
 use super::coalesce::HeldStatuses;
-use super::events::{Recorder, Source};
+use super::events::{EventQueue, Recorder, Source};
 use super::inputs;
 use super::policy::{Export, Outcome, PolicySlot, Progress};
 use super::undo::Marks;
@@ -196,6 +196,11 @@ pub struct Settings {
     pub reap_page: usize,
     /// How much the cache may hold of what policies wrote (`--max-policy-object-bytes`).
     pub object_bounds: super::cache::ObjectBounds,
+    /// The policy's Events are handed to a queue of this many and written after the reconcile,
+    /// off its path ([`EventQueue`]); 0 writes them in the reconcile, before it goes on (what
+    /// `policy test` and a test that reads the Events right after a reconcile need). The
+    /// controller queues [`DEFAULT_EVENT_QUEUE`](super::events::DEFAULT_EVENT_QUEUE).
+    pub event_queue: usize,
 }
 
 impl Default for Settings {
@@ -209,6 +214,7 @@ impl Default for Settings {
             tokens: Tokens::Random,
             reap_page: REAP_PAGE,
             object_bounds: super::cache::ObjectBounds::default(),
+            event_queue: 0,
         }
     }
 }
@@ -316,7 +322,9 @@ pub struct Reconciler {
     /// Claims in flight in this process: the members they are offered.
     pub(crate) claims: Claims,
     /// Events as client-go's recorder posts them: repeats counted, each object rate-limited.
-    events: Recorder,
+    events: Arc<Recorder>,
+    /// Where the policy's Events go when they are written after the reconcile.
+    event_queue: Option<EventQueue>,
 }
 
 impl Reconciler {
@@ -328,20 +336,36 @@ impl Reconciler {
         metrics: Arc<Metrics>,
         settings: Arc<Settings>,
     ) -> Self {
+        let events = Arc::new(Recorder::new(
+            metrics.clone(),
+            policy
+                .current()
+                .engine()
+                .config()
+                .containment
+                .rates
+                .event_burst,
+        ));
+        // The queue's writer runs on the runtime the reconciler is made on; made outside one
+        // (`policy test`'s scratch cluster), the Events are written in the reconcile.
+        let event_queue = (settings.event_queue > 0)
+            .then(tokio::runtime::Handle::try_current)
+            .and_then(Result::ok)
+            .map(|runtime| {
+                EventQueue::start(
+                    &runtime,
+                    settings.event_queue,
+                    cluster.clone(),
+                    cache.clone(),
+                    events.clone(),
+                )
+            });
         Self {
             held_statuses: HeldStatuses::new(settings.status_coalesce),
             surfaced: Surfaced::default(),
             claims: Claims::default(),
-            events: Recorder::new(
-                metrics.clone(),
-                policy
-                    .current()
-                    .engine()
-                    .config()
-                    .containment
-                    .rates
-                    .event_burst,
-            ),
+            events,
+            event_queue,
             cluster,
             cache,
             policy,
@@ -1842,17 +1866,23 @@ impl Reconciler {
         events: &[Event],
         now: i64,
     ) {
-        self.writer()
-            .post_events(
-                kind,
-                target,
-                uid,
-                events,
-                Source::Policy,
-                self.settings.normal_events,
-                now,
-            )
-            .await;
+        let normal = self.settings.normal_events;
+        match &self.event_queue {
+            Some(queue) => queue.post(kind, target, uid, events, Source::Policy, normal, now),
+            None => {
+                self.writer()
+                    .post_events(kind, target, uid, events, Source::Policy, normal, now)
+                    .await
+            }
+        }
+    }
+
+    /// Waits until the Events handed to the queue so far are written; at once when they are
+    /// written in the reconcile.
+    pub async fn events_written(&self) {
+        if let Some(queue) = &self.event_queue {
+            queue.flush().await;
+        }
     }
 
     /// An object the cache holds no record of: reported if it is there but unreadable, else

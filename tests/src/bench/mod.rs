@@ -473,7 +473,7 @@ pub struct Results {
     pub ticks: Option<ticks::Ticks>,
     /// One set of cases per round.
     pub decision: Vec<Vec<decision::Case>>,
-    pub swaps: Vec<Duration>,
+    pub swaps: Vec<swap::Swap>,
     /// Compile-only time of the default policy by Cranelift opt level.
     pub compile: Vec<(&'static str, Duration)>,
     pub component_bytes: usize,

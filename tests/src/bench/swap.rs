@@ -1,8 +1,11 @@
-//! A policy hot swap, from the file's change to the new module serving, as
-//! `cargo bench -p cubepod-tests --bench swap` and `cubepod-bench` measure it: a `PolicyWatcher` on a file (file
-//! events on, polling off), the file replaced by a rename with the default policy plus a
-//! distinct custom section (a new digest: compiled, contract-checked and self-tested, no
-//! precompiled-cache hit), timed until the manager's active module has the new digest.
+//! A policy hot swap, from the file's change to the new module serving and to its first
+//! decision, as `cargo bench -p cubepod-tests --bench swap` and `cubepod-bench` measure it: a
+//! running controller (one converged Sandbox) and a `PolicyWatcher` on a file (file events on,
+//! polling off), the file replaced by a rename with the default policy plus a distinct custom
+//! section (a new digest: compiled, contract-checked and self-tested, no precompiled-cache hit),
+//! timed until the manager's active module has the new digest, and until the first Sandbox
+//! reconcile after the swap (the swap requeues every object), the new module's decision, has
+//! ended.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,9 +18,20 @@ use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::policy_watch::{PolicyWatcher, sha256_hex};
 use cubepod_host::metrics::Metrics;
 use cubepod_host::signing::KeyRing;
+use cubepod_kube::Cluster as _;
 use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 
 use super::NS;
+use super::seed;
+
+/// One hot swap's times from the file's change.
+#[derive(Clone, Copy, Debug)]
+pub struct Swap {
+    /// Until the manager serves the new module.
+    pub serving: Duration,
+    /// Until the new module's first decision (a `reconcile-sandbox`) has returned.
+    pub decided: Duration,
+}
 
 /// The default policy with a custom section holding `n`: the same behaviour, another digest
 /// (a hot swap's or a rollout's candidate that decides as the default does).
@@ -75,7 +89,7 @@ pub fn compile_only(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
         .collect())
 }
 
-pub async fn run(swaps: usize) -> Result<Vec<Duration>> {
+pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let path = dir.path().join("policy.wasm");
     std::fs::write(&path, DEFAULT_POLICY).context("writing the policy file")?;
@@ -85,14 +99,51 @@ pub async fn run(swaps: usize) -> Result<Vec<Duration>> {
     })
     .context("engine")?;
     let module = engine.load(DEFAULT_POLICY).context("the default policy")?;
+    let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+    let metrics = Arc::new(Metrics::new());
     let manager = ControllerManager::new(
-        MemoryCluster::new(MemoryClusterConfig::instant()),
+        cluster.clone(),
         module,
-        ManagerConfig::for_namespaces(vec![NS.to_string()]),
-        Arc::new(Metrics::new()),
+        ManagerConfig {
+            // Only the reconciles the swaps ask for.
+            reap_interval: Duration::from_secs(3600),
+            pool_interval: Duration::from_secs(3600),
+            ..ManagerConfig::for_namespaces(vec![NS.to_string()])
+        },
+        metrics.clone(),
         Arc::new(Health::default()),
     );
     let (stop, shutdown) = tokio::sync::watch::channel(false);
+    tokio::spawn(manager.clone().run(shutdown.clone()));
+    // One sandbox for the new module to decide on, Running and quiet before the first swap.
+    let name = seed::sandbox_name(0);
+    cluster
+        .create(
+            cubepod_kube::Resource::Sandbox,
+            NS,
+            seed::sandbox_manifest(&name),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the sandbox: {e}"))?;
+    let started = Instant::now();
+    loop {
+        let running = cluster
+            .objects(cubepod_kube::Resource::Sandbox)
+            .iter()
+            .any(|o| o["status"]["phase"] == "Running");
+        if running && manager.queue.is_empty() && manager.queue.in_flight() == 0 {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("the sandbox never ran");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A Sandbox's reconcile, counted as it ends: the new module's decision, carried out (a
+    // converged sandbox's writes nothing).
+    let decisions = metrics
+        .reconcile_duration
+        .with_label_values(&["sandbox", "ok"]);
     let watcher = PolicyWatcher::new(
         path.clone(),
         Admission::new(engine, KeyRing::default()),
@@ -108,16 +159,33 @@ pub async fn run(swaps: usize) -> Result<Vec<Duration>> {
         let digest = sha256_hex(&bytes);
         let staged = path.with_extension("staged");
         std::fs::write(&staged, &bytes).context("staging a policy")?;
+        // The sandbox is converged and its module asks for no reconcile within a swap's time:
+        // a decision counted after the change is the new module's.
+        let decided_before = decisions.get_sample_count();
         let changed = Instant::now();
         std::fs::rename(&staged, &path).context("replacing the policy file")?;
-        while manager.policy.current().digest() != digest {
+        let mut serving = None;
+        let decided = loop {
+            if serving.is_none() && manager.policy.current().digest() == digest {
+                serving = Some(changed.elapsed());
+            }
+            if serving.is_some() && decisions.get_sample_count() > decided_before {
+                break changed.elapsed();
+            }
             if changed.elapsed() > Duration::from_secs(30) {
-                bail!("swap {n} never served");
+                bail!("swap {n} never served, or its module never decided");
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
-        }
+        };
         if n > 0 {
-            samples.push(changed.elapsed());
+            samples.push(Swap {
+                serving: serving.unwrap_or(decided),
+                decided,
+            });
+        }
+        // Quiet again before the next swap.
+        while !(manager.queue.is_empty() && manager.queue.in_flight() == 0) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
     let _ = stop.send(true);

@@ -8,7 +8,10 @@
 //! - `escape-`: writes a Secret into `kube-system` and returns the host's answer as its error
 //!   (the boundary must refuse it, and say why);
 //! - `noisy-`: writes 16 KiB to stderr, then reconciles as the default policy does (a policy
-//!   that logs must not fail for it).
+//!   that logs must not fail for it);
+//! - `remember-`: keeps the sandbox's name and a count of its calls in statics, and reports
+//!   what they held when the call began as an Event (`Remembered`), changing nothing: a host
+//!   that let guest state outlive a call would show the call before.
 //!
 //! The features `always-trap`, `always-loop` and `nonconforming` apply one misbehaviour to
 //! every sandbox, for the hot-swap tests: such a module must fail the host's self-test.
@@ -41,6 +44,8 @@ pub enum Fault {
     Wild,
     /// Does nothing and reports nothing changed: no children for a new sandbox.
     Idle,
+    /// Reports what its statics held from earlier calls in the same instance.
+    Remember,
 }
 
 impl Fault {
@@ -61,6 +66,7 @@ impl Fault {
             ("escape-", Fault::Escape),
             ("noisy-", Fault::Noisy),
             ("wild-", Fault::Wild),
+            ("remember-", Fault::Remember),
         ]
         .into_iter()
         .find(|(prefix, _)| sandbox_name.starts_with(prefix))
@@ -86,12 +92,36 @@ pub fn reconcile(
             events: Vec::new(),
         }),
         Some(Fault::Wild) => read_past_memory(),
+        Some(Fault::Remember) => Ok(remember(input)),
         Some(Fault::Noisy) => {
             for line in 0..256 {
                 eprintln!("faulty policy: noisy line {line:04} {}", "x".repeat(40));
             }
             cubepod_policy_sdk::reconcile::reconcile(client, input)
         }
+    }
+}
+
+/// Calls made in this instance so far, and the sandbox of the last one.
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static LAST: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn remember(input: &ReconcileInput) -> ReconcileOutput {
+    let before = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let last = match LAST.lock() {
+        Ok(mut last) => std::mem::replace(&mut *last, input.sandbox.name.clone()),
+        Err(_) => "a poisoned lock".to_string(),
+    };
+    let last = if last.is_empty() { "none" } else { &last };
+    ReconcileOutput {
+        status: input.sandbox.status.clone(),
+        requeue_after_seconds: None,
+        claim: None,
+        events: vec![cubepod_policy_sdk::bindings::Event {
+            kind: cubepod_policy_sdk::bindings::EventType::Normal,
+            reason: "Remembered".to_string(),
+            message: format!("{before} earlier calls; the last for {last}"),
+        }],
     }
 }
 
@@ -167,6 +197,7 @@ mod tests {
         assert_eq!(Fault::of("escape-x"), Some(Fault::Escape));
         assert_eq!(Fault::of("noisy-x"), Some(Fault::Noisy));
         assert_eq!(Fault::of("wild-x"), Some(Fault::Wild));
+        assert_eq!(Fault::of("remember-x"), Some(Fault::Remember));
         assert_eq!(Fault::of("dev-alice"), None);
     }
 }
