@@ -690,6 +690,10 @@ impl Reconciler {
             &call.name_conflicts,
             now,
         );
+        // Containment judges the status the policy wrote (a status past its budget is refused,
+        // not cut); the cache's bound then fits what was admitted.
+        let admitted = self.admit_sandbox_output(target, object, claim, &out, &offered);
+        let judged = admitted.is_ok().then(|| out.status.clone());
         let (held_back, cut) = super::object_bound::fit_status(
             &self.cache,
             target,
@@ -709,7 +713,12 @@ impl Reconciler {
         report.events = out.events.iter().map(|e| e.reason.clone()).collect();
         report.requeue_after_seconds = out.requeue_after_seconds;
         report.claim = out.claim.clone();
-        let admitted = self.admit_sandbox_output(target, object, claim, &out, &offered);
+        let admitted = match judged {
+            Some(judged) if judged != out.status => {
+                self.admit_sandbox_output(target, object, claim, &out, &offered)
+            }
+            _ => admitted,
+        };
         let patch = self
             .admitted(
                 admitted,
