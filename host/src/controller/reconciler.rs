@@ -843,19 +843,14 @@ impl Reconciler {
             self.policy.current().info().name
         );
         tracing::info!(%target, "{message}");
-        let event = Event {
-            kind: EventType::Normal,
-            reason: "RolledBackWrites".to_string(),
-            message,
-        };
         self.writer()
-            .post_events(
+            .post_controller_event(
                 "Sandbox",
                 target,
                 &uid,
-                &[event],
-                Source::Controller,
-                true,
+                EventType::Normal,
+                "RolledBackWrites",
+                message,
                 now,
             )
             .await;
@@ -1063,19 +1058,14 @@ impl Reconciler {
             }
         }
         if !told && self.surfaced.first(target, &message) {
-            let event = Event {
-                kind: EventType::Warning,
-                reason: POLICY_FAILED.to_string(),
-                message,
-            };
             self.writer()
-                .post_events(
+                .post_controller_event(
                     resource.kind(),
                     target,
                     &uid,
-                    &[event],
-                    Source::Controller,
-                    true,
+                    EventType::Warning,
+                    POLICY_FAILED,
+                    message,
                     now,
                 )
                 .await;
@@ -1159,19 +1149,14 @@ impl Reconciler {
             return;
         }
         tracing::info!(%target, %mismatch, "claim starts cold: no ready member suits it");
-        let event = Event {
-            kind: EventType::Warning,
-            reason: "NoMatchingMember".to_string(),
-            message,
-        };
         self.writer()
-            .post_events(
+            .post_controller_event(
                 "Sandbox",
                 &target,
                 &s.uid,
-                &[event],
-                Source::Controller,
-                true,
+                EventType::Warning,
+                "NoMatchingMember",
+                message,
                 now,
             )
             .await;
@@ -1674,13 +1659,16 @@ impl Reconciler {
         tracing::warn!(%target, export, rule = %refusal.rule, field = %refusal.field, "{}", refusal.reason);
         let message = refusal.to_string();
         if self.surfaced.first(target, &message) {
-            let event = Event {
-                kind: EventType::Warning,
-                reason: "PolicyRefused".to_string(),
-                message,
-            };
             self.writer()
-                .post_events(kind, target, uid, &[event], Source::Controller, true, now)
+                .post_controller_event(
+                    kind,
+                    target,
+                    uid,
+                    EventType::Warning,
+                    "PolicyRefused",
+                    message,
+                    now,
+                )
                 .await;
         }
         Err(error)
@@ -1795,19 +1783,14 @@ impl Reconciler {
             past.words()
         ));
         tracing::warn!(%target, "{message}");
-        let event = Event {
-            kind: EventType::Warning,
-            reason: super::object_bound::POLICY_OBJECTS_BOUNDED.to_string(),
-            message,
-        };
         self.writer()
-            .post_events(
+            .post_controller_event(
                 "Sandbox",
                 target,
                 uid,
-                &[event],
-                Source::Controller,
-                true,
+                EventType::Warning,
+                super::object_bound::POLICY_OBJECTS_BOUNDED,
+                message,
                 now,
             )
             .await;
@@ -1841,19 +1824,14 @@ impl Reconciler {
             deferred.wait.as_secs().max(1),
         ));
         tracing::warn!(%target, what = %deferred.what, wait = ?deferred.wait, "{message}");
-        let event = Event {
-            kind: EventType::Warning,
-            reason: "WritesDeferred".to_string(),
-            message,
-        };
         self.writer()
-            .post_events(
+            .post_controller_event(
                 "Sandbox",
                 target,
                 uid,
-                &[event],
-                Source::Controller,
-                true,
+                EventType::Warning,
+                "WritesDeferred",
+                message,
                 now,
             )
             .await;
@@ -1937,19 +1915,14 @@ impl Reconciler {
             .write_status(resource, target, Some(&bad.resource_version), patch)
             .await
             .map_err(api("reporting the spec's problem"))?;
-        let event = Event {
-            kind: EventType::Warning,
-            reason: "InvalidSpec".to_string(),
-            message: bad.message(),
-        };
         writer
-            .post_events(
+            .post_controller_event(
                 resource.kind(),
                 target,
                 &bad.uid,
-                &[event],
-                Source::Controller,
-                true,
+                EventType::Warning,
+                "InvalidSpec",
+                bad.message(),
                 now,
             )
             .await;

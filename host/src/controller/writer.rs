@@ -391,6 +391,27 @@ impl Writer<'_> {
         }
     }
 
+    /// One Event of the controller's own about an object, posted whatever its type.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn post_controller_event(
+        &self,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        event_type: EventType,
+        reason: &str,
+        message: String,
+        now: i64,
+    ) {
+        let event = Event {
+            kind: event_type,
+            reason: reason.to_string(),
+            message,
+        };
+        self.post_events(kind, target, uid, &[event], Source::Controller, true, now)
+            .await;
+    }
+
     /// Logs every Event in plain words and posts the Warnings, and the Normal ones when
     /// `post_normal` (each is an API write, and the status conditions already record every
     /// transition). A failure to post is logged, never fails the reconcile. The first of the
