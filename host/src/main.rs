@@ -58,38 +58,35 @@ async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => {
             init_logging(&args.log_format);
-            let (stop, shutdown) = tokio::sync::watch::channel(false);
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                tracing::info!("signal received: stopping");
-                let _ = stop.send(true);
-            });
-            match cubepod_host::app::run(args, shutdown).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    tracing::error!("{error}");
-                    eprintln!("cubepod-controller: {error}");
-                    ExitCode::FAILURE
-                }
-            }
+            serve(|shutdown| cubepod_host::app::run(args, shutdown)).await
         }
         Command::Policy(args) => policy(args.command).await,
         Command::Router(args) => {
             init_logging(&args.log_format);
-            let (stop, shutdown) = tokio::sync::watch::channel(false);
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                tracing::info!("signal received: stopping");
-                let _ = stop.send(true);
-            });
-            match cubepod_host::app::run_router(args, shutdown).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    tracing::error!("{error}");
-                    eprintln!("cubepod-controller: {error}");
-                    ExitCode::FAILURE
-                }
-            }
+            serve(|shutdown| cubepod_host::app::run_router(args, shutdown)).await
+        }
+    }
+}
+
+/// A long-running command (the controller, the router): stopped by SIGTERM or SIGINT, its
+/// error logged and printed, and its exit code.
+async fn serve<F, E>(command: impl FnOnce(tokio::sync::watch::Receiver<bool>) -> F) -> ExitCode
+where
+    F: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received: stopping");
+        let _ = stop.send(true);
+    });
+    match command(shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("cubepod-controller: {error}");
+            ExitCode::FAILURE
         }
     }
 }
