@@ -1177,13 +1177,11 @@ impl RolloutController {
                      spec.strategy.gates.maxShadowDifferenceRatio if they are intended",
                     findings.differing, findings.compared
                 );
-                tracing::warn!(rollout = %name, gate = "maxShadowDifferenceRatio", observed = ratio, "{message}");
-                tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
-                self.event(
+                self.tell_rolled_back(
                     name,
                     tracked,
-                    EventType::Warning,
-                    "RolledBack",
+                    "maxShadowDifferenceRatio",
+                    ratio,
                     message,
                     now,
                 )
@@ -1367,7 +1365,21 @@ impl RolloutController {
              or loosen spec.strategy.gates.{}",
             breach.gate, tracked.touched, breach.gate
         );
-        tracing::warn!(rollout = %name, gate = breach.gate, observed = breach.observed, "{message}");
+        self.tell_rolled_back(name, tracked, breach.gate, breach.observed, message, now)
+            .await;
+    }
+
+    /// A rollback by a gate, told: a log line, the `Progressing` condition and a Warning Event.
+    async fn tell_rolled_back(
+        &mut self,
+        name: &str,
+        tracked: &mut Tracked,
+        gate: &str,
+        observed: f64,
+        message: String,
+        now: i64,
+    ) {
+        tracing::warn!(rollout = %name, gate, observed, "{message}");
         tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
         self.event(
             name,
