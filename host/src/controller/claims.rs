@@ -19,7 +19,7 @@ use super::membership::Standing;
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::model::sandbox::{SandboxObject, egress_name, protocol_name};
 use cubepod_policy_host::runtime::bindings::{
-    EgressMode, ObservedChildren, Sandbox, SandboxSpec, ServiceSpec,
+    EgressMode, NetworkSpec, ObservedChildren, Sandbox, SandboxSpec, ServiceSpec,
 };
 
 /// The longest a pool's refill waits in a row for its claims to be served.
@@ -332,10 +332,37 @@ fn holds(member: &SandboxObject, claim: &str) -> bool {
 /// them. Its own lifecycle (desired state, generation, idle timeout, shutdown time) is not
 /// compared: it is the claim's, not the member's.
 pub(crate) fn mismatch(claim: &SandboxSpec, member: &SandboxSpec) -> Option<Mismatch> {
+    // Every field named, none behind `..`: a field added to the spec does not compile here
+    // until someone decides whether a claim's member must match it.
+    let SandboxSpec {
+        image,
+        cpu,
+        memory,
+        storage_class,
+        rootfs_size,
+        workspace_size,
+        runtime_class,
+        network:
+            NetworkSpec {
+                egress,
+                allow_cidrs,
+                deny_cidrs,
+            },
+        service,
+        // The claim's own lifecycle, never the member's.
+        desired_state: _,
+        rootfs_generation: _,
+        idle_timeout_seconds: _,
+        shutdown_time: _,
+        shutdown_policy: _,
+        // How a sandbox comes to exist, which a claim answers by adopting a member.
+        fork_from: _,
+        warm_pool: _,
+    } = claim;
     let text = |s: &String| format!("{s:?}");
     let cidrs = |c: &Vec<String>| format!("{c:?}");
-    let egress = |e: &EgressMode| format!("{:?}", egress_name(*e));
-    let service = |s: &ServiceSpec| {
+    let egress_text = |e: &EgressMode| format!("{:?}", egress_name(*e));
+    let service_text = |s: &ServiceSpec| {
         let ports: Vec<String> = s
             .ports
             .iter()
@@ -343,47 +370,43 @@ pub(crate) fn mismatch(claim: &SandboxSpec, member: &SandboxSpec) -> Option<Mism
             .collect();
         format!("ports [{}]", ports.join(", "))
     };
-    let (c, m) = (claim, member);
-    differ("spec.image", &c.image, &m.image, text)
-        .or_else(|| set("spec.resources.cpu", &c.cpu, &m.cpu, text))
-        .or_else(|| set("spec.resources.memory", &c.memory, &m.memory, text))
+    let m = member;
+    differ("spec.image", image, &m.image, text)
+        .or_else(|| set("spec.resources.cpu", cpu, &m.cpu, text))
+        .or_else(|| set("spec.resources.memory", memory, &m.memory, text))
         .or_else(|| {
             let field = "spec.storage.storageClassName";
-            set(field, &c.storage_class, &m.storage_class, text)
+            set(field, storage_class, &m.storage_class, text)
         })
         .or_else(|| {
-            differ(
-                "spec.storage.rootfsSize",
-                &c.rootfs_size,
-                &m.rootfs_size,
-                text,
-            )
+            let field = "spec.storage.rootfsSize";
+            differ(field, rootfs_size, &m.rootfs_size, text)
         })
         .or_else(|| {
             let field = "spec.storage.workspaceSize";
-            differ(field, &c.workspace_size, &m.workspace_size, text)
+            differ(field, workspace_size, &m.workspace_size, text)
         })
         .or_else(|| {
             set(
                 "spec.runtimeClassName",
-                &c.runtime_class,
+                runtime_class,
                 &m.runtime_class,
                 text,
             )
         })
         .or_else(|| {
             let field = "spec.network.egress";
-            differ(field, &c.network.egress, &m.network.egress, egress)
+            differ(field, egress, &m.network.egress, egress_text)
         })
         .or_else(|| {
             let field = "spec.network.allowCIDRs";
-            differ(field, &c.network.allow_cidrs, &m.network.allow_cidrs, cidrs)
+            differ(field, allow_cidrs, &m.network.allow_cidrs, cidrs)
         })
         .or_else(|| {
             let field = "spec.network.denyCIDRs";
-            differ(field, &c.network.deny_cidrs, &m.network.deny_cidrs, cidrs)
+            differ(field, deny_cidrs, &m.network.deny_cidrs, cidrs)
         })
-        .or_else(|| set("spec.service", &c.service, &m.service, service))
+        .or_else(|| set("spec.service", service, &m.service, service_text))
 }
 
 /// `field` differs between the claim and the member.
