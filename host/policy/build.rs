@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("wasm_build.rs");
 }

@@ -4,6 +4,8 @@
 //! soon after: with glibc's malloc they took about a sixth of the controller's CPU
 //! (`_int_malloc`, `_int_free`, `malloc_consolidate`). Set in the library, not only the binary,
 //! so that the tests and `policy test` run on the allocator the controller does.
+// The allocator is configured through mimalloc's C API before main and trimmed on demand.
+#![allow(unsafe_code)]
 
 use mimalloc::MiMalloc;
 

@@ -426,6 +426,7 @@ impl RunArgs {
 }
 
 /// The user's id, to keep users' files apart in a shared temp dir.
+#[allow(unsafe_code)] // getuid: who the controller runs as.
 fn users_id() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }

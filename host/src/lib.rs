@@ -9,8 +9,6 @@
 //! coalescing, Event objects, metrics instrumentation of the cluster, scenario diffs and JUnit)
 //! are the crate's own.
 
-#![warn(missing_docs)]
-
 pub mod admission;
 pub mod allocator;
 pub mod app;

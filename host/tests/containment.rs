@@ -25,11 +25,14 @@ use cubepod_policy_host::runtime::{
 use cubepod_policy_sdk::fixtures;
 use serde_json::{Value, json};
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("../policy/wasm_build.rs");
 }
 
 /// The default policy's inputs as the host's bindings type them (the benchmarks' own file).
+#[allow(unreachable_pub)] // shared with cubepod-bench, where it is public
 #[path = "../../tests/src/bench/twin.rs"]
 mod twin;
 

@@ -22,6 +22,8 @@ use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::runtime::{PolicyEngine, PolicyModule, RuntimeConfig};
 use serde_json::{Value, json};
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("../policy/wasm_build.rs");
 }

@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 
 use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("../policy/wasm_build.rs");
 }

@@ -14,6 +14,8 @@ use std::process::{Command, Output};
 use cubepod_policy_host::runtime::{CONTRACT_VERSION, DEFAULT_POLICY};
 use sha2::{Digest, Sha256};
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("../policy/wasm_build.rs");
 }

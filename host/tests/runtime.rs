@@ -33,6 +33,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("../policy/wasm_build.rs");
 }

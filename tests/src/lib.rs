@@ -1,6 +1,9 @@
 //! Shared setup of the integration tests: start the real `cubepod-controller` binary, talk to
 //! its probes (plain, `--listen`) and read its metrics (over HTTPS with a bearer token, or plain
 //! where it serves them so).
+// The harness of the integration tests and the benchmark, read beside the tests that use
+// it; its items are not an API, so they are not all documented.
+#![allow(missing_docs)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -65,6 +68,8 @@ fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
         .max()
 }
 
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
 mod wasm_build {
     include!("../../host/policy/wasm_build.rs");
 }
@@ -361,6 +366,7 @@ impl Controller {
             };
             // SAFETY: runs in the child between fork and exec, and calls only setrlimit, which
             // is async-signal-safe; `limit` is a plain value copied into the closure.
+            #[allow(unsafe_code)] // pre_exec: a limit set in the child before exec.
             unsafe {
                 command.pre_exec(move || {
                     if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {

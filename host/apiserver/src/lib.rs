@@ -1,4 +1,4 @@
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 //! [`MemoryCluster`]: an in-memory Kubernetes API server with a simulated kubelet, garbage
 //! collector and volume binder. It is the cluster of the embedded demo and of most tests, so it
 //! keeps the API's semantics: resourceVersions, generation, status subresources, finalizers,

@@ -1,4 +1,4 @@
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 //! The cluster as the controller sees it: one seam, [`Cluster`], with two backends behind it,
 //! the Kubernetes REST API ([`rest::RestCluster`]) and the in-memory API server of the
 //! `cubepod-apiserver` crate. Objects cross it as Kubernetes JSON, so both backends speak the

@@ -3,8 +3,6 @@
 //! are read into (`model`), and the containment rules every output of a policy passes before
 //! it reaches the cluster (`containment`).
 
-#![warn(missing_docs)]
-
 // `model::names` is the SDK's own file, which names `alloc` (the SDK is `no_std`).
 extern crate alloc;
 

@@ -9,12 +9,14 @@ use serde_json::{Value, json};
 
 use cubepod_kube::{Cluster, Resource};
 
-pub mod wasm_build {
+// Its items are `pub` for every includer; each uses only some of them.
+#[allow(unreachable_pub)]
+pub(crate) mod wasm_build {
     include!("../../policy/wasm_build.rs");
 }
 
 /// The workspace's root.
-pub fn workspace() -> &'static Path {
+pub(crate) fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("host/ has a parent")
@@ -22,22 +24,22 @@ pub fn workspace() -> &'static Path {
 
 /// The component of the workspace's policy crate `package` (its library `lib`), built: its
 /// file.
-pub fn built(package: &str, lib: &str) -> PathBuf {
+pub(crate) fn built(package: &str, lib: &str) -> PathBuf {
     wasm_build::build_policy_component(workspace(), package, lib)
         .unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// [`built`]'s component, read.
-pub fn component(package: &str, lib: &str) -> Vec<u8> {
+pub(crate) fn component(package: &str, lib: &str) -> Vec<u8> {
     let file = built(package, lib);
     std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
 /// The name of the rollout [`roll_out`] makes, and of its module's ConfigMap.
-pub const ROLLOUT: &str = "next";
+pub(crate) const ROLLOUT: &str = "next";
 
 /// A runtime of two workers, for the control loop beside the test's own tasks.
-pub fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -47,7 +49,12 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 /// Rolls `module` out in `namespace` (the controller's): its ConfigMap, then a `PolicyRollout`
 /// of it by `strategy`.
-pub async fn roll_out(cluster: &dyn Cluster, namespace: &str, module: &[u8], strategy: Value) {
+pub(crate) async fn roll_out(
+    cluster: &dyn Cluster,
+    namespace: &str,
+    module: &[u8],
+    strategy: Value,
+) {
     let map = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": ROLLOUT, "namespace": namespace},
@@ -72,7 +79,7 @@ pub async fn roll_out(cluster: &dyn Cluster, namespace: &str, module: &[u8], str
 
 /// Waits (real time, a minute at most) until the status of [`roll_out`]'s rollout satisfies
 /// `done`; returns it. `what` names the wait in the failure.
-pub async fn until(
+pub(crate) async fn until(
     cluster: &dyn Cluster,
     namespace: &str,
     what: &str,
@@ -82,7 +89,7 @@ pub async fn until(
 }
 
 /// [`until`] for the rollout `name`.
-pub async fn until_named(
+pub(crate) async fn until_named(
     cluster: &dyn Cluster,
     namespace: &str,
     name: &str,
@@ -102,7 +109,7 @@ pub async fn until_named(
 
 /// [`until_named`], waiting `within` at most: an admission (a module compiled and
 /// self-tested) on a loaded machine may take longer than a minute.
-pub async fn until_within(
+pub(crate) async fn until_within(
     cluster: &dyn Cluster,
     namespace: &str,
     name: &str,

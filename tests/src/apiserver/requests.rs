@@ -20,20 +20,20 @@ pub struct RequestRecord {
 }
 
 #[derive(Debug, Default)]
-pub struct RequestLog {
+pub(crate) struct RequestLog {
     records: Mutex<Vec<RequestRecord>>,
 }
 
 impl RequestLog {
-    pub fn record(&self, record: RequestRecord) {
+    pub(crate) fn record(&self, record: RequestRecord) {
         self.lock().push(record);
     }
 
-    pub fn snapshot(&self) -> Vec<RequestRecord> {
+    pub(crate) fn snapshot(&self) -> Vec<RequestRecord> {
         self.lock().clone()
     }
 
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.lock().clear();
     }
 

@@ -85,6 +85,7 @@ pub(crate) struct CacheDir {
 
 impl CacheDir {
     /// Creates the directory (0700) if it is missing, opens it and checks who may write it.
+    #[allow(unsafe_code)] // geteuid: the owner check of the cache directory.
     pub(crate) fn open(dir: &Path) -> Result<Self, CacheRefused> {
         let io = |source| CacheRefused::Io {
             path: dir.to_path_buf(),

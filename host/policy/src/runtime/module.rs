@@ -162,6 +162,7 @@ impl PolicyEngine {
     /// Compiles the component, through the precompiled cache when there is one. The cache is
     /// an optimisation: a directory that fails its check, or an entry that cannot be read,
     /// written or trusted, is logged and compiled around (see `cache.rs`).
+    #[allow(unsafe_code)] // A precompiled component, from a checked cache entry or made just now.
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, RuntimeError> {
         if let Some(refused) = not_wasm(bytes) {
             return Err(refused);

@@ -156,6 +156,7 @@ where
     }
 
     /// The export in `instance`, an instance of the component this was made for.
+    #[allow(unsafe_code)] // The typed export, after the same type check the bindings make.
     pub(crate) fn func(
         &self,
         store: impl AsContextMut,
