@@ -108,8 +108,11 @@ pub enum StartError {
     )]
     PlainMetrics(std::net::SocketAddr),
     /// The metrics server's certificate could not be made or read.
-    #[error(transparent)]
+    #[error("the metrics server's certificate: {0}")]
     MetricsCert(#[from] crate::server::cert::CertError),
+    /// The router's certificate could not be read.
+    #[error("the router's certificate (--router-tls-cert, --router-tls-key): {0}")]
+    RouterCert(crate::server::cert::CertError),
 }
 
 /// What [`connect`] found: the cluster, what reviews its tokens and requests (for `/metrics`),
@@ -179,18 +182,22 @@ async fn serve_embedded_router(
     cluster: Arc<dyn Cluster>,
     reviewer: Arc<dyn Reviewer>,
     memory: Arc<MemoryCluster>,
+    metrics: &Metrics,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let config = args.router.config(&args.namespaces);
     let domain = config.domain.clone();
+    let tls = router_tls(&args.router, shutdown)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let router = crate::router::Router::start(
         cluster,
         reviewer,
         crate::router::PodNetwork::Embedded(memory),
         config,
+        metrics.register_router(),
         shutdown.clone(),
     );
-    let (bound, task) = crate::router::listen(router, args.router_listen, shutdown.clone())
+    let (bound, task) = crate::router::listen(router, args.router_listen, tls, shutdown.clone())
         .await
         .map_err(|source| StartError::Listen {
             what: "the sandbox router",
@@ -200,10 +207,28 @@ async fn serve_embedded_router(
         })?;
     tracing::info!(
         addr = %bound,
-        example = %format!("curl -H \"Authorization: Bearer $TOKEN\" http://8080-<sandbox>.<namespace>.{domain}:{}/", bound.port()),
+        example = %format!("curl -H \"Authorization: Bearer $TOKEN\" {scheme}://8080-<sandbox>.<namespace>.{domain}:{}/", bound.port()),
         "serving the sandbox router (the token is the kubeconfig's)"
     );
     Ok(task)
+}
+
+/// The router's TLS, when `--router-tls-cert` and `--router-tls-key` name a certificate: HTTP/2
+/// and HTTP/1.1 offered by ALPN, the files read again when they change.
+fn router_tls(
+    flags: &crate::config::RouterFlags,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Option<Arc<rustls::ServerConfig>>, StartError> {
+    let Some((cert, key)) = flags.tls_files() else {
+        return Ok(None);
+    };
+    let certificate =
+        Certificate::new(Source::Files { cert, key }).map_err(StartError::RouterCert)?;
+    let tls = certificate
+        .server_config_for(&[b"h2", b"http/1.1"])
+        .map_err(StartError::RouterCert)?;
+    tokio::spawn(certificate.watch(shutdown.clone()));
+    Ok(Some(tls))
 }
 
 /// `cubepod-controller router`: the sandbox router against the cluster of the kubeconfig or
@@ -221,14 +246,18 @@ pub async fn run_router(
         ..RestOptions::default()
     };
     let rest = RestCluster::new(connection, options)?;
+    let tls = router_tls(&args.flags, &shutdown)?;
+    let metrics = crate::metrics::RouterMetrics::register(prometheus::Registry::new());
     let router = crate::router::Router::start(
         rest.clone(),
         rest,
         crate::router::PodNetwork::Direct,
         args.flags.config(&args.namespaces),
+        metrics,
         shutdown.clone(),
     );
-    let (bound, task) = crate::router::listen(router, args.listen, shutdown.clone())
+    let tls_on = tls.is_some();
+    let (bound, task) = crate::router::listen(router, args.listen, tls, shutdown.clone())
         .await
         .map_err(|source| StartError::Listen {
             what: "the sandbox router",
@@ -236,7 +265,8 @@ pub async fn run_router(
             flag: "--listen",
             source,
         })?;
-    tracing::info!(addr = %bound, domain = %args.flags.router_domain, "serving the sandbox router");
+    tracing::info!(addr = %bound, domain = %args.flags.router_domain, tls = tls_on,
+        "serving the sandbox router, and its /metrics to bearer tokens allowed to get it");
     let mut shutdown = shutdown;
     let _ = shutdown.wait_for(|stop| *stop).await;
     task.abort();
@@ -485,6 +515,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
                 cluster.clone(),
                 router_reviewer,
                 served.server.cluster(),
+                &metrics,
                 &shutdown,
             )
             .await?,

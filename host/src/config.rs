@@ -75,9 +75,35 @@ pub struct RouterFlags {
     /// then 504.
     #[arg(long, env = "CUBEPOD_UPSTREAM_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub(crate) upstream_timeout: Duration,
+
+    /// The router's certificate (PEM, its chain after it): served over TLS with ALPN h2 and
+    /// http/1.1, read again when the file changes. Default: none, plain HTTP/1.1 and h2c.
+    #[arg(
+        long,
+        env = "CUBEPOD_ROUTER_TLS_CERT",
+        value_name = "FILE",
+        requires = "router_tls_key"
+    )]
+    pub(crate) router_tls_cert: Option<PathBuf>,
+
+    /// The private key of --router-tls-cert (PEM).
+    #[arg(
+        long,
+        env = "CUBEPOD_ROUTER_TLS_KEY",
+        value_name = "FILE",
+        requires = "router_tls_cert"
+    )]
+    pub(crate) router_tls_key: Option<PathBuf>,
 }
 
 impl RouterFlags {
+    /// The certificate and key files, when both are given (clap requires one with the other).
+    pub(crate) fn tls_files(&self) -> Option<(PathBuf, PathBuf)> {
+        self.router_tls_cert
+            .clone()
+            .zip(self.router_tls_key.clone())
+    }
+
     /// The router's configuration for `namespaces`.
     pub(crate) fn config(&self, namespaces: &[String]) -> crate::router::RouterConfig {
         crate::router::RouterConfig {
@@ -94,7 +120,8 @@ impl RouterFlags {
 /// `router`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct RouterArgs {
-    /// Address the router serves on (HTTP/1.1 and h2c); `/healthz` and `/readyz` answer there
+    /// Address the router serves on (HTTP/1.1 and HTTP/2; TLS with --router-tls-cert);
+    /// `/healthz`, `/readyz` and `/metrics` (to a bearer token allowed `get` on it) answer there
     /// for a request that names no sandbox.
     #[arg(long, env = "CUBEPOD_ROUTER_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,

@@ -434,12 +434,117 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub(crate) fn render(&self) -> String {
-        let mut out = Vec::new();
-        // Encoding into a Vec cannot fail on I/O; a bad metric would be a bug caught in tests.
-        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
-            tracing::error!(%error, "encoding metrics failed");
+        render(&self.registry)
+    }
+
+    /// The sandbox router's families, registered beside the controller's: `run` with the
+    /// embedded cluster serves both from one `/metrics`. Once per `Metrics`.
+    pub(crate) fn register_router(&self) -> RouterMetrics {
+        RouterMetrics::register(self.registry.clone())
+    }
+}
+
+/// The Prometheus text exposition of every metric of `registry`.
+pub(crate) fn render(registry: &Registry) -> String {
+    let mut out = Vec::new();
+    // Encoding into a Vec cannot fail on I/O; a bad metric would be a bug caught in tests.
+    if let Err(error) = TextEncoder::new().encode(&registry.gather(), &mut out) {
+        tracing::error!(%error, "encoding metrics failed");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The sandbox router's metrics (`cubepod_router_*`), and the registry they are served from.
+#[derive(Clone)]
+pub struct RouterMetrics {
+    pub(crate) registry: Registry,
+    /// Requests naming a sandbox (or naming one badly), by the `code` answered.
+    pub(crate) requests: IntCounterVec,
+    /// Requests waiting now for their sandbox to wake or start.
+    pub(crate) held: IntGauge,
+    /// From a wake's first request to its sandbox's Pod Ready with an IP.
+    pub(crate) wake_seconds: Histogram,
+    /// `cubepod.io/last-activity` writes from traffic, by `result`.
+    pub(crate) activity_writes: IntCounterVec,
+    /// Requests the sandbox's Pod did not answer, by `reason`.
+    pub(crate) upstream_errors: IntCounterVec,
+}
+
+/// Wake buckets, 50 ms to 2 min: a Pod resumed from its snapshot is Ready in a second or two, a
+/// cold start pulls an image.
+const WAKE_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0,
+];
+
+impl RouterMetrics {
+    /// The router's families registered in `registry`; the label values known in advance at
+    /// zero, so that a rate over them is defined before the first.
+    pub fn register(registry: Registry) -> Self {
+        fn register<M: prometheus::core::Collector + Clone + 'static>(
+            registry: &Registry,
+            metric: M,
+        ) -> M {
+            // Names are fixed and distinct, so registering cannot collide.
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("metric names are unique");
+            metric
         }
-        String::from_utf8(out).unwrap_or_default()
+        let counter = |name: &str, help: &str, label: &str| {
+            register(
+                &registry,
+                IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid counter"),
+            )
+        };
+        let metrics = Self {
+            requests: counter(
+                "cubepod_router_requests_total",
+                "Requests to the sandbox router that named a sandbox (by host name or                  X-Sandbox-* headers) or named one badly, by the HTTP status code answered: the                  sandbox's own, or the router's (400 malformed, 401/403 access, 404 no such                  sandbox, 409 paused by its spec, 502/504 its Pod did not answer, 503 still                  waking).",
+                "code",
+            ),
+            held: register(
+                &registry,
+                IntGauge::new(
+                    "cubepod_router_held_requests",
+                    "Requests held now until their sandbox wakes or starts (each at most                      --wake-timeout, at most --max-held-requests per sandbox).",
+                )
+                .expect("valid gauge"),
+            ),
+            wake_seconds: register(
+                &registry,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "cubepod_router_wake_seconds",
+                        "From the first request to a sandbox paused for idleness to its Pod                          Ready with an IP, for each wake this router made.",
+                    )
+                    .buckets(WAKE_BUCKETS.to_vec()),
+                )
+                .expect("valid histogram"),
+            ),
+            activity_writes: counter(
+                "cubepod_router_activity_writes_total",
+                "Writes of a sandbox's cubepod.io/last-activity from its traffic (at most one                  per sandbox per --activity-interval), by result: written, conflict (another                  writer was first; nothing lost), failed.",
+                "result",
+            ),
+            upstream_errors: counter(
+                "cubepod_router_upstream_errors_total",
+                "Requests the sandbox's Pod did not answer, by reason: refused (the connection                  was refused or dropped, answered 502) or timeout (no answer within                  --upstream-timeout, answered 504).",
+                "reason",
+            ),
+            registry,
+        };
+        for result in ["written", "conflict", "failed"] {
+            metrics.activity_writes.with_label_values(&[result]);
+        }
+        for reason in ["refused", "timeout"] {
+            metrics.upstream_errors.with_label_values(&[reason]);
+        }
+        metrics
+    }
+
+    /// The Prometheus text exposition of every metric of its registry.
+    pub(crate) fn render(&self) -> String {
+        render(&self.registry)
     }
 }
 

@@ -1,20 +1,26 @@
 //! The simulated kubelet's pod network on this machine: a Pod's IP (10.244.x.y) is reachable
 //! nowhere, so each one the router asks for gets a loopback listener standing in for it. On
-//! any port asked, it answers HTTP/1.1 with one line naming the sandbox and its rootfs
-//! generation (the Pod's labels), so that the embedded demo can `curl` a sandbox through the
-//! router and see which one answered, and which start of it; a request to upgrade (any
-//! protocol) is answered 101 and its bytes echoed back.
+//! any port asked, it answers HTTP/1.1 and HTTP/2 (h2c) with one line naming the sandbox and
+//! its rootfs generation (the Pod's labels), so that the embedded demo can `curl` a sandbox
+//! through the router and see which one answered, and which start of it; a request to upgrade
+//! (any protocol) is answered 101 and its bytes echoed back.
+//!
+//! To show what the router does with an application that misbehaves or speaks gRPC:
+//! - `/__sleep/<ms>` answers after that many milliseconds (a slow server);
+//! - `/__close` drops the connection without an answer (a crashed one);
+//! - a request of `content-type: application/grpc` gets its body back, then the trailers
+//!   `grpc-status: 0` and `grpc-message` naming the sandbox.
 //!
 //! A listener serves its IP only while a Running Pod has it: a connection to a stopped Pod is
 //! closed at once, as a connection to a gone Pod's address would fail.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
@@ -108,32 +114,83 @@ async fn serve(listener: tokio::net::TcpListener, ip: IpAddr, cluster: Weak<Memo
         };
         let pod = Arc::new(pod);
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(
-                move |request: Request<hyper::body::Incoming>| {
+            let service =
+                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
                     let pod = pod.clone();
-                    async move {
-                        let protocol = request.headers().get(hyper::header::UPGRADE).cloned();
-                        if let Some(protocol) = protocol {
-                            return Ok(echo(request, protocol));
-                        }
-                        let line = format!(
-                            "sandbox {} in namespace {}, rootfs generation {}, pod IP {ip}: {} {}\n",
-                            pod.sandbox,
-                            pod.namespace,
-                            pod.generation,
-                            request.method(),
-                            request.uri().path()
-                        );
-                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(line))))
-                    }
-                },
-            );
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
+                    async move { answer(request, &pod, ip).await }
+                });
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let _ = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .await;
         });
     }
+}
+
+type Answer = Response<BoxBody<Bytes, hyper::Error>>;
+
+/// Dropping the connection unanswered, as `/__close` asks.
+#[derive(Debug, thiserror::Error)]
+#[error("the request asked the Pod's stand-in to drop the connection")]
+struct Dropped;
+
+/// One request to the Pod at `ip`: its line, or what its path or content type asks.
+async fn answer(
+    request: Request<hyper::body::Incoming>,
+    pod: &Answering,
+    ip: IpAddr,
+) -> Result<Answer, Dropped> {
+    let protocol = request.headers().get(hyper::header::UPGRADE).cloned();
+    if let Some(protocol) = protocol {
+        return Ok(echo(request, protocol).map(|b| b.map_err(|never| match never {}).boxed()));
+    }
+    let path = request.uri().path().to_owned();
+    if path == "/__close" {
+        return Err(Dropped);
+    }
+    if let Some(ms) = path
+        .strip_prefix("/__sleep/")
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    let grpc = request
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if grpc {
+        let mut trailers = hyper::HeaderMap::new();
+        trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+        let message = format!("sandbox {} in namespace {}", pod.sandbox, pod.namespace);
+        if let Ok(message) = hyper::header::HeaderValue::from_str(&message) {
+            trailers.insert("grpc-message", message);
+        }
+        // The request's body streams back as it comes, the trailers after it.
+        let body = request
+            .into_body()
+            .with_trailers(std::future::ready(Some(Ok(trailers))))
+            .boxed();
+        let mut response = Response::new(body);
+        response.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/grpc"),
+        );
+        return Ok(response);
+    }
+    let line = format!(
+        "sandbox {} in namespace {}, rootfs generation {}, pod IP {ip}: {} {}\n",
+        pod.sandbox,
+        pod.namespace,
+        pod.generation,
+        request.method(),
+        path
+    );
+    Ok(Response::new(
+        Full::new(Bytes::from(line))
+            .map_err(|never| match never {})
+            .boxed(),
+    ))
 }
 
 /// An upgrade of any protocol: 101 with the protocol asked, then every byte sent back as it

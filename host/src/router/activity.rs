@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use prometheus::IntCounterVec;
 use serde_json::json;
 
 use cubepod_kube::{ApiErrorKind, Cluster, Resource};
@@ -19,14 +20,21 @@ pub(super) struct Activity {
     interval: Duration,
     /// When this replica last wrote (or chose not to write) each sandbox's activity.
     last: Arc<Mutex<HashMap<ObjectRef, Instant>>>,
+    /// `cubepod_router_activity_writes_total`, by result.
+    writes: IntCounterVec,
 }
 
 impl Activity {
-    pub(super) fn new(cluster: Arc<dyn Cluster>, interval: Duration) -> Self {
+    pub(super) fn new(
+        cluster: Arc<dyn Cluster>,
+        interval: Duration,
+        writes: IntCounterVec,
+    ) -> Self {
         Self {
             cluster,
             interval,
             last: Arc::default(),
+            writes,
         }
     }
 
@@ -61,15 +69,17 @@ impl Activity {
         let last = self.last.clone();
         let interval = self.interval;
         let key = key.clone();
+        let writes = self.writes.clone();
         tokio::spawn(async move {
             let written = cluster
                 .patch(Resource::Sandbox, &key.namespace, &key.name, patch)
                 .await;
             match written {
-                Ok(_) => {}
+                Ok(_) => writes.with_label_values(&["written"]).inc(),
                 // The sandbox moved on since it was read (another replica's write, or any
                 // other): the next request decides again from the newer version.
                 Err(error) if error.is(ApiErrorKind::Conflict) => {
+                    writes.with_label_values(&["conflict"]).inc();
                     let again = Instant::now()
                         .checked_sub(interval_less_a_second(interval))
                         .unwrap_or_else(Instant::now);
@@ -79,6 +89,7 @@ impl Activity {
                 }
                 Err(error) if error.is(ApiErrorKind::NotFound) => {}
                 Err(error) => {
+                    writes.with_label_values(&["failed"]).inc();
                     tracing::warn!(sandbox = %key.name, namespace = %key.namespace, %error,
                         "could not record the sandbox's activity");
                 }

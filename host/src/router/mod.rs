@@ -33,6 +33,7 @@ use tokio::sync::watch;
 use crate::controller::cache::Cache;
 use crate::controller::queue::{Backoff, WorkKey, WorkQueue};
 use crate::controller::reflector::Reflector;
+use crate::metrics::RouterMetrics;
 use crate::server::auth::Gate;
 use cubepod_kube::review::{ResourceRequest, Reviewer};
 use cubepod_kube::{Cluster, Resource, Scope};
@@ -68,6 +69,7 @@ pub struct Router {
     wakes: wake::Wakes,
     activity: activity::Activity,
     upstream: upstream::Upstream,
+    metrics: RouterMetrics,
     synced: Vec<Arc<AtomicBool>>,
 }
 
@@ -79,6 +81,7 @@ impl Router {
         reviewer: Arc<dyn Reviewer>,
         network: PodNetwork,
         config: RouterConfig,
+        metrics: RouterMetrics,
         shutdown: watch::Receiver<bool>,
     ) -> Arc<Router> {
         let cache = Arc::new(Cache::default());
@@ -114,9 +117,18 @@ impl Router {
             cache,
             gate: Gate::new(reviewer),
             wakes: wake::Wakes::default(),
-            activity: activity::Activity::new(cluster, config.activity_interval),
-            upstream: upstream::Upstream::new(network, config.upstream_timeout),
+            activity: activity::Activity::new(
+                cluster,
+                config.activity_interval,
+                metrics.activity_writes.clone(),
+            ),
+            upstream: upstream::Upstream::new(
+                network,
+                config.upstream_timeout,
+                metrics.upstream_errors.clone(),
+            ),
             config,
+            metrics,
             synced,
         });
         let notifier = router.clone();
@@ -141,28 +153,66 @@ impl Router {
         self.synced.iter().all(|s| s.load(Ordering::Acquire))
     }
 
-    /// One request, answered.
-    async fn handle(self: Arc<Self>, mut request: Request<Incoming>) -> Response<Body> {
+    /// One request, answered; counted by its code when it named a sandbox, or named one badly.
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let authority = request.uri().authority().map(|a| a.as_str().to_owned());
-        let target =
+        let response =
             match target::target(request.headers(), authority.as_deref(), &self.config.domain) {
-                Ok(target) => target,
-                // The kubelet's probes name no sandbox.
-                Err(_) if request.uri().path() == "/healthz" => {
-                    return text(StatusCode::OK, "ok");
-                }
-                Err(_) if request.uri().path() == "/readyz" => {
-                    return if self.synced() {
-                        text(StatusCode::OK, "ok")
-                    } else {
-                        text(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "the router's cache of sandboxes is still loading",
-                        )
-                    };
-                }
-                Err(error) => return text(StatusCode::BAD_REQUEST, &error.to_string()),
+                Ok(target) => self.clone().proxy(request, target).await,
+                Err(error) => match self.own(&request).await {
+                    Some(response) => return response,
+                    None => text(StatusCode::BAD_REQUEST, &error.to_string()),
+                },
             };
+        self.metrics
+            .requests
+            .with_label_values(&[response.status().as_str()])
+            .inc();
+        response
+    }
+
+    /// The router's own paths, for a request that names no sandbox: the kubelet's probes, and
+    /// `/metrics` to a bearer token allowed to get it (as the controller's `/metrics`).
+    async fn own(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+        match request.uri().path() {
+            "/healthz" => Some(text(StatusCode::OK, "ok")),
+            "/readyz" if self.synced() => Some(text(StatusCode::OK, "ok")),
+            "/readyz" => Some(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the router's cache of sandboxes is still loading",
+            )),
+            "/metrics" => {
+                let allowed = self
+                    .gate
+                    .check(request.headers(), request.method(), "/metrics")
+                    .await;
+                Some(match allowed {
+                    Err(refusal) => text(refusal.status, &refusal.message),
+                    Ok(()) => {
+                        let mut response = Response::new(
+                            Full::new(Bytes::from(self.metrics.render()))
+                                .map_err(|never| match never {})
+                                .boxed(),
+                        );
+                        response.headers_mut().insert(
+                            hyper::header::CONTENT_TYPE,
+                            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                        );
+                        response
+                    }
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// A request for `target`: past the gate, held while its sandbox wakes or starts, then
+    /// forwarded to its Pod.
+    async fn proxy(
+        self: Arc<Self>,
+        mut request: Request<Incoming>,
+        target: target::Target,
+    ) -> Response<Body> {
         let path = request.uri().path().to_owned();
         let allowed = self
             .gate
@@ -191,38 +241,78 @@ impl Router {
             Ok(ip) => ip,
             Err(refusal) => return refusal.response(),
         };
-        if let Some(sandbox) = self.cache.sandbox(&key) {
-            self.activity.seen(&key, &sandbox);
+        self.seen(&key);
+        // An upgraded connection counts as activity for as long as bytes flow through it.
+        let router = self.clone();
+        let traffic = upstream::Traffic {
+            every: self.config.activity_interval,
+            seen: Box::new(move || router.seen(&key)),
+        };
+        self.upstream
+            .forward(request, ip, target.port, traffic)
+            .await
+    }
+
+    /// Traffic reached the sandbox `key`: activity, written at most once per interval.
+    fn seen(&self, key: &ObjectRef) {
+        if let Some(sandbox) = self.cache.sandbox(key) {
+            self.activity.seen(key, &sandbox);
         }
-        self.upstream.forward(request, ip, target.port).await
     }
 }
 
-/// Binds `addr` and serves the router there until `shutdown`: HTTP/1.1 and h2c on the same
-/// port, with upgrades. The address bound (port 0: a free one) and the accepting task.
+/// Binds `addr` and serves the router there until `shutdown`: HTTP/1.1 and HTTP/2 on the same
+/// port, with upgrades; plain (h2c), or over TLS with `tls` (ALPN `h2` and `http/1.1`). The
+/// address bound (port 0: a free one) and the accepting task.
 pub async fn listen(
     router: Arc<Router>,
     addr: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     crate::server::listen(addr, shutdown, "router", move |stream| {
         let router = router.clone();
+        let acceptor = acceptor.clone();
         async move {
             let _ = stream.set_nodelay(true);
-            let service = hyper::service::service_fn(move |request| {
-                let router = router.clone();
-                async move { Ok::<_, Infallible>(router.handle(request).await) }
-            });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(error) = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%error, "router connection ended with an error");
+            match acceptor {
+                None => serve_connection(router, stream).await,
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(
+                        crate::server::secure::HANDSHAKE_TIMEOUT,
+                        acceptor.accept(stream),
+                    );
+                    match handshake.await {
+                        Ok(Ok(stream)) => serve_connection(router, stream).await,
+                        Ok(Err(error)) => {
+                            tracing::debug!(%error, "router: TLS handshake failed");
+                        }
+                        Err(_) => tracing::debug!("router: TLS handshake timed out"),
+                    }
+                }
             }
         }
     })
     .await
+}
+
+/// Serves one connection, HTTP/1.1 or HTTP/2 as the client speaks, with upgrades.
+async fn serve_connection<S>(router: Arc<Router>, stream: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request| {
+        let router = router.clone();
+        async move { Ok::<_, Infallible>(router.handle(request).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    if let Err(error) = builder
+        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(%error, "router connection ended with an error");
+    }
 }
 
 /// Why a request is answered by the router itself.

@@ -34,7 +34,10 @@ pub(crate) enum TargetError {
     BadName { what: &'static str, value: String },
     #[error("the port \"{0}\" is not a number from 1 to 65535")]
     BadPort(String),
-    #[error("X-Sandbox-Name is set but {0} is missing")]
+    #[error(
+        "{0} is missing: a request routed by headers sends all three of X-Sandbox-Name, \
+         X-Sandbox-Namespace and X-Sandbox-Port"
+    )]
     MissingHeader(&'static str),
     #[error("the {0} header is not readable text")]
     Unreadable(&'static str),
@@ -65,6 +68,10 @@ pub(crate) fn target(
             name: label("sandbox name", name)?,
             port: port_number(port)?,
         });
+    }
+    // Half a header route is a mistake, not a request for the host's sandbox.
+    if header(NAMESPACE_HEADER)?.is_some() || header(PORT_HEADER)?.is_some() {
+        return Err(TargetError::MissingHeader("X-Sandbox-Name"));
     }
     let host = match authority {
         Some(authority) => authority,
@@ -228,6 +235,26 @@ mod tests {
         assert_eq!(
             target(&port, None, "example.com"),
             Err(TargetError::BadPort("+1".into()))
+        );
+        let half = with(&[
+            ("host", "8080-a.ns.example.com"),
+            (NAMESPACE_HEADER, "ns"),
+            (PORT_HEADER, "80"),
+        ]);
+        assert_eq!(
+            target(&half, None, "example.com"),
+            Err(TargetError::MissingHeader("X-Sandbox-Name"))
+        );
+        let message = target(
+            &with(&[("host", "8080-a.ns.example.com:x")]),
+            None,
+            "example.com",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.contains("<port>-<sandbox>.<namespace>.example.com"),
+            "{message}"
         );
     }
 }

@@ -1,20 +1,25 @@
 //! Forwarding to a sandbox's Pod: the request as it came (body streamed, never buffered), to
-//! the Pod's IP on the port asked, over pooled HTTP/1.1 keep-alive connections; an upgrade
-//! (WebSocket) answered 101 by the Pod is then spliced byte for byte both ways.
+//! the Pod's IP on the port asked, over pooled HTTP/1.1 keep-alive connections, or, for gRPC
+//! (an HTTP/2 request of `content-type: application/grpc`), over HTTP/2 with prior knowledge,
+//! trailers passed both ways; an upgrade (WebSocket) answered 101 by the Pod is then spliced
+//! byte for byte both ways, its traffic counted as activity while bytes flow.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::header::{CONNECTION, HeaderName, UPGRADE};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderName, HeaderValue, TE, UPGRADE};
 use hyper::{Request, Response, StatusCode, Uri, Version};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use prometheus::IntCounterVec;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::{Body, text};
@@ -80,7 +85,18 @@ impl tower_service::Service<Uri> for Connector {
 
 pub(super) struct Upstream {
     client: Client<Connector, Incoming>,
+    /// HTTP/2 with prior knowledge, for gRPC.
+    h2: Client<Connector, Incoming>,
     timeout: Duration,
+    /// `cubepod_router_upstream_errors_total`, by reason.
+    errors: IntCounterVec,
+}
+
+/// What an upgraded connection calls while bytes flow through it: `seen`, at most once per
+/// `every`.
+pub(super) struct Traffic {
+    pub(super) every: Duration,
+    pub(super) seen: Box<dyn Fn() + Send + Sync>,
 }
 
 /// Headers of one hop, not passed on (RFC 9110 7.6.1); `Connection` and `Upgrade` are kept for
@@ -95,11 +111,21 @@ const HOP_BY_HOP: [&str; 6] = [
 ];
 
 impl Upstream {
-    pub(super) fn new(network: PodNetwork, timeout: Duration) -> Self {
+    pub(super) fn new(network: PodNetwork, timeout: Duration, errors: IntCounterVec) -> Self {
+        let connector = Connector { network, timeout };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
-            .build(Connector { network, timeout });
-        Self { client, timeout }
+            .build(connector.clone());
+        let h2 = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http2_only(true)
+            .build(connector);
+        Self {
+            client,
+            h2,
+            timeout,
+            errors,
+        }
     }
 
     /// `request` forwarded to `ip:port`, and the Pod's answer (or why there is none).
@@ -108,9 +134,18 @@ impl Upstream {
         mut request: Request<Incoming>,
         ip: IpAddr,
         port: u16,
+        traffic: Traffic,
     ) -> Response<Body> {
         let upgrade =
             request.version() == Version::HTTP_11 && request.headers().contains_key(UPGRADE);
+        // gRPC needs HTTP/2 end to end (its status is in trailers, and `te: trailers` must
+        // reach the server); everything else goes over HTTP/1.1, which every server speaks.
+        let grpc = request.version() == Version::HTTP_2
+            && request
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/grpc"));
         let path = request
             .uri()
             .path_and_query()
@@ -125,30 +160,46 @@ impl Upstream {
         };
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let headers = request.headers_mut();
+        let trailers = headers
+            .get(TE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(',').any(|t| t.trim() == "trailers"));
         for name in HOP_BY_HOP {
             headers.remove(name);
         }
         if !upgrade {
             strip_connection(headers);
         }
+        if grpc && trailers {
+            headers.insert(TE, HeaderValue::from_static("trailers"));
+        }
         *request.uri_mut() = uri;
-        // The Pod is spoken to over HTTP/1.1 whatever the client spoke.
-        *request.version_mut() = Version::HTTP_11;
-        let answered = tokio::time::timeout(self.timeout, self.client.request(request)).await;
+        let (client, version) = if grpc {
+            (&self.h2, Version::HTTP_2)
+        } else {
+            (&self.client, Version::HTTP_11)
+        };
+        *request.version_mut() = version;
+        let answered = tokio::time::timeout(self.timeout, client.request(request)).await;
         let mut response = match answered {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {
                 tracing::debug!(%authority, %error, "the sandbox's Pod did not answer");
+                self.errors.with_label_values(&["refused"]).inc();
                 return text(
                     StatusCode::BAD_GATEWAY,
-                    "the sandbox's Pod refused or dropped the connection on that port",
+                    &format!(
+                        "the sandbox's Pod refused or dropped the connection on port {port}: is \
+                         its server listening there?"
+                    ),
                 );
             }
             Err(_) => {
+                self.errors.with_label_values(&["timeout"]).inc();
                 return text(
                     StatusCode::GATEWAY_TIMEOUT,
                     &format!(
-                        "the sandbox's Pod did not answer within {}",
+                        "the sandbox's Pod did not answer within {} (--upstream-timeout)",
                         humantime::format_duration(self.timeout)
                     ),
                 );
@@ -160,15 +211,88 @@ impl Upstream {
             let pod_upgrade = hyper::upgrade::on(&mut response);
             tokio::spawn(async move {
                 if let (Ok(client), Ok(pod)) = tokio::join!(client_upgrade, pod_upgrade) {
-                    let mut client = TokioIo::new(client);
-                    let mut pod = TokioIo::new(pod);
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut pod).await;
+                    splice(TokioIo::new(client), TokioIo::new(pod), traffic).await;
                 }
             });
         } else {
             strip_connection(response.headers_mut());
         }
         response.map(|body| body.boxed())
+    }
+}
+
+/// Copies bytes both ways between an upgraded client and Pod until either closes, calling
+/// `traffic.seen` once per `traffic.every` in which bytes flowed.
+async fn splice<C, P>(client: C, mut pod: P, traffic: Traffic)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    P: AsyncRead + AsyncWrite + Unpin,
+{
+    let flowed = Arc::new(AtomicU64::new(0));
+    let mut client = Counted {
+        inner: client,
+        bytes: flowed.clone(),
+    };
+    let copy = tokio::io::copy_bidirectional(&mut client, &mut pod);
+    tokio::pin!(copy);
+    let mut ticks = tokio::time::interval(traffic.every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is at once, and the request itself was just counted.
+    ticks.tick().await;
+    let mut counted = 0;
+    loop {
+        tokio::select! {
+            _ = &mut copy => return,
+            _ = ticks.tick() => {
+                let now = flowed.load(Ordering::Relaxed);
+                if now != counted {
+                    counted = now;
+                    (traffic.seen)();
+                }
+            }
+        }
+    }
+}
+
+/// A stream that counts the bytes read from it and written to it.
+struct Counted<T> {
+    inner: T,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len().saturating_sub(before);
+        self.bytes.fetch_add(read as u64, Ordering::Relaxed);
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(written)) = &polled {
+            self.bytes.fetch_add(*written as u64, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

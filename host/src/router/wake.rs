@@ -87,12 +87,14 @@ struct Entry {
     woke: Mutex<Option<i64>>,
 }
 
-/// One held request, counted until dropped (answered, or its client gone).
-struct Held(Arc<Entry>);
+/// One held request, counted (per sandbox, and in `cubepod_router_held_requests`) until
+/// dropped (answered, or its client gone).
+struct Held(Arc<Entry>, prometheus::IntGauge);
 
 impl Drop for Held {
     fn drop(&mut self) {
         self.0.held.fetch_sub(1, Ordering::AcqRel);
+        self.1.dec();
     }
 }
 
@@ -157,7 +159,8 @@ impl Wakes {
             }
             if held.is_none() {
                 let now_held = entry.held.fetch_add(1, Ordering::AcqRel) + 1;
-                let guard = Held(entry.clone());
+                router.metrics.held.inc();
+                let guard = Held(entry.clone(), router.metrics.held.clone());
                 if now_held > router.config.max_held_requests {
                     return Err(Refusal::retry(format!(
                         "sandbox {} in namespace {} is starting and already has {} requests \
@@ -238,6 +241,7 @@ async fn wake(router: Arc<Router>, key: ObjectRef, at: i64, entry: Arc<Entry>) {
                 }
             }
             let took = started.elapsed().as_secs_f64();
+            router.metrics.wake_seconds.observe(took);
             let now = time::now();
             let event = Event {
                 kind: EventType::Normal,

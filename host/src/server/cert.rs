@@ -1,7 +1,7 @@
-//! The metrics server's certificate, as controller-runtime's metrics server has it: a
-//! self-signed one made at start, or the certificate and key files of a folder
-//! (`--metrics-cert-path`, as a cert-manager Secret is mounted), read again when they change so
-//! that a renewed certificate is served without a restart.
+//! A served certificate, as controller-runtime's metrics server has it: a self-signed one made
+//! at start, or certificate and key files (`--metrics-cert-path`, as a cert-manager Secret is
+//! mounted; the router's `--router-tls-cert` and `--router-tls-key`), read again when they
+//! change so that a renewed certificate is served without a restart.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -19,10 +19,10 @@ use cubepod_apiserver::serve::provider;
 /// How often the files are checked for a change (controller-runtime's certwatcher polls as often).
 const POLL: Duration = Duration::from_secs(10);
 
-/// Why the metrics server's certificate could not be made or read.
+/// Why a served certificate could not be made or read.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
-    #[error("making the metrics server's self-signed certificate: {0}")]
+    #[error("making a self-signed certificate: {0}")]
     Generate(#[from] rcgen::Error),
     #[error("{}: {source}", path.display())]
     Read {
@@ -31,7 +31,7 @@ pub enum CertError {
     },
     #[error("{}: {why}", path.display())]
     Pem { path: PathBuf, why: String },
-    #[error("the metrics server's certificate and key: {0}")]
+    #[error("the certificate and key: {0}")]
     Rustls(#[from] rustls::Error),
 }
 
@@ -79,11 +79,20 @@ impl Certificate {
     /// turns HTTP/2 off on the metrics server (the "rapid reset" and stream floods), and a
     /// scraper needs nothing more.
     pub(crate) fn server_config(self: &Arc<Self>) -> Result<Arc<rustls::ServerConfig>, CertError> {
+        self.server_config_for(&[b"http/1.1"])
+    }
+
+    /// A TLS server config serving this certificate, offering the protocols `alpn` (in order
+    /// of preference) to clients that ask.
+    pub(crate) fn server_config_for(
+        self: &Arc<Self>,
+        alpn: &[&[u8]],
+    ) -> Result<Arc<rustls::ServerConfig>, CertError> {
         let mut config = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Ok(Arc::new(config))
     }
 
@@ -107,15 +116,14 @@ impl Certificate {
             if seen == Some(now) {
                 continue;
             }
-            let (cert, key) = (cert.clone(), key.clone());
-            let loaded = tokio::task::spawn_blocking(move || read(&cert, &key)).await;
+            let (cert_file, key_file) = (cert.clone(), key.clone());
+            let loaded = tokio::task::spawn_blocking(move || read(&cert_file, &key_file)).await;
             match loaded {
                 Ok(Ok(fresh)) => {
                     *self.current.write().unwrap_or_else(PoisonError::into_inner) =
                         (Arc::new(fresh), Some(now));
-                    tracing::info!(
-                        "metrics server: certificate files changed, serving the new pair"
-                    );
+                    tracing::info!(certificate = %cert.display(),
+                        "certificate files changed, serving the new pair");
                 }
                 Ok(Err(error)) => {
                     // Not tried again until the files change once more.
@@ -123,10 +131,12 @@ impl Certificate {
                         .write()
                         .unwrap_or_else(PoisonError::into_inner)
                         .1 = Some(now);
-                    tracing::warn!(%error, "metrics server: the changed certificate files do not load; serving the previous pair");
+                    tracing::warn!(certificate = %cert.display(), %error,
+                        "the changed certificate files do not load; serving the previous pair");
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "metrics server: reading the certificate files ended abnormally")
+                    tracing::warn!(certificate = %cert.display(), %error,
+                        "reading the certificate files ended abnormally")
                 }
             }
         }

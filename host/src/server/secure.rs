@@ -20,7 +20,7 @@ use super::{METRICS_TYPE, PLAIN, text};
 use crate::metrics::Metrics;
 
 /// A client that has not finished its TLS handshake or sent its request head by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds `addr` and serves `/metrics` with TLS from `tls`, each request checked by `gate`;
 /// returns the bound address (port 0 picks one) and the serving task.
