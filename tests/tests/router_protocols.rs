@@ -1,16 +1,14 @@
 //! The sandbox router's protocols and its metrics, as a user meets them: the real binary, curl,
-//! an HTTP/2 client speaking gRPC's framing, and a raw upgraded connection.
+//! an HTTP/2 client speaking gRPC's framing, and a WebSocket client (tokio-tungstenite).
 //!
 //! - `run` with the embedded cluster: HTTP/1.1 and h2c reach the sandbox; a gRPC call goes
 //!   over HTTP/2 to the Pod and its trailers come back; a slow Pod is answered 504, a Pod that
-//!   drops the connection 502; an upgraded connection with bytes flowing keeps recording
+//!   drops the connection 502; a WebSocket with messages flowing keeps recording
 //!   activity; a wake; and `/metrics` counts all of it.
 //! - `cubepod-controller router` over TLS (a certificate made by openssl): HTTP/2 and HTTP/1.1
 //!   by ALPN, malformed names and headers answered 400 with the form expected, its own
 //!   `/metrics` to a token allowed to get it.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -120,6 +118,54 @@ fn grpc_call(port: u16, authority: &str, token: &str, message: &[u8]) -> (u16, B
     })
 }
 
+/// A WebSocket session through the router on `port` to `authority` (tokio-tungstenite's
+/// client): `count` text messages, `gap` apart, and the echo of each.
+fn websocket_session(
+    port: u16,
+    authority: &str,
+    token: &str,
+    count: usize,
+    gap: Duration,
+) -> Vec<String> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect to the router");
+        let mut request = format!("ws://{authority}/ws")
+            .into_client_request()
+            .expect("a WebSocket request");
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("a header value"),
+        );
+        let (mut socket, response) = tokio_tungstenite::client_async(request, tcp)
+            .await
+            .expect("the WebSocket handshake through the router");
+        assert_eq!(response.status().as_u16(), 101);
+        let mut echoes = Vec::new();
+        for i in 0..count {
+            socket
+                .send(Message::text(format!("message {i}")))
+                .await
+                .expect("send");
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) => echoes.push(text.as_str().to_owned()),
+                other => panic!("expected the echo of message {i}, got {other:?}"),
+            }
+            tokio::time::sleep(gap).await;
+        }
+        let _ = socket.close(None).await;
+        echoes
+    })
+}
+
 /// `cubepod.io/last-activity` of the sandbox, in seconds since the epoch.
 fn last_activity(kubeconfig: &Path, name: &str) -> Option<i64> {
     let stamp = kubectl(
@@ -216,46 +262,19 @@ fn protocols_timeouts_and_upgrades_pass_through_and_metrics_count_them() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("X-Sandbox-Name is missing"), "{body}");
 
-    // An upgraded connection keeps recording activity while bytes flow, not only at its start.
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        stream,
-        "GET /ws HTTP/1.1\r\nHost: {host}\r\n{auth}\r\nConnection: Upgrade\r\n\
-         Upgrade: websocket\r\n\r\n"
-    )
-    .expect("send the upgrade");
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(stream.read(&mut byte).expect("read the head"), 1);
-        head.push(byte[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
-    // Recorded at the upgrade's request at the latest; more only if the bytes count.
+    // A WebSocket, by a real client, keeps recording activity while messages flow, not only
+    // at its upgrade: ten messages over five seconds, each echoed by the sandbox.
     let upgraded_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    for i in 0..10 {
-        let message = format!("message {i}");
-        stream.write_all(message.as_bytes()).expect("send");
-        let mut echoed = vec![0u8; message.len()];
-        stream.read_exact(&mut echoed).expect("the echo");
-        assert_eq!(echoed, message.as_bytes());
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let echoes = websocket_session(port, &host, &token, 10, Duration::from_millis(500));
+    let expected: Vec<String> = (0..10).map(|i| format!("proto: message {i}")).collect();
+    assert_eq!(echoes, expected);
     wait_until(
         Duration::from_secs(5),
-        "activity from the open connection",
+        "activity from the open WebSocket",
         || last_activity(&kubeconfig, "proto").is_some_and(|at| at >= upgraded_at + 3),
     );
-    drop(stream);
 
     // Idle, it is paused; the next request wakes it.
     wait_until(Duration::from_secs(60), "the idle pause", || {

@@ -3,7 +3,8 @@
 //! any port asked, it answers HTTP/1.1 and HTTP/2 (h2c) with one line naming the sandbox and
 //! its rootfs generation (the Pod's labels), so that the embedded demo can `curl` a sandbox
 //! through the router and see which one answered, and which start of it; a request to upgrade
-//! (any protocol) is answered 101 and its bytes echoed back.
+//! is answered 101: a WebSocket (`Upgrade: websocket` with its key) echoes each message back
+//! prefixed with the sandbox's name, any other protocol has its raw bytes echoed back.
 //!
 //! To show what the router does with an application that misbehaves or speaks gRPC:
 //! - `/__sleep/<ms>` answers after that many milliseconds (a slow server);
@@ -143,7 +144,8 @@ async fn answer(
 ) -> Result<Answer, Dropped> {
     let protocol = request.headers().get(hyper::header::UPGRADE).cloned();
     if let Some(protocol) = protocol {
-        return Ok(echo(request, protocol).map(|b| b.map_err(|never| match never {}).boxed()));
+        let answer = echo(request, protocol, pod.sandbox.clone());
+        return Ok(answer.map(|b| b.map_err(|never| match never {}).boxed()));
     }
     let path = request.uri().path().to_owned();
     if path == "/__close" {
@@ -193,15 +195,29 @@ async fn answer(
     ))
 }
 
-/// An upgrade of any protocol: 101 with the protocol asked, then every byte sent back as it
-/// came (an echo of the raw stream, not of WebSocket frames).
+/// An upgrade: 101 with the protocol asked. A WebSocket handshake (its key given) is answered
+/// as RFC 6455 asks and each message echoed as `<sandbox>: <message>`; any other protocol has
+/// every byte sent back as it came.
 fn echo(
     mut request: Request<hyper::body::Incoming>,
     protocol: hyper::header::HeaderValue,
+    sandbox: String,
 ) -> Response<Full<Bytes>> {
+    let websocket_key = protocol
+        .as_bytes()
+        .eq_ignore_ascii_case(b"websocket")
+        .then(|| request.headers().get(hyper::header::SEC_WEBSOCKET_KEY))
+        .flatten()
+        .map(|key| tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()));
     let upgrade = hyper::upgrade::on(&mut request);
+    let websocket = websocket_key.is_some();
     tokio::spawn(async move {
-        if let Ok(upgraded) = upgrade.await {
+        let Ok(upgraded) = upgrade.await else {
+            return;
+        };
+        if websocket {
+            websocket_echo(TokioIo::new(upgraded), &sandbox).await;
+        } else {
             let (mut reader, mut writer) = tokio::io::split(TokioIo::new(upgraded));
             let _ = tokio::io::copy(&mut reader, &mut writer).await;
         }
@@ -214,7 +230,38 @@ fn echo(
         hyper::header::HeaderValue::from_static("upgrade"),
     );
     headers.insert(hyper::header::UPGRADE, protocol);
+    if let Some(accept) = websocket_key.and_then(|a| hyper::header::HeaderValue::from_str(&a).ok())
+    {
+        headers.insert(hyper::header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
     response
+}
+
+/// A WebSocket's messages echoed until the client closes: text and binary as
+/// `<sandbox>: <message>`; pings are answered by the protocol itself.
+async fn websocket_echo(
+    stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    sandbox: &str,
+) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::{Message, Role};
+    let mut socket =
+        tokio_tungstenite::WebSocketStream::from_raw_socket(stream, Role::Server, None).await;
+    while let Some(Ok(message)) = socket.next().await {
+        let reply = match message {
+            Message::Text(text) => Message::text(format!("{sandbox}: {}", text.as_str())),
+            Message::Binary(bytes) => {
+                let mut reply = format!("{sandbox}: ").into_bytes();
+                reply.extend_from_slice(&bytes);
+                Message::binary(reply)
+            }
+            Message::Close(_) => break,
+            _ => continue,
+        };
+        if socket.send(reply).await.is_err() {
+            break;
+        }
+    }
 }
 
 #[cfg(test)]
