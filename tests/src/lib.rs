@@ -566,6 +566,7 @@ pub mod convergence;
 pub mod faults;
 pub mod kubectl;
 pub mod refusals;
+pub mod router;
 pub mod scrape;
 
 /// GETs `path` from a controller's server at `addr`: (status, body). Plain HTTP/1.1 over

@@ -36,11 +36,11 @@ pub(crate) struct Kubelet {
 }
 
 impl Kubelet {
-    pub(crate) fn new(start_delay: Duration, stop_delay: Duration) -> Self {
+    pub(crate) fn new(start_delay: Duration, stop_delay: Duration, network: Ipv4Addr) -> Self {
         Self {
             start_delay,
             stop_delay,
-            ips: IpPool::default(),
+            ips: IpPool::new(network),
             terminating: HashSet::new(),
             pending: Vec::new(),
         }
@@ -101,25 +101,24 @@ impl Kubelet {
     }
 }
 
-/// Pod IPs from 10.244.0.0/16, handed out counting up and reused once free.
+/// Pod IPs from a /16 (10.244.0.0/16 by default), handed out counting up and reused once free.
 struct IpPool {
+    network: u32,
     next: u32,
     in_use: HashSet<u32>,
 }
 
-const POD_NETWORK: u32 = u32::from_be_bytes([10, 244, 0, 0]);
 const POD_NETWORK_SIZE: u32 = 1 << 16;
 
-impl Default for IpPool {
-    fn default() -> Self {
+impl IpPool {
+    fn new(network: Ipv4Addr) -> Self {
         Self {
+            network: u32::from(network) & !(POD_NETWORK_SIZE - 1),
             next: 1,
             in_use: HashSet::new(),
         }
     }
-}
 
-impl IpPool {
     fn allocate(&mut self) -> Option<Ipv4Addr> {
         for _ in 0..POD_NETWORK_SIZE {
             let offset = self.next;
@@ -129,7 +128,7 @@ impl IpPool {
                 continue;
             }
             if self.in_use.insert(offset) {
-                return Some(Ipv4Addr::from(POD_NETWORK + offset));
+                return Some(Ipv4Addr::from(self.network + offset));
             }
         }
         None
@@ -139,7 +138,7 @@ impl IpPool {
         let Ok(ip) = ip.parse::<Ipv4Addr>() else {
             return;
         };
-        if let Some(offset) = u32::from(ip).checked_sub(POD_NETWORK) {
+        if let Some(offset) = u32::from(ip).checked_sub(self.network) {
             self.in_use.remove(&offset);
         }
     }
@@ -151,7 +150,7 @@ mod tests {
 
     #[test]
     fn ips_count_up_and_are_reused_once_free() {
-        let mut pool = IpPool::default();
+        let mut pool = IpPool::new(Ipv4Addr::new(10, 244, 0, 0));
         let first = pool.allocate().unwrap();
         assert_eq!(first, Ipv4Addr::new(10, 244, 0, 1));
         assert_eq!(pool.allocate().unwrap(), Ipv4Addr::new(10, 244, 0, 2));
@@ -162,8 +161,18 @@ mod tests {
     }
 
     #[test]
+    fn ips_come_from_the_configured_network() {
+        let mut pool = IpPool::new(Ipv4Addr::new(127, 11, 0, 0));
+        let first = pool.allocate().unwrap();
+        assert_eq!(first, Ipv4Addr::new(127, 11, 0, 1));
+        pool.release(&first.to_string());
+        pool.release("10.244.0.2");
+        assert_eq!(pool.allocate().unwrap(), Ipv4Addr::new(127, 11, 0, 2));
+    }
+
+    #[test]
     fn the_pool_runs_out_without_looping_forever() {
-        let mut pool = IpPool::default();
+        let mut pool = IpPool::new(Ipv4Addr::new(10, 244, 0, 0));
         let mut count = 0;
         while pool.allocate().is_some() {
             count += 1;

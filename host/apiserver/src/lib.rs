@@ -33,6 +33,7 @@ mod writes;
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -69,6 +70,10 @@ pub struct MemoryClusterConfig {
     /// The namespaces that exist; a create in any other is NotFound. `None`: every namespace
     /// exists.
     pub namespaces: Option<BTreeSet<String>>,
+    /// The first address of the /16 that Pod IPs are handed out from (10.244.0.0). A loopback
+    /// range (127.x.0.0) makes each Pod reachable at its own IP on this machine once
+    /// [`MemoryCluster::serve_pod_ip`] serves it: what a router in another process dials.
+    pub pod_network: Ipv4Addr,
 }
 
 impl Default for MemoryClusterConfig {
@@ -79,6 +84,7 @@ impl Default for MemoryClusterConfig {
             watch_history: 10_000,
             watch_buffer: 4_096,
             namespaces: None,
+            pod_network: Ipv4Addr::new(10, 244, 0, 0),
         }
     }
 }
@@ -135,7 +141,11 @@ impl MemoryCluster {
     /// reference to it.
     pub fn new(config: MemoryClusterConfig) -> Arc<Self> {
         let hub = WatchHub::new(config.watch_history, config.watch_buffer);
-        let kubelet = Kubelet::new(config.pod_start_delay, config.pod_stop_delay);
+        let kubelet = Kubelet::new(
+            config.pod_start_delay,
+            config.pod_stop_delay,
+            config.pod_network,
+        );
         Arc::new_cyclic(|this| Self {
             this: this.clone(),
             state: Mutex::new(State::new(hub, kubelet, Namespaces::new(config.namespaces))),

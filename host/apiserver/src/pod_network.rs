@@ -14,6 +14,10 @@
 //!
 //! A listener serves its IP only while a Running Pod has it: a connection to a stopped Pod is
 //! closed at once, as a connection to a gone Pod's address would fail.
+//!
+//! With a loopback pod network (`MemoryClusterConfig::pod_network` at 127.x.0.0), a Pod's IP
+//! is an address of this machine: [`MemoryCluster::serve_pod_ip`] serves the same answers at
+//! the IP itself, for a router in another process that dials Pod IPs as in a cluster.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -65,6 +69,18 @@ impl MemoryCluster {
         listeners.insert(ip, address);
         tokio::spawn(serve(listener, ip, self.this.clone()));
         Some(address)
+    }
+}
+
+impl MemoryCluster {
+    /// Serves the Pods that have (or will have) `ip` at `ip:port` itself, as the stand-ins
+    /// above do: with a loopback pod network ([`crate::MemoryClusterConfig::pod_network`]),
+    /// the Pod's own address, which a router in another process dials directly.
+    pub async fn serve_pod_ip(&self, ip: IpAddr, port: u16) -> std::io::Result<SocketAddr> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, port)).await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(serve(listener, ip, self.this.clone()));
+        Ok(address)
     }
 }
 

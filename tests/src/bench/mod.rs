@@ -18,6 +18,7 @@ pub mod instant;
 pub mod process;
 pub mod report;
 pub mod rollout;
+pub mod router;
 pub mod rss;
 pub mod seed;
 pub mod stats;
@@ -148,7 +149,7 @@ pub struct Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 10] = [
     "capacity",
     "decision",
     "swap",
@@ -158,6 +159,7 @@ pub const SCENARIOS: [&str; 9] = [
     "instructions",
     "ticks",
     "rss",
+    "router",
 ];
 
 impl Options {
@@ -210,7 +212,7 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
                      [--only capacity,create,claims,rollout,instructions,rss,ticks,
-                             decision,swap]
+                             decision,swap,router]
                      [--token-bytes 1024] [--controller-arg ARG]...
 
   --quick          small and fast: N = 1,000 only, claims at N = 300, one run, fewer
@@ -238,7 +240,8 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
   --only           only these scenarios: capacity,create,claims,rollout,instructions,rss,
-                   ticks,decision,swap
+                   ticks,decision,swap,router (the sandbox router: requests/s and latency
+                   straight and through it, the wake in the embedded demo, its RSS)
   --token-bytes    the controller's bearer token in the sandboxes/s and instruction runs: this
                    many bytes, JWT-shaped (a projected ServiceAccount token is about 1024),
                    instead of the default 28
@@ -477,6 +480,8 @@ pub struct Results {
     /// Compile-only time of the default policy by Cranelift opt level.
     pub compile: Vec<(&'static str, Duration)>,
     pub component_bytes: usize,
+    /// The sandbox router's figures.
+    pub router: Option<router::RouterRun>,
 }
 
 /// The fake API server's raw capacity: Secrets POSTed over HTTP/2 with TLS, 64 streams in
@@ -629,6 +634,7 @@ pub fn run(options: &Options) -> Result<Results> {
         || options.wants("rollout")
         || options.wants("rss")
         || options.wants("instructions")
+        || options.wants("router")
     {
         process::controller_binary(options.controller.as_deref())?
     } else {
@@ -828,6 +834,10 @@ pub fn run(options: &Options) -> Result<Results> {
 
     if options.wants("instructions") && !options.instruction_sizes.is_empty() {
         results.counted = count_instructions(options, &runtime, &binary)?;
+    }
+
+    if options.wants("router") {
+        results.router = Some(router::run(&runtime, &binary, options.runs).context("the router")?);
     }
 
     let template = if options.wants("rss") || options.wants("ticks") {

@@ -37,6 +37,15 @@ pub const TARGET_CLAIM_P50_MILLIS: f64 = 20.0;
 pub const TARGET_CLAIM_P99_MILLIS: f64 = 100.0;
 /// The adoption and the claim's status, and the claim's finalizer.
 pub const TARGET_WRITES_PER_CLAIM: f64 = 3.0;
+/// Requests/s through the router at least this share of the same client's straight to the Pod.
+pub const TARGET_ROUTER_SHARE: f64 = 0.8;
+/// What the router adds to the p99 at 1,000 requests/s, µs.
+pub const TARGET_ROUTER_ADDED_P99_MICROS: f64 = 1_000.0;
+/// A wake, paused to first byte, beyond the simulated Pod start, ms.
+pub const TARGET_WAKE_MILLIS: f64 = 200.0;
+/// The router's RSS after more requests to each of its sandboxes, beyond its RSS after one
+/// to each: flat, its state per sandbox and not per request.
+pub const TARGET_ROUTER_RSS_GROWTH_PERCENT: f64 = 5.0;
 /// The N the claims targets are set at.
 const CLAIMS_TARGET_N: usize = 300;
 
@@ -573,6 +582,7 @@ pub fn rows(results: &Results) -> Vec<Row> {
             });
         }
     }
+    rows.extend(router_rows(results));
     if results.component_bytes > 0 {
         let kib = results.component_bytes as f64 / 1024.0;
         rows.push(Row {
@@ -583,6 +593,98 @@ pub fn rows(results: &Results) -> Vec<Row> {
             ),
             target: format!("< {TARGET_COMPONENT_KIB:.0} KiB"),
             verdict: at_most(kib, TARGET_COMPONENT_KIB, " KiB", 1),
+        });
+    }
+    rows
+}
+
+/// The sandbox router: requests/s and latency through it against straight to the Pod, the
+/// wake, its RSS by sandboxes routed.
+fn router_rows(results: &Results) -> Vec<Row> {
+    use super::router::{MORE_ROUNDS, PACED_RATE, WAKE_POD_START};
+    let mut rows = Vec::new();
+    let Some(router) = &results.router else {
+        return rows;
+    };
+    let runs = runs_note(router.proxied_per_second.len());
+    if let (Some(direct), Some(proxied)) = (router.direct(), router.proxied()) {
+        let share = proxied / direct;
+        rows.push(Row {
+            metric: "Router: requests/s through it, HTTP/1.1 keep-alive (8 connections)".to_string(),
+            value: format!(
+                "{proxied:.0}/s, {:.0}% of the same client's {direct:.0}/s straight to the Pod ({runs})",
+                share * 100.0
+            ),
+            target: format!("≥ {:.0}% of straight", TARGET_ROUTER_SHARE * 100.0),
+            verdict: at_least(share * 100.0, TARGET_ROUTER_SHARE * 100.0, " points"),
+        });
+    }
+    if let Some(added) = router.added_p99_micros() {
+        let p = |latencies: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+            median_of(latencies, pick).unwrap_or(f64::NAN)
+        };
+        rows.push(Row {
+            metric: format!(
+                "Router: p99 added at {} requests/s",
+                thousands(PACED_RATE as usize)
+            ),
+            value: format!(
+                "{added:.0} µs (p50/p99 {:.0}/{:.0} µs through, {:.0}/{:.0} µs straight; {runs})",
+                p(&router.proxied_latency, |l| l.0),
+                p(&router.proxied_latency, |l| l.1),
+                p(&router.direct_latency, |l| l.0),
+                p(&router.direct_latency, |l| l.1),
+            ),
+            target: format!("< {TARGET_ROUTER_ADDED_P99_MICROS:.0} µs"),
+            verdict: at_most(added, TARGET_ROUTER_ADDED_P99_MICROS, " µs", 0),
+        });
+    }
+    let wakes: Vec<f64> = router.wakes.iter().map(|w| millis(*w)).collect();
+    if let Some(wake) = median(&wakes) {
+        let worst = wakes.iter().copied().fold(f64::NAN, f64::max);
+        rows.push(Row {
+            metric: format!(
+                "Router: wake in the embedded demo, paused to first byte, beyond the simulated \
+                 Pod start ({} ms)",
+                WAKE_POD_START.as_millis()
+            ),
+            value: format!(
+                "{wake:.0} ms (worst {worst:.0} ms; {})",
+                runs_note(wakes.len())
+            ),
+            target: format!("≤ {TARGET_WAKE_MILLIS:.0} ms"),
+            verdict: at_most(wake, TARGET_WAKE_MILLIS, " ms", 0),
+        });
+    }
+    for (n, routed) in &router.rss {
+        let growth =
+            (routed.again_kib as f64 / routed.once_kib.max(1) as f64 - 1.0).max(0.0) * 100.0;
+        rows.push(Row {
+            metric: format!("Router RSS, {} sandboxes routed", thousands(*n)),
+            value: format!(
+                "{:.1} MiB after a request to each, {:.1} MiB after {MORE_ROUNDS} more each",
+                mib(routed.once_kib),
+                mib(routed.again_kib)
+            ),
+            target: format!(
+                "flat: ≤ {TARGET_ROUTER_RSS_GROWTH_PERCENT:.0}% more after more requests"
+            ),
+            verdict: at_most(growth, TARGET_ROUTER_RSS_GROWTH_PERCENT, "%", 1),
+        });
+    }
+    if let (Some(small), Some(large)) = (router.rss.first_key_value(), router.rss.last_key_value())
+        && large.0 > small.0
+    {
+        let per = (large.1.once_kib as f64 - small.1.once_kib as f64) / (large.0 - small.0) as f64;
+        rows.push(Row {
+            metric: "Router state per sandbox routed".to_string(),
+            value: format!(
+                "{per:.1} KiB ({} to {} sandboxes)",
+                thousands(*small.0),
+                thousands(*large.0)
+            ),
+            target: "(reference)".to_string(),
+            verdict: String::new(),
         });
     }
     rows
@@ -1395,6 +1497,18 @@ module, and until the first Sandbox reconcile after it (the swap requeues every 
 module's decision, has ended (the first swap is a warm-up). `cargo bench -p cubepod-tests --bench swap` is the \
 same measurement.
 - **Component size**: the default policy component embedded in the binary.
+- **Router** (`--only router`, `tests/src/bench/router.rs`): the real `cubepod-controller \
+router` against the fake, its Pods' IPs on a loopback range, each served at its own address by \
+the simulated kubelet's stand-in (a one-line HTTP/1.1 answer). Requests/s: 8 keep-alive \
+HTTP/1.1 connections, each sending its next request when the last is answered, for 5 s after a \
+second's warm-up, straight to the stand-in and then through the router to it. Added p99: the same \
+8 connections paced at 1,000 requests/s together, the time to each response's head, through the \
+router less straight. Wake: `run --embedded --router-listen` with a sandbox of \
+`idleTimeoutSeconds: 1` and `--pod-start-delay 1s`; each time the reaper has paused it, one \
+request through the router, from sending to its response's head, less the second of the Pod's \
+start. RSS: VmRSS of the router once it has forwarded one request to each of N sandboxes, and \
+after 5 more rounds (their Pods share one stand-in address, so the figure leaves out one idle \
+keep-alive connection per Pod). HTTP/2 is not measured: the stand-in speaks HTTP/1.1 only.
 ";
 
 /// Writes `docs/performance.md` and `docs/performance.svg` under `root`, keeping what follows
