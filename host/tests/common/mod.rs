@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use cubepod_kube::{Cluster, Resource};
 
+pub mod js;
+
 pub mod wasm_build {
     include!("../../policy/wasm_build.rs");
 }
