@@ -571,6 +571,20 @@ pub struct PolicyNewArgs {
     /// With --sdk-git: the branch (default: the repository's default branch).
     #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
     pub(crate) sdk_branch: Option<String>,
+
+    /// The policy's language: `rust` (a crate on `sdk/`) or `js` (an npm project on `sdk/js/`,
+    /// built with componentize-js).
+    #[arg(long, value_enum, default_value_t = PolicyLang::Rust)]
+    pub(crate) lang: PolicyLang,
+}
+
+/// The languages `policy new` scaffolds a policy in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyLang {
+    /// A crate on the Rust SDK (`sdk/`), built with cargo.
+    Rust,
+    /// An npm project on the JavaScript SDK (`sdk/js/`), built with esbuild and componentize-js.
+    Js,
 }
 
 /// `policy diff`'s arguments.

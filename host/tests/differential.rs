@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 
 mod common;
 
-use common::{ROLLOUT, built, runtime, workspace};
+use common::{ROLLOUT, built, js, runtime, workspace};
 
 fn engine() -> &'static PolicyEngine {
     static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
@@ -65,6 +65,7 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         [
             examples.join("guarded/scenarios"),
             examples.join("image-allowlist/scenarios"),
+            examples.join("js-image-allowlist/scenarios"),
         ],
         "an example policy without a build in this test"
     );
@@ -77,6 +78,18 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         .expect("the image-allowlist policy loads");
     out.push(("guarded".to_string(), guarded, dirs.remove(0)));
     out.push(("image-allowlist".to_string(), allowlist, dirs.remove(0)));
+    let js_allowlist = js::js_policy(
+        "examples/policies/js-image-allowlist/component.js",
+        "js-image-allowlist",
+    );
+    let js_allowlist = js::engine()
+        .load_file(&js_allowlist)
+        .expect("the js-image-allowlist policy loads");
+    out.push((
+        "js-image-allowlist".to_string(),
+        js_allowlist,
+        dirs.remove(0),
+    ));
     // The hostile test policy: the controller refuses its outputs exactly as policy test does.
     let hostile = built("cubepod-hostile-policy", "cubepod_hostile_policy");
     let hostile = engine()
@@ -378,9 +391,53 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    // Every file was compared: 15 default scenarios, the examples' 4 and 4 and the hostile 9, at
-    // least.
-    assert!(compared >= 32, "only {compared} scenarios compared");
+    // Every file was compared: 15 default scenarios, the examples' 4, 4 and 4 and the hostile
+    // 9, at least.
+    assert!(compared >= 36, "only {compared} scenarios compared");
+}
+
+/// One source of truth for the default decisions: the default policy built from the JavaScript
+/// SDK (`sdk/js/default`, every decision the SDK's default) leaves the same cluster as the Rust
+/// default policy after every step of every scenario of `tests/scenarios` (the default policy's:
+/// new, converged, paused, reset, forked, claimed, deleted sandboxes, NetworkPolicy and Service
+/// changes, pools, the reaper, refused specs): the same objects, byte for byte the same
+/// manifests and statuses, the same API writes and the same Events.
+#[test]
+fn the_default_policy_from_the_js_sdk_leaves_the_same_cluster_as_the_rust_default() {
+    let runtime = runtime();
+    let rust = engine()
+        .load(default_policy::DEFAULT_POLICY)
+        .expect("the default policy loads");
+    let js_default = js::js_policy("sdk/js/default/component.js", "js-default");
+    let js_default = js::engine()
+        .load_file(&js_default)
+        .expect("the JavaScript default policy loads");
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for scenario in scenarios(&workspace().join("tests/scenarios")) {
+        let run = |module: &PolicyModule| {
+            let handle = runtime.handle().clone();
+            let (m, s) = (module.clone(), scenario.clone());
+            runtime
+                .block_on(runtime.spawn_blocking(move || through_policy_test(&m, &handle, &s)))
+                .expect("the policy-test run ends")
+        };
+        let (ours, theirs) = (run(&js_default), run(&rust));
+        if let Some(step) = ours.iter().zip(&theirs).position(|(a, b)| a != b) {
+            failures.push(format!(
+                "{} ({}), after step {}:\n  JavaScript: {:#?}\n  Rust:       {:#?}",
+                scenario.name,
+                scenario.file.display(),
+                step + 1,
+                ours[step],
+                theirs[step]
+            ));
+        }
+        assert_eq!(ours.len(), theirs.len(), "{}", scenario.name);
+        compared += 1;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(compared >= 15, "only {compared} scenarios compared");
 }
 
 /// The two ways a new module comes to every sandbox leave the same cluster: a plain swap (the

@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use cubepod_kube::{Cluster, Resource};
 
+pub(crate) mod js;
+
 // Its items are `pub` for every includer; each uses only some of them.
 #[allow(unreachable_pub)]
 pub(crate) mod wasm_build {
