@@ -16,7 +16,7 @@ use super::workspace;
 
 /// The component of the JavaScript policy whose entry point is `entry` (relative to the
 /// workspace), built as `target/polyglot/<name>.wasm`.
-pub fn js_policy(entry: &str, name: &str) -> PathBuf {
+pub(crate) fn js_policy(entry: &str, name: &str) -> PathBuf {
     let root = workspace();
     let out = root.join("target/polyglot").join(format!("{name}.wasm"));
     let status = std::process::Command::new(root.join("sdk/js/build.sh"))
@@ -33,7 +33,7 @@ pub fn js_policy(entry: &str, name: &str) -> PathBuf {
 }
 
 /// An engine as the default one, whose compiled modules are kept in `target/polyglot/cache`.
-pub fn engine() -> &'static PolicyEngine {
+pub(crate) fn engine() -> &'static PolicyEngine {
     static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
     ENGINE.get_or_init(|| {
         PolicyEngine::new(RuntimeConfig {
