@@ -2,9 +2,7 @@
 host/tests/differential.rs builds it and checks that it writes what the Rust default writes,
 on every scenario of tests/scenarios.
 
-Build (from the repository's root, after .ci/policy-toolchains):
-  target/componentize-py/bin/componentize-py -d wit -w policy-module componentize \
-    -p sdk/python/examples/default -p sdk/python app -o default-python.wasm
+Build: sdk/python/build.sh sdk/python/examples/default OUT.wasm (after .ci/policy-toolchains).
 """
 
 import cubepod_policy
