@@ -50,7 +50,7 @@ def to_sdk(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return getattr(types, type(value).__name__)[value.name]
     cls = getattr(types, type(value).__name__)
-    return cls(*(to_sdk(getattr(value, f.name)) for f in dataclasses.fields(cls)))
+    return cls(**{f.name: to_sdk(getattr(value, f.name)) for f in dataclasses.fields(cls)})
 
 
 def to_wit(value: Any) -> Any:
@@ -64,7 +64,7 @@ def to_wit(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return _wit_class(type(value).__name__)[value.name]
     cls = _wit_class(type(value).__name__)
-    return cls(*(to_wit(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    return cls(**{f.name: to_wit(getattr(value, f.name)) for f in dataclasses.fields(value)})
 
 
 def _sdk_error(err: Any) -> errors.KubeError:
