@@ -543,6 +543,20 @@ pub struct PolicyNewArgs {
     /// With --sdk-git: the branch (default: the repository's default branch).
     #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
     pub(crate) sdk_branch: Option<String>,
+
+    /// The policy's language: `rust` (a crate on `sdk/`) or `python` (a project on
+    /// `sdk/python/`, built with componentize-py).
+    #[arg(long, value_enum, default_value_t = PolicyLang::Rust)]
+    pub(crate) lang: PolicyLang,
+}
+
+/// The languages `policy new` scaffolds a policy in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyLang {
+    /// A crate on the Rust SDK (`sdk/`).
+    Rust,
+    /// A project on the Python SDK (`sdk/python/`), built with componentize-py.
+    Python,
 }
 
 /// `policy diff`'s arguments.

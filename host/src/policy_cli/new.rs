@@ -6,7 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::PolicyNewArgs;
+use crate::config::{PolicyLang, PolicyNewArgs};
+
+mod python;
 
 /// The checkout this binary was built from: the default SDK, when it is still there.
 const BUILT_FROM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -75,6 +77,12 @@ pub enum NewError {
         checkout.display()
     )]
     NoSdk { checkout: PathBuf },
+    #[error(
+        "--sdk-git does not work with --lang python: the project builds against a checkout's \
+         contract (wit/) and Python SDK (sdk/python); clone cubepod-controller and name it with \
+         --sdk-path"
+    )]
+    PythonSdkGit,
 }
 
 /// Where the new crate gets the SDK from.
@@ -189,10 +197,23 @@ pub(crate) fn run(
         .path
         .clone()
         .unwrap_or_else(|| PathBuf::from(&args.name));
-    let written = write_crate(&dir, &args.name, &sdk)?;
+    let written = match args.lang {
+        PolicyLang::Rust => write_crate(&dir, &args.name, &sdk)?,
+        PolicyLang::Python => python::write_project(&dir, &args.name, &sdk)?,
+    };
     writeln!(out, "created policy {} in {}:", args.name, dir.display())?;
     for path in &written {
         writeln!(out, "  {path}")?;
+    }
+    if args.lang == PolicyLang::Python {
+        writeln!(
+            out,
+            "next: cd {} && ./build.sh test && ./build.sh && \
+             cubepod-controller policy test target/{}.wasm scenarios",
+            dir.display(),
+            args.name
+        )?;
+        return Ok(());
     }
     writeln!(out, "SDK: cubepod-policy-sdk = {}", sdk.dependency())?;
     if let SdkSource::Path(_) = sdk {
@@ -218,6 +239,22 @@ pub(crate) fn write_crate(
     name: &str,
     sdk: &SdkSource,
 ) -> Result<Vec<&'static str>, NewError> {
+    write_templates(dir, name, TEMPLATES, |text| {
+        text.replace("__NAME__", name)
+            .replace("__CRATE__", &crate_name(name))
+            .replace("__SDK__", &sdk.dependency())
+            .replace("__CONTROLLER_INSTALL__", &sdk.controller_install())
+    })
+}
+
+/// Writes `templates` into `dir` (created, or empty), each filled in by `fill`; returns the paths
+/// written.
+fn write_templates(
+    dir: &Path,
+    name: &str,
+    templates: &[Template],
+    fill: impl Fn(&str) -> String,
+) -> Result<Vec<&'static str>, NewError> {
     check_name(name)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -236,13 +273,7 @@ pub(crate) fn write_crate(
         }
         Err(error) => return Err(io(dir)(error)),
     }
-    let fill = |text: &str| {
-        text.replace("__NAME__", name)
-            .replace("__CRATE__", &crate_name(name))
-            .replace("__SDK__", &sdk.dependency())
-            .replace("__CONTROLLER_INSTALL__", &sdk.controller_install())
-    };
-    for template in TEMPLATES {
+    for template in templates {
         let path = dir.join(template.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -255,7 +286,7 @@ pub(crate) fn write_crate(
             .map_err(io(&path))?;
         std::io::Write::write_all(&mut file, fill(template.text).as_bytes()).map_err(io(&path))?;
     }
-    Ok(TEMPLATES.iter().map(|t| t.path).collect())
+    Ok(templates.iter().map(|t| t.path).collect())
 }
 
 /// A crate name cargo takes, that is also a readable policy name.
@@ -430,6 +461,7 @@ mod tests {
             sdk_rev: None,
             sdk_tag: None,
             sdk_branch: None,
+            lang: PolicyLang::Rust,
         }
     }
 
