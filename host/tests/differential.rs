@@ -65,6 +65,7 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         [
             examples.join("guarded/scenarios"),
             examples.join("image-allowlist/scenarios"),
+            examples.join("python-image-allowlist/scenarios"),
         ],
         "an example policy without a build in this test"
     );
@@ -77,6 +78,14 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         .expect("the image-allowlist policy loads");
     out.push(("guarded".to_string(), guarded, dirs.remove(0)));
     out.push(("image-allowlist".to_string(), allowlist, dirs.remove(0)));
+    let python_allowlist = engine()
+        .load_file(&polyglot("python-image-allowlist"))
+        .expect("the Python image-allowlist policy loads");
+    out.push((
+        "python-image-allowlist".to_string(),
+        python_allowlist,
+        dirs.remove(0),
+    ));
     // The hostile test policy: the controller refuses its outputs exactly as policy test does.
     let hostile = built("cubepod-hostile-policy", "cubepod_hostile_policy");
     let hostile = engine()
@@ -88,6 +97,27 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         workspace().join("tests/policies/hostile/scenarios"),
     ));
     out
+}
+
+/// A policy written in Python or JavaScript (`.ci/policy-examples`' list), built by its pinned
+/// toolchain into target/polyglot/ once for every test and CI step that loads it (the script
+/// rebuilds only what changed): its file.
+fn polyglot(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = std::process::Command::new("bash")
+            .arg(workspace().join(".ci/policy-examples"))
+            .arg("build")
+            .status()
+            .expect(".ci/policy-examples runs");
+        assert!(
+            status.success(),
+            ".ci/policy-examples build failed ({status}): run .ci/policy-toolchains first"
+        );
+    });
+    workspace()
+        .join("target/polyglot")
+        .join(format!("{name}.wasm"))
 }
 
 fn scenarios(dir: &Path) -> Vec<Scenario> {
@@ -378,9 +408,50 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    // Every file was compared: 15 default scenarios, the examples' 4 and 4 and the hostile 9, at
+    // Every file was compared: 15 default scenarios, the examples' 4, 4 and 4 and the hostile 9, at
     // least.
-    assert!(compared >= 32, "only {compared} scenarios compared");
+    assert!(compared >= 36, "only {compared} scenarios compared");
+}
+
+/// The three SDKs agree (the Python half): the default policy built from the Python SDK
+/// (`sdk/python/examples/default`, componentize-py) leaves the same cluster as the Rust default
+/// after every step of every scenario of `tests/scenarios`: the same objects byte for byte (every
+/// manifest, status and digest), the same API writes, the same Events.
+#[test]
+fn the_python_sdks_default_policy_leaves_the_same_cluster_as_the_rust_default() {
+    let runtime = runtime();
+    let rust = engine()
+        .load(default_policy::DEFAULT_POLICY)
+        .expect("the default policy loads");
+    let python = engine()
+        .load_file(&polyglot("python-default"))
+        .expect("the Python SDK's default policy loads");
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for scenario in scenarios(&workspace().join("tests/scenarios")) {
+        let run = |module: &PolicyModule| {
+            let handle = runtime.handle().clone();
+            let (m, s) = (module.clone(), scenario.clone());
+            runtime
+                .block_on(runtime.spawn_blocking(move || through_policy_test(&m, &handle, &s)))
+                .expect("the policy-test run ends")
+        };
+        let (by_rust, by_python) = (run(&rust), run(&python));
+        for (index, (a, b)) in by_rust.iter().zip(&by_python).enumerate() {
+            if a != b {
+                failures.push(format!(
+                    "{} ({}), after step {}:\n  Rust SDK:   {a:#?}\n  Python SDK: {b:#?}",
+                    scenario.name,
+                    scenario.file.display(),
+                    index + 1
+                ));
+                break;
+            }
+        }
+        compared += 1;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(compared >= 30, "only {compared} scenarios compared");
 }
 
 /// The two ways a new module comes to every sandbox leave the same cluster: a plain swap (the
