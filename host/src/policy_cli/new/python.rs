@@ -82,10 +82,12 @@ mod tests {
         assert!(written.contains(&"build.sh"));
         for path in written {
             let text = std::fs::read_to_string(target.join(path)).unwrap();
-            assert!(
-                !text.contains("__"),
-                "{path} has a placeholder left:\n{text}"
-            );
+            for placeholder in ["__NAME__", "__SDK__", "__CONTROLLER_INSTALL__"] {
+                assert!(
+                    !text.contains(placeholder),
+                    "{path} has a placeholder left:\n{text}"
+                );
+            }
         }
         let build = std::fs::read_to_string(target.join("build.sh")).unwrap();
         assert!(build.contains("CUBEPOD='/src/cubepod x'\n"), "{build}");
