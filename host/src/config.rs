@@ -572,8 +572,9 @@ pub struct PolicyNewArgs {
     #[arg(long, value_name = "BRANCH", requires = "sdk_git")]
     pub(crate) sdk_branch: Option<String>,
 
-    /// The policy's language: `rust` (a crate on `sdk/`) or `js` (an npm project on `sdk/js/`,
-    /// built with componentize-js).
+    /// The policy's language: `rust` (a crate on `sdk/`), `python` (a project on `sdk/python/`,
+    /// built with componentize-py) or `js` (an npm project on `sdk/js/`, built with
+    /// componentize-js).
     #[arg(long, value_enum, default_value_t = PolicyLang::Rust)]
     pub(crate) lang: PolicyLang,
 }
@@ -583,6 +584,8 @@ pub struct PolicyNewArgs {
 pub enum PolicyLang {
     /// A crate on the Rust SDK (`sdk/`), built with cargo.
     Rust,
+    /// A project on the Python SDK (`sdk/python/`), built with componentize-py.
+    Python,
     /// An npm project on the JavaScript SDK (`sdk/js/`), built with esbuild and componentize-js.
     Js,
 }

@@ -66,6 +66,7 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
             examples.join("guarded/scenarios"),
             examples.join("image-allowlist/scenarios"),
             examples.join("js-image-allowlist/scenarios"),
+            examples.join("python-image-allowlist/scenarios"),
         ],
         "an example policy without a build in this test"
     );
@@ -90,6 +91,14 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         js_allowlist,
         dirs.remove(0),
     ));
+    let python_allowlist = engine()
+        .load_file(&polyglot("python-image-allowlist"))
+        .expect("the Python image-allowlist policy loads");
+    out.push((
+        "python-image-allowlist".to_string(),
+        python_allowlist,
+        dirs.remove(0),
+    ));
     // The hostile test policy: the controller refuses its outputs exactly as policy test does.
     let hostile = built("cubepod-hostile-policy", "cubepod_hostile_policy");
     let hostile = engine()
@@ -101,6 +110,27 @@ fn policies() -> Vec<(String, PolicyModule, PathBuf)> {
         workspace().join("tests/policies/hostile/scenarios"),
     ));
     out
+}
+
+/// A policy written in Python or JavaScript (`.ci/policy-examples`' list), built by its pinned
+/// toolchain into target/polyglot/ once for every test and CI step that loads it (the script
+/// rebuilds only what changed): its file.
+fn polyglot(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = std::process::Command::new("bash")
+            .arg(workspace().join(".ci/policy-examples"))
+            .arg("build")
+            .status()
+            .expect(".ci/policy-examples runs");
+        assert!(
+            status.success(),
+            ".ci/policy-examples build failed ({status}): run .ci/policy-toolchains first"
+        );
+    });
+    workspace()
+        .join("target/polyglot")
+        .join(format!("{name}.wasm"))
 }
 
 fn scenarios(dir: &Path) -> Vec<Scenario> {
@@ -391,27 +421,43 @@ fn every_shipped_scenario_leaves_the_same_cluster_through_the_controller_as_in_p
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    // Every file was compared: 15 default scenarios, the examples' 4, 4 and 4 and the hostile
-    // 9, at least.
-    assert!(compared >= 36, "only {compared} scenarios compared");
+    // Every file was compared: 15 default scenarios, the examples' 4 each (guarded, the image
+    // allowlist in Rust, JavaScript and Python) and the hostile 9, at least.
+    assert!(compared >= 40, "only {compared} scenarios compared");
 }
 
-/// One source of truth for the default decisions: the default policy built from the JavaScript
-/// SDK (`sdk/js/default`, every decision the SDK's default) leaves the same cluster as the Rust
-/// default policy after every step of every scenario of `tests/scenarios` (the default policy's:
-/// new, converged, paused, reset, forked, claimed, deleted sandboxes, NetworkPolicy and Service
-/// changes, pools, the reaper, refused specs): the same objects, byte for byte the same
-/// manifests and statuses, the same API writes and the same Events.
+/// One source of truth for the default decisions, the JavaScript half: the default policy built
+/// from the JavaScript SDK (`sdk/js/default`, every decision the SDK's default) leaves the same
+/// cluster as the Rust default policy (see [`same_cluster_as_the_rust_default`]).
 #[test]
 fn the_default_policy_from_the_js_sdk_leaves_the_same_cluster_as_the_rust_default() {
-    let runtime = runtime();
-    let rust = engine()
-        .load(default_policy::DEFAULT_POLICY)
-        .expect("the default policy loads");
     let js_default = js::js_policy("sdk/js/default/component.js", "js-default");
     let js_default = js::engine()
         .load_file(&js_default)
         .expect("the JavaScript default policy loads");
+    same_cluster_as_the_rust_default("JavaScript SDK", &js_default);
+}
+
+/// The Python half: the default policy built from the Python SDK
+/// (`sdk/python/examples/default`, componentize-py) leaves the same cluster as the Rust default.
+#[test]
+fn the_python_sdks_default_policy_leaves_the_same_cluster_as_the_rust_default() {
+    let python = engine()
+        .load_file(&polyglot("python-default"))
+        .expect("the Python SDK's default policy loads");
+    same_cluster_as_the_rust_default("Python SDK", &python);
+}
+
+/// After every step of every scenario of `tests/scenarios` (the default policy's: new,
+/// converged, paused, reset, forked, claimed, deleted sandboxes, NetworkPolicy and Service
+/// changes, pools, the reaper, refused specs), `other` leaves the same cluster as the Rust
+/// default policy: the same objects, byte for byte the same manifests, statuses and digests, the
+/// same API writes and the same Events.
+fn same_cluster_as_the_rust_default(label: &str, other: &PolicyModule) {
+    let runtime = runtime();
+    let rust = engine()
+        .load(default_policy::DEFAULT_POLICY)
+        .expect("the default policy loads");
     let mut compared = 0;
     let mut failures = Vec::new();
     for scenario in scenarios(&workspace().join("tests/scenarios")) {
@@ -422,18 +468,18 @@ fn the_default_policy_from_the_js_sdk_leaves_the_same_cluster_as_the_rust_defaul
                 .block_on(runtime.spawn_blocking(move || through_policy_test(&m, &handle, &s)))
                 .expect("the policy-test run ends")
         };
-        let (ours, theirs) = (run(&js_default), run(&rust));
-        if let Some(step) = ours.iter().zip(&theirs).position(|(a, b)| a != b) {
+        let (by_other, by_rust) = (run(other), run(&rust));
+        if let Some(step) = by_other.iter().zip(&by_rust).position(|(a, b)| a != b) {
             failures.push(format!(
-                "{} ({}), after step {}:\n  JavaScript: {:#?}\n  Rust:       {:#?}",
+                "{} ({}), after step {}:\n  {label}: {:#?}\n  Rust SDK: {:#?}",
                 scenario.name,
                 scenario.file.display(),
                 step + 1,
-                ours[step],
-                theirs[step]
+                by_other[step],
+                by_rust[step]
             ));
         }
-        assert_eq!(ours.len(), theirs.len(), "{}", scenario.name);
+        assert_eq!(by_other.len(), by_rust.len(), "{}", scenario.name);
         compared += 1;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

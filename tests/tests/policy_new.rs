@@ -181,3 +181,63 @@ fn a_new_policy_builds_tests_passes_its_scenarios_and_swaps_in() {
         Some(1.0)
     );
 }
+
+/// The same path in Python, as docs/policy-authoring.md ("In Python") writes it, its commands
+/// run as they are: `policy new --lang python` writes a project on the Python SDK of this
+/// checkout whose unit tests pass (`./build.sh test`, pytest), which builds with the
+/// componentize-py its build script pins (here from the venv `.ci/policy-toolchains` installs)
+/// and passes `policy test`: the conformance self-test and its two scenarios, the same as the
+/// Rust crate's.
+#[test]
+fn the_python_walk_through_of_the_guide_makes_a_policy_that_passes_its_scenarios() {
+    let guide = std::fs::read_to_string(workspace().join("docs/policy-authoring.md"))
+        .expect("read docs/policy-authoring.md");
+    let blocks = cubepod_tests::shell_blocks(&guide);
+    let walk: Vec<&String> = blocks
+        .iter()
+        .filter(|b| b.contains("policy new pool-cap --lang python"))
+        .collect();
+    assert_eq!(walk.len(), 1, "the guide's Python walk-through: {blocks:?}");
+
+    // A checkout-like directory whose `target/debug/cubepod-controller` is the binary under
+    // test, which is also `cubepod-controller` on PATH; the project goes beside it.
+    let dir = tempfile::tempdir().unwrap();
+    let checkout = dir.path().join("checkout");
+    std::fs::create_dir_all(checkout.join("target/debug")).unwrap();
+    std::os::unix::fs::symlink(binary(), checkout.join("target/debug/cubepod-controller")).unwrap();
+    let bin = binary()
+        .parent()
+        .expect("the binary's directory")
+        .to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = succeed(
+        Command::new("sh")
+            .args(["-ec", walk[0].as_str()])
+            .current_dir(&checkout)
+            .env("PATH", path)
+            .env(
+                "CUBEPOD_POLICY_VENV",
+                workspace().join("target/componentize-py"),
+            ),
+    );
+    let project = dir.path().join("pool-cap-py");
+    for file in [
+        "app.py",
+        "test_app.py",
+        "build.sh",
+        "scenarios/pool-cap.yaml",
+        ".github/workflows/policy.yml",
+    ] {
+        assert!(project.join(file).is_file(), "{file} missing:\n{out}");
+    }
+    assert!(out.contains("2 passed"), "the unit tests: {out}");
+    assert!(out.contains("policy pool-cap 0.1.0"), "{out}");
+    let passed = 2 + cubepod_host::scenario::conformance::cases().len();
+    assert!(
+        out.ends_with(&format!("{passed} passed, 0 failed\n")),
+        "{out}"
+    );
+}

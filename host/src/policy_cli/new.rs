@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{PolicyLang, PolicyNewArgs};
 
 mod js;
+mod python;
 
 /// The checkout this binary was built from: the default SDK, when it is still there.
 const BUILT_FROM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -82,6 +83,12 @@ pub enum NewError {
          subdirectory of a git repository; clone cubepod-controller and name it with --sdk-path"
     )]
     JsSdkGit,
+    #[error(
+        "--sdk-git does not work with --lang python: the project builds against a checkout's \
+         contract (wit/) and Python SDK (sdk/python); clone cubepod-controller and name it with \
+         --sdk-path"
+    )]
+    PythonSdkGit,
 }
 
 /// Where the new crate gets the SDK from.
@@ -198,17 +205,22 @@ pub(crate) fn run(
         .unwrap_or_else(|| PathBuf::from(&args.name));
     let written = match args.lang {
         PolicyLang::Rust => write_crate(&dir, &args.name, &sdk)?,
+        PolicyLang::Python => python::write_project(&dir, &args.name, &sdk)?,
         PolicyLang::Js => js::write_project(&dir, &args.name, &sdk)?,
     };
     writeln!(out, "created policy {} in {}:", args.name, dir.display())?;
     for path in &written {
         writeln!(out, "  {path}")?;
     }
-    if args.lang == PolicyLang::Js {
+    let next = match args.lang {
+        PolicyLang::Rust => None,
+        PolicyLang::Python => Some("./build.sh test && ./build.sh"),
+        PolicyLang::Js => Some("npm install && npm test && npm run build"),
+    };
+    if let Some(steps) = next {
         writeln!(
             out,
-            "next: cd {} && npm install && npm test && npm run build && \
-             cubepod-controller policy test target/{}.wasm scenarios",
+            "next: cd {} && {steps} && cubepod-controller policy test target/{}.wasm scenarios",
             dir.display(),
             args.name
         )?;
