@@ -258,6 +258,17 @@ pub(crate) fn write_crate(
     })
 }
 
+/// Makes the written `script` executable (0755), as a project's `./build.sh` is run.
+fn executable(script: &Path) -> Result<(), NewError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(script, std::fs::Permissions::from_mode(0o755)).map_err(|source| {
+        NewError::Io {
+            path: script.to_path_buf(),
+            source,
+        }
+    })
+}
+
 /// Writes `templates` into `dir` (created, or empty), each filled in by `fill`; returns the paths
 /// written.
 fn write_templates(

@@ -3,7 +3,6 @@
 //! Rust crate's), its unit tests, the same scenarios, a build script on the toolchain its
 //! package.json pins, and a CI workflow. The files are the templates of `new/js/`.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::{NewError, SdkSource, Template, write_templates};
@@ -77,13 +76,7 @@ pub(crate) fn write_project(
             .replace("__CONTROLLER_INSTALL__", &sdk.controller_install())
     })?;
     // The build script runs as `./build.sh` (and `npm run build`).
-    let script = dir.join("build.sh");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).map_err(
-        |source| NewError::Io {
-            path: script,
-            source,
-        },
-    )?;
+    super::executable(&dir.join("build.sh"))?;
     Ok(written)
 }
 

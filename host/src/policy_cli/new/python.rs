@@ -60,12 +60,7 @@ pub(crate) fn write_project(
             .replace("__CONTROLLER_INSTALL__", &sdk.controller_install())
     })?;
     // The build script runs as `./build.sh`.
-    let script = dir.join("build.sh");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(|source| NewError::Io {
-            path: script,
-            source,
-        })?;
+    super::executable(&dir.join("build.sh"))?;
     Ok(written)
 }
 
