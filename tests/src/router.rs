@@ -263,3 +263,39 @@ impl Connection {
         Ok((status, head, body))
     }
 }
+
+/// `curl` of `http://127.0.0.1:<port><path>` with `headers`: (status, body); status 0 when no
+/// HTTP answer came (the connection failed or was cut).
+pub fn curl(port: u16, headers: &[String], path: &str, timeout: Duration) -> (u16, String) {
+    let output = curl_command(port, headers, path, timeout)
+        .output()
+        .expect("run curl");
+    curl_answer(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The `curl` command of [`curl`], to run in the background; its output read by
+/// [`curl_answer`].
+pub fn curl_command(port: u16, headers: &[String], path: &str, timeout: Duration) -> Command {
+    let mut command = Command::new("curl");
+    command
+        .args([
+            "-s",
+            "-m",
+            &timeout.as_secs().to_string(),
+            "-w",
+            "\n%{http_code}",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    command.arg(format!("http://127.0.0.1:{port}{path}"));
+    command
+}
+
+/// (status, body) from the output of [`curl_command`].
+pub fn curl_answer(out: &str) -> (u16, String) {
+    let (body, code) = out.rsplit_once('\n').unwrap_or(("", out));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}

@@ -18,42 +18,20 @@ use cubepod_apiserver::serve::KubeconfigAuth;
 use cubepod_kube::Resource;
 use cubepod_kube::review::UserInfo;
 use cubepod_tests::convergence::{TOKEN, block, fake_server_with_namespaces};
+use cubepod_tests::router::{self, curl_answer};
 use cubepod_tests::{Controller, binary, free_port, seed_file};
 use serde_json::json;
 
 const NS: &str = "cubepod-workloads";
 const DOMAIN: &str = "sandboxes.localhost";
 
-/// `curl` of `http://127.0.0.1:<port>/` with `headers`: (status, body).
+/// `curl` of `http://127.0.0.1:<port>/hello` with `headers`: (status, body).
 fn curl(port: u16, headers: &[String], timeout: Duration) -> (u16, String) {
-    let output = curl_command(port, headers, timeout)
-        .output()
-        .expect("run curl");
-    parse(&String::from_utf8_lossy(&output.stdout))
+    router::curl(port, headers, "/hello", timeout)
 }
 
 fn curl_command(port: u16, headers: &[String], timeout: Duration) -> Command {
-    let mut command = Command::new("curl");
-    command
-        .args([
-            "-s",
-            "-m",
-            &timeout.as_secs().to_string(),
-            "-w",
-            "\n%{http_code}",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for header in headers {
-        command.args(["-H", header]);
-    }
-    command.arg(format!("http://127.0.0.1:{port}/hello"));
-    command
-}
-
-fn parse(out: &str) -> (u16, String) {
-    let (body, code) = out.rsplit_once('\n').unwrap_or(("", out));
-    (code.trim().parse().unwrap_or(0), body.to_owned())
+    router::curl_command(port, headers, "/hello", timeout)
 }
 
 fn host(port: u16, sandbox: &str, namespace: &str) -> String {
@@ -157,7 +135,7 @@ fn two_hundred_requests_to_an_idle_paused_sandbox_wake_it_once_and_all_get_its_a
         .into_iter()
         .map(|child| {
             let output = child.wait_with_output().expect("curl ends");
-            parse(&String::from_utf8_lossy(&output.stdout))
+            curl_answer(&String::from_utf8_lossy(&output.stdout))
         })
         .collect();
     for (status, body) in &answers {
@@ -272,7 +250,7 @@ fn requests_held_for_a_sandbox_deleted_meanwhile_are_answered_at_once() {
     );
     for child in children {
         let output = child.wait_with_output().expect("curl ends");
-        let (status, body) = parse(&String::from_utf8_lossy(&output.stdout));
+        let (status, body) = curl_answer(&String::from_utf8_lossy(&output.stdout));
         assert_eq!(status, 404, "{body}");
         assert_eq!(
             body.trim(),
@@ -406,5 +384,5 @@ fn curl_path(port: u16, path: &str) -> (u16, String) {
         .arg(format!("http://127.0.0.1:{port}{path}"))
         .output()
         .expect("run curl");
-    parse(&String::from_utf8_lossy(&output.stdout))
+    curl_answer(&String::from_utf8_lossy(&output.stdout))
 }

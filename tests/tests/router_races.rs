@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,7 +26,8 @@ use cubepod_policy_host::model::time;
 use cubepod_policy_sdk::names::API_VERSION;
 use cubepod_tests::convergence::TOKEN;
 use cubepod_tests::router::{
-    Connection, RouterProcess, answer_of, fake_api, host, sandbox_with_pod, serve_pod_ips,
+    Connection, RouterProcess, answer_of, curl, curl_answer, curl_command, fake_api, host,
+    sandbox_with_pod, serve_pod_ips,
 };
 use cubepod_tests::{Controller, binary, free_port};
 use hyper::Method;
@@ -41,39 +42,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("runtime")
-}
-
-/// `curl` of `http://127.0.0.1:<port><path>` with `headers`: (status, body); status 0 when no
-/// HTTP answer came (the connection failed or was cut).
-fn curl(port: u16, headers: &[String], path: &str, timeout: Duration) -> (u16, String) {
-    let output = curl_command(port, headers, path, timeout)
-        .output()
-        .expect("run curl");
-    parse(&String::from_utf8_lossy(&output.stdout))
-}
-
-fn curl_command(port: u16, headers: &[String], path: &str, timeout: Duration) -> Command {
-    let mut command = Command::new("curl");
-    command
-        .args([
-            "-s",
-            "-m",
-            &timeout.as_secs().to_string(),
-            "-w",
-            "\n%{http_code}",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for header in headers {
-        command.args(["-H", header]);
-    }
-    command.arg(format!("http://127.0.0.1:{port}{path}"));
-    command
-}
-
-fn parse(out: &str) -> (u16, String) {
-    let (body, code) = out.rsplit_once('\n').unwrap_or(("", out));
-    (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
 /// What one client connection saw: 200s with the right body per sandbox, and anything else.
@@ -398,7 +366,7 @@ fn a_router_killed_mid_wake_loses_no_answer_and_the_sandbox_finishes_waking_afte
     let killed = Instant::now();
     for child in held {
         let output = child.wait_with_output().expect("curl ends");
-        let (status, body) = parse(&String::from_utf8_lossy(&output.stdout));
+        let (status, body) = curl_answer(&String::from_utf8_lossy(&output.stdout));
         assert!(
             status == 0 || (status == 200 && body.starts_with(&answer(SLEEPY))),
             "a request held when the router was killed got {status} {body}"
