@@ -23,3 +23,6 @@ pub(crate) mod small_map;
 pub(crate) mod startup;
 pub(crate) mod undo;
 pub mod writer;
+
+/// Which share of a canary an object is on, for tests that need both shares filled.
+pub use policy::bucket as canary_bucket;

@@ -230,7 +230,7 @@ impl RolloutSwap<'_> {
 /// The percent bucket of an object: the first 8 bytes of the sha256 of its uid, as a big-endian
 /// u64, mod 100. The same uid always falls in the same bucket, so that an object on the
 /// candidate at weight w stays on it at every weight above w.
-pub(crate) fn bucket(uid: &str) -> u8 {
+pub fn bucket(uid: &str) -> u8 {
     (uid_hash(uid) % 100) as u8
 }
 
