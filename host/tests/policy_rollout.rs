@@ -826,7 +826,7 @@ fn split_uids() -> impl Iterator<Item = String> {
     let uid = |k: u64| format!("00000000-0000-4000-8000-{k:012x}");
     let mut next = 0u64;
     (0..).map(move |index: u64| {
-        let under = index % 2 == 0;
+        let under = index.is_multiple_of(2);
         loop {
             let candidate = uid(next);
             next += 1;

@@ -141,6 +141,10 @@ struct Tracked {
     conditions: Vec<Condition>,
     /// The status last written, and when.
     written: Option<(Value, i64)>,
+    /// Events of transitions the status does not show yet: posted once it does, so that a
+    /// controller starting over from an older status, which makes the transition again,
+    /// announces it once.
+    unposted: Vec<Event>,
 }
 
 impl Tracked {
@@ -182,7 +186,17 @@ impl Tracked {
             observed: None,
             conditions,
             written: None,
+            unposted: Vec::new(),
         }
+    }
+
+    /// An Event for a transition just made, posted once the status shows it.
+    fn announce(&mut self, kind: EventType, reason: &str, message: String) {
+        self.unposted.push(Event {
+            kind,
+            reason: reason.to_string(),
+            message,
+        });
     }
 
     fn condition(
@@ -539,15 +553,7 @@ impl RolloutController {
                     tracked.read_from = None;
                     tracked.phase = Phase::Refused;
                     tracked.condition("Admitted", false, "InvalidSpec", error.to_string(), now);
-                    self.event(
-                        name,
-                        &tracked,
-                        EventType::Warning,
-                        "RolloutRefused",
-                        error.to_string(),
-                        now,
-                    )
-                    .await;
+                    tracked.announce(EventType::Warning, "RolloutRefused", error.to_string());
                 }
             }
         }
@@ -604,15 +610,7 @@ impl RolloutController {
             return;
         }
         tracing::warn!(rollout = %name, path, reason = FILE_SOURCE_SET, "policy rollout refused: {message}");
-        self.event(
-            name,
-            tracked,
-            EventType::Warning,
-            "RolloutRefused",
-            message,
-            now,
-        )
-        .await;
+        tracked.announce(EventType::Warning, "RolloutRefused", message);
     }
 
     /// A rollout of another namespace: not acted on, and told so once (phase `Refused`,
@@ -672,8 +670,12 @@ impl RolloutController {
             return;
         }
         let at = ObjectRef::new(namespace, name);
-        self.event_on(&at, uid, EventType::Warning, "RolloutRefused", message, now)
-            .await;
+        let refused = Event {
+            kind: EventType::Warning,
+            reason: "RolloutRefused".to_string(),
+            message,
+        };
+        self.post(&at, uid, &[refused], now).await;
         self.elsewhere.insert(key, uid.to_string());
     }
 
@@ -747,15 +749,7 @@ impl RolloutController {
             return;
         }
         tracing::info!(rollout = %name, waits_for = %other, "{message}");
-        self.event(
-            name,
-            tracked,
-            EventType::Normal,
-            "RolloutWaiting",
-            message,
-            now,
-        )
-        .await;
+        tracked.announce(EventType::Normal, "RolloutWaiting", message);
     }
 
     /// One look at a rollout whose spec reads: a new module judged, or the canary moved on.
@@ -859,15 +853,7 @@ impl RolloutController {
             Err(why) => {
                 tracked.phase = Phase::Refused;
                 tracked.condition("Admitted", false, "ModuleUnreadable", why.clone(), now);
-                self.event(
-                    name,
-                    tracked,
-                    EventType::Warning,
-                    "RolloutRefused",
-                    why,
-                    now,
-                )
-                .await;
+                tracked.announce(EventType::Warning, "RolloutRefused", why);
                 return;
             }
         };
@@ -905,15 +891,7 @@ impl RolloutController {
                 tracing::warn!(rollout = %name, reason, "{message}");
                 tracked.phase = Phase::Refused;
                 tracked.condition("Admitted", false, &camel(reason), message.clone(), now);
-                self.event(
-                    name,
-                    tracked,
-                    EventType::Warning,
-                    "RolloutRefused",
-                    message,
-                    now,
-                )
-                .await;
+                tracked.announce(EventType::Warning, "RolloutRefused", message);
                 return;
             }
         };
@@ -1038,15 +1016,7 @@ impl RolloutController {
         self.manager.requeue_all();
         tracing::info!(rollout = %name, candidate = %next.digest, share, resumed, "shadow started");
         if !resumed {
-            self.event(
-                name,
-                tracked,
-                EventType::Normal,
-                "ShadowStarted",
-                message,
-                now,
-            )
-            .await;
+            tracked.announce(EventType::Normal, "ShadowStarted", message);
         }
     }
 
@@ -1089,15 +1059,7 @@ impl RolloutController {
         tracing::info!(rollout = %name, candidate = %next.digest, weight = tracked.weight, resumed, "canary started");
         if !resumed {
             let message = format!("{}@{} on {weight}% of sandboxes", next.name, next.version);
-            self.event(
-                name,
-                tracked,
-                EventType::Normal,
-                "CanaryStarted",
-                message,
-                now,
-            )
-            .await;
+            tracked.announce(EventType::Normal, "CanaryStarted", message);
         }
     }
 
@@ -1381,15 +1343,7 @@ impl RolloutController {
     ) {
         tracing::warn!(rollout = %name, gate, observed, "{message}");
         tracked.condition("Progressing", false, "GateBreached", message.clone(), now);
-        self.event(
-            name,
-            tracked,
-            EventType::Warning,
-            "RolledBack",
-            message,
-            now,
-        )
-        .await;
+        tracked.announce(EventType::Warning, "RolledBack", message);
     }
 
     /// `module` made the stable one for every object; the canary, if any, ends.
@@ -1429,8 +1383,7 @@ impl RolloutController {
         tracing::info!(rollout = %name, digest = %next.digest, "policy promoted");
         tracked.condition("Progressing", false, "Promoted", message.clone(), now);
         if !quiet {
-            self.event(name, tracked, EventType::Normal, "Promoted", message, now)
-                .await;
+            tracked.announce(EventType::Normal, "Promoted", message);
         }
     }
 
@@ -1450,46 +1403,19 @@ impl RolloutController {
         self.manager.requeue_all();
     }
 
-    async fn event(
-        &self,
-        name: &str,
-        tracked: &Tracked,
-        kind: EventType,
-        reason: &str,
-        message: String,
-        now: i64,
-    ) {
-        let at = ObjectRef::new(&self.namespace, name);
-        self.event_on(&at, &tracked.uid, kind, reason, message, now)
-            .await;
-    }
-
-    /// One Event on the rollout `at` (of `uid`), in its namespace.
-    async fn event_on(
-        &self,
-        at: &ObjectRef,
-        uid: &str,
-        kind: EventType,
-        reason: &str,
-        message: String,
-        now: i64,
-    ) {
+    /// Events on the rollout `at` (of `uid`), in its namespace.
+    async fn post(&self, at: &ObjectRef, uid: &str, events: &[Event], now: i64) {
         let writer = Writer {
             cluster: self.manager.cluster.as_ref(),
             cache: &self.manager.cache,
             events: &self.recorder,
-        };
-        let event = Event {
-            kind,
-            reason: reason.to_string(),
-            message,
         };
         writer
             .post_events(
                 Resource::PolicyRollout.kind(),
                 at,
                 uid,
-                &[event],
+                events,
                 Source::Controller,
                 true,
                 now,
@@ -1572,6 +1498,7 @@ impl RolloutController {
             before["gates"] = Value::Null;
             let only_gates = before == without_gates;
             if *written == status || (only_gates && now - at < REFRESH.as_secs() as i64) {
+                self.post_unposted(name, tracked, now).await;
                 return;
             }
         }
@@ -1582,11 +1509,29 @@ impl RolloutController {
             .patch_status(Resource::PolicyRollout, &self.namespace, name, patch)
             .await
         {
-            Ok(_) => tracked.written = Some((status, now)),
+            Ok(_) => {
+                tracked.written = Some((status, now));
+                self.post_unposted(name, tracked, now).await;
+            }
             Err(error) => {
                 tracing::warn!(rollout = %name, %error, "cannot write the rollout's status; retried")
             }
         }
+    }
+
+    /// The Events of the transitions the status written now shows.
+    async fn post_unposted(&self, name: &str, tracked: &mut Tracked, now: i64) {
+        if tracked.unposted.is_empty() {
+            return;
+        }
+        let events = std::mem::take(&mut tracked.unposted);
+        self.post(
+            &ObjectRef::new(&self.namespace, name),
+            &tracked.uid,
+            &events,
+            now,
+        )
+        .await;
     }
 }
 
