@@ -2,11 +2,12 @@
 //! `cubepod-controller router` processes against the fake API server, whose Pod IPs are on a
 //! loopback range and served at their own addresses by the simulated kubelet's stand-in
 //! (`MemoryCluster::serve_pod_ip`), so that a router in another process dials a Pod's IP
-//! directly, as in a cluster; and a keep-alive HTTP/1.1 client.
+//! directly, as in a cluster; and a keep-alive HTTP/1.1 or HTTP/2 client.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,8 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
 
 use crate::apiserver::{FakeApiServer, FakeOptions};
@@ -205,53 +206,84 @@ impl Drop for RouterProcess {
     }
 }
 
-/// One keep-alive HTTP/1.1 connection, its requests sent one after another.
+/// One keep-alive connection: HTTP/1.1, its requests sent one after another, or HTTP/2 (prior
+/// knowledge, as h2c), whose clones share it, a stream each.
+#[derive(Clone)]
 pub struct Connection {
-    sender: SendRequest<Empty<Bytes>>,
+    sender: Sender,
     token: String,
 }
 
+#[derive(Clone)]
+enum Sender {
+    Http1(Arc<tokio::sync::Mutex<http1::SendRequest<Empty<Bytes>>>>),
+    Http2(http2::SendRequest<Empty<Bytes>>),
+}
+
 impl Connection {
-    /// A connection whose requests carry the fake API server's token, [`TOKEN`].
+    /// An HTTP/1.1 connection whose requests carry the fake API server's token, [`TOKEN`].
     pub async fn open(addr: SocketAddr) -> Result<Connection> {
         Connection::open_with_token(addr, TOKEN).await
     }
 
-    /// A connection whose requests carry `token`.
+    /// An HTTP/1.1 connection whose requests carry `token`.
     pub async fn open_with_token(addr: SocketAddr, token: &str) -> Result<Connection> {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connecting to {addr}"))?;
-        let _ = stream.set_nodelay(true);
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let stream = connect(addr).await?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .context("the HTTP/1.1 handshake")?;
         tokio::spawn(connection);
         Ok(Connection {
-            sender,
+            sender: Sender::Http1(Arc::new(tokio::sync::Mutex::new(sender))),
             token: token.to_owned(),
         })
     }
 
-    /// `GET path` with `Host: host` and the connection's token: the status, and the time to the
-    /// response's head; the body is read whole.
+    /// An HTTP/2 connection (h2c, prior knowledge) whose requests carry [`TOKEN`].
+    pub async fn open_http2(addr: SocketAddr) -> Result<Connection> {
+        let stream = connect(addr).await?;
+        let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .context("the HTTP/2 handshake")?;
+        tokio::spawn(connection);
+        Ok(Connection {
+            sender: Sender::Http2(sender),
+            token: TOKEN.to_owned(),
+        })
+    }
+
+    /// `GET path` with `host` as its Host (HTTP/1.1) or authority (HTTP/2) and the
+    /// connection's token: the status, and the time to the response's head; the body is read
+    /// whole.
     pub async fn get(&mut self, host: &str, path: &str) -> Result<(u16, Duration, Bytes)> {
-        let request = Request::builder()
-            .uri(path)
-            .header(hyper::header::HOST, host)
+        let builder = match self.sender {
+            Sender::Http1(_) => Request::builder()
+                .uri(path)
+                .header(hyper::header::HOST, host),
+            Sender::Http2(_) => Request::builder().uri(format!("http://{host}{path}")),
+        };
+        let request = builder
             .header(
                 hyper::header::AUTHORIZATION,
                 format!("Bearer {}", self.token),
             )
             .body(Empty::new())
             .context("a request")?;
-        self.sender.ready().await.context("the connection closed")?;
-        let sent = Instant::now();
-        let response = self
-            .sender
-            .send_request(request)
-            .await
-            .context("no answer")?;
+        let sent;
+        let response = match &mut self.sender {
+            Sender::Http1(sender) => {
+                let mut sender = sender.lock().await;
+                sender.ready().await.context("the connection closed")?;
+                sent = Instant::now();
+                sender.send_request(request).await
+            }
+            Sender::Http2(sender) => {
+                sender.ready().await.context("the connection closed")?;
+                sent = Instant::now();
+                sender.send_request(request).await
+            }
+        }
+        .context("no answer")?;
         let head = sent.elapsed();
         let status = response.status().as_u16();
         let body = response
@@ -262,6 +294,14 @@ impl Connection {
             .to_bytes();
         Ok((status, head, body))
     }
+}
+
+async fn connect(addr: SocketAddr) -> Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 /// `curl` of `http://127.0.0.1:<port><path>` with `headers`: (status, body); status 0 when no

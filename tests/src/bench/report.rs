@@ -607,10 +607,24 @@ fn router_rows(results: &Results) -> Vec<Row> {
         return rows;
     };
     let runs = runs_note(router.proxied_per_second.len());
-    if let (Some(direct), Some(proxied)) = (router.direct(), router.proxied()) {
+    for (what, direct, proxied) in [
+        (
+            "HTTP/1.1 keep-alive (8 connections)",
+            router.direct(),
+            router.proxied(),
+        ),
+        (
+            "HTTP/2 h2c (8 streams on one connection)",
+            router.direct_h2(),
+            router.proxied_h2(),
+        ),
+    ] {
+        let (Some(direct), Some(proxied)) = (direct, proxied) else {
+            continue;
+        };
         let share = proxied / direct;
         rows.push(Row {
-            metric: "Router: requests/s through it, HTTP/1.1 keep-alive (8 connections)".to_string(),
+            metric: format!("Router: requests/s through it, {what}"),
             value: format!(
                 "{proxied:.0}/s, {:.0}% of the same client's {direct:.0}/s straight to the Pod ({runs})",
                 share * 100.0

@@ -2,8 +2,9 @@
 //! the fake API server, its Pods served on loopback at their own IPs by the simulated kubelet's
 //! stand-in (`crate::router`), and the embedded demo for the wake.
 //!
-//! - Requests/s of one closed-loop client (HTTP/1.1 keep-alive) straight to a Pod's stand-in,
-//!   and the same client through the router to the same stand-in.
+//! - Requests/s of one closed-loop client straight to a Pod's stand-in, and the same client
+//!   through the router to the same stand-in: HTTP/1.1 keep-alive over [`CONNECTIONS`]
+//!   connections, and HTTP/2 (h2c) with as many streams at once on one connection.
 //! - At [`PACED_RATE`] requests/s: the time to the response's head straight and through the
 //!   router; what the router adds is the difference of the p99s.
 //! - The wake in the embedded demo (`run --embedded --router-listen`): from a request to a
@@ -17,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use cubepod_apiserver::serve::KubeconfigAuth;
-use cubepod_kube::{Cluster, Resource};
+use cubepod_kube::rest::{ConnectionConfig, RestCluster, RestOptions};
+use cubepod_kube::{Cluster, Resource, Scope};
+use cubepod_policy_sdk::names::SANDBOX_LABEL;
 use serde_json::json;
 
 use super::process::{ControllerProcess, memory_of};
@@ -45,9 +48,12 @@ pub const MORE_ROUNDS: usize = 5;
 
 #[derive(Clone, Debug, Default)]
 pub struct RouterRun {
-    /// Closed-loop requests/s straight to the Pod's stand-in, and through the router.
+    /// Closed-loop requests/s straight to the Pod's stand-in, and through the router:
+    /// HTTP/1.1, then HTTP/2.
     pub direct_per_second: Vec<f64>,
     pub proxied_per_second: Vec<f64>,
+    pub direct_h2_per_second: Vec<f64>,
+    pub proxied_h2_per_second: Vec<f64>,
     /// At [`PACED_RATE`]: p50 and p99 of the time to the response's head, µs.
     pub direct_latency: Vec<(f64, f64)>,
     pub proxied_latency: Vec<(f64, f64)>,
@@ -71,6 +77,14 @@ impl RouterRun {
 
     pub fn proxied(&self) -> Option<f64> {
         median(&self.proxied_per_second)
+    }
+
+    pub fn direct_h2(&self) -> Option<f64> {
+        median(&self.direct_h2_per_second)
+    }
+
+    pub fn proxied_h2(&self) -> Option<f64> {
+        median(&self.proxied_h2_per_second)
     }
 
     /// The p99 the router adds at [`PACED_RATE`], µs (median over runs).
@@ -104,16 +118,30 @@ pub fn run(runtime: &tokio::runtime::Runtime, binary: &Path, runs: usize) -> Res
         let direct = SocketAddr::from((Ipv4Addr::new(127, 21, 0, 1), pod_port));
         let proxied = SocketAddr::from(([127, 0, 0, 1], router.port));
         for run in 0..runs {
-            let straight = runtime.block_on(closed_loop(direct, pod_port))?;
-            let through = runtime.block_on(closed_loop(proxied, pod_port))?;
-            say(format_args!(
-                "router run {}: {straight:.0} requests/s straight to the Pod, {through:.0} \
-                 through the router ({:.0}%)",
-                run + 1,
-                through / straight * 100.0
-            ));
-            result.direct_per_second.push(straight);
-            result.proxied_per_second.push(through);
+            for http2 in [false, true] {
+                let straight = runtime.block_on(closed_loop(direct, pod_port, http2))?;
+                let through = runtime.block_on(closed_loop(proxied, pod_port, http2))?;
+                say(format_args!(
+                    "router run {}, {}: {straight:.0} requests/s straight to the Pod, \
+                     {through:.0} through the router ({:.0}%)",
+                    run + 1,
+                    if http2 { "HTTP/2" } else { "HTTP/1.1" },
+                    through / straight * 100.0
+                ));
+                let (to_direct, to_proxied) = if http2 {
+                    (
+                        &mut result.direct_h2_per_second,
+                        &mut result.proxied_h2_per_second,
+                    )
+                } else {
+                    (
+                        &mut result.direct_per_second,
+                        &mut result.proxied_per_second,
+                    )
+                };
+                to_direct.push(straight);
+                to_proxied.push(through);
+            }
             let straight = p50_p99_micros(&runtime.block_on(paced(direct, pod_port))?);
             let through = p50_p99_micros(&runtime.block_on(paced(proxied, pod_port))?);
             say(format_args!(
@@ -143,18 +171,28 @@ pub fn run(runtime: &tokio::runtime::Runtime, binary: &Path, runs: usize) -> Res
     Ok(result)
 }
 
-/// Requests/s of [`CONNECTIONS`] keep-alive connections to `addr`, each sending its next
-/// request when the last is answered, over [`RUN`] after a second's warm-up; the Pod's port
-/// `pod_port`.
-async fn closed_loop(addr: SocketAddr, pod_port: u16) -> Result<f64> {
+/// Requests/s of a closed-loop client to `addr`, each of [`CONNECTIONS`] workers sending its
+/// next request when its last is answered, over [`RUN`] after a second's warm-up; the Pod's port
+/// `pod_port`. HTTP/1.1: a keep-alive connection per worker; HTTP/2: one connection, a stream
+/// per worker at a time.
+async fn closed_loop(addr: SocketAddr, pod_port: u16, http2: bool) -> Result<f64> {
     let target = host(pod_port, "bench", NS);
     let warm = Instant::now() + Duration::from_secs(1);
     let end = warm + RUN;
+    let shared = if http2 {
+        Some(Connection::open_http2(addr).await?)
+    } else {
+        None
+    };
     let mut tasks = Vec::new();
     for _ in 0..CONNECTIONS {
         let target = target.clone();
+        let shared = shared.clone();
         tasks.push(tokio::spawn(async move {
-            let mut connection = Connection::open(addr).await?;
+            let mut connection = match shared {
+                Some(connection) => connection,
+                None => Connection::open(addr).await?,
+            };
             let mut counted = 0u64;
             loop {
                 let (status, _, _) = connection.get(&target, "/bench").await?;
@@ -255,12 +293,17 @@ fn wakes(binary: &Path, runs: usize) -> Result<Vec<Duration>> {
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
         token,
     };
+    let cluster = RestCluster::new(
+        ConnectionConfig::from_kubeconfig_file(&kubeconfig).context("the embedded kubeconfig")?,
+        RestOptions::default(),
+    )
+    .context("a client of the embedded cluster")?;
     let mut wakes = Vec::new();
     for run in 0..runs {
         client.wait_paused(&controller, Duration::from_secs(60))?;
-        // The pause's Pod deletion under way when the phase says Paused: let it finish, so
-        // that the request meets a sandbox with no Pod.
-        std::thread::sleep(Duration::from_millis(500));
+        // A request that meets the paused sandbox's Pod before its deletion is answered by
+        // it (the wake cancels the pause): wait until it is gone, so that each run is a wake.
+        runtime.block_on(no_pod(&*cluster, "sleepy", Duration::from_secs(60)))?;
         let took = runtime.block_on(client.first_byte())?;
         if took < WAKE_POD_START {
             bail!(
@@ -281,6 +324,26 @@ fn wakes(binary: &Path, runs: usize) -> Result<Vec<Duration>> {
     }
     controller.stop(Duration::from_secs(10));
     Ok(wakes)
+}
+
+/// Waits until the sandbox `name` of [`NS`] has no Pod.
+async fn no_pod(cluster: &dyn Cluster, name: &str, timeout: Duration) -> Result<()> {
+    let scope = Scope {
+        resource: Resource::Pod,
+        namespace: NS.to_owned(),
+        label_selector: Some(format!("{SANDBOX_LABEL}={name}")),
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pods = cluster.list(&scope).await.context("listing the Pods")?;
+        if pods.items.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the paused sandbox's Pod was still there after {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 struct EmbeddedClient {
