@@ -299,10 +299,16 @@ fn wakes(binary: &Path, runs: usize) -> Result<Vec<Duration>> {
     )
     .context("a client of the embedded cluster")?;
     let mut wakes = Vec::new();
+    let mut last_pause = None;
     for run in 0..runs {
-        client.wait_paused(&controller, Duration::from_secs(60))?;
-        // A request that meets the paused sandbox's Pod before its deletion is answered by
-        // it (the wake cancels the pause): wait until it is gone, so that each run is a wake.
+        // A new idle pause of the sandbox, then its Pod gone: a request that met the Pod
+        // before its deletion would be answered by it (the wake cancels the pause).
+        last_pause = Some(runtime.block_on(idle_paused(
+            &*cluster,
+            "sleepy",
+            last_pause.as_deref(),
+            Duration::from_secs(60),
+        ))?);
         runtime.block_on(no_pod(&*cluster, "sleepy", Duration::from_secs(60)))?;
         let took = runtime.block_on(client.first_byte())?;
         if took < WAKE_POD_START {
@@ -324,6 +330,32 @@ fn wakes(binary: &Path, runs: usize) -> Result<Vec<Duration>> {
     }
     controller.stop(Duration::from_secs(10));
     Ok(wakes)
+}
+
+/// Waits until the sandbox `name` of [`NS`] is paused for idleness at another time than
+/// `before`; that time (`status.idlePausedAt`).
+async fn idle_paused(
+    cluster: &dyn Cluster,
+    name: &str,
+    before: Option<&str>,
+    timeout: Duration,
+) -> Result<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let sandbox = cluster
+            .get(Resource::Sandbox, NS, name)
+            .await
+            .with_context(|| format!("reading sandbox {name}"))?;
+        if let Some(at) = sandbox["status"]["idlePausedAt"].as_str()
+            && Some(at) != before
+        {
+            return Ok(at.to_owned());
+        }
+        if Instant::now() > deadline {
+            bail!("sandbox {name} was not paused for idleness within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until the sandbox `name` of [`NS`] has no Pod.
@@ -352,26 +384,6 @@ struct EmbeddedClient {
 }
 
 impl EmbeddedClient {
-    /// Waits until the controller counts the sandbox Running (`cubepod_paused_sandboxes` 0),
-    /// then paused again for idleness: so that a gauge not yet updated after the last wake is
-    /// not taken for the next pause.
-    fn wait_paused(&self, controller: &ControllerProcess, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut running = false;
-        loop {
-            let paused = controller.scrape()?.sum("cubepod_paused_sandboxes", &[]);
-            if paused < 1.0 {
-                running = true;
-            } else if running {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!("the sandbox was not paused for idleness within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// A request to the paused sandbox: the time to its response's head.
     async fn first_byte(&self) -> Result<Duration> {
         let mut connection = Connection::open_with_token(self.addr, &self.token).await?;
