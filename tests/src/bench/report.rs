@@ -635,14 +635,15 @@ fn language_rows(results: &Results) -> Vec<Row> {
             took(|a| mib(a.cold.peak_kib)),
         ) {
             let compiled = took(|a| a.compiled_bytes as f64).unwrap_or(f64::NAN);
+            let before = took(|a| mib(a.cold.before_kib)).unwrap_or(f64::NAN);
             rows.push(Row {
                 metric: format!(
                     "Default policy in {label}: admission with an empty compiled-module cache \
                      (compile, contract, describe, self-test)"
                 ),
                 value: format!(
-                    "{cold:.2} s, peak RSS {peak:.0} MiB ({:.0} MiB of native code cached), \
-                     {note}",
+                    "{cold:.2} s, peak RSS {peak:.0} MiB ({before:.0} MiB before the read; \
+                     {:.0} MiB of native code cached), {note}",
                     compiled / 1048576.0
                 ),
                 target: "—".to_string(),
