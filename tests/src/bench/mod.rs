@@ -1004,6 +1004,17 @@ mod tests {
     }
 
     #[test]
+    fn only_languages_picks_the_languages_scenario_alone() {
+        let options = parse(&["--only", "languages"])
+            .expect("parses")
+            .expect("not help");
+        assert!(options.wants("languages"));
+        assert!(!options.wants("decision") && !options.wants("create"));
+        let err = parse(&["--only", "language"]).unwrap_err().to_string();
+        assert!(err.contains("no scenario \"language\""), "{err}");
+    }
+
+    #[test]
     fn claim_rate_paces_runs_beside_the_bursts_and_zero_turns_them_off() {
         let rate = |args: &[&str]| parse(args).map(|o| o.and_then(|o| o.claim_rate));
         assert_eq!(rate(&[]).expect("parses"), Some(1_000.0));
