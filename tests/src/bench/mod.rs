@@ -15,6 +15,7 @@ pub mod client;
 pub mod create;
 pub mod decision;
 pub mod instant;
+pub mod languages;
 pub mod process;
 pub mod report;
 pub mod rollout;
@@ -136,7 +137,7 @@ pub struct Options {
     /// More flags for the controller in the sandboxes/s runs (`--controller-arg=--concurrency=32`).
     pub controller_args: Vec<String>,
     /// Only these scenarios (`capacity`, `create`, `instructions`, `rss`, `ticks`,
-    /// `decision`, `swap`); all when empty.
+    /// `decision`, `swap`, `languages`...: [`SCENARIOS`]); all when empty.
     pub only: Vec<String>,
     /// N of the instruction counts (the controller under callgrind, one run per protocol).
     pub instruction_sizes: Vec<usize>,
@@ -149,10 +150,11 @@ pub struct Options {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 10] = [
+pub const SCENARIOS: [&str; 11] = [
     "capacity",
     "decision",
     "swap",
+    "languages",
     "create",
     "claims",
     "rollout",
@@ -212,7 +214,7 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
                      [--only capacity,create,claims,rollout,instructions,rss,ticks,
-                             decision,swap,router]
+                             decision,swap,languages,router]
                      [--token-bytes 1024] [--controller-arg ARG]...
 
   --quick          small and fast: N = 1,000 only, claims at N = 300, one run, fewer
@@ -240,8 +242,11 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --callgrind-keep keep the callgrind dumps in DIR/<protocol>-<N>/ (for callgrind_annotate)
   --trim-probe     RSS runs: also read RSS after gdb calls mi_collect(true) in the controller
   --only           only these scenarios: capacity,create,claims,rollout,instructions,rss,
-                   ticks,decision,swap,router (the sandbox router: requests/s and latency
-                   straight and through it, the wake in the embedded demo, its RSS)
+                   ticks,decision,swap,languages,router (languages: the default policy built
+                   from the Rust, Python and JavaScript SDKs: component size, admission cold
+                   and from the compiled cache with peak RSS, per-call time against Rust's;
+                   router: requests/s and latency straight and through the sandbox router,
+                   the wake in the embedded demo, its RSS)
   --token-bytes    the controller's bearer token in the sandboxes/s and instruction runs: this
                    many bytes, JWT-shaped (a projected ServiceAccount token is about 1024),
                    instead of the default 28
@@ -482,6 +487,8 @@ pub struct Results {
     pub component_bytes: usize,
     /// The sandbox router's figures.
     pub router: Option<router::RouterRun>,
+    /// The default policy in each language.
+    pub languages: Vec<languages::LanguageRun>,
 }
 
 /// The fake API server's raw capacity: Secrets POSTed over HTTP/2 with TLS, 64 streams in
@@ -677,6 +684,12 @@ pub fn run(options: &Options) -> Result<Results> {
     if options.wants("swap") {
         results.swaps = runtime.block_on(swap::run(options.swaps))?;
         results.compile = swap::compile_only(options.swaps)?;
+    }
+    if options.wants("languages") {
+        // A tenth of the Rust decision's calls: a Python or JavaScript call is some twenty
+        // times as long.
+        let calls = (options.decision_runs / 10).max(20);
+        results.languages = languages::run(options.runs, calls, runtime.handle().clone())?;
     }
 
     let largest = options.sizes.iter().copied().max();
@@ -988,6 +1001,17 @@ mod tests {
         assert_eq!(inline.token().len(), 64);
         assert!(parse(&["--token-bytes", "0"]).is_err());
         assert!(parse(&["--token-bytes", "many"]).is_err());
+    }
+
+    #[test]
+    fn only_languages_picks_the_languages_scenario_alone() {
+        let options = parse(&["--only", "languages"])
+            .expect("parses")
+            .expect("not help");
+        assert!(options.wants("languages"));
+        assert!(!options.wants("decision") && !options.wants("create"));
+        let err = parse(&["--only", "language"]).unwrap_err().to_string();
+        assert!(err.contains("no scenario \"language\""), "{err}");
     }
 
     #[test]

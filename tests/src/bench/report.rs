@@ -583,6 +583,7 @@ pub fn rows(results: &Results) -> Vec<Row> {
         }
     }
     rows.extend(router_rows(results));
+    rows.extend(language_rows(results));
     if results.component_bytes > 0 {
         let kib = results.component_bytes as f64 / 1024.0;
         rows.push(Row {
@@ -594,6 +595,110 @@ pub fn rows(results: &Results) -> Vec<Row> {
             target: format!("< {TARGET_COMPONENT_KIB:.0} KiB"),
             verdict: at_most(kib, TARGET_COMPONENT_KIB, " KiB", 1),
         });
+    }
+    rows
+}
+
+/// The default policy in each language: size, admission cold and from the compiled cache,
+/// per-call time against the Rust default's.
+fn language_rows(results: &Results) -> Vec<Row> {
+    use super::languages::{AdmissionRun, TARGET_CACHED_ADMISSION_SECONDS};
+    let mut rows = Vec::new();
+    // The median over the rounds of each round's p50, by case.
+    let p50 = |run: &super::languages::LanguageRun, label: &str| {
+        let values: Vec<f64> = run
+            .decisions
+            .iter()
+            .filter_map(|round| round.iter().find(|c| c.label == label))
+            .map(|c| p50_p99_micros(&c.wasm).0)
+            .collect();
+        median(&values)
+    };
+    let rust = results.languages.first();
+    for run in &results.languages {
+        let label = run.language.label;
+        let note = runs_note(run.admissions.len());
+        rows.push(Row {
+            metric: format!("Default policy in {label}: component size, plain and gzipped"),
+            value: format!(
+                "{:.2} MiB ({} bytes), gzipped {:.2} MiB",
+                run.bytes as f64 / 1048576.0,
+                thousands(run.bytes),
+                run.gzipped as f64 / 1048576.0
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
+        });
+        let took = |pick: fn(&AdmissionRun) -> f64| median_of(&run.admissions, pick);
+        if let (Some(cold), Some(peak)) = (
+            took(|a| a.cold.took.as_secs_f64()),
+            took(|a| mib(a.cold.peak_kib)),
+        ) {
+            let compiled = took(|a| a.compiled_bytes as f64).unwrap_or(f64::NAN);
+            let before = took(|a| mib(a.cold.before_kib)).unwrap_or(f64::NAN);
+            rows.push(Row {
+                metric: format!(
+                    "Default policy in {label}: admission with an empty compiled-module cache \
+                     (compile, contract, describe, self-test)"
+                ),
+                value: format!(
+                    "{cold:.2} s, peak RSS {peak:.0} MiB ({before:.0} MiB before the read; \
+                     {:.0} MiB of native code cached), {note}",
+                    compiled / 1048576.0
+                ),
+                target: "—".to_string(),
+                verdict: String::new(),
+            });
+        }
+        if let (Some(cached), Some(peak)) = (
+            took(|a| a.cached.took.as_secs_f64()),
+            took(|a| mib(a.cached.peak_kib)),
+        ) {
+            let load = took(|a| a.cached.load.as_secs_f64()).unwrap_or(f64::NAN);
+            let misses = run.admissions.iter().filter(|a| !a.hit).count();
+            let hits = if misses == 0 {
+                "the cache hit every time".to_string()
+            } else {
+                format!("**compiled again {misses} times**: no cache hit")
+            };
+            rows.push(Row {
+                metric: format!(
+                    "Default policy in {label}: admission from the compiled-module cache \
+                     (a second replica, a restart)"
+                ),
+                value: format!(
+                    "{cached:.2} s ({load:.2} s of it the load: the cached code, the contract \
+                     check, describe; the rest the file's read and the self-test), peak RSS \
+                     {peak:.0} MiB, {hits}, {note}"
+                ),
+                target: format!("≤ {TARGET_CACHED_ADMISSION_SECONDS} s"),
+                verdict: at_most(cached, TARGET_CACHED_ADMISSION_SECONDS + 1e-9, " s", 2),
+            });
+        }
+        let cases = run.decisions.first().into_iter().flatten();
+        for case in cases {
+            let Some(own) = p50(run, case.label) else {
+                continue;
+            };
+            let ratio = rust.and_then(|r| p50(r, case.label)).map(|r| own / r);
+            let is_rust = rust.is_some_and(|r| std::ptr::eq(r, run));
+            let target = run.language.call_ratio_target.filter(|_| !is_rust);
+            rows.push(Row {
+                metric: format!(
+                    "Default policy in {label}: reconcile decision p50, {} ({} kube-client calls)",
+                    case.label, case.calls
+                ),
+                value: match ratio.filter(|_| !is_rust) {
+                    Some(ratio) => format!("{own:.1} µs, {ratio:.1}× the Rust default's"),
+                    None => format!("{own:.1} µs"),
+                },
+                target: target.map_or("—".to_string(), |t| format!("≤ {t:.0}× Rust's")),
+                verdict: match (target, ratio) {
+                    (Some(t), Some(ratio)) => at_most(ratio, t + 1e-9, "×", 1),
+                    _ => String::new(),
+                },
+            });
+        }
     }
     rows
 }
@@ -1511,6 +1616,20 @@ module, and until the first Sandbox reconcile after it (the swap requeues every 
 module's decision, has ended (the first swap is a warm-up). `cargo bench -p cubepod-tests --bench swap` is the \
 same measurement.
 - **Component size**: the default policy component embedded in the binary.
+- **Languages** (`--only languages`, `tests/src/bench/languages.rs`): the default policy built \
+from each SDK, every build deciding as the Rust default does (`host/tests/differential.rs`): Rust \
+(the component embedded in the binary), Python (`sdk/python/examples/default`, componentize-py \
+0.25.1), JavaScript (`sdk/js/default`, componentize-js 0.23.0 with StarlingMonkey, and \
+componentize-qjs 0.4.5 with QuickJS), built by `.ci/policy-examples build`. Size: the component's \
+bytes, and gzipped at level 9 (what a ConfigMap's `binaryData` or an image layer carries). \
+Admission: in a process of its own (`cubepod-bench admit-once`), what a replica runs before it \
+serves a module: the file read, the compile, the contract check, `describe` and the conformance \
+self-test, timed from the read to the verdict, with the process's peak RSS (VmHWM); once with an \
+empty `--cache-dir`, then again with the cache that run filled, as a second replica or a restart \
+finds it. The cached run must load the entry the cold one wrote (the same file, not replaced by a \
+compile), or its row says it compiled again. Per call: `reconcile-sandbox` on a converged resync \
+and on a new sandbox, a fresh Store per call, as the Decision row takes it (a tenth of its calls), \
+on the module the engine loaded from that cache; the ratio is each p50 over the Rust default's.
 - **Router** (`--only router`, `tests/src/bench/router.rs`): the real `cubepod-controller \
 router` against the fake, its Pods' IPs on a loopback range, each served at its own address by \
 the simulated kubelet's stand-in (a one-line HTTP/1.1 answer). Requests/s: 8 keep-alive \

@@ -9,7 +9,18 @@ use std::process::ExitCode;
 use cubepod_tests::bench::{self, Options, report};
 
 fn main() -> ExitCode {
-    let options = match Options::parse(std::env::args().skip(1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // The languages scenario's child: one admission in a process of its own.
+    if args.first().map(String::as_str) == Some(bench::languages::ADMIT_ONCE) {
+        return match bench::languages::admit_once(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("cubepod-bench: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let options = match Options::parse(args) {
         Ok(Some(options)) => options,
         Ok(None) => {
             print!("{}", bench::USAGE);
