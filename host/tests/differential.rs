@@ -17,7 +17,7 @@ use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::{Carried, Clock, Settings, Tokens};
+use cubepod_host::controller::reconcile::{Carried, Clock, Settings, Tokens};
 use cubepod_host::controller::reflector;
 use cubepod_host::metrics::Metrics;
 use cubepod_host::scenario::format::{self, Action, ReapTarget, Scenario};

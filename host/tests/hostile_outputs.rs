@@ -15,7 +15,7 @@ use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::{Carried, Clock, Settings};
+use cubepod_host::controller::reconcile::{Carried, Clock, Settings};
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{Cluster, Resource, WatchEventType};
 use cubepod_policy_host::model::ObjectRef;

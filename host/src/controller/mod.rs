@@ -15,7 +15,7 @@ mod object_bound;
 pub(crate) mod policy;
 pub mod policy_watch;
 pub mod queue;
-pub mod reconciler;
+pub mod reconcile;
 pub mod reflector;
 pub mod rollout;
 pub(crate) mod shadow;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::cache::Cache;
 use super::events::type_name;
-use super::reconciler::describe_kube_error;
+use super::reconcile::describe_kube_error;
 use crate::metrics::Metrics;
 use crate::scenario::diff;
 use cubepod_kube::{Discarding, Resource};

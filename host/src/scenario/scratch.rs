@@ -14,7 +14,7 @@ use tokio::runtime::Handle;
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
 use crate::controller::cache::Cache;
 use crate::controller::policy::PolicySlot;
-use crate::controller::reconciler::{
+use crate::controller::reconcile::{
     Carried, Clock, IMMEDIATE_PASSES, ReconcileError, Reconciler, Settings, Tokens,
 };
 use crate::controller::reflector;
@@ -26,7 +26,7 @@ use cubepod_policy_host::containment::Refusal;
 use cubepod_policy_host::model::{ObjectRef, children, names};
 use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 
-pub(crate) use crate::controller::reconciler::describe_kube_error as kube_error;
+pub(crate) use crate::controller::reconcile::describe_kube_error as kube_error;
 
 /// The credential handed to the policy: fixed, so that manifests are the same on every run.
 pub const FRESH_TOKEN: &str = "scenario-token";
