@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::action::describe_kube_error;
 use super::cache::Cache;
 use super::events::type_name;
-use super::reconcile::describe_kube_error;
 use crate::metrics::Metrics;
 use crate::scenario::diff;
 use cubepod_kube::{Discarding, Resource};

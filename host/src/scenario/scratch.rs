@@ -26,7 +26,7 @@ use cubepod_policy_host::containment::Refusal;
 use cubepod_policy_host::model::{ObjectRef, children, names};
 use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 
-pub(crate) use crate::controller::reconcile::describe_kube_error as kube_error;
+pub(crate) use crate::controller::action::describe_kube_error as kube_error;
 
 /// The credential handed to the policy: fixed, so that manifests are the same on every run.
 pub const FRESH_TOKEN: &str = "scenario-token";
