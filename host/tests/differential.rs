@@ -17,7 +17,7 @@ use cubepod_host::controller::cache::Cache;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconcile::{Carried, Clock, Settings, Tokens};
+use cubepod_host::controller::reconcile::{Clock, Settings, Tokens};
 use cubepod_host::controller::reflector;
 use cubepod_host::metrics::Metrics;
 use cubepod_host::scenario::format::{self, Action, ReapTarget, Scenario};
@@ -378,8 +378,9 @@ async fn through_the_manager(module: &PolicyModule, scenario: &Scenario) -> Vec<
             Action::Reap(ReapTarget::Only(names)) => {
                 let _ = manager
                     .reconciler
-                    .reap(namespace, Some(names), &mut Carried::default())
-                    .await;
+                    .reap(namespace, Some(names))
+                    .await
+                    .outcome;
             }
             user => {
                 let _ = scratch::user_step(&cluster, namespace, user).await;

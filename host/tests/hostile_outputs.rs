@@ -197,14 +197,13 @@ async fn a_refused_claim_adopts_nothing_and_counts_under_its_rule() {
 async fn a_requeue_of_zero_seconds_waits_one_second() {
     let c = controller();
     let target = c.sandbox("requeue-zero").await;
-    let mut report = Carried::default();
-    let action = c
-        .manager
-        .reconciler
-        .sandbox(&target, &mut report)
-        .await
-        .expect("the reconcile succeeds");
-    assert_eq!(report.requeue_after_seconds, Some(0), "the policy's answer");
+    let pass = c.manager.reconciler.sandbox(&target).await;
+    let action = pass.outcome.expect("the reconcile succeeds");
+    assert_eq!(
+        pass.carried.requeue_after_seconds,
+        Some(0),
+        "the policy's answer"
+    );
     assert_eq!(
         action.requeue_after,
         Some(Duration::from_secs(1)),
@@ -244,14 +243,14 @@ async fn a_churning_policy_is_held_to_its_sandboxes_write_rate_and_told_once() {
         if deferred >= 3 {
             break;
         }
-        let mut report = Carried::default();
-        let result = c.manager.reconciler.sandbox(&target, &mut report).await;
-        let (s, d) = sent_and_deferred(&report);
+        let pass = c.manager.reconciler.sandbox(&target).await;
+        let (s, d) = sent_and_deferred(&pass.carried);
         sent += s;
         deferred += d;
         if d > 0 {
             // Asked back once the rate allows a 500 KiB write: half a minute, not at once.
-            let retry = result
+            let retry = pass
+                .outcome
                 .err()
                 .and_then(|e| e.retry_after())
                 .expect("the policy's error asks for the delay");
@@ -301,11 +300,11 @@ async fn a_policy_churning_events_gets_its_objects_burst_and_is_told_once() {
     let target = c.sandbox("event-churn").await;
     let passes = 40;
     for _ in 0..passes {
-        let mut report = Carried::default();
         c.manager
             .reconciler
-            .sandbox(&target, &mut report)
+            .sandbox(&target)
             .await
+            .outcome
             .expect("the reconcile succeeds");
         // A new second for each pass: a new reason, so no two aggregate.
         c.manager

@@ -15,7 +15,7 @@ pub use super::policy::PolicySource;
 use super::policy::{Outcome, PolicySlot};
 use super::queue::{Backoff, WorkKey, WorkQueue};
 pub(crate) use super::reconcile::ReconcileError;
-use super::reconcile::{Action, Carried, IMMEDIATE_PASSES, Reconciler, Settings};
+use super::reconcile::{Action, IMMEDIATE_PASSES, Pass, Reconciler, Settings};
 use super::reflector::{self, Reflector};
 use crate::metrics::Metrics;
 use cubepod_kube::Cluster;
@@ -375,10 +375,10 @@ impl ControllerManager {
         let started = Instant::now();
         let mut marked = Vec::new();
         for namespace in &self.config.namespaces {
-            let mut report = Carried::default();
-            self.reconciler.reap(namespace, None, &mut report).await?;
+            let pass = self.reconciler.reap(namespace, None).await;
+            pass.outcome?;
             marked.extend(
-                report
+                pass.carried
                     .reaped
                     .into_iter()
                     .map(|name| ObjectRef::new(namespace, name)),
@@ -404,14 +404,10 @@ impl ControllerManager {
     }
 
     /// One reconcile of the object `key` names.
-    async fn reconcile(
-        &self,
-        key: &WorkKey,
-        report: &mut Carried,
-    ) -> Result<Action, ReconcileError> {
+    async fn reconcile(&self, key: &WorkKey) -> Pass {
         match key {
-            WorkKey::Sandbox(target) => self.reconciler.sandbox(target, report).await,
-            WorkKey::Pool(target) => self.reconciler.pool(target, report).await,
+            WorkKey::Sandbox(target) => self.reconciler.sandbox(target).await,
+            WorkKey::Pool(target) => self.reconciler.pool(target).await,
         }
     }
 
@@ -452,7 +448,6 @@ impl ControllerManager {
         let runtime = &self.metrics.controller;
         let active = runtime.active_workers.with_label_values(&[controller]);
         active.inc();
-        let mut report = Carried::default();
         // During a canary the object's module is picked once, here, by its uid.
         let canary = self.policy.canary();
         let picked = canary
@@ -461,12 +456,15 @@ impl ControllerManager {
             .map(|uid| (self.policy.pick(&uid), uid));
         // A reconcile's future is large (tens of KiB), and a move copies all of it: it is
         // awaited where it is made, and boxed (one copy) only under a canary's scope.
-        let outcome = match &picked {
+        let Pass {
+            outcome,
+            carried: report,
+        } = match &picked {
             Some(((module, _), _)) => {
-                let work = Box::pin(self.reconcile(&key, &mut report));
+                let work = Box::pin(self.reconcile(&key));
                 PolicySlot::scope(module.clone(), work).await
             }
-            None => self.reconcile(&key, &mut report).await,
+            None => self.reconcile(&key).await,
         };
         if let (Some(canary), Some(((_, on), uid))) = (&canary, &picked) {
             let counted = Outcome::of(&outcome, report.ready_seconds);

@@ -146,12 +146,8 @@ pub struct Carried {
     /// The policy's `kube-client` calls, in order, refused ones included.
     pub calls: Vec<KubeCall>,
     /// The returned status as the controller writes it (the `status` of the patch), when
-    /// [`Self::record_status`] asks for it.
+    /// [`Reconciler::record_status`] asks for it.
     pub(crate) status: Option<Value>,
-    /// Whether to keep `status`: `policy test` reports it, the control loop reads nothing of
-    /// it and so skips the copy (a status is some thirty allocations, copied and dropped at
-    /// every reconcile).
-    pub(crate) record_status: bool,
     /// Reasons of the Events the policy asked for.
     pub(crate) events: Vec<String>,
     /// The policy's own `requeue-after-seconds`.
@@ -176,16 +172,40 @@ pub struct Carried {
     pub(crate) progress: Option<Progress>,
 }
 
-impl Carried {
-    fn skipped(&mut self, why: impl Into<String>) {
-        self.skipped = Some(why.into());
+/// How one pass ended: what the loop does with its key next ([`Action`]; a reaper pass ends
+/// in `()`), or why it failed, beside what it did up to there (`policy test` reports both).
+#[derive(Debug)]
+#[must_use = "a pass's outcome says what to do with its key, or why it failed"]
+pub struct Pass<T = Action> {
+    /// What the loop does next, or why the pass failed.
+    pub outcome: Result<T, ReconcileError>,
+    /// What the pass did, up to its error if it failed.
+    pub carried: Carried,
+}
+
+impl<T> Pass<T> {
+    /// A pass that did what `carried` says and ended in `outcome`.
+    fn new(carried: Carried, outcome: Result<T, ReconcileError>) -> Self {
+        Self { outcome, carried }
     }
 
-    /// Keeps the `status` written, if asked to: `status` makes it, only then.
-    fn status_of(&mut self, status: impl FnOnce() -> Value) {
-        if self.record_status {
-            self.status = Some(status());
-        }
+    /// A pass that failed before it did anything.
+    fn failed(error: ReconcileError) -> Self {
+        Self::new(Carried::default(), Err(error))
+    }
+
+    /// A pass that did not hand the object to the policy, and why.
+    fn skipped(why: impl Into<String>, then: T) -> Self {
+        let carried = Carried {
+            skipped: Some(why.into()),
+            ..Carried::default()
+        };
+        Self::new(carried, Ok(then))
+    }
+
+    /// The same pass, its success mapped by `next`.
+    fn map<U>(self, next: impl FnOnce(T) -> U) -> Pass<U> {
+        Pass::new(self.carried, self.outcome.map(next))
     }
 }
 
@@ -206,6 +226,10 @@ pub struct Reconciler {
     events: Arc<Recorder>,
     /// Where the policy's Events go when they are written after the reconcile.
     event_queue: Option<EventQueue>,
+    /// Whether a pass keeps the status it wrote in its [`Carried`]: `policy test` reports
+    /// it, the control loop reads nothing of it and so skips the copy (a status is some thirty
+    /// allocations, copied and dropped at every reconcile).
+    pub(crate) record_status: bool,
 }
 
 impl Reconciler {
@@ -247,6 +271,7 @@ impl Reconciler {
             claims: Claims::default(),
             events,
             event_queue,
+            record_status: false,
             cluster,
             cache,
             policy,
@@ -296,17 +321,18 @@ impl Reconciler {
         }
     }
 
-    /// A pass's result, a failure of the policy's first said on its object.
-    async fn reported(
-        &self,
-        resource: Resource,
-        target: &ObjectRef,
-        result: Result<Action, ReconcileError>,
-    ) -> Result<Action, ReconcileError> {
-        if let Err(error) = &result {
+    /// A pass, a failure of the policy's first said on its object.
+    async fn reported(&self, resource: Resource, target: &ObjectRef, pass: Pass) -> Pass {
+        if let Err(error) = &pass.outcome {
             self.report_policy_failure(resource, target, error).await;
         }
-        result
+        pass
+    }
+
+    /// The `status` written, kept if [`Self::record_status`] asks for it: `status` makes it,
+    /// only then.
+    fn status_of(&self, status: impl FnOnce() -> Value) -> Option<Value> {
+        self.record_status.then(status)
     }
 
     /// A copy of `input` for a rollout's shadowed candidate, when one runs, this reconcile is

@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::report::clear_policy_failure;
-use super::{Carried, Reconciler};
+use super::{Carried, Pass, Reconciler};
 use crate::controller::action::{Action, ReconcileError, api};
+use crate::controller::cache::PoolObject;
 use crate::controller::inputs;
 use crate::controller::policy::Export;
 use cubepod_kube::{ApiErrorKind, Resource};
@@ -18,39 +19,43 @@ use cubepod_policy_host::model::{ObjectRef, Unreadable, pool};
 impl Reconciler {
     /// Reconciles one PodWarmPool: `reconcile-pool`, then its creates and deletes of members
     /// and its status. A failure of the policy's is said on the pool, as on a Sandbox.
-    pub(crate) async fn pool(
-        &self,
-        target: &ObjectRef,
-        report: &mut Carried,
-    ) -> Result<Action, ReconcileError> {
-        let result = self.pool_pass(target, report).await;
-        self.reported(Resource::PodWarmPool, target, result).await
+    pub(crate) async fn pool(&self, target: &ObjectRef) -> Pass {
+        let pass = self.pool_pass(target).await;
+        self.reported(Resource::PodWarmPool, target, pass).await
     }
 
-    pub(super) async fn pool_pass(
-        &self,
-        target: &ObjectRef,
-        report: &mut Carried,
-    ) -> Result<Action, ReconcileError> {
+    /// One pass over a pool, step by step: gone or unreadable, a template past the operator's
+    /// bounds, claims being served from it, then the policy's call.
+    pub(super) async fn pool_pass(&self, target: &ObjectRef) -> Pass {
         let Some(object) = self.cache.pool(target) else {
             self.surfaced.forget(target);
             let unreadable = self.cache.unreadable_pool(target);
-            self.missing(Resource::PodWarmPool, target, unreadable, report)
-                .await?;
-            return Ok(Action::await_change());
+            return self
+                .missing(Resource::PodWarmPool, target, unreadable)
+                .await
+                .map(|()| Action::await_change());
         };
         if let Some(bad) = self.refused_pool(&object) {
             // A template the operator does not allow: said in the status, and no member is
             // made from it.
-            self.report_unreadable(Resource::PodWarmPool, target, &bad, report)
-                .await?;
-            return Ok(Action::await_change());
+            return self
+                .report_unreadable(Resource::PodWarmPool, target, &bad)
+                .await
+                .map(|()| Action::await_change());
         }
         if let Some(wait) = self.claims.refill_waits(&self.cache, target) {
             // Claims of this pool are being served from its ready members: its refill starts
             // Pods, which would slow them; it runs once they are served.
-            return Ok(Action::requeue(wait));
+            return Pass::new(Carried::default(), Ok(Action::requeue(wait)));
         }
+        self.reconcile_pool(target, &object).await
+    }
+
+    /// `reconcile-pool` and what it returned: its output admitted whole, then carried out (the
+    /// members it creates and deletes, its Events and its status).
+    pub(super) async fn reconcile_pool(&self, target: &ObjectRef, object: &PoolObject) -> Pass {
+        let mut carried = Carried::default();
+        let outcome = async {
         let now = self.settings.clock.now();
         let input = inputs::pool_input(
             &self.cache,
@@ -59,7 +64,7 @@ impl Reconciler {
             self.settings.max_pool_replicas,
         );
         let shadowed = self.shadowed(Export::ReconcilePool, &input);
-        report.export = Some(Export::ReconcilePool);
+        carried.export = Some(Export::ReconcilePool);
         let call = self
             .call_guest("reconcile-pool", async move |module, context| {
                 module.reconcile_pool_async(context, input).await
@@ -69,12 +74,12 @@ impl Reconciler {
             let (object, value) = (target.to_string(), call.value.clone());
             tokio::spawn(async move { shadow.reconcile_pool(object, input, value).await });
         }
-        report.calls = call.calls;
+        carried.calls = call.calls;
         let mut out = call.value.map_err(ReconcileError::Guest)?;
         clear_policy_failure(&mut out.status.conditions);
-        report.events = out.events.iter().map(|e| e.reason.clone()).collect();
-        report.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
-        report.pool_delete = out.delete.clone();
+        carried.events = out.events.iter().map(|e| e.reason.clone()).collect();
+        carried.pool_create = out.create.iter().map(|m| m.name.clone()).collect();
+        carried.pool_delete = out.delete.clone();
         let members = self.cache.pool_members(target);
         let admitted = self.admit_pool_output(&object.pool, &members, &out);
         let (patch, creates) = self
@@ -87,7 +92,7 @@ impl Reconciler {
                 now,
             )
             .await?;
-        report.status_of(|| patch["status"].clone());
+        carried.status = self.status_of(|| patch["status"].clone());
         let writer = self.writer();
         let mut taken = Vec::new();
         for (member, object) in out.create.iter().zip(creates) {
@@ -107,7 +112,7 @@ impl Reconciler {
         }
         self.post_events("PodWarmPool", target, &object.pool.uid, &out.events, now)
             .await;
-        self.write_pool_status(target, &object, patch, &out.status)
+        self.write_pool_status(target, object, patch, &out.status)
             .await?;
         if !taken.is_empty() {
             // Its policy chose names other Sandboxes hold: they are listed to it as taken now,
@@ -115,7 +120,10 @@ impl Reconciler {
             tracing::debug!(pool = %target, names = ?taken, "member names held by other Sandboxes");
             return Ok(Action::requeue(Duration::ZERO));
         }
-        Ok(Action::await_change())
+        Ok::<_, ReconcileError>(Action::await_change())
+        }
+        .await;
+        Pass::new(carried, outcome)
     }
 
     /// A pool's status as `reconcile-pool` returned it (`patch`), with the pool's record of
@@ -124,7 +132,7 @@ impl Reconciler {
     pub(super) async fn write_pool_status(
         &self,
         target: &ObjectRef,
-        object: &crate::controller::cache::PoolObject,
+        object: &PoolObject,
         mut patch: Value,
         returned: &cubepod_policy_host::runtime::bindings::WarmPoolStatus,
     ) -> Result<(), ReconcileError> {
@@ -226,10 +234,7 @@ impl Reconciler {
     }
 
     /// [`Self::refused_spec`] of a pool's template: no member is made from it.
-    pub(super) fn refused_pool(
-        &self,
-        object: &crate::controller::cache::PoolObject,
-    ) -> Option<Unreadable> {
+    pub(super) fn refused_pool(&self, object: &PoolObject) -> Option<Unreadable> {
         let p = &object.pool;
         let (field, problem) = self.refused_spec(&p.spec.template, "spec.template")?;
         let error = cubepod_policy_host::model::ModelError {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{Carried, Reconciler};
+use super::{Carried, Pass, Reconciler};
 use crate::controller::action::ReconcileError;
 use crate::controller::policy::{Export, Outcome, PolicySlot};
 use cubepod_kube::Resource;
@@ -17,15 +17,10 @@ impl Reconciler {
     /// policy decides who is idle or due to shut down, a page of candidates at a time; each
     /// admitted decision (`pools::reap`) is carried out over the version it saw: an idle
     /// pause marked in the status (`idlePausedAt`) for the next reconcile to carry out, a
-    /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. `report.reaped` names
-    /// them. A page the policy fails ends the pass: the pages before it stay marked, the next
-    /// tick starts again.
-    pub async fn reap(
-        &self,
-        namespace: &str,
-        only: Option<&[String]>,
-        report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    /// shutdown's `desiredState: Paused`, or the Sandbox's deletion. The pass's
+    /// [`Carried::reaped`] names them. A page the policy fails ends the pass: the pages before
+    /// it stay marked, the next tick starts again.
+    pub async fn reap(&self, namespace: &str, only: Option<&[String]>) -> Pass<()> {
         let now = self.settings.clock.now();
         // Candidates and their versions side by side, matched up only for the few the policy
         // names: a tick over every sandbox must not pay for a table of them all. In name order,
@@ -46,14 +41,17 @@ impl Reconciler {
             }),
             None => (Vec::new(), candidates),
         };
-        self.reap_pages(namespace, now, candidates, report).await?;
+        let mut pass = self.reap_pages(namespace, now, candidates).await;
         if let Some(canary) = canary
             && !theirs.is_empty()
+            && pass.outcome.is_ok()
         {
             let module = canary.module.clone();
-            PolicySlot::scope(module, self.reap_pages(namespace, now, theirs, report)).await?;
+            let theirs = PolicySlot::scope(module, self.reap_pages(namespace, now, theirs)).await;
+            pass.carried.add_page(theirs.carried);
+            pass.outcome = theirs.outcome;
         }
-        Ok(())
+        pass
     }
 
     /// [`Self::reap`]'s `candidates` (in name order) a page at a time, on the module of this
@@ -63,35 +61,38 @@ impl Reconciler {
         namespace: &str,
         now: i64,
         candidates: Vec<(ReapCandidate, String)>,
-        report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Pass<()> {
+        let mut carried = Carried::default();
         let (sandboxes, versions): (Vec<_>, Vec<_>) = candidates.into_iter().unzip();
         let mut sandboxes = sandboxes.into_iter();
         for versions in versions.chunks(self.settings.reap_page.max(1)) {
             let page: Vec<_> = sandboxes.by_ref().take(versions.len()).collect();
-            let result = self.reap_page(namespace, now, page, versions, report).await;
+            let result = self.reap_page(namespace, now, page, versions).await;
             if let Some(canary) = self.policy.canary() {
                 let candidate = Arc::ptr_eq(&canary.module, &self.policy.for_this_pass());
                 let outcome = match &result {
-                    Ok(()) => Outcome::Ok(None),
+                    Ok(_) => Outcome::Ok(None),
                     Err(error) => Outcome::of_error(error),
                 };
                 canary.record(None, candidate, Some(Export::Reap), outcome, None);
             }
-            result?;
+            match result {
+                Ok(page) => carried.add_page(page),
+                Err(error) => return Pass::new(carried, Err(error)),
+            }
         }
-        Ok(())
+        Pass::new(carried, Ok(()))
     }
 
-    /// One `reap` call over `page`, its decisions marked over `versions` (the page's own).
+    /// One `reap` call over `page`, its decisions marked over `versions` (the page's own): the
+    /// policy's calls and the sandboxes reaped.
     pub(super) async fn reap_page(
         &self,
         namespace: &str,
         now: i64,
         page: Vec<ReapCandidate>,
         versions: &[String],
-        report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Carried, ReconcileError> {
         let handed_namespace = namespace.to_string();
         let shadowed = self.shadowed(Export::Reap, &page);
         let call = self
@@ -108,9 +109,12 @@ impl Reconciler {
             let namespace = namespace.to_string();
             tokio::spawn(async move { shadow.reap(now, namespace, page, calls, stable).await });
         }
-        report.calls.extend(call.calls);
+        let mut carried = Carried {
+            calls: call.calls,
+            ..Carried::default()
+        };
         if decisions.is_empty() {
-            return Ok(());
+            return Ok(carried);
         }
         let handed: HashMap<&str, (&ReapCandidate, &str)> = page
             .iter()
@@ -130,10 +134,10 @@ impl Reconciler {
             };
             let target = ObjectRef::new(&decision.namespace, &decision.name);
             if self.carry_out_reap(&target, version, &decision, now).await {
-                report.reaped.push(decision.name);
+                carried.reaped.push(decision.name);
             }
         }
-        Ok(())
+        Ok(carried)
     }
 
     /// One admitted reaper decision, over the version the decision saw: if the sandbox moved
@@ -192,3 +196,11 @@ impl Reconciler {
 /// default policy's linear memory (100,000 in one call took more than 24 MiB, and more than
 /// the 1 s deadline in a debug build).
 pub const REAP_PAGE: usize = 10_000;
+
+impl Carried {
+    /// What a later page of the same reaper pass did, after this one's.
+    fn add_page(&mut self, page: Carried) {
+        self.calls.extend(page.calls);
+        self.reaped.extend(page.reaped);
+    }
+}

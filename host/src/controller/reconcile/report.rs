@@ -2,7 +2,7 @@
 //! condition and a Warning Event), a refused output or call, a deferral, a name conflict, what
 //! was held back past its bound, a spec the controller cannot act on, and the policy's Events.
 
-use super::{Carried, Reconciler};
+use super::{Carried, Pass, Reconciler};
 use crate::controller::action::{ReconcileError, api};
 use crate::controller::events::Source;
 use cubepod_kube::Resource;
@@ -382,18 +382,20 @@ impl Reconciler {
         resource: Resource,
         target: &ObjectRef,
         unreadable: Option<Unreadable>,
-        report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Pass<()> {
         let Some(bad) = unreadable else {
-            report.skipped(format!("no {} {target} in the cluster", resource.kind()));
-            return Ok(());
+            return Pass::skipped(
+                format!("no {} {target} in the cluster", resource.kind()),
+                (),
+            );
         };
-        report.skipped(format!(
+        let mut pass = self.report_unreadable(resource, target, &bad).await;
+        pass.carried.skipped = Some(format!(
             "the controller cannot read the {}: {}",
             resource.kind(),
             bad.error
         ));
-        self.report_unreadable(resource, target, &bad, report).await
+        pass
     }
 
     /// An object whose spec cannot be read gets a status and an Event that say which field
@@ -403,21 +405,25 @@ impl Reconciler {
         resource: Resource,
         target: &ObjectRef,
         bad: &Unreadable,
-        report: &mut Carried,
-    ) -> Result<(), ReconcileError> {
+    ) -> Pass<()> {
         if bad.reported {
-            return Ok(());
+            return Pass::new(Carried::default(), Ok(()));
         }
         tracing::warn!(%target, error = %bad.error, "cannot act on the spec; fix it");
         let writer = self.writer();
         let now = self.settings.clock.now();
         let patch = bad.status_patch(resource == Resource::Sandbox, now);
-        report.status_of(|| patch["status"].clone());
-        report.events = vec!["InvalidSpec".to_string()];
-        writer
+        let carried = Carried {
+            status: self.status_of(|| patch["status"].clone()),
+            events: vec!["InvalidSpec".to_string()],
+            ..Carried::default()
+        };
+        if let Err(error) = writer
             .write_status(resource, target, Some(&bad.resource_version), patch)
             .await
-            .map_err(api("reporting the spec's problem"))?;
+        {
+            return Pass::new(carried, Err(api("reporting the spec's problem")(error)));
+        }
         writer
             .post_controller_event(
                 resource.kind(),
@@ -429,7 +435,7 @@ impl Reconciler {
                 now,
             )
             .await;
-        Ok(())
+        Pass::new(carried, Ok(()))
     }
 }
 

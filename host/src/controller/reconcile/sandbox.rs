@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::report::clear_policy_failure;
-use super::{Carried, Reconciler};
+use super::{Carried, Pass, Reconciler};
 use crate::controller::action::{Action, ReconcileError, api};
 use crate::controller::claims::{ClaimView, Mismatch};
 use crate::controller::inputs;
@@ -25,61 +25,68 @@ use cubepod_policy_host::runtime::bindings::{
 impl Reconciler {
     /// Reconciles one Sandbox: the finalizer first, then `reconcile-sandbox` (or
     /// `cleanup-sandbox` once it is being deleted), then what the policy returned; what the
-    /// loop does with the key next is the returned [`Action`]. `report` keeps what was done up
-    /// to an error. A failure of the policy's (a trap, its deadline or memory, a refused output)
-    /// is also said on the Sandbox (`Self::report_policy_failure`).
-    pub async fn sandbox(
-        &self,
-        target: &ObjectRef,
-        report: &mut Carried,
-    ) -> Result<Action, ReconcileError> {
-        let result = self.sandbox_pass(target, report).await;
-        self.reported(Resource::Sandbox, target, result).await
+    /// loop does with the key next is the returned pass's [`Action`], beside what it did up to
+    /// an error. A failure of the policy's (a trap, its deadline or memory, a refused output) is
+    /// also said on the Sandbox (`Self::report_policy_failure`).
+    pub async fn sandbox(&self, target: &ObjectRef) -> Pass {
+        let pass = self.sandbox_pass(target).await;
+        self.reported(Resource::Sandbox, target, pass).await
     }
 
     /// One pass over a Sandbox, step by step: gone or unreadable, being deleted, a spec past
     /// the operator's bounds, the finalizer, the claim's offer, then the policy's call.
-    pub(super) async fn sandbox_pass(
-        &self,
-        target: &ObjectRef,
-        report: &mut Carried,
-    ) -> Result<Action, ReconcileError> {
+    pub(super) async fn sandbox_pass(&self, target: &ObjectRef) -> Pass {
         let Some(object) = self.cache.sandbox(target) else {
             self.held_statuses.forget(target);
             self.surfaced.forget(target);
             self.claims.forget(target);
             self.policy.undo.forget(target);
             let unreadable = self.cache.unreadable_sandbox(target);
-            self.missing(Resource::Sandbox, target, unreadable, report)
-                .await?;
-            return Ok(Action::await_change());
+            return self
+                .missing(Resource::Sandbox, target, unreadable)
+                .await
+                .map(|()| Action::await_change());
         };
         let now = self.settings.clock.now();
         if object.sandbox.deleting {
             self.policy.undo.forget(target);
-            return self.cleanup_sandbox(target, &object, report, now).await;
+            return self.cleanup_sandbox(target, &object, now).await;
         }
         if let Some(bad) = self.refused_sandbox(target, &object) {
             // A spec the operator does not allow: said in the status, and nothing is made or
             // changed for it; what was started runs on.
-            self.report_unreadable(Resource::Sandbox, target, &bad, report)
-                .await?;
-            return Ok(Action::await_change());
+            return self
+                .report_unreadable(Resource::Sandbox, target, &bad)
+                .await
+                .map(|()| Action::await_change());
         }
-        let Some(mut object) = self.with_finalizer(target, object, report).await? else {
-            return Ok(Action::await_change());
+        let mut object = match self.with_finalizer(target, object).await {
+            Ok(Some(object)) => object,
+            Ok(None) => {
+                return Pass::skipped(
+                    format!("Sandbox {target} was deleted while its finalizer was added"),
+                    Action::await_change(),
+                );
+            }
+            Err(error) => return Pass::failed(error),
         };
         let mut observed = self.cache.observed(target);
-        self.undo_candidate(target, &mut object, &mut observed, now)
-            .await?;
+        if let Err(error) = self
+            .undo_candidate(target, &mut object, &mut observed, now)
+            .await
+        {
+            return Pass::failed(error);
+        }
         let claim = self.claims.view(&self.cache, &object, &observed);
         match &claim {
             ClaimView::Wait => {
-                report.skipped(format!(
-                    "every ready member of the warm pool that suits Sandbox {target} is \
-                     offered to another claim in flight; looking again shortly"
-                ));
-                return Ok(Action::requeue(CLAIM_WAIT));
+                return Pass::skipped(
+                    format!(
+                        "every ready member of the warm pool that suits Sandbox {target} is \
+                         offered to another claim in flight; looking again shortly"
+                    ),
+                    Action::requeue(CLAIM_WAIT),
+                );
             }
             ClaimView::None {
                 mismatch: Some(mismatch),
@@ -88,7 +95,7 @@ impl Reconciler {
             }
             _ => {}
         }
-        self.reconcile_sandbox(target, &object, observed, &claim, report, now)
+        self.reconcile_sandbox(target, &object, observed, &claim, now)
             .await
     }
 
@@ -99,87 +106,96 @@ impl Reconciler {
         &self,
         target: &ObjectRef,
         object: &sandbox::SandboxObject,
-        report: &mut Carried,
         now: i64,
-    ) -> Result<Action, ReconcileError> {
+    ) -> Pass {
         if !object.has_finalizer() {
-            report.skipped(format!(
-                "Sandbox {target} is being deleted without the {} finalizer: the \
-                 controller calls no policy for it",
-                sandbox::FINALIZER
-            ));
-            return Ok(Action::await_change());
+            return Pass::skipped(
+                format!(
+                    "Sandbox {target} is being deleted without the {} finalizer: the \
+                     controller calls no policy for it",
+                    sandbox::FINALIZER
+                ),
+                Action::await_change(),
+            );
         }
-        let observed = self.cache.observed(target);
-        let handed = object.sandbox.clone();
-        let shadowed = self.shadowed(Export::CleanupSandbox, &(handed.clone(), observed.clone()));
-        report.export = Some(Export::CleanupSandbox);
-        report.progress = Some(Progress::cleanup(false));
-        let call = self
-            .call_guest("cleanup-sandbox", async move |module, context| {
-                module
-                    .cleanup_sandbox_async(context, now, handed, observed)
-                    .await
-            })
-            .await?;
-        if let Some((shadow, (sandbox, observed))) = shadowed {
-            // Beside this cleanup, on its input, writing nothing.
-            let (calls, value) = (call.calls.clone(), call.value.clone());
-            tokio::spawn(async move {
-                shadow
-                    .cleanup_sandbox(now, sandbox, observed, calls, value)
-                    .await
-            });
-        }
-        report.calls = call.calls;
-        let deferred = call.deferred.as_ref();
-        self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
-            .await;
-        self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
-            .await;
-        // A deferred write is written when the rate allows, whatever the policy answered.
-        let action = Action {
-            requeue_after: deferred.map(|d| d.wait),
+        let mut carried = Carried {
+            export: Some(Export::CleanupSandbox),
+            progress: Some(Progress::cleanup(false)),
+            ..Carried::default()
         };
-        let mut out = call.value.map_err(ReconcileError::Guest)?;
-        clear_policy_failure(&mut out.status.conditions);
-        report.done = Some(out.done);
-        // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
-        let admitted = self
-            .containment()
-            .output
-            .sandbox_status_patch(
-                &format!("Sandbox {target}"),
-                &out.status,
-                object.sandbox.generation,
-            )
-            .map_err(ReconcileError::Budget);
-        let patch = self
-            .admitted(
-                admitted,
-                "cleanup-sandbox",
-                "Sandbox",
-                target,
-                &object.sandbox.uid,
-                now,
-            )
-            .await?;
-        report.status_of(|| patch.status_value());
-        if out.done {
-            tracing::info!(%target, "children deleted; removing the finalizer");
-            self.writer()
-                .remove_finalizer(object)
-                .await
-                .map_err(api("removing the finalizer"))?;
-            report.progress = Some(Progress::cleanup(true));
-        } else {
-            let status = patch.read_back();
-            if status != object.sandbox.status {
-                self.write_sandbox_status(object, &patch, &status, None)
-                    .await?;
+        let outcome = async {
+            let observed = self.cache.observed(target);
+            let handed = object.sandbox.clone();
+            let shadowed =
+                self.shadowed(Export::CleanupSandbox, &(handed.clone(), observed.clone()));
+            let call = self
+                .call_guest("cleanup-sandbox", async move |module, context| {
+                    module
+                        .cleanup_sandbox_async(context, now, handed, observed)
+                        .await
+                })
+                .await?;
+            if let Some((shadow, (sandbox, observed))) = shadowed {
+                // Beside this cleanup, on its input, writing nothing.
+                let (calls, value) = (call.calls.clone(), call.value.clone());
+                tokio::spawn(async move {
+                    shadow
+                        .cleanup_sandbox(now, sandbox, observed, calls, value)
+                        .await
+                });
             }
+            carried.calls = call.calls;
+            let deferred = call.deferred.as_ref();
+            self.surface_calls(target, &object.sandbox.uid, deferred, &carried.calls, now)
+                .await;
+            self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
+                .await;
+            // A deferred write is written when the rate allows, whatever the policy answered.
+            let action = Action {
+                requeue_after: deferred.map(|d| d.wait),
+            };
+            let mut out = call.value.map_err(ReconcileError::Guest)?;
+            clear_policy_failure(&mut out.status.conditions);
+            carried.done = Some(out.done);
+            // A cleanup's status is held to the same budgets as a reconcile's, before any copy.
+            let admitted = self
+                .containment()
+                .output
+                .sandbox_status_patch(
+                    &format!("Sandbox {target}"),
+                    &out.status,
+                    object.sandbox.generation,
+                )
+                .map_err(ReconcileError::Budget);
+            let patch = self
+                .admitted(
+                    admitted,
+                    "cleanup-sandbox",
+                    "Sandbox",
+                    target,
+                    &object.sandbox.uid,
+                    now,
+                )
+                .await?;
+            carried.status = self.status_of(|| patch.status_value());
+            if out.done {
+                tracing::info!(%target, "children deleted; removing the finalizer");
+                self.writer()
+                    .remove_finalizer(object)
+                    .await
+                    .map_err(api("removing the finalizer"))?;
+                carried.progress = Some(Progress::cleanup(true));
+            } else {
+                let status = patch.read_back();
+                if status != object.sandbox.status {
+                    self.write_sandbox_status(object, &patch, &status, None)
+                        .await?;
+                }
+            }
+            Ok::<_, ReconcileError>(action)
         }
-        Ok(action)
+        .await;
+        Pass::new(carried, outcome)
     }
 
     /// The Sandbox with the controller's finalizer, added if it had none; `None` when it was
@@ -188,7 +204,6 @@ impl Reconciler {
         &self,
         target: &ObjectRef,
         object: sandbox::SandboxObject,
-        report: &mut Carried,
     ) -> Result<Option<sandbox::SandboxObject>, ReconcileError> {
         if object.has_finalizer() {
             return Ok(Some(object));
@@ -205,9 +220,6 @@ impl Reconciler {
         if updated.is_none() {
             // Deleted while we looked: creating children now would orphan them.
             self.held_statuses.forget(target);
-            report.skipped(format!(
-                "Sandbox {target} was deleted while its finalizer was added"
-            ));
         }
         Ok(updated)
     }
@@ -220,148 +232,157 @@ impl Reconciler {
         object: &sandbox::SandboxObject,
         observed: ObservedChildren,
         claim: &ClaimView,
-        report: &mut Carried,
         now: i64,
-    ) -> Result<Action, ReconcileError> {
-        let input = inputs::reconcile_input(
-            &self.cache,
-            &object.sandbox,
-            observed,
-            claim,
-            now,
-            self.settings.tokens.next(),
-            self.cluster_network(),
-        );
-        let offered = input.pool_candidates.clone();
-        let shadowed = self.shadowed(Export::ReconcileSandbox, &input);
-        report.export = Some(Export::ReconcileSandbox);
-        let call = self
-            .call_guest("reconcile-sandbox", async move |module, context| {
-                module.reconcile_sandbox_async(context, input).await
-            })
-            .await?;
-        let children = call
-            .effects
-            .iter()
-            .fold(Marks::default(), |marks, effect| match effect {
-                Effect::Applied { resource, .. } => marks.with(Marks::of(*resource)),
-                Effect::Deleted { .. } => marks,
-            });
-        self.policy
-            .candidate_wrote(target, &object.sandbox.uid, children);
-        if let Some((shadow, input)) = shadowed {
-            // Beside this reconcile, not in its way: the candidate's time is not the stable's.
-            let (calls, value) = (call.calls.clone(), call.value.clone());
-            tokio::spawn(async move {
-                shadow
-                    .reconcile_sandbox(target_words(&input), input, calls, value)
-                    .await
-            });
-        }
-        report.calls = call.calls;
-        let deferred = call.deferred.as_ref();
-        self.surface_calls(target, &object.sandbox.uid, deferred, &report.calls, now)
-            .await;
-        self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
-            .await;
-        let deferred = deferred.map(|d| d.wait);
-        let written_past = self.cache.take_bound(target);
-        let mut out = match call.value {
-            Ok(out) => out,
-            Err(error) => {
-                self.surface_object_bound(target, &object.sandbox.uid, written_past.as_ref(), now)
-                    .await;
-                return Err(ReconcileError::Guest(error));
-            }
-        };
-        clear_policy_failure(&mut out.status.conditions);
-        if let ClaimView::None { mismatch: Some(_) } = claim {
-            // Handed no member, the policy says the pool has none ready; ready members exist
-            // and none suits, which the host's NoMatchingMember says with the field.
-            out.events.retain(|e| e.reason != NO_READY_MEMBER);
-        }
-        crate::controller::child_lookup::name_conflict_condition(
-            &mut out.status.conditions,
-            &call.name_conflicts,
-            now,
-        );
-        // Containment judges the status the policy wrote (a status past its budget is refused,
-        // not cut); the cache's bound then fits what was admitted.
-        let admitted = self.admit_sandbox_output(target, object, claim, &out, &offered);
-        let judged = admitted.is_ok().then(|| out.status.clone());
-        let (held_back, cut) = crate::controller::object_bound::fit_status(
-            &self.cache,
-            target,
-            &object.sandbox.status,
-            &mut out.status,
-            written_past,
-            now,
-        );
-        if cut {
-            self.metrics
-                .policy_objects_bounded
-                .with_label_values(&["status"])
-                .inc();
-        }
-        self.surface_object_bound(target, &object.sandbox.uid, held_back.as_ref(), now)
-            .await;
-        report.events = out.events.iter().map(|e| e.reason.clone()).collect();
-        report.requeue_after_seconds = out.requeue_after_seconds;
-        report.claim = out.claim.clone();
-        let admitted = match judged {
-            Some(judged) if judged != out.status => {
-                self.admit_sandbox_output(target, object, claim, &out, &offered)
-            }
-            _ => admitted,
-        };
-        let patch = self
-            .admitted(
-                admitted,
-                "reconcile-sandbox",
-                "Sandbox",
-                target,
-                &object.sandbox.uid,
+    ) -> Pass {
+        let mut carried = Carried::default();
+        let outcome = async {
+            let input = inputs::reconcile_input(
+                &self.cache,
+                &object.sandbox,
+                observed,
+                claim,
                 now,
-            )
-            .await?;
-        report.status_of(|| patch.status_value());
-        if out.claim.is_some() {
-            return self
-                .adopt_member(target, object, claim, &out.events, deferred, now)
-                .await;
-        }
-        self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
-            .await;
-        // What the API will hold once written: a status that the API renders differently (an
-        // empty reason, a time out of range) would otherwise differ on every pass.
-        let status = patch.read_back();
-        if status != object.sandbox.status {
+                self.settings.tokens.next(),
+                self.cluster_network(),
+            );
+            let offered = input.pool_candidates.clone();
+            let shadowed = self.shadowed(Export::ReconcileSandbox, &input);
+            carried.export = Some(Export::ReconcileSandbox);
+            let call = self
+                .call_guest("reconcile-sandbox", async move |module, context| {
+                    module.reconcile_sandbox_async(context, input).await
+                })
+                .await?;
+            let children =
+                call.effects
+                    .iter()
+                    .fold(Marks::default(), |marks, effect| match effect {
+                        Effect::Applied { resource, .. } => marks.with(Marks::of(*resource)),
+                        Effect::Deleted { .. } => marks,
+                    });
             self.policy
-                .candidate_wrote(target, &object.sandbox.uid, Marks::STATUS);
+                .candidate_wrote(target, &object.sandbox.uid, children);
+            if let Some((shadow, input)) = shadowed {
+                // Beside this reconcile, not in its way: the candidate's time is not the stable's.
+                let (calls, value) = (call.calls.clone(), call.value.clone());
+                tokio::spawn(async move {
+                    shadow
+                        .reconcile_sandbox(target_words(&input), input, calls, value)
+                        .await
+                });
+            }
+            carried.calls = call.calls;
+            let deferred = call.deferred.as_ref();
+            self.surface_calls(target, &object.sandbox.uid, deferred, &carried.calls, now)
+                .await;
+            self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
+                .await;
+            let deferred = deferred.map(|d| d.wait);
+            let written_past = self.cache.take_bound(target);
+            let mut out = match call.value {
+                Ok(out) => out,
+                Err(error) => {
+                    self.surface_object_bound(
+                        target,
+                        &object.sandbox.uid,
+                        written_past.as_ref(),
+                        now,
+                    )
+                    .await;
+                    return Err(ReconcileError::Guest(error));
+                }
+            };
+            clear_policy_failure(&mut out.status.conditions);
+            if let ClaimView::None { mismatch: Some(_) } = claim {
+                // Handed no member, the policy says the pool has none ready; ready members exist
+                // and none suits, which the host's NoMatchingMember says with the field.
+                out.events.retain(|e| e.reason != NO_READY_MEMBER);
+            }
+            crate::controller::child_lookup::name_conflict_condition(
+                &mut out.status.conditions,
+                &call.name_conflicts,
+                now,
+            );
+            // Containment judges the status the policy wrote (a status past its budget is refused,
+            // not cut); the cache's bound then fits what was admitted.
+            let admitted = self.admit_sandbox_output(target, object, claim, &out, &offered);
+            let judged = admitted.is_ok().then(|| out.status.clone());
+            let (held_back, cut) = crate::controller::object_bound::fit_status(
+                &self.cache,
+                target,
+                &object.sandbox.status,
+                &mut out.status,
+                written_past,
+                now,
+            );
+            if cut {
+                self.metrics
+                    .policy_objects_bounded
+                    .with_label_values(&["status"])
+                    .inc();
+            }
+            self.surface_object_bound(target, &object.sandbox.uid, held_back.as_ref(), now)
+                .await;
+            carried.events = out.events.iter().map(|e| e.reason.clone()).collect();
+            carried.requeue_after_seconds = out.requeue_after_seconds;
+            carried.claim = out.claim.clone();
+            let admitted = match judged {
+                Some(judged) if judged != out.status => {
+                    self.admit_sandbox_output(target, object, claim, &out, &offered)
+                }
+                _ => admitted,
+            };
+            let patch = self
+                .admitted(
+                    admitted,
+                    "reconcile-sandbox",
+                    "Sandbox",
+                    target,
+                    &object.sandbox.uid,
+                    now,
+                )
+                .await?;
+            carried.status = self.status_of(|| patch.status_value());
+            if out.claim.is_some() {
+                return self
+                    .adopt_member(target, object, claim, &out.events, deferred, now)
+                    .await;
+            }
+            self.post_events("Sandbox", target, &object.sandbox.uid, &out.events, now)
+                .await;
+            // What the API will hold once written: a status that the API renders differently (an
+            // empty reason, a time out of range) would otherwise differ on every pass.
+            let status = patch.read_back();
+            if status != object.sandbox.status {
+                self.policy
+                    .candidate_wrote(target, &object.sandbox.uid, Marks::STATUS);
+            }
+            // A sandbox to run counts for its module's progress, Ready or not; one paused on
+            // purpose (its desiredState) is not waited for.
+            if object.sandbox.spec.desired_state
+                == cubepod_policy_host::runtime::bindings::DesiredState::Running
+            {
+                carried.progress = Some(Progress::start(
+                    crate::controller::startup::is_ready(&status),
+                    object.created_at,
+                ));
+            }
+            if let Some(wait) =
+                self.held_statuses
+                    .hold(target, &object.sandbox.status, &status, now)
+            {
+                return Ok(Action::requeue(wait));
+            }
+            carried.ready_seconds = self
+                .write_reconciled_status(object, claim, patch, &status, now)
+                .await?;
+            if let ClaimView::Bound { member, .. } = claim {
+                self.carry_desired_state(object, member).await?;
+            }
+            Ok::<_, ReconcileError>(Action::asked(out.requeue_after_seconds, deferred))
         }
-        // A sandbox to run counts for its module's progress, Ready or not; one paused on
-        // purpose (its desiredState) is not waited for.
-        if object.sandbox.spec.desired_state
-            == cubepod_policy_host::runtime::bindings::DesiredState::Running
-        {
-            report.progress = Some(Progress::start(
-                crate::controller::startup::is_ready(&status),
-                object.created_at,
-            ));
-        }
-        if let Some(wait) = self
-            .held_statuses
-            .hold(target, &object.sandbox.status, &status, now)
-        {
-            return Ok(Action::requeue(wait));
-        }
-        report.ready_seconds = self
-            .write_reconciled_status(object, claim, patch, &status, now)
-            .await?;
-        if let ClaimView::Bound { member, .. } = claim {
-            self.carry_desired_state(object, member).await?;
-        }
-        Ok(Action::asked(out.requeue_after_seconds, deferred))
+        .await;
+        Pass::new(carried, outcome)
     }
 
     /// On the stable module's pass over a Sandbox that a candidate no longer serving wrote
