@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::cache::{Cache, CacheWriter};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
@@ -315,7 +315,7 @@ async fn caught_up(manager: &ControllerManager, cluster: &MemoryCluster, namespa
         }));
         out
     }
-    let fresh = Cache::default();
+    let fresh = CacheWriter::default();
     for scope in reflector::scopes(namespace) {
         let list = cluster
             .list(&scope)

@@ -96,7 +96,7 @@ impl Controller {
             .await
             .expect("created");
         self.manager
-            .cache
+            .cache_writer
             .apply(Resource::Sandbox, WatchEventType::Added, &created);
         ObjectRef::new(NS, name)
     }
@@ -458,7 +458,7 @@ async fn a_tenants_sandbox_is_never_bound_as_a_claims_member_by_what_a_tenant_wr
         .to_string();
     for object in [&claim, &impostor] {
         c.manager
-            .cache
+            .cache_writer
             .apply(Resource::Sandbox, WatchEventType::Added, object);
     }
     let target = ObjectRef::new(NS, "claimant");

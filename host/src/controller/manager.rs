@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::cache::Cache;
+use super::cache::{Cache, CacheWriter};
 use super::health::{ActivePolicy, Health};
 pub use super::policy::PolicySource;
 use super::policy::{Outcome, PolicySlot};
@@ -78,8 +78,11 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// The control loop: reflectors, work queue, workers, ticks, around one reconciler.
 pub struct ControllerManager {
     pub(crate) cluster: Arc<dyn Cluster>,
-    /// What the reflectors have seen.
+    /// What the reflectors have seen, to read.
     pub cache: Arc<Cache>,
+    /// The cache's one writer: the reflectors', the controller's writes' and the policy's
+    /// lookup's (a test seeds the cache through it).
+    pub cache_writer: CacheWriter,
     /// The keys to reconcile.
     pub queue: Arc<WorkQueue>,
     /// The running policy module.
@@ -111,10 +114,11 @@ impl ControllerManager {
         );
         let refusals = metrics.clone();
         // Made first: the policy's deletes are checked against it.
-        let cache = Arc::new(Cache::with_bounds(config.reconcile.object_bounds));
+        let cache_writer = CacheWriter::with_bounds(config.reconcile.object_bounds);
+        let cache = cache_writer.reader();
         let context =
             CallContext::new(cluster.clone(), boundary, tokio::runtime::Handle::current())
-                .with_children(cache.clone())
+                .with_children(Arc::new(cache_writer.clone()))
                 .with_observer(Arc::new(move |record: HostCallRecord| {
                     if record.result == "deferred" {
                         refusals
@@ -140,7 +144,7 @@ impl ControllerManager {
         let policy = PolicySlot::new(module, config.policy_source.clone());
         let reconciler = Reconciler::new(
             cluster.clone(),
-            cache.clone(),
+            cache_writer.clone(),
             policy.clone(),
             context,
             metrics.clone(),
@@ -168,6 +172,7 @@ impl ControllerManager {
         Arc::new(Self {
             cluster,
             cache,
+            cache_writer,
             queue,
             policy,
             metrics,
@@ -254,7 +259,7 @@ impl ControllerManager {
                 let reflector = Reflector {
                     cluster: self.cluster.clone(),
                     scope,
-                    cache: self.cache.clone(),
+                    cache: self.cache_writer.clone(),
                     queue: self.queue.clone(),
                     synced: flag,
                 };
@@ -308,7 +313,8 @@ impl ControllerManager {
             self.update_gauges();
             if last_prune.elapsed() >= PRUNE_INTERVAL {
                 last_prune = Instant::now();
-                self.cache.prune_tombstones(super::cache::TOMBSTONE_TTL);
+                self.cache_writer
+                    .prune_tombstones(super::cache::TOMBSTONE_TTL);
             }
         }
     }

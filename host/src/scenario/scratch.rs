@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
-use crate::controller::cache::Cache;
+use crate::controller::cache::{Cache, CacheWriter};
 use crate::controller::policy::PolicySlot;
 use crate::controller::reconcile::{
     Carried, Clock, IMMEDIATE_PASSES, Pass, ReconcileError, Reconciler, Settings, Tokens,
@@ -86,6 +86,8 @@ pub struct StepOutcome {
 /// A scratch in-memory cluster with one reconciler, for running scenario steps.
 pub struct Scratch {
     cluster: Arc<MemoryCluster>,
+    /// The cache's writer: the scratch cluster's lists refill it before every step.
+    cache: CacheWriter,
     reconciler: Reconciler,
     namespace: String,
     handle: Handle,
@@ -98,16 +100,16 @@ impl Scratch {
     pub fn new(namespace: &str, module: &PolicyModule, handle: &Handle) -> Self {
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
         // As the controller's: the policy's deletes are checked against the cache.
-        let cache = Arc::new(Cache::default());
+        let cache = CacheWriter::default();
         let context = CallContext::new(
             cluster.clone(),
             Arc::new(Boundary::new([namespace])),
             handle.clone(),
         )
-        .with_children(cache.clone());
+        .with_children(Arc::new(cache.clone()));
         let mut reconciler = Reconciler::new(
             cluster.clone(),
-            cache,
+            cache.clone(),
             PolicySlot::new(module.clone(), Default::default()),
             context,
             Arc::new(Metrics::new()),
@@ -122,6 +124,7 @@ impl Scratch {
         reconciler.record_status = true;
         Self {
             cluster,
+            cache,
             reconciler,
             namespace: namespace.to_string(),
             handle: handle.clone(),
@@ -165,7 +168,7 @@ impl Scratch {
 
     /// Refills the cache from lists, as the reflectors do after a relist.
     fn refresh(&mut self) -> Result<(), StepError> {
-        let cache = &self.reconciler.cache;
+        let cache = &self.cache;
         for scope in reflector::scopes(&self.namespace) {
             let resource = scope.resource;
             let list =

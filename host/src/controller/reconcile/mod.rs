@@ -24,7 +24,7 @@ use futures_util::FutureExt;
 use rand::RngCore;
 use serde_json::Value;
 
-use super::cache::Cache;
+use super::cache::{Cache, CacheWriter};
 use super::claims::Claims;
 use super::coalesce::HeldStatuses;
 use super::events::{EventQueue, Recorder};
@@ -212,7 +212,11 @@ impl<T> Pass<T> {
 /// One policy and the cluster it decides for, behind a cache.
 pub struct Reconciler {
     pub(crate) cluster: Arc<dyn Cluster>,
+    /// What a pass reads: the cache, shared read-only.
     pub(crate) cache: Arc<Cache>,
+    /// The cache's writer, for the controller's own writes ([`Self::writer`]) and the room a
+    /// status takes of the bound: a pass changes the cache only through them.
+    writes: CacheWriter,
     pub(crate) policy: Arc<PolicySlot>,
     pub(crate) context: CallContext,
     pub(crate) metrics: Arc<Metrics>,
@@ -235,7 +239,7 @@ pub struct Reconciler {
 impl Reconciler {
     pub(crate) fn new(
         cluster: Arc<dyn Cluster>,
-        cache: Arc<Cache>,
+        writes: CacheWriter,
         policy: Arc<PolicySlot>,
         context: CallContext,
         metrics: Arc<Metrics>,
@@ -261,7 +265,7 @@ impl Reconciler {
                     &runtime,
                     settings.event_queue,
                     cluster.clone(),
-                    cache.clone(),
+                    writes.clone(),
                     events.clone(),
                 )
             });
@@ -273,7 +277,8 @@ impl Reconciler {
             event_queue,
             record_status: false,
             cluster,
-            cache,
+            cache: writes.reader(),
+            writes,
             policy,
             context,
             metrics,
@@ -284,7 +289,7 @@ impl Reconciler {
     fn writer(&self) -> Writer<'_> {
         Writer {
             cluster: self.cluster.as_ref(),
-            cache: &self.cache,
+            cache: &self.writes,
             events: &self.events,
         }
     }

@@ -278,7 +278,7 @@ impl Reconciler {
             self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
                 .await;
             let deferred = deferred.map(|d| d.wait);
-            let written_past = self.cache.take_bound(target);
+            let written_past = self.writes.take_bound(target);
             let mut out = match call.value {
                 Ok(out) => out,
                 Err(error) => {
@@ -308,7 +308,7 @@ impl Reconciler {
             let admitted = self.admit_sandbox_output(target, object, claim, &out, &offered);
             let judged = admitted.is_ok().then(|| out.status.clone());
             let (held_back, cut) = crate::controller::object_bound::fit_status(
-                &self.cache,
+                &self.writes,
                 target,
                 &object.sandbox.status,
                 &mut out.status,
