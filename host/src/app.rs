@@ -12,7 +12,7 @@ use crate::controller::leader::{ElectionConfig, LeaderElection, LeaderState};
 use crate::controller::manager::{ControllerManager, ManagerConfig, PolicySource};
 use crate::controller::policy_watch::{PolicyFile, PolicyWatcher, Verdicts, first_admitted};
 use crate::controller::queue::Backoff;
-use crate::controller::reconciler::Settings;
+use crate::controller::reconcile::Settings;
 use crate::controller::rollout::RolloutController;
 use crate::instrumented::InstrumentedCluster;
 use crate::metrics::Metrics;

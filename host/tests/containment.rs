@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::cache::CacheWriter;
 use cubepod_kube::{Cluster, Resource};
 use cubepod_policy_host::containment::{
     Boundary, Containment, KEPT_PREFIX, Rule, WIDENABLE_POD_FIELDS,
@@ -167,7 +167,7 @@ impl Harness {
                 }),
             )
             .expect("seed");
-        let cache = Arc::new(Cache::default());
+        let cache = CacheWriter::default();
         for resource in [
             Resource::Pod,
             Resource::PersistentVolumeClaim,
@@ -186,7 +186,7 @@ impl Harness {
             Arc::new(Boundary::new([NS])),
             tokio_runtime().handle().clone(),
         )
-        .with_children(cache)
+        .with_children(Arc::new(cache))
         .with_observer(Arc::new(move |record| {
             seen.lock().unwrap_or_else(|p| p.into_inner()).push(record)
         }));

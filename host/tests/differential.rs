@@ -13,11 +13,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
-use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::cache::{Cache, CacheWriter};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::{Carried, Clock, Settings, Tokens};
+use cubepod_host::controller::reconcile::{Clock, Settings, Tokens};
 use cubepod_host::controller::reflector;
 use cubepod_host::metrics::Metrics;
 use cubepod_host::scenario::format::{self, Action, ReapTarget, Scenario};
@@ -327,7 +327,7 @@ async fn caught_up(manager: &ControllerManager, cluster: &MemoryCluster, namespa
         }));
         out
     }
-    let fresh = Cache::default();
+    let fresh = CacheWriter::default();
     for scope in reflector::scopes(namespace) {
         let list = cluster
             .list(&scope)
@@ -390,8 +390,9 @@ async fn through_the_manager(module: &PolicyModule, scenario: &Scenario) -> Vec<
             Action::Reap(ReapTarget::Only(names)) => {
                 let _ = manager
                     .reconciler
-                    .reap(namespace, Some(names), &mut Carried::default())
-                    .await;
+                    .reap(namespace, Some(names))
+                    .await
+                    .outcome;
             }
             user => {
                 let _ = scratch::user_step(&cluster, namespace, user).await;

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use base64::Engine as _;
-use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::cache::CacheWriter;
 use cubepod_kube::rest::{ConnectionConfig, Projection, RestCluster, RestOptions};
 use cubepod_kube::{ApiErrorKind, Cluster, Resource, Scope, WatchEventType};
 use cubepod_policy_host::containment::json::Json;
@@ -544,11 +544,11 @@ fn the_cache_takes_any_object_in_any_order() {
     let object = prop_oneof![sandbox_json(), pool_json(), child_json()];
     let events = prop::collection::vec((kinds, event_kind(), object), 1..12);
     check(
-        "watch events -> controller::cache::Cache::apply",
+        "watch events -> controller::cache::CacheWriter::apply",
         cases(1024),
         events,
         |events| {
-            let cache = Cache::default();
+            let cache = CacheWriter::default();
             for (resource, kind, object) in &events {
                 let keys = cache.apply(*resource, *kind, object);
                 for key in keys {
@@ -676,7 +676,7 @@ fn the_offers_index_says_what_the_members_say_however_their_events_come() {
         cases(1024),
         prop::collection::vec(step, 1..24),
         |steps| {
-            let cache = Cache::default();
+            let cache = CacheWriter::default();
             let pool = ObjectRef::new(NS, "p");
             for step in &steps {
                 match step {
@@ -744,7 +744,7 @@ fn the_controllers_projection_of_children_shows_the_cache_the_same() {
         cases(512),
         events,
         |events| {
-            let (whole, projected) = (Cache::default(), Cache::default());
+            let (whole, projected) = (CacheWriter::default(), CacheWriter::default());
             let mut owners = Vec::new();
             for (resource, kind, object) in &events {
                 let bytes = serde_json::to_vec(object).expect("a Value serialises");

@@ -15,7 +15,7 @@ use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::queue::WorkKey;
-use cubepod_host::controller::reconciler::{Carried, Clock, Settings};
+use cubepod_host::controller::reconcile::{Carried, Clock, Settings};
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{Cluster, Resource, WatchEventType};
 use cubepod_policy_host::model::ObjectRef;
@@ -96,7 +96,7 @@ impl Controller {
             .await
             .expect("created");
         self.manager
-            .cache
+            .cache_writer
             .apply(Resource::Sandbox, WatchEventType::Added, &created);
         ObjectRef::new(NS, name)
     }
@@ -197,14 +197,13 @@ async fn a_refused_claim_adopts_nothing_and_counts_under_its_rule() {
 async fn a_requeue_of_zero_seconds_waits_one_second() {
     let c = controller();
     let target = c.sandbox("requeue-zero").await;
-    let mut report = Carried::default();
-    let action = c
-        .manager
-        .reconciler
-        .sandbox(&target, &mut report)
-        .await
-        .expect("the reconcile succeeds");
-    assert_eq!(report.requeue_after_seconds, Some(0), "the policy's answer");
+    let pass = c.manager.reconciler.sandbox(&target).await;
+    let action = pass.outcome.expect("the reconcile succeeds");
+    assert_eq!(
+        pass.carried.requeue_after_seconds,
+        Some(0),
+        "the policy's answer"
+    );
     assert_eq!(
         action.requeue_after,
         Some(Duration::from_secs(1)),
@@ -244,14 +243,14 @@ async fn a_churning_policy_is_held_to_its_sandboxes_write_rate_and_told_once() {
         if deferred >= 3 {
             break;
         }
-        let mut report = Carried::default();
-        let result = c.manager.reconciler.sandbox(&target, &mut report).await;
-        let (s, d) = sent_and_deferred(&report);
+        let pass = c.manager.reconciler.sandbox(&target).await;
+        let (s, d) = sent_and_deferred(&pass.carried);
         sent += s;
         deferred += d;
         if d > 0 {
             // Asked back once the rate allows a 500 KiB write: half a minute, not at once.
-            let retry = result
+            let retry = pass
+                .outcome
                 .err()
                 .and_then(|e| e.retry_after())
                 .expect("the policy's error asks for the delay");
@@ -301,11 +300,11 @@ async fn a_policy_churning_events_gets_its_objects_burst_and_is_told_once() {
     let target = c.sandbox("event-churn").await;
     let passes = 40;
     for _ in 0..passes {
-        let mut report = Carried::default();
         c.manager
             .reconciler
-            .sandbox(&target, &mut report)
+            .sandbox(&target)
             .await
+            .outcome
             .expect("the reconcile succeeds");
         // A new second for each pass: a new reason, so no two aggregate.
         c.manager
@@ -459,7 +458,7 @@ async fn a_tenants_sandbox_is_never_bound_as_a_claims_member_by_what_a_tenant_wr
         .to_string();
     for object in [&claim, &impostor] {
         c.manager
-            .cache
+            .cache_writer
             .apply(Resource::Sandbox, WatchEventType::Added, object);
     }
     let target = ObjectRef::new(NS, "claimant");

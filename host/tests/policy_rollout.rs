@@ -16,7 +16,7 @@ use cubepod_host::admission::Admission;
 use cubepod_host::controller::canary_bucket;
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
-use cubepod_host::controller::reconciler::{Clock, Settings};
+use cubepod_host::controller::reconcile::{Clock, Settings};
 use cubepod_host::controller::rollout::RolloutController;
 use cubepod_host::metrics::Metrics;
 use cubepod_host::signing::KeyRing;

@@ -1139,7 +1139,7 @@ fn the_default_component_imports_only_stderr_of_wasi() {
 /// bound and deadline: the bound an operator keeps need not grow with the cluster.
 #[test]
 fn a_page_of_reap_candidates_fits_the_default_bounds() {
-    use cubepod_host::controller::reconciler::REAP_PAGE;
+    use cubepod_host::controller::reconcile::REAP_PAGE;
     use cubepod_policy_host::runtime::bindings::ReapCandidate;
     let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
     let module = engine.load(DEFAULT_POLICY).unwrap();

@@ -51,7 +51,7 @@ use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
 use cubepod_host::controller::policy_watch::sha256_hex;
 use cubepod_host::controller::queue::Backoff;
-use cubepod_host::controller::reconciler::Settings;
+use cubepod_host::controller::reconcile::Settings;
 use cubepod_host::controller::rollout::RolloutController;
 use cubepod_host::metrics::Metrics;
 use cubepod_host::signing::KeyRing;

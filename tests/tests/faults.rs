@@ -218,7 +218,7 @@ mod bugs {
     use std::time::{Duration, Instant};
 
     use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
-    use cubepod_host::controller::cache::Cache;
+    use cubepod_host::controller::cache::CacheWriter;
     use cubepod_host::controller::events::Recorder;
     use cubepod_host::controller::writer::Writer;
     use cubepod_kube::{
@@ -324,7 +324,7 @@ mod bugs {
     /// DELETED event of an object a patch removed reaches the cache before the patch's answer.
     struct WatchFirst {
         inner: Arc<MemoryCluster>,
-        cache: Arc<Cache>,
+        cache: CacheWriter,
     }
 
     impl Cluster for WatchFirst {
@@ -382,7 +382,7 @@ mod bugs {
     fn a_sandbox_removed_by_its_finalizer_write_does_not_linger_in_the_cache() {
         block(async {
             let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
-            let cache = Arc::new(Cache::default());
+            let cache = CacheWriter::default();
             let mut manifest = sandbox_manifest("a", json!({}));
             manifest["metadata"]["finalizers"] = json!(["cubepod.io/cleanup"]);
             cluster

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cubepod_host::controller::cache::Cache;
+use cubepod_host::controller::cache::CacheWriter;
 use cubepod_host::controller::claims::Claims;
 use cubepod_host::controller::inputs;
 use cubepod_kube::rest::{ConnectionConfig, RestCluster, RestOptions};
@@ -107,7 +107,7 @@ async fn expect_once(
 }
 
 /// Runs one reconcile of `target` with `cache` as observed, over the REST client at `server`.
-async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> ReconcileOutput {
+async fn reconcile(server: &MockServer, cache: CacheWriter, target: Value) -> ReconcileOutput {
     let cluster = RestCluster::new(
         ConnectionConfig::new(&server.uri()).unwrap(),
         RestOptions {
@@ -119,13 +119,12 @@ async fn reconcile(server: &MockServer, cache: Cache, target: Value) -> Reconcil
     let engine = PolicyEngine::new(RuntimeConfig::default()).unwrap();
     let module = engine.load(DEFAULT_POLICY).unwrap();
     // As the controller runs a call: with its cache to answer what S's children are.
-    let cache = Arc::new(cache);
     let context = CallContext::new(
         cluster,
         Arc::new(Boundary::new([NS.to_string()])),
         tokio::runtime::Handle::current(),
     )
-    .with_children(cache.clone());
+    .with_children(Arc::new(cache.clone()));
     let object = sandbox::from_json(&target).unwrap();
     let observed = cache.observed(&ObjectRef::new(NS, &object.sandbox.name));
     let claim = Claims::default().view(&cache, &object, &observed);
@@ -153,8 +152,8 @@ fn summary(requests: &[Request]) -> Vec<String> {
         .collect()
 }
 
-fn cache_with(objects: &[(Resource, Value)]) -> Cache {
-    let cache = Cache::default();
+fn cache_with(objects: &[(Resource, Value)]) -> CacheWriter {
+    let cache = CacheWriter::default();
     for (resource, object) in objects {
         cache.apply(*resource, WatchEventType::Added, object);
     }
@@ -242,7 +241,7 @@ async fn running_creates_two_block_pvcs_the_secret_and_the_kata_pod() {
 
     let out = reconcile(
         &server,
-        Cache::default(),
+        CacheWriter::default(),
         sandbox_object("a", json!({"image": "img"})),
     )
     .await;
@@ -437,7 +436,7 @@ async fn already_exists_on_create_is_success_and_the_pod_ip_is_read_back() {
     // The NetworkPolicy is the sandbox's own (observed, with a spec-hash of an older spec), so
     // the apply that meets it patches it; one the controller does not hold is never taken over
     // (tests/scenarios/service-not-taken-over.yaml).
-    let cache = Cache::default();
+    let cache = CacheWriter::default();
     let mut stale = network_policy_of_a();
     stale["metadata"]["annotations"]["cubepod.io/spec-hash"] = json!("0000000000000000");
     cache.apply(Resource::NetworkPolicy, WatchEventType::Added, &stale);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
 use cubepod_host::controller::health::Health;
 use cubepod_host::controller::manager::{ControllerManager, ManagerConfig};
-use cubepod_host::controller::reconciler::Settings;
+use cubepod_host::controller::reconcile::Settings;
 use cubepod_host::metrics::Metrics;
 use cubepod_kube::{Cluster, Resource};
 use cubepod_policy_host::runtime::{PolicyEngine, RuntimeConfig, default_policy};

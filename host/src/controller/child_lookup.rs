@@ -1,8 +1,8 @@
 //! The cache answers the boundary's delete rule: is the object a delete names held as the
-//! call's Sandbox's managed child, another's, or not at all. No API read. And it takes each
-//! of a policy's writes as the API answers it.
+//! call's Sandbox's managed child, another's, or not at all. No API read. And, through its
+//! writer, it takes each of a policy's writes as the API answers it.
 
-use super::cache::Cache;
+use super::cache::{Cache, CacheWriter};
 use cubepod_kube::Resource;
 use cubepod_policy_host::containment::{self, NAME_CONFLICT};
 use cubepod_policy_host::model::ObjectRef;
@@ -39,8 +39,10 @@ pub(crate) fn name_conflict_condition(
     });
 }
 
-impl ChildLookup for Cache {
-    fn child(
+impl Cache {
+    /// What the object `name` of `resource` in `namespace` is to the Sandbox `sandbox` of
+    /// `uid`, as the cache holds it ([`ChildLookup::child`]).
+    pub(crate) fn child_held(
         &self,
         resource: Resource,
         namespace: &str,
@@ -50,7 +52,7 @@ impl ChildLookup for Cache {
     ) -> ChildHeld {
         // One lookup for the common case, the policy deleting a child it observed; the scan
         // of every entry only for a name the sandbox does not hold.
-        if self.holds(resource, namespace, name, sandbox, uid) {
+        if self.holds_child(resource, namespace, name, sandbox, uid) {
             return ChildHeld::Own;
         }
         let owners = self.child_owners(resource, namespace, name);
@@ -63,6 +65,19 @@ impl ChildLookup for Cache {
             // Held for another sandbox: deleting it would take that sandbox's child.
             ChildHeld::Other
         }
+    }
+}
+
+impl ChildLookup for CacheWriter {
+    fn child(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        sandbox: &str,
+        uid: &str,
+    ) -> ChildHeld {
+        self.child_held(resource, namespace, name, sandbox, uid)
     }
 
     fn holds(
@@ -154,7 +169,7 @@ mod tests {
 
     #[test]
     fn the_cache_tells_own_children_from_others_and_from_nothing() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         cache.apply(
             Resource::Secret,
             WatchEventType::Added,

@@ -446,10 +446,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::controller::cache::CacheWriter;
     use cubepod_kube::{Resource, WatchEventType};
 
     /// A ready member of pool `p`, as the controller creates one (the pool's record names it).
-    fn member(cache: &Cache, name: &str, image: &str) {
+    fn member(cache: &CacheWriter, name: &str, image: &str) {
         let pool = ObjectRef::new("ns", "p");
         if cache.pool(&pool).is_none() {
             cache.apply(
@@ -478,7 +479,7 @@ mod tests {
 
     #[test]
     fn a_sandbox_that_only_carries_a_pools_labels_is_never_offered() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         member(&cache, "p-0", "img");
         let ready = json!({"type": "Ready", "status": "True", "reason": "PodReady",
             "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
@@ -520,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_sandbox_labelled_as_a_claims_member_is_not_its_member() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         member(&cache, "p-0", "img");
         // A tenant's Sandbox labelled claimed by c, owned by c: neither in the pool's record
         // nor in c's status.
@@ -559,7 +560,7 @@ mod tests {
 
     #[test]
     fn concurrent_claims_are_offered_different_members_and_wait_when_all_are_taken() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         member(&cache, "p-0", "img");
         member(&cache, "p-1", "img");
         let claims = Claims::default();
@@ -578,7 +579,7 @@ mod tests {
 
     #[test]
     fn a_member_whose_adoption_conflicted_is_not_offered_again_at_that_version() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         member(&cache, "p-0", "img");
         let claims = Claims::default();
         let none = cubepod_policy_host::model::children::empty();
@@ -596,7 +597,7 @@ mod tests {
 
     #[test]
     fn a_claim_no_member_suits_is_told_which_field_differs() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         member(&cache, "p-0", "python:3.12");
         let claims = Claims::default();
         let view = claims.view(

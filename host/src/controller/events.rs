@@ -20,7 +20,7 @@ use cubepod_policy_host::containment::rates::{
 use cubepod_policy_host::model::{ObjectRef, time};
 use cubepod_policy_host::runtime::bindings::{Event, EventType};
 
-use super::cache::Cache;
+use super::cache::CacheWriter;
 use super::writer::Writer;
 use cubepod_kube::Cluster;
 
@@ -310,7 +310,7 @@ impl EventQueue {
         runtime: &tokio::runtime::Handle,
         capacity: usize,
         cluster: Arc<dyn Cluster>,
-        cache: Arc<Cache>,
+        cache: CacheWriter,
         recorder: Arc<Recorder>,
     ) -> Self {
         let (sender, receiver) = mpsc::channel(capacity.max(1));
@@ -375,7 +375,7 @@ impl EventQueue {
 async fn write_queued(
     mut queue: mpsc::Receiver<Queued>,
     cluster: Arc<dyn Cluster>,
-    cache: Arc<Cache>,
+    cache: CacheWriter,
     recorder: Arc<Recorder>,
 ) {
     let write = |batch: Batch| {
@@ -545,7 +545,7 @@ mod tests {
             &tokio::runtime::Handle::current(),
             2,
             cluster.clone(),
-            Arc::new(Cache::default()),
+            CacheWriter::default(),
             recorder,
         );
         let target = ObjectRef::new("ns", "a");

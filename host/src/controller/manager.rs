@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::cache::Cache;
+use super::cache::{Cache, CacheWriter};
 use super::health::{ActivePolicy, Health};
 pub use super::policy::PolicySource;
 use super::policy::{Outcome, PolicySlot};
 use super::queue::{Backoff, WorkKey, WorkQueue};
-pub(crate) use super::reconciler::ReconcileError;
-use super::reconciler::{Action, Carried, IMMEDIATE_PASSES, Reconciler, Settings};
+pub(crate) use super::reconcile::ReconcileError;
+use super::reconcile::{Action, IMMEDIATE_PASSES, Pass, Reconciler, Settings};
 use super::reflector::{self, Reflector};
 use crate::metrics::Metrics;
 use cubepod_kube::Cluster;
@@ -78,8 +78,11 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// The control loop: reflectors, work queue, workers, ticks, around one reconciler.
 pub struct ControllerManager {
     pub(crate) cluster: Arc<dyn Cluster>,
-    /// What the reflectors have seen.
+    /// What the reflectors have seen, to read.
     pub cache: Arc<Cache>,
+    /// The cache's one writer: the reflectors', the controller's writes' and the policy's
+    /// lookup's (a test seeds the cache through it).
+    pub cache_writer: CacheWriter,
     /// The keys to reconcile.
     pub queue: Arc<WorkQueue>,
     /// The running policy module.
@@ -111,10 +114,11 @@ impl ControllerManager {
         );
         let refusals = metrics.clone();
         // Made first: the policy's deletes are checked against it.
-        let cache = Arc::new(Cache::with_bounds(config.reconcile.object_bounds));
+        let cache_writer = CacheWriter::with_bounds(config.reconcile.object_bounds);
+        let cache = cache_writer.reader();
         let context =
             CallContext::new(cluster.clone(), boundary, tokio::runtime::Handle::current())
-                .with_children(cache.clone())
+                .with_children(Arc::new(cache_writer.clone()))
                 .with_observer(Arc::new(move |record: HostCallRecord| {
                     if record.result == "deferred" {
                         refusals
@@ -140,7 +144,7 @@ impl ControllerManager {
         let policy = PolicySlot::new(module, config.policy_source.clone());
         let reconciler = Reconciler::new(
             cluster.clone(),
-            cache.clone(),
+            cache_writer.clone(),
             policy.clone(),
             context,
             metrics.clone(),
@@ -168,6 +172,7 @@ impl ControllerManager {
         Arc::new(Self {
             cluster,
             cache,
+            cache_writer,
             queue,
             policy,
             metrics,
@@ -254,7 +259,7 @@ impl ControllerManager {
                 let reflector = Reflector {
                     cluster: self.cluster.clone(),
                     scope,
-                    cache: self.cache.clone(),
+                    cache: self.cache_writer.clone(),
                     queue: self.queue.clone(),
                     synced: flag,
                 };
@@ -308,7 +313,8 @@ impl ControllerManager {
             self.update_gauges();
             if last_prune.elapsed() >= PRUNE_INTERVAL {
                 last_prune = Instant::now();
-                self.cache.prune_tombstones(super::cache::TOMBSTONE_TTL);
+                self.cache_writer
+                    .prune_tombstones(super::cache::TOMBSTONE_TTL);
             }
         }
     }
@@ -375,10 +381,10 @@ impl ControllerManager {
         let started = Instant::now();
         let mut marked = Vec::new();
         for namespace in &self.config.namespaces {
-            let mut report = Carried::default();
-            self.reconciler.reap(namespace, None, &mut report).await?;
+            let pass = self.reconciler.reap(namespace, None).await;
+            pass.outcome?;
             marked.extend(
-                report
+                pass.carried
                     .reaped
                     .into_iter()
                     .map(|name| ObjectRef::new(namespace, name)),
@@ -404,14 +410,10 @@ impl ControllerManager {
     }
 
     /// One reconcile of the object `key` names.
-    async fn reconcile(
-        &self,
-        key: &WorkKey,
-        report: &mut Carried,
-    ) -> Result<Action, ReconcileError> {
+    async fn reconcile(&self, key: &WorkKey) -> Pass {
         match key {
-            WorkKey::Sandbox(target) => self.reconciler.sandbox(target, report).await,
-            WorkKey::Pool(target) => self.reconciler.pool(target, report).await,
+            WorkKey::Sandbox(target) => self.reconciler.sandbox(target).await,
+            WorkKey::Pool(target) => self.reconciler.pool(target).await,
         }
     }
 
@@ -452,7 +454,6 @@ impl ControllerManager {
         let runtime = &self.metrics.controller;
         let active = runtime.active_workers.with_label_values(&[controller]);
         active.inc();
-        let mut report = Carried::default();
         // During a canary the object's module is picked once, here, by its uid.
         let canary = self.policy.canary();
         let picked = canary
@@ -461,12 +462,15 @@ impl ControllerManager {
             .map(|uid| (self.policy.pick(&uid), uid));
         // A reconcile's future is large (tens of KiB), and a move copies all of it: it is
         // awaited where it is made, and boxed (one copy) only under a canary's scope.
-        let outcome = match &picked {
+        let Pass {
+            outcome,
+            carried: report,
+        } = match &picked {
             Some(((module, _), _)) => {
-                let work = Box::pin(self.reconcile(&key, &mut report));
+                let work = Box::pin(self.reconcile(&key));
                 PolicySlot::scope(module.clone(), work).await
             }
-            None => self.reconcile(&key, &mut report).await,
+            None => self.reconcile(&key).await,
         };
         if let (Some(canary), Some(((_, on), uid))) = (&canary, &picked) {
             let counted = Outcome::of(&outcome, report.ready_seconds);

@@ -1,6 +1,7 @@
 //! The control loop: a watch cache fed by reflectors, a work queue, and the manager that runs
 //! the policy on each key and carries out what it returns.
 
+pub(crate) mod action;
 pub mod cache;
 mod child_lookup;
 pub mod claims;
@@ -15,7 +16,7 @@ mod object_bound;
 pub(crate) mod policy;
 pub mod policy_watch;
 pub mod queue;
-pub mod reconciler;
+pub mod reconcile;
 pub mod reflector;
 pub mod rollout;
 pub(crate) mod shadow;

@@ -2,7 +2,7 @@
 //! of what policies wrote (`cache/charge.rs`): a `PolicyObjectsBounded` condition naming the
 //! bound, the flag and the fix, and a status whose messages are cut to fit.
 
-use super::cache::{Cache, Past};
+use super::cache::{CacheWriter, Past};
 use cubepod_policy_host::containment;
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::runtime::bindings::{Condition, ConditionStatus, SandboxStatus};
@@ -19,7 +19,7 @@ const CUT_MESSAGE_BYTES: usize = 256;
 /// Either way it carries the `PolicyObjectsBounded` condition while a bound held something
 /// back. The bound met, if one was, and whether the status was not kept whole.
 pub(crate) fn fit_status(
-    cache: &Cache,
+    cache: &CacheWriter,
     target: &ObjectRef,
     old: &SandboxStatus,
     new: &mut SandboxStatus,

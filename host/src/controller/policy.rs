@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::Notify;
 
-use super::reconciler::{Action, ReconcileError};
+use super::action::{Action, ReconcileError};
 use super::undo::Marks;
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::runtime::bindings::KubeError;

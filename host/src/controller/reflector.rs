@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::cache::{Cache, Echoes};
+use super::cache::{CacheWriter, Echoes};
 use super::queue::{Backoff, WorkQueue};
 use cubepod_kube::{
     ApiErrorKind, Cluster, PageRequest, Resource, Scope, WatchEventType, fast_path,
@@ -46,7 +46,7 @@ const QUICK_END: Duration = Duration::from_secs(1);
 pub(crate) struct Reflector {
     pub(crate) cluster: Arc<dyn Cluster>,
     pub(crate) scope: Scope,
-    pub(crate) cache: Arc<Cache>,
+    pub(crate) cache: CacheWriter,
     pub(crate) queue: Arc<WorkQueue>,
     /// Set once the first list is in the cache.
     pub(crate) synced: Arc<AtomicBool>,
@@ -96,7 +96,7 @@ impl Reflector {
             }
             // Page by page, each applied and dropped before the next: the controller's
             // memory then peaks at one page, not at the whole list.
-            let mut relist = Cache::begin_relist(resource, namespace);
+            let mut relist = CacheWriter::begin_relist(resource, namespace);
             let mut page = PageRequest {
                 limit: LIST_PAGE_SIZE,
                 continue_token: None,
@@ -251,7 +251,7 @@ mod tests {
         let reflector = Reflector {
             cluster: cluster.clone(),
             scope: scopes("ns").remove(0),
-            cache: Arc::new(Cache::default()),
+            cache: CacheWriter::default(),
             queue: WorkQueue::new(Backoff::default(), Arc::new(crate::metrics::Metrics::new())),
             synced: Arc::new(AtomicBool::new(false)),
         };

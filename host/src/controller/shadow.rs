@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::action::describe_kube_error;
 use super::cache::Cache;
 use super::events::type_name;
-use super::reconciler::describe_kube_error;
 use crate::metrics::Metrics;
 use crate::scenario::diff;
 use cubepod_kube::{Discarding, Resource};
@@ -78,7 +78,7 @@ impl ChildLookup for ReadOnly {
         sandbox: &str,
         uid: &str,
     ) -> ChildHeld {
-        self.0.child(resource, namespace, name, sandbox, uid)
+        self.0.child_held(resource, namespace, name, sandbox, uid)
     }
     fn holds(
         &self,
@@ -88,10 +88,10 @@ impl ChildLookup for ReadOnly {
         sandbox: &str,
         uid: &str,
     ) -> bool {
-        ChildLookup::holds(self.0.as_ref(), resource, namespace, name, sandbox, uid)
+        self.0.holds_child(resource, namespace, name, sandbox, uid)
     }
     fn owned_pvcs(&self, namespace: &str, sandbox: &str, uid: &str) -> Vec<String> {
-        ChildLookup::owned_pvcs(self.0.as_ref(), namespace, sandbox, uid)
+        self.0.owned_pvcs(namespace, sandbox, uid)
     }
     fn written(&self, _: Resource, _: &serde_json::Value) {}
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::cache::Cache;
+use super::cache::CacheWriter;
 use super::claims::Offer;
 use super::events::{Record, Recorder, Source};
 use cubepod_kube::{
@@ -31,8 +31,8 @@ pub enum Finalizing {
 pub struct Writer<'a> {
     /// Where it writes.
     pub cluster: &'a dyn Cluster,
-    /// The cache it keeps up to date with its writes.
-    pub cache: &'a Cache,
+    /// The cache it keeps up to date with its writes, through the cache's one writer.
+    pub cache: &'a CacheWriter,
     /// Where it records Events.
     pub events: &'a Recorder,
 }
@@ -280,7 +280,7 @@ impl Writer<'_> {
     /// taken already is not the pool's: whoever made it, the controller did not just now.
     /// Creates the member `object` (named `name`) of `pool`; `Ok(false)` when another Sandbox
     /// holds the name, which is then listed to the policy as taken
-    /// ([`Cache::occupy_member_name`]). AlreadyExists is this process's own earlier create of
+    /// ([`CacheWriter::occupy_member_name`](super::cache::CacheWriter::occupy_member_name)). AlreadyExists is this process's own earlier create of
     /// that name, not yet shown by the watch (the policy names members deterministically),
     /// unless neither this process nor the pool's record made it.
     pub(crate) async fn create_member(
@@ -548,7 +548,7 @@ mod tests {
     #[tokio::test]
     async fn an_own_writes_record_is_the_object_read_whole() {
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let created = cluster
             .create(
                 Resource::Sandbox,
@@ -686,7 +686,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_whose_spec_was_rewritten_on_the_way_is_read_whole() {
         let memory = MemoryCluster::new(MemoryClusterConfig::instant());
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let created = memory
             .create(
                 Resource::Sandbox,

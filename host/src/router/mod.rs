@@ -30,7 +30,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::watch;
 
-use crate::controller::cache::Cache;
+use crate::controller::cache::{Cache, CacheWriter};
 use crate::controller::queue::{Backoff, WorkKey, WorkQueue};
 use crate::controller::reflector::Reflector;
 use crate::metrics::RouterMetrics;
@@ -84,7 +84,9 @@ impl Router {
         metrics: RouterMetrics,
         shutdown: watch::Receiver<bool>,
     ) -> Arc<Router> {
-        let cache = Arc::new(Cache::default());
+        // The reflectors write the cache; the router only reads it.
+        let writer = CacheWriter::default();
+        let cache = writer.reader();
         // The queue only carries which sandboxes changed, to the requests held for them.
         let queue = WorkQueue::new(Backoff::default(), Arc::new(crate::metrics::Metrics::new()));
         let mut synced = Vec::new();
@@ -105,7 +107,7 @@ impl Router {
                         namespace: namespace.clone(),
                         label_selector,
                     },
-                    cache: cache.clone(),
+                    cache: writer.clone(),
                     queue: queue.clone(),
                     synced: done,
                 };

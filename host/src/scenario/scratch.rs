@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::format::{Action, PatchStep, ReapTarget, SeedObject, call_summary};
-use crate::controller::cache::Cache;
+use crate::controller::cache::{Cache, CacheWriter};
 use crate::controller::policy::PolicySlot;
-use crate::controller::reconciler::{
-    Carried, Clock, IMMEDIATE_PASSES, ReconcileError, Reconciler, Settings, Tokens,
+use crate::controller::reconcile::{
+    Carried, Clock, IMMEDIATE_PASSES, Pass, ReconcileError, Reconciler, Settings, Tokens,
 };
 use crate::controller::reflector;
 use crate::metrics::Metrics;
@@ -26,7 +26,7 @@ use cubepod_policy_host::containment::Refusal;
 use cubepod_policy_host::model::{ObjectRef, children, names};
 use cubepod_policy_host::runtime::{CallContext, KubeCall, PolicyModule, RuntimeError};
 
-pub(crate) use crate::controller::reconciler::describe_kube_error as kube_error;
+pub(crate) use crate::controller::action::describe_kube_error as kube_error;
 
 /// The credential handed to the policy: fixed, so that manifests are the same on every run.
 pub const FRESH_TOKEN: &str = "scenario-token";
@@ -86,6 +86,8 @@ pub struct StepOutcome {
 /// A scratch in-memory cluster with one reconciler, for running scenario steps.
 pub struct Scratch {
     cluster: Arc<MemoryCluster>,
+    /// The cache's writer: the scratch cluster's lists refill it before every step.
+    cache: CacheWriter,
     reconciler: Reconciler,
     namespace: String,
     handle: Handle,
@@ -98,16 +100,16 @@ impl Scratch {
     pub fn new(namespace: &str, module: &PolicyModule, handle: &Handle) -> Self {
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
         // As the controller's: the policy's deletes are checked against the cache.
-        let cache = Arc::new(Cache::default());
+        let cache = CacheWriter::default();
         let context = CallContext::new(
             cluster.clone(),
             Arc::new(Boundary::new([namespace])),
             handle.clone(),
         )
-        .with_children(cache.clone());
-        let reconciler = Reconciler::new(
+        .with_children(Arc::new(cache.clone()));
+        let mut reconciler = Reconciler::new(
             cluster.clone(),
-            cache,
+            cache.clone(),
             PolicySlot::new(module.clone(), Default::default()),
             context,
             Arc::new(Metrics::new()),
@@ -118,8 +120,11 @@ impl Scratch {
                 ..Settings::default()
             }),
         );
+        // A scenario's expectations may name the status written.
+        reconciler.record_status = true;
         Self {
             cluster,
+            cache,
             reconciler,
             namespace: namespace.to_string(),
             handle: handle.clone(),
@@ -163,7 +168,7 @@ impl Scratch {
 
     /// Refills the cache from lists, as the reflectors do after a relist.
     fn refresh(&mut self) -> Result<(), StepError> {
-        let cache = &self.reconciler.cache;
+        let cache = &self.cache;
         for scope in reflector::scopes(&self.namespace) {
             let resource = scope.resource;
             let list =
@@ -221,30 +226,30 @@ impl Scratch {
         now: Option<i64>,
         max_pool_replicas: u32,
     ) -> StepOutcome {
-        // A scenario's expectations may name the status written.
-        let mut result = StepResult {
-            record_status: true,
-            ..StepResult::default()
-        };
         // The scratch reconciler is the settings' only holder: they change in place.
         let settings = Arc::make_mut(&mut self.reconciler.settings);
         settings.clock.set(now.unwrap_or(0));
         settings.max_pool_replicas = max_pool_replicas;
-        let done = self.refresh().and_then(|()| match action {
-            Action::Reconcile(name) => {
-                let target = ObjectRef::new(&self.namespace, name);
-                self.reconcile_sandbox(&target, &mut result)
-            }
-            Action::Pool(name) => {
-                let target = ObjectRef::new(&self.namespace, name);
-                self.carried(self.reconciler.pool(&target, &mut result))
-                    .map(|_| ())
-            }
-            Action::Reap(target) => self.reap(target, &mut result),
-            Action::Patch(_) | Action::Delete(_) => self
-                .block_on(user_step(&self.cluster, &self.namespace, action))
-                .unwrap_or(Ok(())),
-        });
+        let (mut result, done) = match self.refresh() {
+            Err(error) => (StepResult::default(), Err(error)),
+            Ok(()) => match action {
+                Action::Reconcile(name) => {
+                    let target = ObjectRef::new(&self.namespace, name);
+                    self.reconcile_sandbox(&target)
+                }
+                Action::Pool(name) => {
+                    let target = ObjectRef::new(&self.namespace, name);
+                    let (result, done) = self.carried(self.reconciler.pool(&target));
+                    (result, done.map(|_| ()))
+                }
+                Action::Reap(target) => self.reap(target),
+                Action::Patch(_) | Action::Delete(_) => (
+                    StepResult::default(),
+                    self.block_on(user_step(&self.cluster, &self.namespace, action))
+                        .unwrap_or(Ok(())),
+                ),
+            },
+        };
         // An object the controller would not hand to the policy fails the step: the scenario
         // meant something else.
         let done = done.and_then(|()| match result.skipped.take() {
@@ -259,44 +264,39 @@ impl Scratch {
 
     /// Reconciles a Sandbox as the control loop does: again at once, up to
     /// [`IMMEDIATE_PASSES`], while it asks to be (a claim that adopted its member reports it
-    /// in its next pass). `result` holds every pass's calls and Events, the first claim, and
+    /// in its next pass). The result holds every pass's calls and Events, the first claim, and
     /// the last pass's status.
-    fn reconcile_sandbox(
-        &self,
-        target: &ObjectRef,
-        result: &mut StepResult,
-    ) -> Result<(), StepError> {
-        let mut action = self.carried(self.reconciler.sandbox(target, result))?;
+    fn reconcile_sandbox(&self, target: &ObjectRef) -> (StepResult, Result<(), StepError>) {
+        let (mut result, mut action) = self.carried(self.reconciler.sandbox(target));
         for _ in 1..IMMEDIATE_PASSES {
-            if action.requeue_after != Some(Duration::ZERO) {
-                break;
+            match &action {
+                Ok(action) if action.requeue_after == Some(Duration::ZERO) => {}
+                _ => break,
             }
-            let mut next = StepResult {
-                record_status: true,
-                ..StepResult::default()
-            };
-            let done = self.carried(self.reconciler.sandbox(target, &mut next));
+            let (mut next, done) = self.carried(self.reconciler.sandbox(target));
             result.calls.append(&mut next.calls);
             result.events.append(&mut next.events);
             result.claim = result.claim.take().or(next.claim);
             result.status = next.status.or(result.status.take());
             result.requeue_after_seconds = next.requeue_after_seconds;
             result.skipped = next.skipped;
-            action = done?;
+            action = done;
         }
-        Ok(())
+        (result, action.map(|_| ()))
     }
 
+    /// A pass run to its end: what it did, and how it ended.
     fn carried<T>(
         &self,
-        future: impl Future<Output = Result<T, ReconcileError>>,
-    ) -> Result<T, StepError> {
-        self.block_on(future).map_err(StepError::from)
+        pass: impl Future<Output = Pass<T>>,
+    ) -> (StepResult, Result<T, StepError>) {
+        let Pass { outcome, carried } = self.block_on(pass);
+        (carried, outcome.map_err(StepError::from))
     }
 
     /// A reaper pass over the scenario's namespace, or over the sandboxes it names (each must
     /// exist: a name that does not is a mistake in the scenario, not an idle sandbox).
-    fn reap(&self, target: &ReapTarget, result: &mut StepResult) -> Result<(), StepError> {
+    fn reap(&self, target: &ReapTarget) -> (StepResult, Result<(), StepError>) {
         let only = match target {
             ReapTarget::All => None,
             ReapTarget::Only(names) => {
@@ -306,15 +306,16 @@ impl Scratch {
                         .sandbox(&ObjectRef::new(&self.namespace, n.as_str()))
                         .is_none()
                 }) {
-                    return Err(StepError::Skipped(format!(
+                    let missing = StepError::Skipped(format!(
                         "reap: no Sandbox {missing:?} in namespace {:?}",
                         self.namespace
-                    )));
+                    ));
+                    return (StepResult::default(), Err(missing));
                 }
                 Some(names.as_slice())
             }
         };
-        self.carried(self.reconciler.reap(&self.namespace, only, result))
+        self.carried(self.reconciler.reap(&self.namespace, only))
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Cache, Inner, child_owner, is_older};
+use super::{CacheWriter, Inner, child_owner, is_older};
 use crate::controller::queue::{WorkKey, WorkQueue};
 use cubepod_kube::{EchoFilter, Resource};
 use cubepod_policy_host::model::ObjectRef;
@@ -101,7 +101,7 @@ impl Inner {
 /// keys it would have woken applied.
 pub(crate) struct Echoes {
     pub(crate) resource: Resource,
-    pub(crate) cache: Arc<Cache>,
+    pub(crate) cache: CacheWriter,
     pub(crate) queue: Arc<WorkQueue>,
 }
 
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn the_echo_of_an_own_write_reconciles_nothing_but_its_pool_and_later_changes_do() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = WorkKey::Sandbox(ObjectRef::new("ns", "a"));
         // The policy's Pod, as the create answered it; then the watch's echo of it.
         cache.apply_own(Resource::Pod, &pod("4", false));
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn an_echo_taken_before_it_is_read_wakes_what_it_would_have_woken() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let key = |name: &str| ObjectRef::new("ns", name);
         cache.apply_own(Resource::Pod, &pod("4", false));
         // Another version is no echo; the echo is taken once.
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn an_echo_of_a_write_a_relist_dropped_brings_it_back() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = ObjectRef::new("ns", "a");
         cache.apply_own(Resource::Pod, &pod("4", false));
         // A relist whose list predates the create: the Pod is dropped.
@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn an_own_write_the_watch_showed_first_waits_for_no_echo() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = WorkKey::Sandbox(ObjectRef::new("ns", "a"));
         // The watch was faster than the create's answer.
         assert_eq!(

@@ -2,10 +2,11 @@
 //! records, not whole objects), plus what the controller itself just wrote, so that it does not
 //! write twice before the watch catches up.
 //!
-//! This file holds the state and every read of it. Every change is `update.rs`'s, the one
-//! writer (its doc names who tells it what: the reflectors, the writer, a policy call's lookup),
-//! and only it takes the write lock; the rule of own writes and their watch echoes is
-//! `echo.rs`'s.
+//! This file holds the state and every read of it, shared as `Arc<Cache>`: the reconciler, the
+//! inputs and the claims read it and cannot change it. Every change goes through the one
+//! [`CacheWriter`], made with the cache and handed only to who tells it what (the reflectors,
+//! the writer, a policy call's lookup, the watch's echo filter: `update.rs`'s doc names each);
+//! the rule of own writes and their watch echoes is `echo.rs`'s.
 
 mod charge;
 mod echo;
@@ -19,7 +20,8 @@ pub(crate) use echo::Echoes;
 use echo::OwnWrite;
 pub(crate) use update::TOMBSTONE_TTL;
 
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use foldhash::HashMap;
@@ -147,6 +149,37 @@ pub struct Cache {
     bounded: Mutex<HashMap<ObjectRef, Past>>,
 }
 
+/// The one handle that changes the [`Cache`], as kube-runtime's reflector `Writer` beside its
+/// `Store`: made with the cache ([`Self::with_bounds`]), handed to the reflectors, the
+/// controller's writer, a policy call's lookup and the watch's echo filter, and never to what
+/// only reads ([`Self::reader`]). It reads what it writes, through [`Deref`].
+#[derive(Clone, Default)]
+pub struct CacheWriter {
+    cache: Arc<Cache>,
+}
+
+impl CacheWriter {
+    /// An empty cache that holds at most `bounds` of what policies wrote, and its writer.
+    pub fn with_bounds(bounds: ObjectBounds) -> Self {
+        Self {
+            cache: Arc::new(Cache::with_bounds(bounds)),
+        }
+    }
+
+    /// The cache to read, shared with everything that does not write it.
+    pub fn reader(&self) -> Arc<Cache> {
+        self.cache.clone()
+    }
+}
+
+impl Deref for CacheWriter {
+    type Target = Cache;
+
+    fn deref(&self) -> &Cache {
+        &self.cache
+    }
+}
+
 /// resourceVersions are opaque to clients, but in practice numbers: compare them when they
 /// are, so that a late watch event does not undo a newer write the controller already applied.
 fn is_older(incoming: &str, cached: &str) -> bool {
@@ -231,8 +264,9 @@ impl Inner {
 }
 
 impl Cache {
-    /// An empty cache that holds at most `bounds` of what policies wrote.
-    pub fn with_bounds(bounds: ObjectBounds) -> Self {
+    /// An empty cache that holds at most `bounds` of what policies wrote; its writer makes it
+    /// ([`CacheWriter::with_bounds`]).
+    fn with_bounds(bounds: ObjectBounds) -> Self {
         Self {
             bounds,
             ..Self::default()
@@ -249,79 +283,11 @@ impl Cache {
         self.read().charges.totals()
     }
 
-    /// Whether `sandbox`'s records may take a write of its child `name` of `resource` whose
-    /// spec digest (a NetworkPolicy's or Service's) is `spec_hash_bytes` long, in place of
-    /// what they hold of it. Past a bound, the sandbox is noted for its reconcile to tell.
-    pub(crate) fn room_for_child(
-        &self,
-        sandbox: &ObjectRef,
-        resource: Resource,
-        name: &str,
-        spec_hash_bytes: u64,
-    ) -> Result<(), Past> {
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        let child = version_key_parts(resource, name);
-        let entry = inner.children.get(sandbox);
-        let record = |key: &str, version: &str, owner: Option<&str>| {
-            (key.len() + version.len() + owner.map_or(0, str::len)) as u64 + charge::RECORD_BYTES
-        };
-        let held_version = entry
-            .and_then(|e| e.versions.get_joined(&child))
-            .map_or(0, |v| {
-                record(&child.concat(), &v.version, v.owner.as_deref())
-            });
-        let held_object = entry
-            .and_then(|e| match resource {
-                Resource::NetworkPolicy => e.network_policy.as_ref(),
-                Resource::Service => e.service.as_ref(),
-                _ => None,
-            })
-            .filter(|o| o.name == name)
-            .map_or(0, |o| charge::object_bytes(&o.name, o.spec_hash.as_deref()));
-        // A version and a uid as long as the API server's.
-        let after = record(&child.concat(), "0123456789", Some(&"u".repeat(36)))
-            + name.len() as u64
-            + spec_hash_bytes;
-        let before = held_version + held_object;
-        let result = inner.charges.room(&self.bounds, sandbox, before, after);
-        match &result {
-            Ok(()) => inner.charges.reserve(sandbox, before, after),
-            Err(past) => {
-                drop(inner);
-                self.note_bound(sandbox, past.clone());
-            }
-        }
-        result
-    }
-
-    /// Whether `sandbox`'s records may hold `new` in place of its status `old`; the room is
-    /// reserved until the status written is in them.
-    pub(crate) fn room_for_status(
-        &self,
-        sandbox: &ObjectRef,
-        old: &SandboxStatus,
-        new: &SandboxStatus,
-    ) -> Result<(), Past> {
-        let (before, after) = (charge::status_bytes(old), charge::status_bytes(new));
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        inner.charges.room(&self.bounds, sandbox, before, after)?;
-        inner.charges.reserve(sandbox, before, after);
-        Ok(())
-    }
-
     fn note_bound(&self, sandbox: &ObjectRef, past: Past) {
         self.bounded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(sandbox.clone(), past);
-    }
-
-    /// The bound a write for `sandbox` met since this was last asked, if one did.
-    pub(crate) fn take_bound(&self, sandbox: &ObjectRef) -> Option<Past> {
-        self.bounded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(sandbox)
     }
 
     /// The Sandbox of this key, if it is cached and parses.
@@ -643,6 +609,81 @@ fn awaits_claim(s: &Sandbox) -> bool {
         && !s.deleting
 }
 
+impl CacheWriter {
+    /// Whether `sandbox`'s records may take a write of its child `name` of `resource` whose
+    /// spec digest (a NetworkPolicy's or Service's) is `spec_hash_bytes` long, in place of
+    /// what they hold of it. Past a bound, the sandbox is noted for its reconcile to tell.
+    pub(crate) fn room_for_child(
+        &self,
+        sandbox: &ObjectRef,
+        resource: Resource,
+        name: &str,
+        spec_hash_bytes: u64,
+    ) -> Result<(), Past> {
+        let mut inner = self.cache.inner.write().unwrap_or_else(|p| p.into_inner());
+        let child = version_key_parts(resource, name);
+        let entry = inner.children.get(sandbox);
+        let record = |key: &str, version: &str, owner: Option<&str>| {
+            (key.len() + version.len() + owner.map_or(0, str::len)) as u64 + charge::RECORD_BYTES
+        };
+        let held_version = entry
+            .and_then(|e| e.versions.get_joined(&child))
+            .map_or(0, |v| {
+                record(&child.concat(), &v.version, v.owner.as_deref())
+            });
+        let held_object = entry
+            .and_then(|e| match resource {
+                Resource::NetworkPolicy => e.network_policy.as_ref(),
+                Resource::Service => e.service.as_ref(),
+                _ => None,
+            })
+            .filter(|o| o.name == name)
+            .map_or(0, |o| charge::object_bytes(&o.name, o.spec_hash.as_deref()));
+        // A version and a uid as long as the API server's.
+        let after = record(&child.concat(), "0123456789", Some(&"u".repeat(36)))
+            + name.len() as u64
+            + spec_hash_bytes;
+        let before = held_version + held_object;
+        let result = inner
+            .charges
+            .room(&self.cache.bounds, sandbox, before, after);
+        match &result {
+            Ok(()) => inner.charges.reserve(sandbox, before, after),
+            Err(past) => {
+                drop(inner);
+                self.cache.note_bound(sandbox, past.clone());
+            }
+        }
+        result
+    }
+
+    /// Whether `sandbox`'s records may hold `new` in place of its status `old`; the room is
+    /// reserved until the status written is in them.
+    pub(crate) fn room_for_status(
+        &self,
+        sandbox: &ObjectRef,
+        old: &SandboxStatus,
+        new: &SandboxStatus,
+    ) -> Result<(), Past> {
+        let (before, after) = (charge::status_bytes(old), charge::status_bytes(new));
+        let mut inner = self.cache.inner.write().unwrap_or_else(|p| p.into_inner());
+        inner
+            .charges
+            .room(&self.cache.bounds, sandbox, before, after)?;
+        inner.charges.reserve(sandbox, before, after);
+        Ok(())
+    }
+
+    /// The bound a write for `sandbox` met since this was last asked, if one did.
+    pub(crate) fn take_bound(&self, sandbox: &ObjectRef) -> Option<Past> {
+        self.cache
+            .bounded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(sandbox)
+    }
+}
+
 /// What a pool's member is to claims: the one rule of the offer, the index of free and held
 /// members, and the refill's wait for claims.
 pub(crate) fn standing(s: &Sandbox) -> Standing<'_> {
@@ -696,7 +737,7 @@ mod tests {
 
     #[test]
     fn a_late_create_response_does_not_undo_a_newer_watch_event() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = ObjectRef::new("ns", "a");
         // The watch showed the Pod Ready (version 5) before the create's answer (version 4,
         // Pending) was applied.
@@ -717,7 +758,7 @@ mod tests {
 
     #[test]
     fn a_child_known_only_to_exist_does_not_undo_what_the_watch_showed() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = ObjectRef::new("ns", "a");
         // The manifest of a create that met AlreadyExists: no version, no status.
         let mut manifest = pod("1", false);
@@ -737,7 +778,7 @@ mod tests {
 
     #[test]
     fn a_sandbox_observes_only_the_children_of_its_controller_reference() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = ObjectRef::new("ns", "a");
         let sandbox = json!({"apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
             "metadata": {"name": "a", "namespace": "ns", "uid": "uid-a", "resourceVersion": "1"},
@@ -790,7 +831,7 @@ mod tests {
 
     #[test]
     fn a_relist_in_pages_drops_only_what_no_page_showed() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let owner = ObjectRef::new("ns", "a");
         let pvc = |name: &str| json!({"metadata": child_meta(name, "3")});
         cache.apply(
@@ -803,7 +844,7 @@ mod tests {
             WatchEventType::Added,
             &pvc("y"),
         );
-        let mut relist = Cache::begin_relist(Resource::PersistentVolumeClaim, "ns");
+        let mut relist = CacheWriter::begin_relist(Resource::PersistentVolumeClaim, "ns");
         cache.relist_page(&mut relist, &[pvc("y")]);
         cache.relist_page(&mut relist, &[pvc("z")]);
         // Until the relist ends, nothing is dropped.
@@ -821,7 +862,7 @@ mod tests {
 
     #[test]
     fn a_sandbox_owns_the_pvcs_of_its_label_name_and_controller_reference() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let pvc = |name: &str, sandbox: &str, uid: &str, edit: &dyn Fn(&mut Value)| {
             let mut object = json!({"metadata": {
                 "name": name, "namespace": "ns", "resourceVersion": "3",
@@ -898,7 +939,7 @@ mod tests {
 
     #[test]
     fn a_deleted_sandbox_stays_deleted_until_created_again() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let key = ObjectRef::new("ns", "s");
         let sandbox = |version: &str| {
             json!({"metadata": {"name": "s", "namespace": "ns", "resourceVersion": version},
@@ -920,7 +961,7 @@ mod tests {
     /// and so does its Pod when the old Pod's deletion comes late.
     #[test]
     fn a_late_deletion_of_an_earlier_object_leaves_its_successor() {
-        let cache = Cache::default();
+        let cache = CacheWriter::default();
         let key = ObjectRef::new("ns", "s");
         let sandbox = |version: &str| {
             json!({"metadata": {"name": "s", "namespace": "ns", "resourceVersion": version},

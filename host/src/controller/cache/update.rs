@@ -1,21 +1,24 @@
-//! Every change to the cache, in one place: the only writer of [`Cache`]. Reading is
-//! `mod.rs`'s; the rule of own writes and their echoes is `echo.rs`'s.
+//! Every change to the cache's records, in one place: the methods of [`CacheWriter`], the one
+//! handle that writes the [`Cache`] (the room its bounds leave is `mod.rs`'s, beside them).
+//! Reading is `mod.rs`'s; the rule of own writes and their echoes is `echo.rs`'s.
 //!
 //! What the cache learns, and who tells it:
 //!
 //! - **the cluster's watches and lists**: the reflector applies each watch event
-//!   ([`Cache::apply`]) and each relist, page by page ([`Cache::begin_relist`],
-//!   [`Cache::relist_page`], [`Cache::finish_relist`]; [`Cache::replace`] for a whole list,
-//!   as `policy test`'s scratch cluster refills it), and the watch's echo filter takes the
-//!   echoes of own writes unread ([`Cache::take_echo`], through `echo::Echoes`);
+//!   ([`CacheWriter::apply`]) and each relist, page by page
+//!   ([`CacheWriter::begin_relist`], [`CacheWriter::relist_page`],
+//!   [`CacheWriter::finish_relist`]; [`CacheWriter::replace`] for a whole list, as
+//!   `policy test`'s scratch cluster refills it), and the watch's echo filter takes the echoes
+//!   of own writes unread ([`CacheWriter::take_echo`], through `echo::Echoes`);
 //! - **the answers of the controller's own writes**: the writer (`writer.rs`) applies each
 //!   answer as it comes, an own write's so that its echo reconciles nothing
-//!   ([`Cache::apply_own`], [`Cache::apply_own_sandbox`], [`Cache::apply_adoption`]), another's
-//!   as any change ([`Cache::apply`]), and a pool member it created ([`Cache::record_created`]);
+//!   ([`CacheWriter::apply_own`], [`CacheWriter::apply_own_sandbox`],
+//!   [`CacheWriter::apply_adoption`]), another's as any change ([`CacheWriter::apply`]), and a
+//!   pool member it created ([`CacheWriter::record_created`]);
 //! - **what a policy call's writes got back**: the runtime, in the middle of a guest call,
 //!   hands each answer to [`ChildLookup::written`](cubepod_policy_host::runtime::ChildLookup),
-//!   which is [`Cache::apply_own`] (`child_lookup.rs`);
-//! - **time**: the manager forgets old deletions ([`Cache::prune_tombstones`]).
+//!   which is [`CacheWriter::apply_own`] (`child_lookup.rs`);
+//! - **time**: the manager forgets old deletions ([`CacheWriter::prune_tombstones`]).
 //!
 //! Each takes the cache's one write lock for the whole of its change, so that the version
 //! checks, the tombstones and the record of own writes see one state.
@@ -28,7 +31,7 @@ use foldhash::{HashSet, HashSetExt};
 use serde_json::Value;
 
 use super::{
-    Cache, ChildVersion, HeldPvc, Inner, PoolObject, child_owner, is_older, standing,
+    Cache, CacheWriter, ChildVersion, HeldPvc, Inner, PoolObject, child_owner, is_older, standing,
     version_key_parts,
 };
 use crate::controller::queue::WorkKey;
@@ -41,7 +44,7 @@ use cubepod_policy_host::model::{ObjectRef, Unreadable, children, pool, sandbox}
 /// answer to a write made before the deletion can still arrive.
 pub(crate) const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
 
-/// A relist in progress (see [`Cache::begin_relist`]): which objects its pages showed, as
+/// A relist in progress (see [`CacheWriter::begin_relist`]): which objects its pages showed, as
 /// (owning sandbox, name) for children and ("", name) for our own resources.
 pub(crate) struct Relist {
     resource: Resource,
@@ -64,7 +67,9 @@ impl Cache {
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
+}
 
+impl CacheWriter {
     /// Applies one watch event (or a write's result) and returns the keys to reconcile. A
     /// deletion is remembered (a tombstone), so that a late answer about the deleted object
     /// cannot bring it back.
@@ -277,7 +282,7 @@ impl Cache {
     }
 
     /// `name`, chosen by `pool`'s policy for a new member, is another Sandbox's (see
-    /// [`Self::name_held_by_other`], or the API answered AlreadyExists): listed to the policy as
+    /// [`Cache::name_held_by_other`], or the API answered AlreadyExists): listed to the policy as
     /// taken until that Sandbox is gone.
     pub(crate) fn occupy_member_name(&self, pool: &ObjectRef, name: &str) {
         self.write().membership.occupy(pool, name);
@@ -294,7 +299,7 @@ impl Cache {
 
 impl Inner {
     /// One watch event (or a write's answer) of the object `key`, whose metadata is `meta`:
-    /// see [`Cache::apply`].
+    /// see [`CacheWriter::apply`].
     pub(super) fn apply(
         &mut self,
         resource: Resource,

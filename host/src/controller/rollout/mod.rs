@@ -1407,7 +1407,7 @@ impl RolloutController {
     async fn post(&self, at: &ObjectRef, uid: &str, events: &[Event], now: i64) {
         let writer = Writer {
             cluster: self.manager.cluster.as_ref(),
-            cache: &self.manager.cache,
+            cache: &self.manager.cache_writer,
             events: &self.recorder,
         };
         writer
