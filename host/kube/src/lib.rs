@@ -8,8 +8,8 @@
 
 pub mod discard;
 pub mod fast_path;
-pub mod rest;
 pub mod resource;
+pub mod rest;
 pub mod review;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

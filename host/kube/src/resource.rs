@@ -98,7 +98,10 @@ impl Resource {
     pub fn collection_path(self, namespace: &str) -> String {
         let d = self.descriptor();
         let root = if d.group.is_empty() { "api" } else { "apis" };
-        format!("/{root}/{}/namespaces/{namespace}/{}", d.api_version, d.plural)
+        format!(
+            "/{root}/{}/namespaces/{namespace}/{}",
+            d.api_version, d.plural
+        )
     }
 
     /// The REST path of one object.
@@ -388,8 +391,7 @@ mod tests {
         let granted = granted();
         for resource in Resource::ALL {
             let d = resource.descriptor();
-            let expected: BTreeSet<String> =
-                d.rbac_verbs.iter().map(|v| (*v).to_owned()).collect();
+            let expected: BTreeSet<String> = d.rbac_verbs.iter().map(|v| (*v).to_owned()).collect();
             let key = (d.group.to_owned(), d.plural.to_owned());
             assert_eq!(
                 granted.get(&key),

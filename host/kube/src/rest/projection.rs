@@ -114,10 +114,9 @@ impl Projection {
             // Of a PVC or Secret the controller reads the name, labels and deletion; of a
             // NetworkPolicy or Service also the annotation with its spec's digest.
             (Some(ChildRead::Metadata), Projection::Whole) => Projection::Whole,
-            (
-                Some(ChildRead::Metadata),
-                Projection::MetadataAndStatus | Projection::Metadata,
-            ) => Projection::Metadata,
+            (Some(ChildRead::Metadata), Projection::MetadataAndStatus | Projection::Metadata) => {
+                Projection::Metadata
+            }
         }
     }
 
