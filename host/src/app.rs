@@ -457,13 +457,7 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
     for result in std::iter::once(&"applied").chain(REFUSAL_REASONS) {
         metrics.policy_swaps.with_label_values(&[result]).inc_by(0);
     }
-    for resource in [
-        Resource::PersistentVolumeClaim,
-        Resource::Pod,
-        Resource::Secret,
-        Resource::NetworkPolicy,
-        Resource::Service,
-    ] {
+    for resource in Resource::children() {
         metrics
             .policy_writes_deferred
             .with_label_values(&[resource.plural()])

@@ -5,9 +5,9 @@ use cubepod_kube::{ApiError, ApiErrorKind, Resource};
 
 /// `pods` for the core group, `sandboxes.cubepod.io` for ours, as the API server names them.
 pub(crate) fn qualified(resource: Resource) -> String {
-    match resource.api_version().split_once('/') {
-        Some((group, _version)) => format!("{}.{group}", resource.plural()),
-        None => resource.plural().to_owned(),
+    match resource.descriptor().group {
+        "" => resource.plural().to_owned(),
+        group => format!("{}.{group}", resource.plural()),
     }
 }
 

@@ -211,9 +211,9 @@ impl From<Path> for String {
 
 /// `Sandbox.cubepod.io`, `Pod`: a kind as `schema.GroupKind` prints it.
 pub(crate) fn qualified_kind(resource: Resource) -> String {
-    match resource.api_version().split_once('/') {
-        Some((group, _version)) => format!("{}.{group}", resource.kind()),
-        None => resource.kind().to_owned(),
+    match resource.descriptor().group {
+        "" => resource.kind().to_owned(),
+        group => format!("{}.{group}", resource.kind()),
     }
 }
 

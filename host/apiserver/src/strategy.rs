@@ -7,20 +7,20 @@ use serde_json::{Map, Value, json};
 use super::errors;
 use super::field::{BadValue, FieldError, Kind};
 use super::meta;
+use cubepod_kube::resource::StatusWrites;
 use cubepod_kube::{ApiResult, Resource};
 
 /// Kinds whose main resource ignores `status`: only `patch_status` changes it.
 pub(crate) fn has_status_subresource(resource: Resource) -> bool {
-    matches!(
-        resource,
-        Resource::Sandbox | Resource::PodWarmPool | Resource::PolicyRollout
-    )
+    resource.descriptor().status == StatusWrites::Subresource
 }
 
 /// Kinds with a `/status` endpoint at all.
 pub(crate) fn accepts_status_patch(resource: Resource) -> bool {
-    has_status_subresource(resource)
-        || matches!(resource, Resource::Pod | Resource::PersistentVolumeClaim)
+    match resource.descriptor().status {
+        StatusWrites::Subresource | StatusWrites::ObjectAndSubresource => true,
+        StatusWrites::Object => false,
+    }
 }
 
 /// Checks the shape of a new object and fills `kind`, `apiVersion` and the namespace.
@@ -166,15 +166,24 @@ pub(crate) fn validate_sizes(resource: Resource, object: &Value) -> Vec<FieldErr
             })
             .unwrap_or(0)
     };
-    match resource {
+    let data = match resource {
         // The whole object is at fault: the API server's path for it prints as `[]`.
-        Resource::ConfigMap if text("data") + decoded("binaryData") > MAX_DATA_BYTES => {
-            errors.push(too_long("[]", MAX_DATA_BYTES));
-        }
-        Resource::Secret if decoded("data") > MAX_DATA_BYTES => {
-            errors.push(too_long("data", MAX_DATA_BYTES));
-        }
-        _ => {}
+        Resource::ConfigMap => Some(("[]", text("data") + decoded("binaryData"))),
+        Resource::Secret => Some(("data", decoded("data"))),
+        Resource::Sandbox
+        | Resource::PodWarmPool
+        | Resource::Pod
+        | Resource::PersistentVolumeClaim
+        | Resource::Event
+        | Resource::Lease
+        | Resource::NetworkPolicy
+        | Resource::Service
+        | Resource::PolicyRollout => None,
+    };
+    if let Some((field, bytes)) = data
+        && bytes > MAX_DATA_BYTES
+    {
+        errors.push(too_long(field, MAX_DATA_BYTES));
     }
     errors
 }

@@ -107,9 +107,11 @@ impl ChildLookup for CacheWriter {
         name: &str,
         manifest: &str,
     ) -> Result<(), String> {
-        let spec_hash = match resource {
-            Resource::NetworkPolicy | Resource::Service => spec_hash_bytes(manifest),
-            _ => 0,
+        // An applied child's spec digest is held with it (a NetworkPolicy's, a Service's).
+        let spec_hash = if resource.child().is_some_and(|child| child.applied) {
+            spec_hash_bytes(manifest)
+        } else {
+            0
         };
         let sandbox = ObjectRef::new(namespace, sandbox);
         self.room_for_child(&sandbox, resource, name, spec_hash)

@@ -18,23 +18,16 @@ use cubepod_policy_host::model::meta::MetaView;
 /// What the controller watches in one namespace: our resources, and the children of every
 /// sandbox by label.
 pub fn scopes(namespace: &str) -> Vec<Scope> {
-    let children = Some(cubepod_policy_host::model::children::selector());
-    [
-        (Resource::Sandbox, None),
-        (Resource::PodWarmPool, None),
-        (Resource::Pod, children.clone()),
-        (Resource::PersistentVolumeClaim, children.clone()),
-        (Resource::Secret, children.clone()),
-        (Resource::NetworkPolicy, children.clone()),
-        (Resource::Service, children),
-    ]
-    .into_iter()
-    .map(|(resource, label_selector)| Scope {
-        resource,
-        namespace: namespace.to_string(),
-        label_selector,
-    })
-    .collect()
+    let children = cubepod_policy_host::model::children::selector();
+    [(Resource::Sandbox, None), (Resource::PodWarmPool, None)]
+        .into_iter()
+        .chain(Resource::children().map(|child| (child, Some(children.clone()))))
+        .map(|(resource, label_selector)| Scope {
+            resource,
+            namespace: namespace.to_string(),
+            label_selector,
+        })
+        .collect()
 }
 
 /// Items per list page, as client-go's reflectors ask for.

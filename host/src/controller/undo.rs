@@ -36,7 +36,13 @@ impl Marks {
             Resource::Secret => Self::SECRET,
             Resource::NetworkPolicy => Self::NETWORK_POLICY,
             Resource::Service => Self::SERVICE,
-            _ => Marks::default(),
+            Resource::PersistentVolumeClaim
+            | Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => Marks::default(),
         }
     }
 

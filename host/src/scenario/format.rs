@@ -159,19 +159,16 @@ impl TryFrom<String> for KindName {
     }
 }
 
-const KINDS: [Resource; 7] = [
-    Resource::Sandbox,
-    Resource::PodWarmPool,
-    Resource::Pod,
-    Resource::PersistentVolumeClaim,
-    Resource::Secret,
-    Resource::NetworkPolicy,
-    Resource::Service,
-];
+/// The kinds a scenario may seed: our own resources and a sandbox's children.
+fn kinds() -> impl Iterator<Item = Resource> {
+    [Resource::Sandbox, Resource::PodWarmPool]
+        .into_iter()
+        .chain(Resource::children())
+}
 
 pub(crate) fn resource_of_kind(kind: &str) -> Result<Resource, String> {
-    KINDS.into_iter().find(|r| r.kind() == kind).ok_or_else(|| {
-        let known: Vec<&str> = KINDS.iter().map(|r| r.kind()).collect();
+    kinds().find(|r| r.kind() == kind).ok_or_else(|| {
+        let known: Vec<&str> = kinds().map(Resource::kind).collect();
         format!("kind {kind:?} is not one of {}", known.join(", "))
     })
 }

@@ -190,33 +190,26 @@ impl Scratch {
 
     /// `Kind/name` of every child labelled as `sandbox`'s, in any namespace.
     pub(crate) fn children_of(&self, sandbox: &str) -> Vec<(String, Value)> {
-        [
-            Resource::Pod,
-            Resource::PersistentVolumeClaim,
-            Resource::Secret,
-            Resource::NetworkPolicy,
-            Resource::Service,
-        ]
-        .into_iter()
-        .flat_map(|resource| {
-            self.cluster
-                .objects(resource)
-                .into_iter()
-                .filter(|o| {
-                    o.pointer("/metadata/labels")
-                        .and_then(|l| l.get(children::SANDBOX_LABEL))
-                        .and_then(Value::as_str)
-                        == Some(sandbox)
-                })
-                .map(move |o| {
-                    let name = o["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string();
-                    (format!("{}/{name}", resource.kind()), o)
-                })
-        })
-        .collect()
+        Resource::children()
+            .flat_map(|resource| {
+                self.cluster
+                    .objects(resource)
+                    .into_iter()
+                    .filter(|o| {
+                        o.pointer("/metadata/labels")
+                            .and_then(|l| l.get(children::SANDBOX_LABEL))
+                            .and_then(Value::as_str)
+                            == Some(sandbox)
+                    })
+                    .map(move |o| {
+                        let name = o["metadata"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string();
+                        (format!("{}/{name}", resource.kind()), o)
+                    })
+            })
+            .collect()
     }
 
     /// Runs one step at `now` (required by steps that call the policy; the parser ensures it).
@@ -374,14 +367,7 @@ async fn own_child(
     resource: Resource,
     object: &mut Value,
 ) {
-    if !matches!(
-        resource,
-        Resource::Pod
-            | Resource::PersistentVolumeClaim
-            | Resource::Secret
-            | Resource::NetworkPolicy
-            | Resource::Service
-    ) {
+    if !resource.is_child() {
         return;
     }
     let label = |key: &str| {

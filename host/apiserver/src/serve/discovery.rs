@@ -72,15 +72,11 @@ impl Names {
         }
         // `kubectl get pvc`, `kubectl get all`: as the API server names the built-in kinds.
         // events.k8s.io/v1 Events have no short name: `kubectl get ev` reads core/v1's.
-        let (short, categories): (&[&str], &[&str]) = match resource {
-            _ if group_version == super::events_v1::GROUP_VERSION => (&[], &[]),
-            Resource::Pod => (&["po"], &["all"]),
-            Resource::PersistentVolumeClaim => (&["pvc"], &[]),
-            Resource::Event => (&["ev"], &[]),
-            Resource::NetworkPolicy => (&["netpol"], &[]),
-            Resource::Service => (&["svc"], &["all"]),
-            Resource::ConfigMap => (&["cm"], &[]),
-            _ => (&[], &[]),
+        let descriptor = resource.descriptor();
+        let (short, categories) = if group_version == super::events_v1::GROUP_VERSION {
+            (&[][..], &[][..])
+        } else {
+            (descriptor.short_names, descriptor.categories)
         };
         let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
         Names {

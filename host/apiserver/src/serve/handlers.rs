@@ -700,10 +700,7 @@ async fn delete(
 /// The kinds whose kube-apiserver storage answers a delete with the deleted object
 /// (`ReturnDeletedObject`), not a Status.
 fn returns_deleted_object(resource: Resource) -> bool {
-    matches!(
-        resource,
-        Resource::Pod | Resource::PersistentVolumeClaim | Resource::Service
-    )
+    resource.descriptor().delete_returns_object
 }
 
 /// Which write a PATCH or PUT is.

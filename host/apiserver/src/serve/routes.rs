@@ -83,10 +83,7 @@ pub(crate) fn has_scale(resource: Resource) -> bool {
 
 /// `""` for the core group.
 pub(crate) fn group(resource: Resource) -> &'static str {
-    match resource.api_version().split_once('/') {
-        Some((group, _)) => group,
-        None => "",
-    }
+    resource.descriptor().group
 }
 
 /// Whether `resource` is served in `group_version`: its own, and Events in events.k8s.io/v1

@@ -142,7 +142,11 @@ fn columns(resource: Resource) -> Vec<Column> {
             age(),
             column("Selector", "string", 1, Source::Computed(service_selector)),
         ],
-        _ => vec![name(), age()],
+        // Our own kinds' columns are their CRDs' (above).
+        Resource::ConfigMap
+        | Resource::Sandbox
+        | Resource::PodWarmPool
+        | Resource::PolicyRollout => vec![name(), age()],
     }
 }
 

@@ -12,6 +12,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::{Map, Value};
 
 use crate::Resource;
+use crate::resource::ChildRead;
 
 /// How much of each child object (Pod, PersistentVolumeClaim, Secret, NetworkPolicy, Service)
 /// the client keeps. Every other resource (Sandbox, PodWarmPool, Lease, Event) is always read
@@ -100,32 +101,22 @@ const OBJECT_METADATA: Shape = Shape::Only(&[(
 const CONDITION: Shape = Shape::Only(&[("type", Shape::All), ("status", Shape::All)]);
 
 impl Projection {
-    /// The projection for objects of `resource`.
+    /// The projection for objects of `resource`: of a child, what its descriptor says the
+    /// controller reads ([`Child::read`](crate::resource::Child::read)); every other kind (a
+    /// Lease's holder is in its spec; Events, our own resources and a rollout's ConfigMap,
+    /// the module) is read whole.
     pub fn of(self, resource: Resource) -> Projection {
-        match resource {
+        match (resource.child().map(|c| c.read), self) {
+            (_, Projection::ObjectMetadata) => Projection::ObjectMetadata,
+            (None, _) => Projection::Whole,
             // A Pod's readiness and IP are in its status.
-            Resource::Pod => self,
+            (Some(ChildRead::MetadataAndStatus), _) => self,
             // Of a PVC or Secret the controller reads the name, labels and deletion; of a
             // NetworkPolicy or Service also the annotation with its spec's digest.
-            Resource::PersistentVolumeClaim
-            | Resource::Secret
-            | Resource::NetworkPolicy
-            | Resource::Service => match self {
-                Projection::Whole => Projection::Whole,
-                Projection::MetadataAndStatus | Projection::Metadata => Projection::Metadata,
-                Projection::ObjectMetadata => Projection::ObjectMetadata,
-            },
-            // A Lease's holder is in its spec; Events, our own resources and a rollout's
-            // ConfigMap (the module) are read whole.
-            Resource::Sandbox
-            | Resource::PodWarmPool
-            | Resource::PolicyRollout
-            | Resource::ConfigMap
-            | Resource::Lease
-            | Resource::Event => match self {
-                Projection::ObjectMetadata => Projection::ObjectMetadata,
-                _ => Projection::Whole,
-            },
+            (Some(ChildRead::Metadata), Projection::Whole) => Projection::Whole,
+            (Some(ChildRead::Metadata), Projection::MetadataAndStatus | Projection::Metadata) => {
+                Projection::Metadata
+            }
         }
     }
 

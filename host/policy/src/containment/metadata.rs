@@ -34,9 +34,9 @@ impl Containment {
         let fields = Fields::new(Rule::Scope, what);
         let metadata = fields.required(object, "", "metadata")?;
         let pod = resource == Resource::Pod;
-        // A NetworkPolicy and a Service carry one annotation of the host's, their spec's
-        // digest; a Pod those the operator allows, and none unless it allows some.
-        let digested = matches!(resource, Resource::NetworkPolicy | Resource::Service);
+        // An applied child (a NetworkPolicy, a Service) carries one annotation of the host's,
+        // its spec's digest; a Pod those the operator allows, and none unless it allows some.
+        let digested = resource.child().is_some_and(|child| child.applied);
         let annotated = digested || (pod && !self.pod_annotations.is_empty());
         let keys: &[&str] = if annotated {
             &[

@@ -407,7 +407,14 @@ impl Containment {
             Resource::Secret => secret::check(&what, object),
             Resource::NetworkPolicy => network::check(self, scope, &what, object),
             Resource::Service => service::check(scope, &what, object),
-            _ => Err(Refusal::new(Rule::Kind, what, "kind", "not a child kind")),
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => {
+                Err(Refusal::new(Rule::Kind, what, "kind", "not a child kind"))
+            }
         }
     }
 

@@ -80,14 +80,19 @@ impl SandboxScope {
     pub(crate) fn child_role(&self, resource: Resource, name: &str) -> Option<ChildRole> {
         let s = self.name.as_str();
         match resource {
-            Resource::Pod if name == names::pod(s) => Some(ChildRole::Pod),
-            Resource::Secret if name == names::secret(s) => Some(ChildRole::Credentials),
-            Resource::NetworkPolicy if name == names::network_policy(s) => {
-                Some(ChildRole::NetworkPolicy)
+            Resource::Pod => (name == names::pod(s)).then_some(ChildRole::Pod),
+            Resource::Secret => (name == names::secret(s)).then_some(ChildRole::Credentials),
+            Resource::NetworkPolicy => {
+                (name == names::network_policy(s)).then_some(ChildRole::NetworkPolicy)
             }
-            Resource::Service if name == names::service(s) => Some(ChildRole::Service),
+            Resource::Service => (name == names::service(s)).then_some(ChildRole::Service),
             Resource::PersistentVolumeClaim => pvc_role(s, name),
-            _ => None,
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => None,
         }
     }
 
@@ -159,7 +164,16 @@ impl SandboxScope {
             Resource::Secret => format!("{:?}", names::secret(s)),
             Resource::NetworkPolicy => format!("{:?}", names::network_policy(s)),
             Resource::Service => format!("{:?}", names::service(s)),
-            _ => format!("{:?} or \"{s}-rootfs-g<N>\"", names::workspace_pvc(s)),
+            Resource::PersistentVolumeClaim => {
+                format!("{:?} or \"{s}-rootfs-g<N>\"", names::workspace_pvc(s))
+            }
+            // Refused by the boundary as no child kind before a name is looked at.
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => format!("no {}", resource.plural()),
         }
     }
 

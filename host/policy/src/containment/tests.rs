@@ -79,14 +79,8 @@ pub(super) fn writes(input: &ReconcileInput) -> Vec<(Resource, String, Value)> {
         .filter_map(|call| {
             let summary = call.summary();
             let (op, name) = summary.split_once(' ')?;
-            let resource = match op {
-                "ensure-pvc" => Resource::PersistentVolumeClaim,
-                "ensure-pod" => Resource::Pod,
-                "ensure-secret" => Resource::Secret,
-                "apply-network-policy" => Resource::NetworkPolicy,
-                "apply-service" => Resource::Service,
-                _ => return None,
-            };
+            let resource = Resource::children()
+                .find(|r| r.child().is_some_and(|child| child.write_call == op))?;
             Some((resource, name.to_string(), call.manifest()?.clone()))
         })
         .collect()

@@ -94,12 +94,37 @@ impl Children {
             && self.service.is_none()
     }
 
+    /// The NetworkPolicy or Service held (`None` for other kinds).
+    fn object(&self, resource: Resource) -> Option<&ObservedObject> {
+        match resource {
+            Resource::NetworkPolicy => self.network_policy.as_ref(),
+            Resource::Service => self.service.as_ref(),
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => None,
+        }
+    }
+
     /// The NetworkPolicy or Service slot (`None` for other kinds).
     fn object_slot(&mut self, resource: Resource) -> Option<&mut Option<ObservedObject>> {
         match resource {
             Resource::NetworkPolicy => Some(&mut self.network_policy),
             Resource::Service => Some(&mut self.service),
-            _ => None,
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => None,
         }
     }
 }
@@ -227,7 +252,11 @@ impl Inner {
             Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {
                 None
             }
-            _ => self
+            Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service => self
                 .children
                 .get(owner?)?
                 .versions
@@ -632,11 +661,7 @@ impl CacheWriter {
                 record(&child.concat(), &v.version, v.owner.as_deref())
             });
         let held_object = entry
-            .and_then(|e| match resource {
-                Resource::NetworkPolicy => e.network_policy.as_ref(),
-                Resource::Service => e.service.as_ref(),
-                _ => None,
-            })
+            .and_then(|e| e.object(resource))
             .filter(|o| o.name == name)
             .map_or(0, |o| charge::object_bytes(&o.name, o.spec_hash.as_deref()));
         // A version and a uid as long as the API server's.

@@ -170,7 +170,12 @@ impl CacheWriter {
                     Some(owner) => owner.to_string(),
                     None => continue,
                 },
-                _ => String::new(),
+                Resource::Sandbox
+                | Resource::PodWarmPool
+                | Resource::Event
+                | Resource::Lease
+                | Resource::PolicyRollout
+                | Resource::ConfigMap => String::new(),
             };
             relist.seen.insert((scope, meta.name.to_string()));
             keys.extend(self.apply(relist.resource, WatchEventType::Added, item));
@@ -243,7 +248,14 @@ impl CacheWriter {
                                 gone.push(object.name);
                             }
                         }
-                        _ => {
+                        // Not children: the arm above is only of children.
+                        Resource::Sandbox
+                        | Resource::PodWarmPool
+                        | Resource::Event
+                        | Resource::Lease
+                        | Resource::PolicyRollout
+                        | Resource::ConfigMap => {}
+                        Resource::Secret => {
                             if entry.secret && !secrets_seen.contains(owner.name.as_str()) {
                                 entry.secret = false;
                                 let prefix = format!("{resource}/");
@@ -559,7 +571,14 @@ impl Inner {
                     *slot = (!deleted).then(|| children::object(object));
                 }
             }
-            _ => entry.secret = !deleted,
+            Resource::Secret => entry.secret = !deleted,
+            // Not children: a child's owner is a Sandbox only for the kinds above.
+            Resource::Sandbox
+            | Resource::PodWarmPool
+            | Resource::Event
+            | Resource::Lease
+            | Resource::PolicyRollout
+            | Resource::ConfigMap => {}
         }
         if entry.is_empty() {
             self.children.remove(&owner);

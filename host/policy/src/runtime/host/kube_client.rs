@@ -629,6 +629,49 @@ impl HostState {
         }
     }
 
+    /// A child's `ensure-*` or `apply-*`, as its descriptor says it is written: counted,
+    /// charged, sent, and logged under the contract's name of the call. `answer` makes the
+    /// guest's answer once the write succeeded (an `ensure-pod`'s is the Pod's IP).
+    async fn write_child<T>(
+        &mut self,
+        resource: Resource,
+        namespace: String,
+        name: String,
+        manifest: String,
+        answer: fn(&Self) -> T,
+    ) -> Answer<T> {
+        self.count(resource, "create")?;
+        self.charge_manifest(&manifest)?;
+        // Every kind the contract's calls name is a child (any other is refused before it is
+        // sent, by the boundary).
+        let child = resource.child();
+        let op = child.map_or(resource.plural(), |child| child.write_call);
+        let written = if child.is_some_and(|child| child.applied) {
+            self.apply(resource, &namespace, &name, &manifest).await
+        } else {
+            self.ensure(resource, &namespace, &name, &manifest)
+                .await
+                .map(drop)
+        };
+        let result = written.map(|()| answer(self));
+        Ok(self.log(op, namespace, name, Some(manifest), result))
+    }
+
+    /// A child's `delete-*`: counted, sent, and logged under the contract's name of the call.
+    async fn delete_child(
+        &mut self,
+        resource: Resource,
+        namespace: String,
+        name: String,
+    ) -> Answer<()> {
+        self.count(resource, "delete")?;
+        let op = resource
+            .child()
+            .map_or(resource.plural(), |child| child.delete_call);
+        let result = self.delete(resource, &namespace, &name).await;
+        Ok(self.log(op, namespace, name, None, result))
+    }
+
     /// The host's own NetworkPolicy for a module whose contract has none (0.1), applied
     /// before the module runs: through the same boundary, cluster and effects as a policy's
     /// apply, outside the module's calls budget and call log.
@@ -670,11 +713,7 @@ impl HostState {
 /// annotations and spec, with the spec fields a policy writes and this manifest leaves out
 /// set to null (RFC 7386 would keep them otherwise).
 fn replacing_patch(resource: Resource, manifest: &Value) -> Value {
-    let owned: &[&str] = match resource {
-        Resource::NetworkPolicy => &["podSelector", "policyTypes", "ingress", "egress"],
-        Resource::Service => &["selector", "ports", "publishNotReadyAddresses"],
-        _ => &[],
-    };
+    let owned = resource.child().map_or(&[][..], |child| child.spec_fields);
     let mut spec = manifest
         .get("spec")
         .and_then(Value::as_object)
@@ -738,26 +777,19 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Answer<()> {
-        self.count(Resource::PersistentVolumeClaim, "create")?;
-        self.charge_manifest(&manifest)?;
-        let result = self
-            .ensure(
-                Resource::PersistentVolumeClaim,
-                &namespace,
-                &name,
-                &manifest,
-            )
-            .await
-            .map(drop);
-        Ok(self.log("ensure-pvc", namespace, name, Some(manifest), result))
+        self.write_child(
+            Resource::PersistentVolumeClaim,
+            namespace,
+            name,
+            manifest,
+            |_| (),
+        )
+        .await
     }
 
     async fn delete_pvc(&mut self, namespace: String, name: String) -> Answer<()> {
-        self.count(Resource::PersistentVolumeClaim, "delete")?;
-        let result = self
-            .delete(Resource::PersistentVolumeClaim, &namespace, &name)
-            .await;
-        Ok(self.log("delete-pvc", namespace, name, None, result))
+        self.delete_child(Resource::PersistentVolumeClaim, namespace, name)
+            .await
     }
 
     async fn ensure_pod(
@@ -766,22 +798,12 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Answer<Option<String>> {
-        self.count(Resource::Pod, "create")?;
-        self.charge_manifest(&manifest)?;
-        let result = match self
-            .ensure(Resource::Pod, &namespace, &name, &manifest)
+        self.write_child(Resource::Pod, namespace, name, manifest, Self::pod_ip)
             .await
-        {
-            Ok(_) => Ok(self.pod_ip()),
-            Err(e) => Err(e),
-        };
-        Ok(self.log("ensure-pod", namespace, name, Some(manifest), result))
     }
 
     async fn delete_pod(&mut self, namespace: String, name: String) -> Answer<()> {
-        self.count(Resource::Pod, "delete")?;
-        let result = self.delete(Resource::Pod, &namespace, &name).await;
-        Ok(self.log("delete-pod", namespace, name, None, result))
+        self.delete_child(Resource::Pod, namespace, name).await
     }
 
     async fn ensure_secret(
@@ -790,19 +812,12 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Answer<()> {
-        self.count(Resource::Secret, "create")?;
-        self.charge_manifest(&manifest)?;
-        let result = self
-            .ensure(Resource::Secret, &namespace, &name, &manifest)
+        self.write_child(Resource::Secret, namespace, name, manifest, |_| ())
             .await
-            .map(drop);
-        Ok(self.log("ensure-secret", namespace, name, Some(manifest), result))
     }
 
     async fn delete_secret(&mut self, namespace: String, name: String) -> Answer<()> {
-        self.count(Resource::Secret, "delete")?;
-        let result = self.delete(Resource::Secret, &namespace, &name).await;
-        Ok(self.log("delete-secret", namespace, name, None, result))
+        self.delete_child(Resource::Secret, namespace, name).await
     }
 
     async fn apply_network_policy(
@@ -811,26 +826,13 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Answer<()> {
-        self.count(Resource::NetworkPolicy, "create")?;
-        self.charge_manifest(&manifest)?;
-        let result = self
-            .apply(Resource::NetworkPolicy, &namespace, &name, &manifest)
-            .await;
-        Ok(self.log(
-            "apply-network-policy",
-            namespace,
-            name,
-            Some(manifest),
-            result,
-        ))
+        self.write_child(Resource::NetworkPolicy, namespace, name, manifest, |_| ())
+            .await
     }
 
     async fn delete_network_policy(&mut self, namespace: String, name: String) -> Answer<()> {
-        self.count(Resource::NetworkPolicy, "delete")?;
-        let result = self
-            .delete(Resource::NetworkPolicy, &namespace, &name)
-            .await;
-        Ok(self.log("delete-network-policy", namespace, name, None, result))
+        self.delete_child(Resource::NetworkPolicy, namespace, name)
+            .await
     }
 
     async fn apply_service(
@@ -839,17 +841,11 @@ impl bindings::cubepod::controller::kube_client::Host for HostState {
         name: String,
         manifest: String,
     ) -> Answer<()> {
-        self.count(Resource::Service, "create")?;
-        self.charge_manifest(&manifest)?;
-        let result = self
-            .apply(Resource::Service, &namespace, &name, &manifest)
-            .await;
-        Ok(self.log("apply-service", namespace, name, Some(manifest), result))
+        self.write_child(Resource::Service, namespace, name, manifest, |_| ())
+            .await
     }
 
     async fn delete_service(&mut self, namespace: String, name: String) -> Answer<()> {
-        self.count(Resource::Service, "delete")?;
-        let result = self.delete(Resource::Service, &namespace, &name).await;
-        Ok(self.log("delete-service", namespace, name, None, result))
+        self.delete_child(Resource::Service, namespace, name).await
     }
 }
