@@ -8,8 +8,9 @@
 //!
 //! Each path runs in a function of its own (`through_fresh_store`, `through_memo`, `natively`)
 //! and each input in `case`, so that callgrind counts each apart:
-//! `valgrind --tool=callgrind --dump-after='*bench::decision::case*' cubepod-bench --only
-//! decision --quick --runs 1`.
+//! `valgrind --tool=callgrind --dump-after='*bench::decision::case' cubepod-bench --only
+//! decision --runs 1 --decision-runs 50 --guest-address-space compact --policy-cache DIR`
+//! (after the same run outside valgrind filled DIR, so that valgrind does not compile).
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -35,7 +35,7 @@ impl PolicyModule {
         };
         let input = match memo.answer(&key, input) {
             Ok(answer) => return Ok(GuestCall::answered(Ok(answer))),
-            Err(input) => input,
+            Err(input) => *input,
         };
         let handed = input.sandbox.status.clone();
         let call = self.run_reconcile_sandbox(ctx, input).await?;
