@@ -27,7 +27,8 @@ use cubepod_policy_host::runtime::bindings::{
 };
 use cubepod_policy_host::runtime::{
     AddressSpace, CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord,
-    PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError, wasmtime_config,
+    MemoBounds, MemoStats, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
+    wasmtime_config,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -946,9 +947,15 @@ fn a_policy_may_write_much_to_stderr() {
 #[test]
 fn no_guest_state_survives_from_one_call_to_the_next() {
     let cluster = Arc::new(StubCluster::default());
-    for name in ["remember-a", "remember-b", "remember-a"] {
+    for (call, name) in ["remember-a", "remember-b", "remember-a"]
+        .into_iter()
+        .enumerate()
+    {
+        // A label of its own: no call's input repeats, so none is answered from the memo.
+        let mut input = new_sandbox_input(name);
+        input.sandbox.labels = vec![("call".to_string(), call.to_string())];
         let call = faulty_module()
-            .reconcile_sandbox(&context(&cluster), new_sandbox_input(name))
+            .reconcile_sandbox(&context(&cluster), input)
             .unwrap();
         let events = call.value.unwrap().events;
         let said: Vec<&str> = events.iter().map(|e| e.message.as_str()).collect();
@@ -1794,4 +1801,412 @@ fn a_js_policy_loads_and_its_error_reaches_the_trap() {
     println!("{first}");
     assert!(first.contains("no decision for sandbox js-x"), "{first}");
     assert_eq!(message(), first, "the same input, the same output");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The decision memo
+
+/// The default policy on the shared engine, loaded apart: a memo of its own, whose counts no
+/// other test moves.
+fn own_default_module() -> PolicyModule {
+    engine().load(DEFAULT_POLICY).unwrap()
+}
+
+/// `name`'s input once its children exist as the default policy made them, its status as the
+/// policy wrote it: a converged resync, which makes no kube-client call.
+fn converged_input(name: &str) -> ReconcileInput {
+    let cluster = Arc::new(StubCluster::default());
+    let new = new_sandbox_input(name);
+    let created = default_module()
+        .reconcile_sandbox(&context(&cluster), new.clone())
+        .unwrap();
+    let spec_hash = created.effects.iter().find_map(|effect| match effect {
+        Effect::Applied {
+            resource: Resource::NetworkPolicy,
+            object,
+            ..
+        } => Some(
+            object["metadata"]["annotations"]["cubepod.io/spec-hash"]
+                .as_str()?
+                .to_string(),
+        ),
+        _ => None,
+    });
+    let mut input = new;
+    input.sandbox.status = created.value.unwrap().status;
+    input.observed = ObservedChildren {
+        pvcs: [format!("{name}-workspace"), format!("{name}-rootfs-g1")]
+            .map(|name| ObservedPvc {
+                name,
+                deleting: false,
+            })
+            .to_vec(),
+        pod: Some(ObservedPod {
+            name: name.to_string(),
+            deleting: false,
+            ip: Some(POD_IP.to_string()),
+            ready: true,
+            rootfs_generation: Some(1),
+        }),
+        secret: true,
+        network_policy: Some(ObservedObject {
+            name: format!("{name}-network"),
+            deleting: false,
+            spec_hash,
+        }),
+        service: None,
+    };
+    // The status the converged pass writes: the next pass is handed that one.
+    let pass = default_module()
+        .reconcile_sandbox(&context(&cluster), input.clone())
+        .unwrap();
+    assert_eq!(pass.host_calls, 0, "{:?}", pass.calls);
+    input.sandbox.status = pass.value.unwrap().status;
+    input
+}
+
+fn memo_calls(module: &PolicyModule) -> (u64, u64) {
+    let stats = module.memo_stats();
+    (stats.hits, stats.misses)
+}
+
+/// A converged resync at a later time, with another credential, is answered from the memo as
+/// the module would answer it: the same status, and the requeue the policy asked for counted
+/// from its own call, until that requeue is due.
+#[test]
+fn a_converged_resync_is_answered_from_the_memo_as_the_module_would_answer_it() {
+    let module = own_default_module();
+    let off = PolicyEngine::new(RuntimeConfig {
+        memo: MemoBounds {
+            entries: 0,
+            ..MemoBounds::default()
+        },
+        ..test_config()
+    })
+    .unwrap()
+    .load(DEFAULT_POLICY)
+    .unwrap();
+    let cluster = Arc::new(StubCluster::default());
+    let mut input = converged_input("resync-a");
+    let t0 = input.now;
+    // A shutdown 5 h 30 min away: shown as "5h", requeued when it turns "2h".
+    input.sandbox.spec.shutdown_time = Some(t0 + 5 * 3600 + 1800);
+    let first = module
+        .reconcile_sandbox(&context(&cluster), input.clone())
+        .unwrap();
+    let first = first.value.unwrap();
+    assert_eq!(first.requeue_after_seconds, Some(1801));
+    input.sandbox.status = first.status.clone();
+
+    for later in [0, 1, 600, 1800] {
+        let mut at = input.clone();
+        at.now = t0 + later;
+        at.fresh_token = format!("token-{later}");
+        let memoised = module
+            .reconcile_sandbox(&context(&cluster), at.clone())
+            .unwrap();
+        let called = off.reconcile_sandbox(&context(&cluster), at).unwrap();
+        assert_eq!(memoised, called, "{later} s later");
+        assert_eq!(
+            memoised.value.unwrap().requeue_after_seconds,
+            Some(1801 - later as u32)
+        );
+    }
+    assert_eq!(
+        memo_calls(&module),
+        (3, 2),
+        "the first call, and the first with its status"
+    );
+    assert_eq!(off.memo_stats(), MemoStats::default(), "no memo");
+    // The requeue is due: the policy is called, and its bucket has moved.
+    let mut due = input.clone();
+    due.now = t0 + 1801;
+    let called = module.reconcile_sandbox(&context(&cluster), due).unwrap();
+    assert_eq!(
+        called.value.unwrap().status.shutdown_in.as_deref(),
+        Some("2h")
+    );
+    assert_eq!(memo_calls(&module), (3, 3));
+    // Before the answer's own time (a clock set back) it is not used either.
+    let mut earlier = input;
+    earlier.now = t0 - 1;
+    module
+        .reconcile_sandbox(&context(&cluster), earlier)
+        .unwrap();
+    assert_eq!(memo_calls(&module), (3, 4));
+    assert!(cluster.creates().is_empty());
+}
+
+/// Every field of the input but `now` and `fresh-token` keys the memo: a policy that reads any
+/// of them is called again when it changes. Each change is made to a converged resync whose
+/// answer the memo holds.
+#[test]
+fn a_policy_is_called_again_when_any_field_of_its_input_changes() {
+    type Change = (&'static str, fn(&mut ReconcileInput));
+    let changes: &[Change] = &[
+        ("sandbox.namespace", |i| i.sandbox.namespace.push('x')),
+        ("sandbox.name", |i| i.sandbox.name.push('x')),
+        ("sandbox.uid", |i| i.sandbox.uid.push('x')),
+        ("sandbox.generation", |i| i.sandbox.generation += 1),
+        ("sandbox.deleting", |i| i.sandbox.deleting = true),
+        ("sandbox.last-activity", |i| {
+            i.sandbox.last_activity = Some(1)
+        }),
+        ("sandbox.pool", |i| {
+            i.sandbox.pool = Some("pool".to_string())
+        }),
+        ("sandbox.claimed-by", |i| {
+            i.sandbox.claimed_by = Some("c".to_string())
+        }),
+        ("sandbox.labels", |i| {
+            i.sandbox.labels.push(("k".to_string(), "v".to_string()))
+        }),
+        ("sandbox.annotations", |i| {
+            i.sandbox
+                .annotations
+                .push(("k".to_string(), "v".to_string()))
+        }),
+        ("sandbox.meta-truncated", |i| {
+            i.sandbox.meta_truncated = true
+        }),
+        ("spec.image", |i| i.sandbox.spec.image.push('x')),
+        ("spec.desired-state", |i| {
+            i.sandbox.spec.desired_state = DesiredState::Paused
+        }),
+        ("spec.rootfs-generation", |i| {
+            i.sandbox.spec.rootfs_generation += 1
+        }),
+        ("spec.fork-from", |i| {
+            i.sandbox.spec.fork_from = Some("f".to_string())
+        }),
+        ("spec.idle-timeout-seconds", |i| {
+            i.sandbox.spec.idle_timeout_seconds = Some(60)
+        }),
+        ("spec.cpu", |i| i.sandbox.spec.cpu = Some("1".to_string())),
+        ("spec.memory", |i| {
+            i.sandbox.spec.memory = Some("1Gi".to_string())
+        }),
+        ("spec.storage-class", |i| {
+            i.sandbox.spec.storage_class = Some("s".to_string())
+        }),
+        ("spec.rootfs-size", |i| {
+            i.sandbox.spec.rootfs_size = "11Gi".to_string()
+        }),
+        ("spec.workspace-size", |i| {
+            i.sandbox.spec.workspace_size = "11Gi".to_string()
+        }),
+        ("spec.runtime-class", |i| {
+            i.sandbox.spec.runtime_class = Some("r".to_string())
+        }),
+        ("spec.warm-pool", |i| {
+            i.sandbox.spec.warm_pool = Some("p".to_string())
+        }),
+        ("spec.network.egress", |i| {
+            i.sandbox.spec.network.egress = EgressMode::None
+        }),
+        ("spec.network.allow-cidrs", |i| {
+            i.sandbox
+                .spec
+                .network
+                .allow_cidrs
+                .push("10.0.0.0/8".to_string())
+        }),
+        ("spec.network.deny-cidrs", |i| {
+            i.sandbox
+                .spec
+                .network
+                .deny_cidrs
+                .push("10.0.0.0/8".to_string())
+        }),
+        ("spec.service", |i| {
+            i.sandbox.spec.service =
+                Some(cubepod_policy_host::runtime::bindings::ServiceSpec { ports: Vec::new() })
+        }),
+        ("spec.shutdown-time", |i| {
+            i.sandbox.spec.shutdown_time = Some(i.now + 86_400)
+        }),
+        ("spec.shutdown-policy", |i| {
+            i.sandbox.spec.shutdown_policy = ShutdownPolicy::Pause
+        }),
+        ("status.phase", |i| {
+            i.sandbox.status.phase = SandboxPhase::Failed
+        }),
+        ("status.pod-ip", |i| {
+            i.sandbox.status.pod_ip = Some("10.9.9.9".to_string())
+        }),
+        ("status.rootfs-pvc", |i| {
+            i.sandbox.status.rootfs_pvc = Some("x".to_string())
+        }),
+        ("status.workspace-pvc", |i| {
+            i.sandbox.status.workspace_pvc = Some("x".to_string())
+        }),
+        ("status.observed-generation", |i| {
+            i.sandbox.status.observed_generation += 1
+        }),
+        ("status.conditions", |i| i.sandbox.status.conditions.clear()),
+        ("status.conditions[0].reason", |i| {
+            i.sandbox.status.conditions[0].reason.push('x')
+        }),
+        ("status.conditions[0].message", |i| {
+            i.sandbox.status.conditions[0].message.push('x')
+        }),
+        ("status.conditions[0].last-transition-time", |i| {
+            i.sandbox.status.conditions[0].last_transition_time += 1
+        }),
+        ("status.started-at", |i| {
+            i.sandbox.status.started_at = Some(1)
+        }),
+        ("status.idle-paused-at", |i| {
+            i.sandbox.status.idle_paused_at = Some(1)
+        }),
+        ("status.claimed-member", |i| {
+            i.sandbox.status.claimed_member = Some("m".to_string())
+        }),
+        ("status.service-fqdn", |i| {
+            i.sandbox.status.service_fqdn = Some("f".to_string())
+        }),
+        ("status.shutdown-in", |i| {
+            i.sandbox.status.shutdown_in = Some("1d".to_string())
+        }),
+        ("observed.pvcs", |i| {
+            i.observed.pvcs.pop();
+        }),
+        ("observed.pvcs[0].deleting", |i| {
+            i.observed.pvcs[0].deleting = true
+        }),
+        ("observed.pod", |i| i.observed.pod = None),
+        ("observed.pod.ready", |i| {
+            i.observed.pod.as_mut().map_or((), |p| p.ready = false)
+        }),
+        ("observed.pod.ip", |i| {
+            i.observed.pod.as_mut().map_or((), |p| p.ip = None)
+        }),
+        ("observed.pod.deleting", |i| {
+            i.observed.pod.as_mut().map_or((), |p| p.deleting = true)
+        }),
+        ("observed.pod.rootfs-generation", |i| {
+            i.observed
+                .pod
+                .as_mut()
+                .map_or((), |p| p.rootfs_generation = Some(2))
+        }),
+        ("observed.secret", |i| i.observed.secret = false),
+        ("observed.network-policy", |i| {
+            i.observed.network_policy = None
+        }),
+        ("observed.network-policy.spec-hash", |i| {
+            i.observed
+                .network_policy
+                .as_mut()
+                .map_or((), |p| p.spec_hash = Some("0".to_string()))
+        }),
+        ("observed.service", |i| {
+            i.observed.service = Some(ObservedObject {
+                name: "s".to_string(),
+                deleting: false,
+                spec_hash: None,
+            })
+        }),
+        ("fork-source", |i| i.fork_source = Some(sandbox("source"))),
+        ("pool-candidates", |i| {
+            i.pool_candidates.push("member".to_string())
+        }),
+        ("claimed-member", |i| {
+            i.claimed_member = Some(sandbox("member"))
+        }),
+        ("cluster-network.cluster-cidrs", |i| {
+            i.cluster_network
+                .cluster_cidrs
+                .push("10.0.0.0/8".to_string())
+        }),
+        ("cluster-network.dns-namespace", |i| {
+            i.cluster_network.dns_namespace.push('x')
+        }),
+        ("cluster-network.dns-pod-labels", |i| {
+            i.cluster_network.dns_pod_labels.clear()
+        }),
+        ("cluster-network.ingress-from", |i| {
+            i.cluster_network
+                .ingress_from
+                .push(("a".to_string(), "b".to_string()))
+        }),
+        ("cluster-network.cluster-domain", |i| {
+            i.cluster_network.cluster_domain.push('x')
+        }),
+    ];
+    let module = own_default_module();
+    let cluster = Arc::new(StubCluster::default());
+    let base = converged_input("field-a");
+    assert!(!base.sandbox.status.conditions.is_empty());
+    assert!(!base.cluster_network.dns_pod_labels.is_empty());
+    for (field, change) in changes {
+        module
+            .reconcile_sandbox(&context(&cluster), base.clone())
+            .unwrap();
+        let (hits, misses) = memo_calls(&module);
+        module
+            .reconcile_sandbox(&context(&cluster), base.clone())
+            .unwrap();
+        assert_eq!(
+            memo_calls(&module),
+            (hits + 1, misses),
+            "the base again, before {field}"
+        );
+        let mut changed = base.clone();
+        change(&mut changed);
+        assert_ne!(changed, base, "{field} changes nothing");
+        // Whatever it answers (a namespace of another's is refused its writes): it is called.
+        let _ = module.reconcile_sandbox(&context(&cluster), changed);
+        assert_eq!(
+            memo_calls(&module),
+            (hits + 1, misses + 1),
+            "{field} changed"
+        );
+    }
+}
+
+/// An answer is the module's own: another module handed the very same input is called, and
+/// answers as itself.
+#[test]
+fn a_memoised_answer_is_never_served_to_another_module() {
+    let default = own_default_module();
+    let faulty = engine().load(faulty_bytes()).unwrap();
+    let cluster = Arc::new(StubCluster::default());
+    // A name the faulty policy answers with an Event of its count of earlier calls.
+    let input = converged_input("remember-memo");
+    let said = |module: &PolicyModule| -> Vec<String> {
+        let call = module
+            .reconcile_sandbox(&context(&cluster), input.clone())
+            .unwrap();
+        assert_eq!(call.host_calls, 0);
+        call.value
+            .unwrap()
+            .events
+            .into_iter()
+            .map(|e| e.message)
+            .collect()
+    };
+    for _ in 0..2 {
+        assert!(said(&default).is_empty());
+        assert_eq!(said(&faulty), ["0 earlier calls; the last for none"]);
+    }
+    assert_eq!(memo_calls(&default), (1, 1));
+    assert_eq!(memo_calls(&faulty), (1, 1));
+}
+
+/// A call that asked the cluster anything (a new sandbox's creates) is not kept: the next one
+/// with the same input asks again.
+#[test]
+fn a_call_that_asks_the_cluster_is_never_answered_from_the_memo() {
+    let module = own_default_module();
+    for token in ["token-first", "token-second"] {
+        let cluster = Arc::new(StubCluster::default());
+        let mut input = new_sandbox_input("asks");
+        input.fresh_token = token.to_string();
+        let call = module.reconcile_sandbox(&context(&cluster), input).unwrap();
+        assert_eq!(call.host_calls, 5);
+        assert_eq!(cluster.creates(), new_sandbox_creates("asks"));
+    }
+    assert_eq!(module.memo_stats().entries, 0);
+    assert_eq!(memo_calls(&module), (0, 2));
 }

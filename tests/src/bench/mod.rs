@@ -147,6 +147,12 @@ pub struct Options {
     /// The controller's bearer token in the sandboxes/s and instruction runs: [`TOKEN`], or
     /// one of this many bytes ([`token_of_len`]).
     pub token_bytes: Option<usize>,
+    /// How the in-process decision lays out guest memory: compact under valgrind, which
+    /// cannot reserve the guarded layout's address space.
+    pub guest_address_space: cubepod_policy_host::runtime::AddressSpace,
+    /// Where the in-process decision's engine keeps compiled components: a run under valgrind
+    /// then loads what a run outside it compiled.
+    pub policy_cache: Option<PathBuf>,
 }
 
 /// The scenarios, in the order they run.
@@ -200,6 +206,8 @@ impl Default for Options {
             callgrind_keep: None,
             controller_args: Vec::new(),
             token_bytes: None,
+            guest_address_space: cubepod_policy_host::runtime::AddressSpace::default(),
+            policy_cache: None,
         }
     }
 }
@@ -216,6 +224,8 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
                      [--only capacity,create,claims,rollout,instructions,rss,ticks,
                              decision,swap,languages,router]
                      [--token-bytes 1024] [--controller-arg ARG]...
+                     [--guest-address-space guarded|compact] [--decision-runs 3000]
+                     [--policy-cache DIR]
 
   --quick          small and fast: N = 1,000 only, claims at N = 300, one run, fewer
                    samples, instructions counted at N = 200 (for development)
@@ -250,6 +260,14 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --token-bytes    the controller's bearer token in the sandboxes/s and instruction runs: this
                    many bytes, JWT-shaped (a projected ServiceAccount token is about 1024),
                    instead of the default 28
+  --guest-address-space  the in-process decision's guest memory layout (default guarded;
+                   compact under valgrind, which counts each input's paths apart with
+                   valgrind --tool=callgrind --dump-after='*bench::decision::case' cubepod-bench
+                   --only decision --runs 1 --decision-runs 50 --guest-address-space compact
+                   --policy-cache DIR, after the same run outside valgrind filled DIR)
+  --decision-runs  wasm calls timed per input and path; natively ten times as many (default
+                   3000)
+  --policy-cache   the in-process decision's precompiled-component cache (default none)
   --controller-arg one more flag for the controller in the sandboxes/s runs (repeatable),
                    e.g. --controller-arg=--concurrency=32
 ";
@@ -343,6 +361,17 @@ impl Options {
                 "--controller" => options.controller = Some(PathBuf::from(value()?)),
                 "--perf" => options.perf = Some(PathBuf::from(value()?)),
                 "--callgrind-keep" => options.callgrind_keep = Some(PathBuf::from(value()?)),
+                "--decision-runs" => {
+                    options.decision_runs = value()?.parse().context("--decision-runs")?;
+                }
+                "--policy-cache" => options.policy_cache = Some(PathBuf::from(value()?)),
+                "--guest-address-space" => {
+                    options.guest_address_space = match value()?.as_str() {
+                        "guarded" => cubepod_policy_host::runtime::AddressSpace::Guarded,
+                        "compact" => cubepod_policy_host::runtime::AddressSpace::Compact,
+                        other => bail!("--guest-address-space: guarded or compact, not {other}"),
+                    };
+                }
                 "--token-bytes" => {
                     let bytes: usize = value()?.parse().context("--token-bytes")?;
                     if bytes == 0 {
@@ -515,8 +544,13 @@ async fn capacity(writes: usize) -> Result<f64> {
     Ok(burst.per_second())
 }
 
-fn load_default_policy() -> Result<PolicyModule> {
-    let engine = PolicyEngine::new(RuntimeConfig::default()).context("engine")?;
+fn load_default_policy(options: &Options) -> Result<PolicyModule> {
+    let engine = PolicyEngine::new(RuntimeConfig {
+        address_space: options.guest_address_space,
+        cache_dir: options.policy_cache.clone(),
+        ..RuntimeConfig::default()
+    })
+    .context("engine")?;
     engine.load(DEFAULT_POLICY).context("the default policy")
 }
 
@@ -653,7 +687,7 @@ pub fn run(options: &Options) -> Result<Results> {
         component_bytes: DEFAULT_POLICY.len(),
         ..Results::default()
     };
-    let module = load_default_policy()?;
+    let module = load_default_policy(options)?;
     let busy_before = process::machine_busy()?;
     let own_before = process::own_cpu_with_children()?;
 

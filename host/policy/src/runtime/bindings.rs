@@ -6,7 +6,8 @@
 wasmtime::component::bindgen!({
     path: "../../wit",
     world: "policy-module",
-    additional_derives: [PartialEq, Eq],
+    // `Hash`: the decision memo's key is the input's own encoding (`memo.rs`).
+    additional_derives: [PartialEq, Eq, Hash],
     // A call past its budget traps the guest (`RuntimeError::Budget`) instead of answering.
     // Async: a policy's requests are awaited on the runtime's worker that runs the call, with
     // no thread to hand them to and back (see `call.rs`).

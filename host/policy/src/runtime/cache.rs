@@ -19,13 +19,15 @@
 //! again and overwritten, never loaded.
 
 use std::fs::{File, OpenOptions};
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+use super::memo::Encoded;
 
 /// The first bytes of an entry (and its format's version).
 const MAGIC: &[u8; 16] = b"cubepod-cwasm-1\n";
@@ -58,20 +60,9 @@ pub(crate) enum CacheRefused {
 /// What the compiled code depends on besides the module: the engine's compatibility hash
 /// (target, compiler flags, tunables, wasm features, and wasmtime's version), as a sha256.
 pub(crate) fn engine_key(engine: &wasmtime::Engine) -> [u8; 32] {
-    // A `Hasher` that feeds sha256: stable across Rust releases, unlike `DefaultHasher`.
-    struct Sha(Sha256);
-    impl Hasher for Sha {
-        fn write(&mut self, bytes: &[u8]) {
-            self.0.update(bytes);
-        }
-        fn finish(&self) -> u64 {
-            // Only the sha256 below is used.
-            0
-        }
-    }
-    let mut hasher = Sha(Sha256::new());
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    hasher.0.finalize().into()
+    let mut encoded = Encoded::default();
+    engine.precompile_compatibility_hash().hash(&mut encoded);
+    Sha256::digest(&encoded.0).into()
 }
 
 /// The cache directory, open and checked.

@@ -202,6 +202,18 @@ pub struct GuestCall<T> {
 }
 
 impl<T> GuestCall<T> {
+    /// A call answered without running the module (from its memo): no request, no effect.
+    pub(crate) fn answered(value: T) -> Self {
+        GuestCall {
+            value,
+            effects: Vec::new(),
+            host_calls: 0,
+            calls: Vec::new(),
+            deferred: None,
+            name_conflicts: Vec::new(),
+        }
+    }
+
     /// The same call with its value changed by `f`.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> GuestCall<U> {
         GuestCall {

@@ -14,6 +14,7 @@ use super::budget::{
     DEFAULT_CALLS_MEMORY_BUDGET_MIB, GUEST_MEMORY_CHARGE, MANIFEST_PARSE_CHARGE, MemoryBudget,
 };
 use super::host::{self, HostState};
+use super::memo::MemoBounds;
 use super::{Contract, RuntimeError};
 use crate::containment::Containment;
 
@@ -50,6 +51,9 @@ pub struct RuntimeConfig {
     /// and the host's copies of it, and the manifests the host parses. At least
     /// [`Self::call_charge_bound`], so that one call at its bounds can always run.
     pub calls_memory_budget_bytes: usize,
+    /// What each module's decision memo may keep (`memo.rs`): answers of `reconcile-sandbox`
+    /// calls that made no `kube-client` call, handed back for the same input.
+    pub memo: MemoBounds,
 }
 
 impl RuntimeConfig {
@@ -103,6 +107,7 @@ impl Default for RuntimeConfig {
             containment: Arc::new(Containment::default()),
             address_space: AddressSpace::default(),
             calls_memory_budget_bytes: (DEFAULT_CALLS_MEMORY_BUDGET_MIB as usize) << 20,
+            memo: MemoBounds::default(),
         }
     }
 }

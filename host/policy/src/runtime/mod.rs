@@ -33,6 +33,7 @@ mod contract;
 pub mod default_policy;
 mod engine;
 mod host;
+mod memo;
 mod module;
 
 pub use context::{
@@ -41,6 +42,7 @@ pub use context::{
 };
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
+pub use memo::{MemoBounds, MemoStats};
 pub use module::{PolicyModule, targeted_version};
 
 use std::path::PathBuf;

@@ -13,6 +13,7 @@ use super::cache::{CacheDir, engine_key};
 use super::contract::ModulePre;
 use super::engine::PolicyEngine;
 use super::host::{ALLOWED_WASI, DENIED_WASI};
+use super::memo::{Memo, MemoStats};
 use super::{CONTRACT_PACKAGE, Contract, RuntimeError};
 
 /// A policy component, compiled, checked and ready to instantiate. Cheap to clone; holds its
@@ -31,6 +32,8 @@ struct ModuleInner {
     contract: Contract,
     imports: Vec<String>,
     exports: Vec<String>,
+    /// Its answers kept for calls with the same input: dropped with the module.
+    memo: Memo,
 }
 
 impl PolicyModule {
@@ -69,8 +72,17 @@ impl PolicyModule {
         &self.engine
     }
 
+    /// What its decision memo has answered and holds.
+    pub fn memo_stats(&self) -> MemoStats {
+        self.inner.memo.stats()
+    }
+
     pub(crate) fn pre(&self) -> &ModulePre {
         &self.inner.pre
+    }
+
+    pub(crate) fn memo(&self) -> &Memo {
+        &self.inner.memo
     }
 }
 
@@ -137,6 +149,7 @@ impl PolicyEngine {
                 contract,
                 imports,
                 exports,
+                memo: Memo::new(self.config().memo),
             }),
         };
         tracing::debug!(
