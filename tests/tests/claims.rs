@@ -916,7 +916,11 @@ impl World {
                         .iter()
                         .map(|w| json!({"weight": w, "duration": "1s"}))
                         .collect();
-                    json!({"type": "Progressive", "canary": {"steps": steps}})
+                    // No call gate: pools' uids fall on either side of a step's weight by
+                    // chance, and a last step under 100 that leaves both pools on the stable
+                    // module would hold the canary for the candidate's pool calls forever.
+                    json!({"type": "Progressive", "canary": {"steps": steps},
+                           "gates": {"minCallsPerExport": 0}})
                 };
                 let map = json!({
                     "apiVersion": "v1", "kind": "ConfigMap",
@@ -1149,8 +1153,13 @@ async fn quiet(
                     )
                 })
                 .collect();
+            let rollout = cluster
+                .get(Resource::PolicyRollout, SYSTEM, ROLLOUT)
+                .await
+                .map(|o| o["status"].clone())
+                .unwrap_or_default();
             return Err(format!(
-                "5: never quiet within {}s; the last writes: {}",
+                "5: never quiet within {}s; the last writes: {}; the rollout's status: {rollout}",
                 PATIENCE.as_secs(),
                 tail.join(", ")
             ));
