@@ -1100,3 +1100,70 @@ fn a_shadow_compares_cleanups_and_its_difference_gate_rolls_back() {
         let _ = stop.send(true);
     });
 }
+
+/// A canary held for too few calls names the calls it has seen, and they grow with every
+/// reconcile; its status is rewritten with them at most every refresh (2 s of the manager's
+/// clock), not at every call, while a transition is written at once.
+#[test]
+fn a_held_canary_refreshes_its_counts_without_a_write_per_call() {
+    runtime().block_on(async move {
+        let (cluster, _manager, clock, stop) = start();
+        create_sandboxes(&cluster, 6).await;
+        let strategy = json!({
+            "type": "Progressive",
+            "canary": {"steps": [{"weight": 50, "duration": "10s"}]},
+            "gates": {"minCallsPerExport": 10000},
+        });
+        roll_out(&*cluster, SYSTEM, &default_variant(b"held"), strategy).await;
+        until_admitted(&cluster, "the canary at 50%", |s| {
+            s["phase"] == "Canary" && s["weight"] == 50
+        })
+        .await;
+        clock.set(START + 10);
+        let held = until(&cluster, "held for too few calls", |s| {
+            progressing(s) == "TooFewCalls"
+        })
+        .await;
+        let first = progressing_message(&held);
+
+        // Every sandbox reconciled again and again: each call grows the stable module's count.
+        cluster.clear_writes();
+        for round in 0..15 {
+            for n in 0..6 {
+                cluster
+                    .patch(
+                        Resource::Sandbox,
+                        NS,
+                        &format!("s-{n}"),
+                        json!({"metadata": {"annotations": {"touched": round.to_string()}}}),
+                    )
+                    .await
+                    .expect("the sandbox patched");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let status_writes = || {
+            cluster
+                .writes()
+                .iter()
+                .filter(|w| w.resource == Resource::PolicyRollout)
+                .count()
+        };
+        assert_eq!(
+            status_writes(),
+            0,
+            "the counts changed within one refresh: {:#}",
+            until(&cluster, "the status", |_| true).await
+        );
+
+        // Past the refresh the message tells the calls seen since.
+        clock.set(START + 13);
+        let refreshed = until(&cluster, "the counts refreshed", |s| {
+            progressing(s) == "TooFewCalls" && progressing_message(s) != first
+        })
+        .await;
+        assert_eq!(refreshed["phase"], "Canary", "{refreshed:#}");
+        assert!(status_writes() >= 1);
+        let _ = stop.send(true);
+    });
+}

@@ -1423,8 +1423,8 @@ impl RolloutController {
             .await;
     }
 
-    /// The status as the controller holds it, patched when it changed (the gates' values at
-    /// most every [`REFRESH`]).
+    /// The status as the controller holds it, patched when it changed (the gates' values and
+    /// the conditions' messages at most every [`REFRESH`]).
     async fn write_status(&self, name: &str, tracked: &mut Tracked, now: i64) {
         let stable = ModuleRef::of(&self.manager.policy.current());
         let mut status = json!({
@@ -1490,14 +1490,10 @@ impl RolloutController {
                 "cleanups": sides(o.cleaned, "done"),
             })
         });
-        let mut without_gates = status.clone();
-        without_gates["gates"] = Value::Null;
         status["gates"] = gates.unwrap_or(Value::Null);
         if let Some((written, at)) = &tracked.written {
-            let mut before = written.clone();
-            before["gates"] = Value::Null;
-            let only_gates = before == without_gates;
-            if *written == status || (only_gates && now - at < REFRESH.as_secs() as i64) {
+            let only_counts = without_counts(written) == without_counts(&status);
+            if *written == status || (only_counts && now - at < REFRESH.as_secs() as i64) {
                 self.post_unposted(name, tracked, now).await;
                 return;
             }
@@ -1533,6 +1529,21 @@ impl RolloutController {
         )
         .await;
     }
+}
+
+/// A rollout's status without what counts calls as they come: the gates' values and the
+/// messages of conditions (a held stage's message counts the calls it has seen). A change
+/// there alone is written at most every [`REFRESH`]; a condition's type, status or reason
+/// changing is a transition, written at once.
+fn without_counts(status: &Value) -> Value {
+    let mut status = status.clone();
+    status["gates"] = Value::Null;
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for condition in conditions {
+            condition["message"] = Value::Null;
+        }
+    }
+    status
 }
 
 /// A stage in progress as a rollout's status tells it: what a controller that starts over
