@@ -139,10 +139,13 @@ fn main() {
         .sum();
 
     // ---- the two paths, set up ----
-    let engine = PolicyEngine::new(RuntimeConfig::default()).expect("engine");
-    let module = engine
-        .load(DEFAULT_POLICY)
-        .expect("the default policy loads");
+    let subject = decision::Subject::load(
+        &RuntimeConfig::default(),
+        DEFAULT_POLICY,
+        decision::DEFAULT_POLICY_NAME,
+    )
+    .expect("the default policy loads");
+    let module = &subject.module;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -150,8 +153,9 @@ fn main() {
         .expect("a tokio runtime");
     // Both paths, checked to decide the same first, then timed: the figures cubepod-bench
     // reports.
-    let cases: Vec<Case> = decision::run(&module, runtime.handle().clone(), WASM_RUNS, NATIVE_RUNS)
-        .unwrap_or_else(|e| panic!("the decision bench failed: {e:#}"));
+    let cases: Vec<Case> =
+        decision::run(&subject, runtime.handle().clone(), WASM_RUNS, NATIVE_RUNS)
+            .unwrap_or_else(|e| panic!("the decision bench failed: {e:#}"));
     let (new, converged) = decision::native_inputs().expect("the two inputs");
 
     println!();

@@ -9,7 +9,9 @@
 //! replica runs before it serves a module) in a process of its own, once with an empty
 //! compiled-module cache (`--cache-dir`) and once more with the cache that run filled, as a
 //! second replica or a restart finds it, with the wall time and the process's peak RSS; and one
-//! decision per call (a fresh Store, as the controller makes it) against the Rust default's.
+//! decision per call against the Rust default's: each call instantiates the module in a fresh
+//! Store, as the controller does when its decision memo has no answer (the memo off here), on the
+//! module checked to be the language's (`decision::Subject`, [`Language::engine_mark`]).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,12 @@ pub struct Language {
     /// Its component under `target/polyglot/` (`.ci/policy-examples build`); `None`: the
     /// built-in Rust default.
     pub polyglot: Option<&'static str>,
+    /// The name its `describe` gives: the module timed must give it.
+    pub describe_name: &'static str,
+    /// Bytes only its toolchain's runtime puts in a component (the name of the runtime's own
+    /// crate or engine), so that one JavaScript engine's build is not timed as the other's;
+    /// `None` for the built-in default, which is the controller's own.
+    pub engine_mark: Option<&'static str>,
     /// The most its decision's p50 may be, as a multiple of the Rust default's (issue 56's
     /// targets); `None`: no target.
     pub call_ratio_target: Option<f64>,
@@ -52,21 +60,29 @@ pub const LANGUAGES: [Language; 4] = [
     Language {
         label: "Rust (the built-in default)",
         polyglot: None,
+        describe_name: decision::DEFAULT_POLICY_NAME,
+        engine_mark: None,
         call_ratio_target: None,
     },
     Language {
         label: "Python (componentize-py)",
         polyglot: Some("python-default"),
+        describe_name: "cubepod-default-python",
+        engine_mark: Some("componentize_py_runtime"),
         call_ratio_target: Some(15.0),
     },
     Language {
         label: "JavaScript (componentize-js, StarlingMonkey)",
         polyglot: Some("js-default"),
+        describe_name: "cubepod-default-js",
+        engine_mark: Some("StarlingMonkey"),
         call_ratio_target: None,
     },
     Language {
         label: "JavaScript (componentize-qjs, QuickJS)",
         polyglot: Some("js-default-qjs"),
+        describe_name: "cubepod-default-js",
+        engine_mark: Some("componentize_qjs_runtime"),
         call_ratio_target: Some(5.0),
     },
 ];
@@ -108,7 +124,7 @@ pub struct LanguageRun {
     pub decisions: Vec<Vec<decision::Case>>,
 }
 
-/// The component of `language`, read.
+/// The component of `language`, read, and checked to be built by its toolchain.
 fn component(language: &Language) -> Result<Vec<u8>> {
     let Some(name) = language.polyglot else {
         return Ok(DEFAULT_POLICY.to_vec());
@@ -116,7 +132,24 @@ fn component(language: &Language) -> Result<Vec<u8>> {
     let path = crate::workspace()
         .join("target/polyglot")
         .join(format!("{name}.wasm"));
-    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    built_by(language, &bytes).with_context(|| path.display().to_string())?;
+    Ok(bytes)
+}
+
+/// Fails unless `bytes` carry the runtime of `language`'s toolchain.
+fn built_by(language: &Language, bytes: &[u8]) -> Result<()> {
+    let Some(mark) = language.engine_mark else {
+        return Ok(());
+    };
+    if !bytes.windows(mark.len()).any(|w| w == mark.as_bytes()) {
+        bail!(
+            "not a build of {}: its runtime ({mark}) is not in the component; rebuild it with \
+             .ci/policy-examples build",
+            language.label
+        );
+    }
+    Ok(())
 }
 
 /// Builds the Python and JavaScript components with their pinned toolchains, as the tests do
@@ -279,17 +312,19 @@ pub fn run(runs: usize, calls: usize, handle: tokio::runtime::Handle) -> Result<
             .map(|round| admissions(&file, &cache(round)))
             .collect::<Result<Vec<_>>>()
             .with_context(|| language.label)?;
-        // The decisions on the module as the admissions loaded it, from the cache they filled.
-        let engine = PolicyEngine::new(RuntimeConfig {
-            cache_dir: Some(cache(0)),
-            ..RuntimeConfig::default()
-        })
-        .context("engine")?;
-        let module = engine
-            .load(&bytes)
-            .with_context(|| format!("loading {}", language.label))?;
+        // The decisions on the module as the admissions loaded it, from the cache they filled;
+        // the per-call rows read the calls that instantiate it every time (its memo off).
+        let subject = decision::Subject::load(
+            &RuntimeConfig {
+                cache_dir: Some(cache(0)),
+                ..RuntimeConfig::default()
+            },
+            &bytes,
+            language.describe_name,
+        )
+        .with_context(|| language.label)?;
         let decisions = (0..runs)
-            .map(|_| decision::run(&module, handle.clone(), calls, calls))
+            .map(|_| decision::run(&subject, handle.clone(), calls, calls))
             .collect::<Result<Vec<_>>>()
             .with_context(|| format!("{}: the decisions", language.label))?;
         let run = LanguageRun {
@@ -335,5 +370,29 @@ fn say(run: &LanguageRun) {
                 run.language.label, case.label
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_component_of_another_toolchain_is_not_timed_as_this_one() {
+        let quickjs = LANGUAGES
+            .iter()
+            .find(|l| l.polyglot == Some("js-default-qjs"))
+            .expect("QuickJS is measured");
+        let refused =
+            built_by(quickjs, DEFAULT_POLICY).expect_err("the Rust default is no QuickJS build");
+        let said = format!("{refused:#}");
+        assert!(
+            said.contains("not a build of JavaScript (componentize-qjs, QuickJS)")
+                && said.contains("componentize_qjs_runtime"),
+            "{said}"
+        );
+        let mut quickjs_like = DEFAULT_POLICY.to_vec();
+        quickjs_like.extend_from_slice(b"componentize_qjs_runtime");
+        built_by(quickjs, &quickjs_like).expect("a component that carries the runtime");
     }
 }
