@@ -20,6 +20,7 @@ use crate::controller::reconcile::{
 use crate::controller::reflector;
 use crate::metrics::Metrics;
 use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+use cubepod_kube::resource::StatusWrites;
 use cubepod_kube::{ApiError, Cluster, Resource};
 use cubepod_policy_host::containment::Boundary;
 use cubepod_policy_host::containment::Refusal;
@@ -338,8 +339,13 @@ pub async fn seed(
             .insert(seed.resource, object)
             .map_err(|e| format!("{what}: {e}"))?;
         if let Some(status) = status {
-            if matches!(seed.resource, Resource::Secret | Resource::NetworkPolicy) {
-                return Err(format!("{what}: a {} has no status", seed.resource.kind()));
+            // A kind whose status is not served apart (a Service here) has none a scenario
+            // could seed.
+            if seed.resource.descriptor().status == StatusWrites::Object {
+                return Err(format!(
+                    "{what}: a {} has no status to seed; remove its status",
+                    seed.resource.kind()
+                ));
             }
             let patch = json!({ "status": status });
             cluster
@@ -518,4 +524,45 @@ async fn user_patch(
 /// A call as `expect.calls` writes it.
 pub(crate) fn summary(call: &KubeCall, namespace: &str) -> String {
     call_summary(call.op, &call.namespace, &call.name, namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seeded status on a kind that has none is refused with the object named: by the format
+    /// where the kind's schema has no `status` (a Secret, a NetworkPolicy), by the seeding where
+    /// the schema has one the API does not serve apart (a Service): the descriptor says which.
+    #[tokio::test]
+    async fn a_status_on_a_kind_without_one_is_refused_by_name() {
+        for (kind, api_version, by_format) in [
+            ("Secret", "v1", true),
+            ("Service", "v1", false),
+            ("NetworkPolicy", "networking.k8s.io/v1", true),
+        ] {
+            let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
+            let seeded = SeedObject::try_from(json!({
+                "apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "x"},
+                "status": {},
+            }));
+            let error = match seeded {
+                Err(error) => {
+                    assert!(by_format, "{kind}: {error}");
+                    assert!(error.contains("unknown field \"status\""), "{error}");
+                    continue;
+                }
+                Ok(seeded) => seed(&cluster, "default", &[seeded])
+                    .await
+                    .expect_err("a status it cannot have"),
+            };
+            assert!(!by_format, "{kind}: the format took it");
+            assert!(
+                error.contains(&format!(
+                    "objects[0] ({kind}/x): a {kind} has no status to seed"
+                )),
+                "{error}"
+            );
+        }
+    }
 }
