@@ -9,7 +9,7 @@
 //! Only what this process compiled is ever in it, so it needs none of the precompiled cache's
 //! checks. It holds the functions of the last compile and of the one before (a function found
 //! again moves to the newer), within [`MAX_BYTES`]: about a module's compiled code, resident
-//! while the controller runs (1.4 MiB for the default policy).
+//! while the controller runs (about 1 MB for the default policy).
 
 use std::borrow::Cow;
 use std::sync::{Mutex, MutexGuard};
