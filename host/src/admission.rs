@@ -225,6 +225,8 @@ pub struct Admitted {
     pub(crate) key: Option<VerifyingKey>,
     /// Conformance cases passed.
     pub(crate) cases: usize,
+    /// How long the self-test's cases took.
+    pub(crate) self_tested_in: std::time::Duration,
 }
 
 impl Admitted {
@@ -448,8 +450,15 @@ impl Admission {
     ) -> Result<Admitted, Refused> {
         let key = self.verify(candidate)?;
         let extent = Extent::Conformance(conformance::Extent::UntilFirstFailure);
-        let (module, cases) = self.examine(&candidate.bytes, handle, extent)?.verdict()?;
-        Ok(Admitted { module, key, cases })
+        let examination = self.examine(&candidate.bytes, handle, extent)?;
+        let self_tested_in = examination.cases.iter().map(|case| case.duration).sum();
+        let (module, cases) = examination.verdict()?;
+        Ok(Admitted {
+            module,
+            key,
+            cases,
+            self_tested_in,
+        })
     }
 
     /// `Self::check` on a blocking thread of the current runtime.

@@ -51,6 +51,9 @@ pub struct Metrics {
     pub(crate) policy_object_bytes: IntGaugeVec,
     /// New policy modules, by `result`: applied, or the reason of the refusal.
     pub policy_swaps: IntCounterVec,
+    /// How long each step of a module's admission took, by `step`: `compile`, `check` (the
+    /// contract, the pre-instantiation, `describe`) and `self_test`.
+    pub policy_admission_duration: HistogramVec,
     /// Reads of the policy file by `run --policy`, by `trigger` (`event`: a file event in its
     /// folder, `poll`: the poll interval).
     pub(crate) policy_file_checks: IntCounterVec,
@@ -316,6 +319,13 @@ impl Metrics {
                 "cubepod_policy_swaps_total",
                 "New policy modules, by result: applied, or the reason of the refusal.",
                 &["result"]
+            )),
+            policy_admission_duration: register!(histogram(
+                "cubepod_policy_admission_duration_seconds",
+                "How long each step of an admitted policy module's admission took, by step: \
+                 compile (or the read of its compiled code from --cache-dir), check (the \
+                 contract, the pre-instantiation, describe) and self_test.",
+                &["step"]
             )),
             policy_shadow_differences: register!(counter(
                 "cubepod_policy_shadow_differences_total",

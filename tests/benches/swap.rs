@@ -22,17 +22,29 @@ fn main() {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     for (what, mut samples) in [
         (
-            "new module serving",
+            "file change to the new module serving",
             swaps.iter().map(|s| s.serving).collect::<Vec<_>>(),
         ),
         (
-            "its first decision",
+            "file change to its first decision",
             swaps.iter().map(|s| s.decided).collect(),
+        ),
+        (
+            "of that, its compile",
+            swaps.iter().map(|s| s.compile).collect(),
+        ),
+        (
+            "of that, its check (contract, pre-instantiation, describe)",
+            swaps.iter().map(|s| s.check).collect(),
+        ),
+        (
+            "of that, its self-test",
+            swaps.iter().map(|s| s.self_test).collect(),
         ),
     ] {
         samples.sort();
         println!(
-            "hot swap (file change to {what}), {SWAPS} swaps of the default policy: \
+            "hot swap, {what}, {SWAPS} swaps of the default policy: \
              p50 {:.1} ms, min {:.1} ms, max {:.1} ms",
             ms(samples[samples.len() / 2]),
             ms(samples[0]),

@@ -1,7 +1,7 @@
 //! Kubernetes Events on our objects: what `kubectl describe` shows a user.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -20,9 +20,7 @@ use cubepod_policy_host::containment::rates::{
 use cubepod_policy_host::model::{ObjectRef, time};
 use cubepod_policy_host::runtime::bindings::{Event, EventType};
 
-use super::cache::CacheWriter;
-use super::writer::Writer;
-use cubepod_kube::Cluster;
+use cubepod_kube::{Cluster, Resource};
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
@@ -267,6 +265,135 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Logs every Event in plain words and posts the Warnings to `cluster`, and the Normal
+    /// ones when `post_normal` (each is an API write, and the status conditions already record
+    /// every transition). A failure to post is logged, never fails the reconcile. The first of
+    /// the policy's Events past its object's rate is told once, by an Event of the
+    /// controller's.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn post(
+        &self,
+        cluster: &dyn Cluster,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        events: &[Event],
+        source: Source,
+        post_normal: bool,
+        now: i64,
+    ) {
+        for event in events {
+            tracing::info!(
+                kind,
+                namespace = %target.namespace,
+                name = %target.name,
+                reason = %event.reason,
+                "{}",
+                event.message
+            );
+            if event.kind == EventType::Normal && !post_normal {
+                continue;
+            }
+            let result = self
+                .write(cluster, kind, target, uid, event, source, now)
+                .await;
+            self.count(event.kind, result.label());
+            if matches!(result, Written::RateLimited { first: true }) {
+                let burst = self.burst();
+                tracing::warn!(
+                    kind,
+                    namespace = %target.namespace,
+                    name = %target.name,
+                    ?source,
+                    burst,
+                    "Events past the object's rate: the rest are counted, not written"
+                );
+                if source == Source::Policy {
+                    let told = Event {
+                        kind: EventType::Warning,
+                        reason: "EventsRateLimited".to_string(),
+                        message: format!(
+                            "the policy asked for more Events on this {kind} than its rate \
+                             allows ({burst} at once, then one per 5 minutes: --event-burst): \
+                             the rest are counted in cubepod_events_total{{result=\"rate_limited\"}}, \
+                             not written"
+                        ),
+                    };
+                    let result = self
+                        .write(cluster, kind, target, uid, &told, Source::Controller, now)
+                        .await;
+                    self.count(told.kind, result.label());
+                }
+            }
+        }
+    }
+
+    /// Writes one Event as [`Self::record`] says: a new one, or a repeat counted on the first
+    /// (a new one if that is gone: Events expire). What was done, for the metric.
+    #[allow(clippy::too_many_arguments)]
+    async fn write(
+        &self,
+        cluster: &dyn Cluster,
+        kind: &str,
+        target: &ObjectRef,
+        uid: &str,
+        event: &Event,
+        source: Source,
+        now: i64,
+    ) -> Written {
+        let ns = &target.namespace;
+        let object = match self.record(kind, target, uid, event, source, now) {
+            Record::RateLimited { first } => {
+                tracing::debug!(kind, %target, reason = %event.reason, "Event past its object's rate");
+                return Written::RateLimited { first };
+            }
+            Record::Create(object) => object,
+            Record::Repeat { name, patch } => {
+                match cluster.patch(Resource::Event, ns, &name, patch).await {
+                    Ok(_) => return Written::Aggregated,
+                    Err(error) => {
+                        tracing::debug!(%error, "could not count a repeat on its Event");
+                        self.forget(&name);
+                        match self.record(kind, target, uid, event, source, now) {
+                            Record::Create(object) => object,
+                            _ => return Written::Failed,
+                        }
+                    }
+                }
+            }
+        };
+        match cluster.create(Resource::Event, ns, object).await {
+            Ok(_) => Written::Created,
+            Err(error) => {
+                tracing::debug!(%error, "could not record an Event");
+                Written::Failed
+            }
+        }
+    }
+}
+
+/// What became of one Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Written {
+    Created,
+    Aggregated,
+    RateLimited { first: bool },
+    Failed,
+}
+
+impl Written {
+    /// The `result` of `cubepod_events_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Written::Created => "created",
+            Written::Aggregated => "aggregated",
+            Written::RateLimited { .. } => "rate_limited",
+            Written::Failed => "failed",
+        }
+    }
+}
+
 /// Events queued at most before more are dropped, as client-go's broadcaster (its
 /// `maxQueuedEvents`): what a burst of reconciles may hand over faster than the API takes them.
 pub const DEFAULT_EVENT_QUEUE: usize = 1000;
@@ -278,11 +405,14 @@ const EVENTS_IN_FLIGHT: usize = 16;
 /// A reconcile's Events handed over to be written after it, as client-go's recorder does: the
 /// reconcile (a claim's adoption, a status) does not wait on the Event's API write. The queue
 /// is bounded ([`DEFAULT_EVENT_QUEUE`]); an Event that finds it full is dropped and counted
-/// (`cubepod_events_total{result="dropped"}`). The writes themselves are
-/// [`Writer::post_events`]'s, the same aggregation and rate as when a reconcile writes them.
+/// (`cubepod_events_total{result="dropped"}`). The writes themselves are [`Recorder::post`]'s,
+/// the same aggregation and rate as when a reconcile writes them.
 pub(crate) struct EventQueue {
     sender: mpsc::Sender<Queued>,
     recorder: Arc<Recorder>,
+    /// Whether Events were dropped since the queue last took one: the warning is said once per
+    /// overflow, not once per Event dropped.
+    overflowing: AtomicBool,
 }
 
 /// What the queue's writer task takes.
@@ -310,16 +440,19 @@ impl EventQueue {
         runtime: &tokio::runtime::Handle,
         capacity: usize,
         cluster: Arc<dyn Cluster>,
-        cache: CacheWriter,
         recorder: Arc<Recorder>,
     ) -> Self {
         let (sender, receiver) = mpsc::channel(capacity.max(1));
-        runtime.spawn(write_queued(receiver, cluster, cache, recorder.clone()));
-        Self { sender, recorder }
+        runtime.spawn(write_queued(receiver, cluster, recorder.clone()));
+        Self {
+            sender,
+            recorder,
+            overflowing: AtomicBool::new(false),
+        }
     }
 
     /// Hands `events` over to be written; returns at once. Past the queue's bound the Events
-    /// are dropped, each counted.
+    /// are dropped, each counted, and the first of each overflow is warned of.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
         &self,
@@ -343,21 +476,29 @@ impl EventQueue {
             post_normal,
             now,
         };
-        if let Err(error) = self.sender.try_send(Queued::Post(batch)) {
-            let (mpsc::error::TrySendError::Full(Queued::Post(batch))
-            | mpsc::error::TrySendError::Closed(Queued::Post(batch))) = error
-            else {
+        let error = match self.sender.try_send(Queued::Post(batch)) {
+            Ok(()) => {
+                self.overflowing.store(false, Ordering::Relaxed);
                 return;
-            };
-            tracing::debug!(
+            }
+            Err(error) => error,
+        };
+        let (mpsc::error::TrySendError::Full(Queued::Post(batch))
+        | mpsc::error::TrySendError::Closed(Queued::Post(batch))) = error
+        else {
+            return;
+        };
+        for event in &batch.events {
+            self.recorder.count(event.kind, "dropped");
+        }
+        if !self.overflowing.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
                 kind,
                 %target,
-                events = batch.events.len(),
-                "Event queue full: Events dropped, not written"
+                capacity = self.sender.max_capacity(),
+                "the Event queue is full: Events are dropped, not written, until it drains \
+                 (counted in cubepod_events_total{{result=\"dropped\"}})"
             );
-            for event in &batch.events {
-                self.recorder.count(event.kind, "dropped");
-            }
         }
     }
 
@@ -375,19 +516,14 @@ impl EventQueue {
 async fn write_queued(
     mut queue: mpsc::Receiver<Queued>,
     cluster: Arc<dyn Cluster>,
-    cache: CacheWriter,
     recorder: Arc<Recorder>,
 ) {
     let write = |batch: Batch| {
-        let (cluster, cache, recorder) = (cluster.clone(), cache.clone(), recorder.clone());
+        let (cluster, recorder) = (cluster.clone(), recorder.clone());
         async move {
-            let writer = Writer {
-                cluster: cluster.as_ref(),
-                cache: &cache,
-                events: &recorder,
-            };
-            writer
-                .post_events(
+            recorder
+                .post(
+                    cluster.as_ref(),
                     &batch.kind,
                     &batch.target,
                     &batch.uid,
@@ -536,7 +672,6 @@ mod tests {
     #[tokio::test]
     async fn queued_events_are_written_after_the_post_returns_and_a_full_queue_drops_the_rest() {
         use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
-        use cubepod_kube::Resource;
 
         let cluster = MemoryCluster::new(MemoryClusterConfig::instant());
         let metrics = Arc::new(crate::metrics::Metrics::new());
@@ -545,7 +680,6 @@ mod tests {
             &tokio::runtime::Handle::current(),
             2,
             cluster.clone(),
-            CacheWriter::default(),
             recorder,
         );
         let target = ObjectRef::new("ns", "a");

@@ -278,6 +278,18 @@ impl Verdicts {
             Ok(admitted) => {
                 self.health.set_policy_file(None);
                 self.last_refused = None;
+                let (compile, check, self_test) = module_times(&admitted);
+                let steps = [
+                    ("compile", compile),
+                    ("check", check),
+                    ("self_test", self_test),
+                ];
+                for (step, took) in steps {
+                    self.metrics
+                        .policy_admission_duration
+                        .with_label_values(&[step])
+                        .observe(took.as_secs_f64());
+                }
                 Judged::Admitted { admitted, digest }
             }
             Err(why) => {
@@ -375,6 +387,7 @@ impl PolicyWatcher {
             Judged::Admitted { admitted, digest } => (admitted, digest),
             Judged::Not(outcome) => return outcome,
         };
+        let loaded = module_times(&admitted);
         let module = admitted.module;
         let next = ActivePolicy::of(&module);
         let previous = ActivePolicy::of(&self.manager.policy.replace(module));
@@ -386,12 +399,27 @@ impl PolicyWatcher {
             digest = %next.digest,
             replaced = %previous.digest,
             key = %admitted.key.as_ref().map_or_else(|| "none".to_string(), |k| k.describe()),
-            ?took,
+            took_ms = millis(took),
+            compile_ms = millis(loaded.0),
+            check_ms = millis(loaded.1),
+            self_test_ms = millis(loaded.2),
             "policy swapped; reconciling every object under it"
         );
         self.manager.requeue_all();
         SwapOutcome::Applied { digest, took }
     }
+}
+
+/// A module's admission steps: its compile, its check (contract, pre-instantiation,
+/// `describe`) and its self-test.
+fn module_times(admitted: &Admitted) -> (Duration, Duration, Duration) {
+    let loaded = admitted.module.loaded_in();
+    (loaded.compile, loaded.check, admitted.self_tested_in)
+}
+
+/// A duration in milliseconds, for a log field.
+fn millis(took: Duration) -> f64 {
+    took.as_secs_f64() * 1e3
 }
 
 /// What a swap of the stable module changes besides the slot: the active policy's metric

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::cache::CacheWriter;
 use super::claims::Offer;
-use super::events::{Record, Recorder, Source};
+use super::events::{Recorder, Source};
 use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType, fast_path,
 };
@@ -412,10 +412,7 @@ impl Writer<'_> {
             .await;
     }
 
-    /// Logs every Event in plain words and posts the Warnings, and the Normal ones when
-    /// `post_normal` (each is an API write, and the status conditions already record every
-    /// transition). A failure to post is logged, never fails the reconcile. The first of the
-    /// policy's Events past its object's rate is told once, by an Event of the controller's.
+    /// [`Recorder::post`] through this writer's cluster.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn post_events(
         &self,
@@ -427,110 +424,18 @@ impl Writer<'_> {
         post_normal: bool,
         now: i64,
     ) {
-        for event in events {
-            tracing::info!(
+        self.events
+            .post(
+                self.cluster,
                 kind,
-                namespace = %target.namespace,
-                name = %target.name,
-                reason = %event.reason,
-                "{}",
-                event.message
-            );
-            if event.kind == EventType::Normal && !post_normal {
-                continue;
-            }
-            let result = self.record(kind, target, uid, event, source, now).await;
-            self.events.count(event.kind, result.label());
-            if matches!(result, Posted::RateLimited { first: true }) {
-                let burst = self.events.burst();
-                tracing::warn!(
-                    kind,
-                    namespace = %target.namespace,
-                    name = %target.name,
-                    ?source,
-                    burst,
-                    "Events past the object's rate: the rest are counted, not written"
-                );
-                if source == Source::Policy {
-                    let told = Event {
-                        kind: EventType::Warning,
-                        reason: "EventsRateLimited".to_string(),
-                        message: format!(
-                            "the policy asked for more Events on this {kind} than its rate \
-                             allows ({burst} at once, then one per 5 minutes: --event-burst): \
-                             the rest are counted in cubepod_events_total{{result=\"rate_limited\"}}, \
-                             not written"
-                        ),
-                    };
-                    let result = self
-                        .record(kind, target, uid, &told, Source::Controller, now)
-                        .await;
-                    self.events.count(told.kind, result.label());
-                }
-            }
-        }
-    }
-
-    /// Writes one Event as the recorder says: a new one, or a repeat counted on the first
-    /// (a new one if that is gone: Events expire). What was done, for the metric.
-    async fn record(
-        &self,
-        kind: &str,
-        target: &ObjectRef,
-        uid: &str,
-        event: &Event,
-        source: Source,
-        now: i64,
-    ) -> Posted {
-        let ns = &target.namespace;
-        let object = match self.events.record(kind, target, uid, event, source, now) {
-            Record::RateLimited { first } => {
-                tracing::debug!(kind, %target, reason = %event.reason, "Event past its object's rate");
-                return Posted::RateLimited { first };
-            }
-            Record::Create(object) => object,
-            Record::Repeat { name, patch } => {
-                match self.cluster.patch(Resource::Event, ns, &name, patch).await {
-                    Ok(_) => return Posted::Aggregated,
-                    Err(error) => {
-                        tracing::debug!(%error, "could not count a repeat on its Event");
-                        self.events.forget(&name);
-                        match self.events.record(kind, target, uid, event, source, now) {
-                            Record::Create(object) => object,
-                            _ => return Posted::Failed,
-                        }
-                    }
-                }
-            }
-        };
-        match self.cluster.create(Resource::Event, ns, object).await {
-            Ok(_) => Posted::Created,
-            Err(error) => {
-                tracing::debug!(%error, "could not record an Event");
-                Posted::Failed
-            }
-        }
-    }
-}
-
-/// What became of one Event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Posted {
-    Created,
-    Aggregated,
-    RateLimited { first: bool },
-    Failed,
-}
-
-impl Posted {
-    /// The `result` of `cubepod_events_total`.
-    fn label(self) -> &'static str {
-        match self {
-            Posted::Created => "created",
-            Posted::Aggregated => "aggregated",
-            Posted::RateLimited { .. } => "rate_limited",
-            Posted::Failed => "failed",
-        }
+                target,
+                uid,
+                events,
+                source,
+                post_normal,
+                now,
+            )
+            .await;
     }
 }
 

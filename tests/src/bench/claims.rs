@@ -56,6 +56,10 @@ pub struct ClaimRun {
     pub not_running: Vec<String>,
     /// The controller's CPU from the first POST to the N-th claim Running.
     pub controller_cpu: Duration,
+    /// The controller's CPU over the pool's cold fill, from its creation to its N-th member
+    /// Running (as the claims' is counted): N cold sandboxes, in the same process and on the
+    /// same machine as the claims.
+    pub fill_cpu: Duration,
     /// This process's CPU over the same time: the fake API server, the clients and the watch.
     pub bench_cpu: Duration,
     pub warnings: Vec<String>,
@@ -98,6 +102,16 @@ impl ClaimRun {
 
     pub fn cpu_per_claim_micros(&self) -> f64 {
         self.controller_cpu.as_secs_f64() / self.n as f64 * 1e6
+    }
+
+    /// The controller's CPU per member of the cold fill, µs.
+    pub fn cpu_per_cold_micros(&self) -> f64 {
+        self.fill_cpu.as_secs_f64() / self.n as f64 * 1e6
+    }
+
+    /// The controller's CPU per claim against its CPU per cold sandbox, in this run.
+    pub fn claim_to_cold_cpu(&self) -> f64 {
+        self.cpu_per_claim_micros() / self.cpu_per_cold_micros()
     }
 
     /// The fake's (and its clients') CPU per claim, µs.
@@ -167,7 +181,8 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
     let cluster = fake.cluster();
     let deadline = Duration::from_secs(if n <= 100 { 60 } else { 600 });
 
-    // The pool, filled cold: the run's own cold start rate.
+    // The pool, filled cold: the run's own cold start rate, and its CPU per cold sandbox.
+    let fill_cpu_before = controller.cpu()?;
     let filled = Instant::now();
     runtime
         .block_on(cluster.create(Resource::PodWarmPool, NS, pool_manifest(n)))
@@ -182,6 +197,7 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
         std::thread::sleep(Duration::from_millis(5));
     }
     let fill = filled.elapsed();
+    let fill_cpu = controller.cpu()?.saturating_sub(fill_cpu_before);
     controller.wait_quiet(0.0, QUIET, Duration::from_secs(600))?;
     let members: HashSet<String> = running_members(&cluster).into_iter().collect();
     cluster.clear_writes();
@@ -367,6 +383,7 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
         double_claims,
         not_running,
         controller_cpu,
+        fill_cpu,
         bench_cpu,
         warnings,
     })

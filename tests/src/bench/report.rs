@@ -11,6 +11,7 @@ use super::claims::ClaimRun;
 use super::create::CreateRun;
 use super::rollout::{Stage, StageRun};
 use super::stats::{median, p50_p99_micros};
+use super::swap;
 use super::{Protocol, Results};
 
 /// Writes a controller makes for one new sandbox, plus the user's own create: what the API
@@ -40,6 +41,8 @@ pub const TARGET_CLAIM_P50_MILLIS: f64 = 20.0;
 pub const TARGET_CLAIM_P99_MILLIS: f64 = 100.0;
 /// The adoption and the claim's status, and the claim's finalizer.
 pub const TARGET_WRITES_PER_CLAIM: f64 = 3.0;
+/// The controller's CPU per claim against its CPU per cold sandbox, in the same run (issue 57).
+pub const TARGET_CLAIM_TO_COLD_CPU: f64 = 0.4;
 /// Requests/s through the router at least this share of the same client's straight to the Pod.
 pub const TARGET_ROUTER_SHARE: f64 = 0.8;
 /// What the router adds to the p99 at 1,000 requests/s, µs.
@@ -603,11 +606,33 @@ pub fn rows(results: &Results) -> Vec<Row> {
             target: format!("< {TARGET_SWAP_MILLIS:.0} ms"),
             verdict: at_most(p50, TARGET_SWAP_MILLIS, " ms", 1),
         });
+        let step = |time: fn(&swap::Swap) -> Duration| {
+            median(
+                &results
+                    .swaps
+                    .iter()
+                    .map(|s| millis(time(s)))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(f64::NAN)
+        };
+        rows.push(Row {
+            metric:
+                "Policy hot swap, the admission's steps (medians, as the controller counts them)"
+                    .to_string(),
+            value: format!(
+                "compile {:.1} ms, check (contract, pre-instantiation, describe) {:.1} ms, \
+                 self-test {:.1} ms",
+                step(|s| s.compile),
+                step(|s| s.check),
+                step(|s| s.self_test)
+            ),
+            target: "—".to_string(),
+            verdict: String::new(),
+        });
         for (level, took) in &results.compile {
             rows.push(Row {
-                metric: format!(
-                    "Compiling the default component alone, Cranelift opt level {level}"
-                ),
+                metric: format!("Compiling the default component alone, {level}"),
                 value: format!("{:.1} ms (median)", millis(*took)),
                 target: "—".to_string(),
                 verdict: String::new(),
@@ -943,6 +968,19 @@ fn claim_rows(results: &Results) -> Vec<Row> {
             ),
             target: "—".to_string(),
             verdict: String::new(),
+        });
+        let ratio = median_of(runs, |r| r.claim_to_cold_cpu()).unwrap_or(f64::NAN);
+        let cold = median_of(runs, |r| r.cpu_per_cold_micros()).unwrap_or(f64::NAN);
+        rows.push(Row {
+            metric: format!(
+                "Controller CPU per claim / per cold sandbox (the pool's fill), {what}"
+            ),
+            value: format!(
+                "{ratio:.2}× ({controller:.0} µs per claim, {cold:.0} µs per cold sandbox, \
+                 medians of the runs)"
+            ),
+            target: format!("≤ {TARGET_CLAIM_TO_COLD_CPU}×"),
+            verdict: at_most(ratio, TARGET_CLAIM_TO_COLD_CPU, "", 2),
         });
         let conflicts = median_of(runs, |r| r.conflicts_per_claim()).unwrap_or(f64::NAN);
         let wrong = runs

@@ -31,6 +31,13 @@ pub struct Swap {
     pub serving: Duration,
     /// Until the new module's first decision (a `reconcile-sandbox`) has returned.
     pub decided: Duration,
+    /// Of `serving`, the admission's steps, as the controller counts them
+    /// (`cubepod_policy_admission_duration_seconds`): the compile, the check (the contract,
+    /// the pre-instantiation, `describe`) and the self-test. The rest is the file's event and
+    /// read, and the swap itself.
+    pub compile: Duration,
+    pub check: Duration,
+    pub self_test: Duration,
 }
 
 /// The default policy with a custom section holding `n`: the same behaviour, another digest
@@ -50,11 +57,53 @@ pub fn variant(n: usize) -> Vec<u8> {
 /// What the swap's compile costs alone, and what Cranelift's lowest optimization level would
 /// make of it: the median of `samples` `Component::new` of the default policy on an engine
 /// configured as the runtime's (epoch interruption, component model), at opt level `speed`
-/// (the default) and `none`.
+/// (the default) and `none`; then the runtime's own compile (`PolicyEngine::load`'s compile
+/// step) of a new digest of it, on an engine that compiled the one before (a hot swap's: its
+/// functions found again) and on a fresh engine.
 pub fn compile_only(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
+    let mut medians = cranelift_levels(samples)?;
+    let runtime = |cache_dir| RuntimeConfig {
+        cache_dir,
+        ..RuntimeConfig::default()
+    };
+    let kept = PolicyEngine::new(runtime(None)).context("engine")?;
+    kept.load(&variant(usize::MAX))
+        .context("the default policy")?;
+    let (mut again, mut fresh) = (Vec::new(), Vec::new());
+    for n in 0..samples.max(1) {
+        let loaded = kept.load(&variant(n)).context("the default policy")?;
+        again.push(loaded.loaded_in().compile);
+        let engine = PolicyEngine::new(runtime(None)).context("engine")?;
+        let loaded = engine.load(&variant(n)).context("the default policy")?;
+        fresh.push(loaded.loaded_in().compile);
+    }
+    for (label, mut times) in [
+        (
+            "the runtime's compile of a new digest, its functions compiled before (a hot swap's)",
+            again,
+        ),
+        (
+            "the runtime's compile on a fresh engine (nothing compiled before)",
+            fresh,
+        ),
+    ] {
+        times.sort();
+        medians.push((label, times[times.len() / 2]));
+    }
+    Ok(medians)
+}
+
+/// `Component::new` of the default policy at Cranelift's opt levels, the medians.
+fn cranelift_levels(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
     let levels = [
-        ("speed (wasmtime's default)", wasmtime::OptLevel::Speed),
-        ("none (the runtime's)", wasmtime::OptLevel::None),
+        (
+            "Cranelift opt level speed (wasmtime's default)",
+            wasmtime::OptLevel::Speed,
+        ),
+        (
+            "Cranelift opt level none (the runtime's)",
+            wasmtime::OptLevel::None,
+        ),
     ];
     let engines = levels
         .iter()
@@ -144,6 +193,15 @@ pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
     let decisions = metrics
         .reconcile_duration
         .with_label_values(&["sandbox", "ok"]);
+    // The seconds each admission step has taken so far, summed over the swaps.
+    let steps = || {
+        ["compile", "check", "self_test"].map(|step| {
+            metrics
+                .policy_admission_duration
+                .with_label_values(&[step])
+                .get_sample_sum()
+        })
+    };
     let watcher = PolicyWatcher::new(
         path.clone(),
         Admission::new(engine, KeyRing::default()),
@@ -162,6 +220,7 @@ pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
         // The sandbox is converged and its module asks for no reconcile within a swap's time:
         // a decision counted after the change is the new module's.
         let decided_before = decisions.get_sample_count();
+        let steps_before = steps();
         let changed = Instant::now();
         std::fs::rename(&staged, &path).context("replacing the policy file")?;
         let mut serving = None;
@@ -178,9 +237,15 @@ pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
             tokio::time::sleep(Duration::from_micros(200)).await;
         };
         if n > 0 {
+            let [compile, check, self_test] = std::array::from_fn(|i| {
+                Duration::from_secs_f64((steps()[i] - steps_before[i]).max(0.0))
+            });
             samples.push(Swap {
                 serving: serving.unwrap_or(decided),
                 decided,
+                compile,
+                check,
+                self_test,
             });
         }
         // Quiet again before the next swap.

@@ -13,6 +13,7 @@ use wasmtime::{Config, Engine};
 use super::budget::{
     DEFAULT_CALLS_MEMORY_BUDGET_MIB, GUEST_MEMORY_CHARGE, MANIFEST_PARSE_CHARGE, MemoryBudget,
 };
+use super::functions::CompiledFunctions;
 use super::host::{self, HostState};
 use super::memo::MemoBounds;
 use super::{Contract, RuntimeError};
@@ -127,6 +128,8 @@ struct EngineInner {
     linker_0_1: Linker<HostState>,
     config: RuntimeConfig,
     budget: Arc<MemoryBudget>,
+    /// Cranelift's compiled functions, found again by the next compile.
+    functions: Arc<CompiledFunctions>,
     _ticker: Ticker,
 }
 
@@ -149,7 +152,13 @@ impl PolicyEngine {
             });
         }
         let budget = MemoryBudget::new(config.calls_memory_budget_bytes);
-        let engine = Engine::new(&wasmtime_config(&config)).map_err(|e| RuntimeError::Engine {
+        let functions = Arc::new(CompiledFunctions::default());
+        let mut wasm = wasmtime_config(&config);
+        wasm.enable_incremental_compilation(functions.clone())
+            .map_err(|e| RuntimeError::Engine {
+                why: format!("cannot keep compiled functions: {e:#}"),
+            })?;
+        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine {
             why: match config.address_space {
                 AddressSpace::Guarded => format!(
                     "{e:#} (the instance pool reserves about 4 GiB of address space per memory \
@@ -174,6 +183,7 @@ impl PolicyEngine {
                 linker_0_1,
                 config,
                 budget,
+                functions,
                 _ticker: ticker,
             }),
         })
@@ -187,6 +197,11 @@ impl PolicyEngine {
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// The functions its compiles keep for the next.
+    pub(crate) fn functions(&self) -> &CompiledFunctions {
+        &self.inner.functions
     }
 
     /// The memory budget every call of this engine charges.

@@ -32,6 +32,7 @@ mod context;
 mod contract;
 pub mod default_policy;
 mod engine;
+mod functions;
 mod host;
 mod memo;
 mod module;
@@ -43,7 +44,7 @@ pub use context::{
 pub use default_policy::DEFAULT_POLICY;
 pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
 pub use memo::{MemoBounds, MemoStats};
-pub use module::{PolicyModule, targeted_version};
+pub use module::{LoadTimes, PolicyModule, targeted_version};
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -34,6 +34,18 @@ struct ModuleInner {
     exports: Vec<String>,
     /// Its answers kept for calls with the same input: dropped with the module.
     memo: Memo,
+    /// How long its load took, step by step.
+    loaded_in: LoadTimes,
+}
+
+/// How long a module's load took: its compile (or its read from the precompiled cache), and
+/// the rest (the contract check, the pre-instantiation and `describe`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadTimes {
+    /// Cranelift's compile of the component, or its read from the precompiled cache.
+    pub compile: std::time::Duration,
+    /// The contract check, the pre-instantiation with the contract's linker, and `describe`.
+    pub check: std::time::Duration,
 }
 
 impl PolicyModule {
@@ -72,6 +84,11 @@ impl PolicyModule {
         &self.engine
     }
 
+    /// How long its load took, step by step.
+    pub fn loaded_in(&self) -> LoadTimes {
+        self.inner.loaded_in
+    }
+
     /// What its decision memo has answered and holds.
     pub fn memo_stats(&self) -> MemoStats {
         self.inner.memo.stats()
@@ -101,8 +118,10 @@ impl PolicyEngine {
     /// Compiles, checks and pre-instantiates a policy component, then calls its `describe` and
     /// checks that it names the contract the component targets. Any failure refuses the module.
     pub fn load(&self, bytes: &[u8]) -> Result<PolicyModule, RuntimeError> {
+        let started = std::time::Instant::now();
         let digest = hex::encode(Sha256::digest(bytes));
         let component = self.compile(bytes, &digest)?;
+        let compiled = started.elapsed();
 
         let ty = component.component_type();
         let engine = self.engine();
@@ -150,6 +169,10 @@ impl PolicyEngine {
                 imports,
                 exports,
                 memo: Memo::new(self.config().memo),
+                loaded_in: LoadTimes {
+                    compile: compiled,
+                    check: started.elapsed().saturating_sub(compiled),
+                },
             }),
         };
         tracing::debug!(
@@ -158,6 +181,8 @@ impl PolicyEngine {
             version = %module.info().version,
             contract = module.contract().version(),
             size = module.size(),
+            compile_ms = compiled.as_secs_f64() * 1e3,
+            check_ms = module.loaded_in().check.as_secs_f64() * 1e3,
             "loaded policy"
         );
         Ok(module)
@@ -181,13 +206,13 @@ impl PolicyEngine {
             return Err(refused);
         }
         let Some(dir) = &self.config().cache_dir else {
-            return Component::new(self.engine(), bytes).map_err(compile_error);
+            return self.compiled(|| Component::new(self.engine(), bytes));
         };
         let cache = match CacheDir::open(dir) {
             Ok(cache) => cache,
             Err(why) => {
                 tracing::warn!(dir = %dir.display(), "policy cache not used, compiling in memory: {why}");
-                return Component::new(self.engine(), bytes).map_err(compile_error);
+                return self.compiled(|| Component::new(self.engine(), bytes));
             }
         };
         let engine = engine_key(self.engine());
@@ -214,16 +239,34 @@ impl PolicyEngine {
                 tracing::warn!(path = %path.display(), "precompiled policy not trusted, compiling again: {why}");
             }
         }
-        let compiled = self
-            .engine()
-            .precompile_component(bytes)
-            .map_err(compile_error)?;
+        let compiled = self.compiled(|| self.engine().precompile_component(bytes))?;
         if let Err(e) = cache.write(&name, digest, &engine, &compiled) {
             tracing::warn!(path = %path.display(), error = %e, "cannot cache the compiled policy");
         }
         // SAFETY: `compiled` was produced a line above by `precompile_component` of this very
         // engine, from the bytes being loaded.
         unsafe { Component::deserialize(self.engine(), &compiled) }.map_err(compile_error)
+    }
+}
+
+impl PolicyEngine {
+    /// Runs Cranelift's `compile`, each function of it found in the functions the compile
+    /// before kept if it is there (`functions.rs`).
+    fn compiled<T>(
+        &self,
+        compile: impl FnOnce() -> wasmtime::Result<T>,
+    ) -> Result<T, RuntimeError> {
+        let functions = self.functions();
+        functions.begin();
+        let compiled = compile().map_err(compile_error)?;
+        let found = functions.stats();
+        tracing::debug!(
+            reused = found.hits,
+            compiled = found.misses,
+            kept_bytes = found.bytes,
+            "compiled a policy's functions"
+        );
+        Ok(compiled)
     }
 }
 

@@ -265,7 +265,6 @@ impl Reconciler {
                     &runtime,
                     settings.event_queue,
                     cluster.clone(),
-                    writes.clone(),
                     events.clone(),
                 )
             });
