@@ -311,6 +311,58 @@ async fn create_conflict_list_get_delete() {
     assert_eq!(requests[1].status, Some(409));
 }
 
+/// Names of a list's items, and its continue token.
+fn page_of(list: &Value) -> (Vec<String>, Option<String>) {
+    let names = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    (
+        names,
+        list["metadata"]["continue"].as_str().map(str::to_owned),
+    )
+}
+
+#[tokio::test]
+async fn a_list_is_paged_by_its_limit_unless_the_server_ignores_it() {
+    for ignore_limit in [false, true] {
+        let server = start(FakeOptions {
+            ignore_limit,
+            ..FakeOptions::default()
+        });
+        let client = Client::http1(&server);
+        for name in ["a", "b", "c"] {
+            let (code, _) = client.call(Method::POST, PODS, Some(pod(name, "x"))).await;
+            assert_eq!(code, StatusCode::CREATED);
+        }
+        let (code, first) = client
+            .call(Method::GET, &format!("{PODS}?limit=2"), None)
+            .await;
+        assert_eq!(code, StatusCode::OK);
+        let (names, token) = page_of(&first);
+        if ignore_limit {
+            // Whole, with no continue token: the client has nothing to page on.
+            assert_eq!(
+                (names, token),
+                (vec!["a".into(), "b".into(), "c".into()], None)
+            );
+            continue;
+        }
+        assert_eq!(names, ["a", "b"]);
+        let token = token.expect("a continue token after a short page");
+        let (_, rest) = client
+            .call(
+                Method::GET,
+                &format!("{PODS}?limit=2&continue={token}"),
+                None,
+            )
+            .await;
+        assert_eq!(page_of(&rest), (vec!["c".into()], None));
+    }
+}
+
 #[tokio::test]
 async fn watch_from_a_lists_version_sees_a_later_create() {
     let server = start(FakeOptions::default());

@@ -26,8 +26,16 @@ impl<V> SmallMap<V> {
     pub(crate) fn insert_joined(&mut self, parts: &[&str], value: V) {
         match self.find_joined(parts) {
             Ok(i) => self.0[i].1 = value,
-            Err(i) => self.0.insert(i, (parts.concat(), value)),
+            Err(i) => self.insert_at(i, parts.concat(), value),
         }
+    }
+
+    /// Inserts a new key at `i`, growing the room by one entry rather than doubling it: the
+    /// cache holds a map per sandbox, whose entries come one at a time (a child kind's list
+    /// after another's), and doubling left five children in room for eight.
+    fn insert_at(&mut self, i: usize, key: String, value: V) {
+        self.0.reserve_exact(1);
+        self.0.insert(i, (key, value));
     }
 
     pub(crate) fn remove_joined(&mut self, parts: &[&str]) -> Option<V> {
@@ -42,7 +50,7 @@ impl<V> SmallMap<V> {
     pub(crate) fn insert(&mut self, key: String, value: V) {
         match self.find(&key) {
             Ok(i) => self.0[i].1 = value,
-            Err(i) => self.0.insert(i, (key, value)),
+            Err(i) => self.insert_at(i, key, value),
         }
     }
 
@@ -98,6 +106,19 @@ mod tests {
         assert_eq!(map.remove("a"), None);
         map.retain(|_, v| *v != 3);
         assert!(map.is_empty());
+    }
+
+    #[test]
+    fn holds_no_room_past_its_entries() {
+        let mut map = SmallMap::default();
+        for (i, key) in ["pods/a", "secrets/a", "persistentvolumeclaims/a-rootfs"]
+            .into_iter()
+            .enumerate()
+        {
+            map.insert_joined(&[key], i);
+            map.insert(format!("{key}-2"), i);
+        }
+        assert_eq!(map.0.capacity(), 6);
     }
 
     #[test]

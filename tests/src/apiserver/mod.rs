@@ -70,6 +70,9 @@ pub struct FakeOptions {
     /// value (`watch=1`, which the API server takes, as Go's `ParseBool` does) is dropped, so
     /// the request is answered with a list.
     pub watch_true_only: bool,
+    /// Every list answered whole, whatever its `limit`, as a list served from the API server's
+    /// watch cache (`resourceVersion=0`) may be.
+    pub ignore_limit: bool,
 }
 
 impl Default for FakeOptions {
@@ -83,6 +86,7 @@ impl Default for FakeOptions {
             bookmark_interval: None,
             fault_seed: faults::DEFAULT_SEED,
             watch_true_only: false,
+            ignore_limit: false,
         }
     }
 }
@@ -218,6 +222,7 @@ impl FakeApiServer {
                     token: options.token.clone(),
                     watch_timeout: options.watch_timeout,
                     bookmark_interval: options.bookmark_interval,
+                    ignore_limit: options.ignore_limit,
                 },
                 Some(Arc::clone(&layer) as Arc<dyn Layer>),
             )?

@@ -120,6 +120,9 @@ pub struct Options {
     /// N of the RSS runs over seeded sandboxes (those also in `sizes` are measured on the
     /// state the controller created, and seeded as a cross-check).
     pub rss_sizes: Vec<usize>,
+    /// How the fake answers the controller's lists in the RSS runs: paged by `limit`, whole,
+    /// or each N both ways (the restart's peak with and without a paginating API server).
+    pub rss_lists: Vec<rss::Lists>,
     pub runs: usize,
     /// Secrets POSTed per capacity run.
     pub capacity_writes: usize,
@@ -191,6 +194,7 @@ impl Default for Options {
             rollout_size: 1_000,
             protocols: Protocol::ALL.to_vec(),
             rss_sizes: vec![10_000, 30_000, 100_000],
+            rss_lists: rss::Lists::ALL.to_vec(),
             runs: 3,
             capacity_writes: 30_000,
             decision_runs: 3_000,
@@ -218,7 +222,7 @@ cubepod-bench: the controller against the fake API server on loopback, with a lo
 usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
                      [--claim-rate 1000]
                      [--rollout-size 1000] [--protocols h2,http1]
-                     [--rss-sizes 10000,30000,100000] [--runs 3]
+                     [--rss-sizes 10000,30000,100000] [--rss-lists paged,whole] [--runs 3]
                      [--pod-start-delay 0ms] [--write-docs] [--controller PATH] [--perf DIR]
                      [--instruction-sizes 1000] [--callgrind-keep DIR] [--trim-probe]
                      [--only capacity,create,claims,rollout,instructions,rss,ticks,
@@ -241,6 +245,9 @@ usage: cubepod-bench [--quick] [--sizes 1000,10000] [--claim-sizes 100,300,1000]
   --protocols      how the controller reaches the API in the sandboxes/s runs: h2 (HTTPS,
                    HTTP/2), http1 (plain HTTP/1.1, as behind kubectl proxy) (default both)
   --rss-sizes      N of the RSS runs over seeded sandboxes (default 10000,30000,100000)
+  --rss-lists      how the fake answers the controller's lists in the RSS runs: paged (by
+                   `limit`, with continue tokens), whole (every list in one answer, as from
+                   the API server's watch cache) (default both: a restart's peak each way)
   --runs           runs per figure; the median is reported (default 3)
   --pod-start-delay  the fake kubelet's Pod start time in the sandboxes/s runs (default 0ms)
   --write-docs     write docs/performance.md and docs/performance.svg
@@ -343,6 +350,20 @@ impl Options {
                         .collect::<Result<_>>()?;
                 }
                 "--rss-sizes" => options.rss_sizes = sizes(&value()?)?,
+                "--rss-lists" => {
+                    options.rss_lists = value()?
+                        .split(',')
+                        .filter(|l| !l.is_empty())
+                        .map(|l| {
+                            rss::Lists::ALL
+                                .into_iter()
+                                .find(|known| known.flag() == l)
+                                .with_context(|| {
+                                    format!("--rss-lists: no way {l:?} (paged, whole)")
+                                })
+                        })
+                        .collect::<Result<_>>()?;
+                }
                 "--instruction-sizes" => options.instruction_sizes = sizes(&value()?)?,
                 "--runs" => options.runs = value()?.parse().context("--runs")?,
                 "--write-docs" => options.write_docs = true,
@@ -502,7 +523,10 @@ pub struct Results {
     pub rollouts: Vec<rollout::StageRun>,
     /// The runs under callgrind, each protocol at each N of `instruction_sizes`.
     pub counted: Vec<create::CreateRun>,
+    /// The RSS runs over seeded sandboxes, the fake paging its lists.
     pub seeded: BTreeMap<usize, Vec<rss::SeededRun>>,
+    /// The same, the fake answering every list whole.
+    pub seeded_whole: BTreeMap<usize, Vec<rss::SeededRun>>,
     /// RSS runs the machine could not hold, with the projection that said so.
     pub skipped: Vec<rss::Skipped>,
     /// JSON bytes of one converged sandbox's six objects.
@@ -925,8 +949,15 @@ pub fn run(options: &Options) -> Result<Results> {
         results.ticks = Some(ticks);
     }
 
-    for &n in options.rss_sizes.iter().filter(|_| options.wants("rss")) {
+    let rss_runs = options
+        .rss_sizes
+        .iter()
+        .flat_map(|&n| options.rss_lists.iter().map(move |&lists| (n, lists)));
+    for (n, lists) in rss_runs.filter(|_| options.wants("rss")) {
         let Some(template) = &template else { break };
+        if results.skipped.iter().any(|s| s.n == n) {
+            continue;
+        }
         for run in 0..options.runs {
             let setup = create::Setup {
                 runtime: &runtime,
@@ -940,27 +971,34 @@ pub fn run(options: &Options) -> Result<Results> {
                 token: TOKEN,
             };
             let projected_kib = project(&measured, n);
-            let result = match rss::run(&setup, template, n, projected_kib)
-                .with_context(|| format!("RSS over {n} seeded sandboxes, run {}", run + 1))?
-            {
-                Ok(result) => result,
-                Err(skipped) => {
-                    say(format_args!(
-                        "seeded N={n}: not run: the controller would need about {:.0} MiB \
+            let result =
+                match rss::run(&setup, template, n, projected_kib, lists).with_context(|| {
+                    format!(
+                        "RSS over {n} seeded sandboxes, lists {}, run {}",
+                        lists.flag(),
+                        run + 1
+                    )
+                })? {
+                    Ok(result) => result,
+                    Err(skipped) => {
+                        say(format_args!(
+                            "seeded N={n}: not run: the controller would need about {:.0} MiB \
                          (projected from the smaller N) and the machine has {:.0} MiB available",
-                        skipped.projected_mib, skipped.available_mib
-                    ));
-                    results.skipped.push(skipped);
-                    break;
-                }
-            };
+                            skipped.projected_mib, skipped.available_mib
+                        ));
+                        results.skipped.push(skipped);
+                        break;
+                    }
+                };
             measured
                 .entry(n)
                 .and_modify(|rss| *rss = rss.max(result.memory.rss_kib as f64))
                 .or_insert(result.memory.rss_kib as f64);
             say(format_args!(
-                "seeded N={n} run {}: RSS {:.1} MiB (at ready {:.1}, peak {:.1}), ready in \
-                 {:.1} s, settled in {:.1} s, resync {} writes{}{}; this process {:.0} MiB",
+                "seeded N={n} lists {} run {}: RSS {:.1} MiB (at ready {:.1}, peak {:.1}), \
+                 ready in {:.1} s, settled in {:.1} s, resync {} writes{}{}; this process \
+                 {:.0} MiB",
+                lists.flag(),
                 run + 1,
                 result.memory.rss_kib as f64 / 1024.0,
                 result.ready_memory.rss_kib as f64 / 1024.0,
@@ -980,7 +1018,11 @@ pub fn run(options: &Options) -> Result<Results> {
                 )),
                 result.bench_memory.rss_kib as f64 / 1024.0
             ));
-            results.seeded.entry(n).or_default().push(result);
+            let by_n = match lists {
+                rss::Lists::Paged => &mut results.seeded,
+                rss::Lists::Whole => &mut results.seeded_whole,
+            };
+            by_n.entry(n).or_default().push(result);
         }
     }
 

@@ -26,6 +26,9 @@ pub const TARGET_DECISION_P50_MICROS: f64 = 20.0;
 pub const TARGET_WASM_NATIVE_RATIO_CONVERGED: f64 = 2.0;
 pub const TARGET_WASM_NATIVE_RATIO_NEW: f64 = 1.5;
 pub const TARGET_RSS_MIB: [(usize, f64); 2] = [(10_000, 64.0), (100_000, 400.0)];
+
+/// A restart's peak RSS (VmHWM), at most this many times the RSS it settles at.
+pub const RESTART_PEAK_RATIO: f64 = 1.3;
 pub const TARGET_REAP_MILLIS: f64 = 10.0;
 pub const TARGET_SWAP_MILLIS: f64 = 100.0;
 pub const TARGET_COMPONENT_KIB: f64 = 300.0;
@@ -526,6 +529,39 @@ pub fn rows(results: &Results) -> Vec<Row> {
                 value: format!("{rss:.1} MiB (peak {peak:.1}), {}", runs_note(runs.len())),
                 target: target.map_or("—".to_string(), |t| format!("< {t:.0} MiB")),
                 verdict: target.map_or(String::new(), |t| at_most(rss, *t, " MiB", 1)),
+            });
+        }
+    }
+    for (lists, by_n) in [
+        ("paging lists by `limit`", &results.seeded),
+        (
+            "answering each list whole, ignoring `limit`",
+            &results.seeded_whole,
+        ),
+    ] {
+        for (n, runs) in by_n {
+            let ratio = |r: &super::rss::SeededRun| {
+                r.memory.hwm_kib as f64 / r.memory.rss_kib.max(1) as f64
+            };
+            let (Some(rss), Some(peak), Some(times)) = (
+                median_of(runs, |r| mib(r.memory.rss_kib)),
+                median_of(runs, |r| mib(r.memory.hwm_kib)),
+                median_of(runs, ratio),
+            ) else {
+                continue;
+            };
+            rows.push(Row {
+                metric: format!(
+                    "Controller restart over {} seeded sandboxes, the API server {lists}: peak \
+                     (VmHWM) against the settled RSS",
+                    thousands(*n)
+                ),
+                value: format!(
+                    "{times:.2}× (peak {peak:.1} MiB, settled {rss:.1} MiB), {}",
+                    runs_note(runs.len())
+                ),
+                target: format!("≤ {RESTART_PEAK_RATIO}×"),
+                verdict: at_most(times, RESTART_PEAK_RATIO, "× the settled RSS", 2),
             });
         }
     }
@@ -1543,7 +1579,8 @@ pub fn markdown(results: &Results, rows: &[Row], kept: &str) -> String {
          (N of the claims runs), `--claim-rate 1000` (the rate of the paced claims runs), \
          `--rollout-size 1000` (N of the runs during a rollout), \
          `--protocols h2,http1` (how the controller reaches the API in \
-         them), `--rss-sizes 10000,30000,100000` (RSS over seeded sandboxes), `--runs 3`, \
+         them), `--rss-sizes 10000,30000,100000` (RSS over seeded sandboxes), `--rss-lists paged,whole` (how \
+         the fake answers their lists), `--runs 3`, \
          `--pod-start-delay 0ms`, `--perf DIR` (`perf record` of the creating and the claiming \
          controller), `--instruction-sizes 1000` (the controller's instructions under callgrind; \
          needs valgrind), `--callgrind-keep DIR` (keep its dumps), `--trim-probe` (RSS after \
@@ -1676,7 +1713,10 @@ and gone quiet: at 1,000 and 10,000 the second (restarted) controller over the s
 created; at 30,000 and 100,000 (and 10,000 as a cross-check) a controller started over a seeded fake: one \
 sandbox is brought up by the real control loop in-process and its objects (Sandbox with status, \
 two PVCs, the Secret, the running Pod) are copied under N names straight into the fake's \
-`MemoryCluster`.
+`MemoryCluster`. **Restart peak**: the seeded controller's VmHWM over its settled VmRSS (a start over \
+existing state is a restart), once with the fake paging its lists by `limit` (500 a page, as the \
+controller asks) and once with it answering each list whole, continue token none, as the API server \
+may from its watch cache at `resourceVersion=0`.
 - **Reap / warm-pool tick**: in-process, the real `ControllerManager` over an in-memory cluster \
 seeded with 10,000 converged sandboxes (idle timeout 1 day, none idle) and one PodWarmPool of 10 \
 ready members. Reap: `ControllerManager::reap()` timed whole (the cache's reap candidates, the \

@@ -1,6 +1,9 @@
 //! Controller RSS over N converged sandboxes: the fake API server is seeded with N sandboxes
 //! and their children (see [`super::seed`]), the real binary starts over them, lists and
 //! reconciles every one (a resync: it should write nothing), goes quiet, and its VmRSS is read.
+//! A start over existing state is what a restart is: its peak (VmHWM) against the settled RSS
+//! is the restart's peak, taken with a fake that pages lists by `limit` and with one that
+//! answers each list whole, as the API server may from its watch cache.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -8,13 +11,37 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::create::{QUIET, Setup, group};
-use super::fake_server;
 use super::process::{ControllerProcess, Memory};
 use super::seed::Template;
+use crate::apiserver::{FakeApiServer, FakeOptions};
+use cubepod_apiserver::MemoryClusterConfig;
+
+/// How the fake answers the controller's lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lists {
+    /// A page of `limit` items and a continue token, as the API server reads from etcd.
+    Paged,
+    /// Every list whole whatever its `limit`, as the API server may answer from its watch
+    /// cache (`resourceVersion=0`).
+    Whole,
+}
+
+impl Lists {
+    pub const ALL: [Lists; 2] = [Lists::Paged, Lists::Whole];
+
+    /// Its name in `--rss-lists`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Lists::Paged => "paged",
+            Lists::Whole => "whole",
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct SeededRun {
     pub n: usize,
+    pub lists: Lists,
     pub memory: Memory,
     /// After `mi_collect(true)` called in the controller by gdb (`--trim-probe`): what the
     /// allocator held but could give back.
@@ -62,9 +89,16 @@ pub fn run(
     template: &Template,
     n: usize,
     projected_kib: f64,
+    lists: Lists,
 ) -> Result<Result<SeededRun, Skipped>> {
-    // Pods start at once: a seeded Pod keeps the status copied into it.
-    let fake = fake_server(std::time::Duration::ZERO, true, setup.token)?;
+    let fake = FakeApiServer::start(FakeOptions {
+        token: Some(setup.token.to_string()),
+        // Pods start at once: a seeded Pod keeps the status copied into it.
+        cluster_config: MemoryClusterConfig::instant(),
+        ignore_limit: lists == Lists::Whole,
+        ..FakeOptions::default()
+    })
+    .context("starting the fake API server")?;
     let cluster = fake.cluster();
     template.seed(&cluster, 0, n)?;
     let seeded = super::process::memory_of(std::process::id())?;
@@ -104,6 +138,7 @@ pub fn run(
     controller.stop(Duration::from_secs(15));
     Ok(Ok(SeededRun {
         n,
+        lists,
         memory,
         trimmed,
         ready_memory,

@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     /// A watch's length when the client names no `timeoutSeconds`.
     pub(crate) watch_timeout: Duration,
     pub(crate) bookmark_interval: Option<Duration>,
+    /// Every list answered whole, whatever its `limit` ([`super::ServeOptions::ignore_limit`]).
+    pub(crate) ignore_limit: bool,
 }
 
 /// The service error that makes hyper drop the connection (HTTP/2: reset the stream) without
@@ -246,7 +248,8 @@ async fn serve(
                     watch(cluster, &scope, query.resource_version.as_deref(), plan).await
                 }
                 Method::GET => {
-                    let page = query.limit.map(|limit| PageRequest {
+                    let limit = query.limit.filter(|_| !shared.ignore_limit);
+                    let page = limit.map(|limit| PageRequest {
                         limit,
                         continue_token: query.continue_token.clone(),
                     });

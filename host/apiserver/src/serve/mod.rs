@@ -54,6 +54,9 @@ pub struct ServeOptions {
     pub watch_timeout: Duration,
     /// Periodic BOOKMARKs on watches that allow them; `None`: only when a watch times out.
     pub bookmark_interval: Option<Duration>,
+    /// Answers every list whole, whatever its `limit`, as the API server may from its watch
+    /// cache (a list at `resourceVersion=0`): what a client that pages must bear.
+    pub ignore_limit: bool,
 }
 
 // By hand: a derived Debug would print the token.
@@ -64,6 +67,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("token", &self.token.as_ref().map(|_| ".."))
             .field("watch_timeout", &self.watch_timeout)
             .field("bookmark_interval", &self.bookmark_interval)
+            .field("ignore_limit", &self.ignore_limit)
             .finish()
     }
 }
@@ -75,6 +79,7 @@ impl Default for ServeOptions {
             token: None,
             watch_timeout: Duration::from_secs(30 * 60),
             bookmark_interval: None,
+            ignore_limit: false,
         }
     }
 }
@@ -189,6 +194,7 @@ impl ApiServer {
             layer,
             watch_timeout: options.watch_timeout,
             bookmark_interval: options.bookmark_interval,
+            ignore_limit: options.ignore_limit,
         });
         let acceptor = options
             .tls

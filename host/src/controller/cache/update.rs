@@ -530,8 +530,8 @@ impl Inner {
         let Some(owner) = child_owner(meta) else {
             return Vec::new();
         };
-        let controller = children::controller_uid(object).map(Box::<str>::from);
         let entry = self.children.entry(owner.clone()).or_default();
+        let controller = children::controller_uid(object).map(|uid| entry.uid(uid));
         let child = version_key_parts(resource, meta.name);
         if !deleted
             && entry.versions.get_joined(&child).is_some_and(|seen| {
@@ -549,7 +549,7 @@ impl Inner {
         } else {
             let held = ChildVersion {
                 version: meta.resource_version.to_string(),
-                owner: controller,
+                owner: controller.clone(),
             };
             entry.versions.insert_joined(&child, held);
         }
@@ -562,7 +562,7 @@ impl Inner {
             Resource::PersistentVolumeClaim => {
                 let held = HeldPvc {
                     deleting: meta.deleting,
-                    owner_uid: children::controller_uid(object).map(Box::from),
+                    owner_uid: controller,
                 };
                 entry.pvcs.insert(meta.name.to_string(), held);
             }
