@@ -19,11 +19,11 @@ use cubepod_kube::{
 };
 use cubepod_policy_host::containment::Boundary;
 use cubepod_policy_host::containment::Containment;
+use cubepod_policy_host::fixtures;
 use cubepod_policy_host::runtime::bindings::{
-    DesiredState, EgressMode, KubeError, NetworkSpec, ObservedChildren, ObservedObject,
-    ObservedPod, ObservedPvc, PoolInput, ReapAction, ReapCandidate, ReconcileInput, Sandbox,
-    SandboxPhase, SandboxSpec, SandboxStatus, ShutdownPolicy, UpdateStrategy, WarmPool,
-    WarmPoolSpec, WarmPoolStatus,
+    DesiredState, EgressMode, KubeError, ObservedChildren, ObservedObject, ObservedPod,
+    ObservedPvc, PoolInput, ReapAction, ReapCandidate, ReconcileInput, Sandbox, SandboxPhase,
+    ShutdownPolicy, UpdateStrategy, WarmPool, WarmPoolSpec, WarmPoolStatus,
 };
 use cubepod_policy_host::runtime::{
     AddressSpace, CONTRACT_VERSION, CallContext, Contract, DEFAULT_POLICY, Effect, HostCallRecord,
@@ -302,73 +302,11 @@ fn context(cluster: &Arc<StubCluster>) -> CallContext {
 // Inputs, as the host hands them to the policy.
 
 fn sandbox(name: &str) -> Sandbox {
-    Sandbox {
-        namespace: NS.to_string(),
-        name: name.to_string(),
-        uid: format!("uid-{name}"),
-        generation: 1,
-        deleting: false,
-        last_activity: None,
-        pool: None,
-        claimed_by: None,
-        labels: Vec::new(),
-        annotations: Vec::new(),
-        meta_truncated: false,
-        spec: SandboxSpec {
-            image: "ghcr.io/cubepod/sandbox-base:1.0".to_string(),
-            desired_state: DesiredState::Running,
-            rootfs_generation: 1,
-            fork_from: None,
-            idle_timeout_seconds: None,
-            cpu: None,
-            memory: None,
-            storage_class: None,
-            rootfs_size: "10Gi".to_string(),
-            workspace_size: "10Gi".to_string(),
-            runtime_class: None,
-            warm_pool: None,
-            network: NetworkSpec {
-                egress: EgressMode::Internet,
-                allow_cidrs: Vec::new(),
-                deny_cidrs: Vec::new(),
-            },
-            service: None,
-            shutdown_time: None,
-            shutdown_policy: ShutdownPolicy::Delete,
-        },
-        status: SandboxStatus {
-            phase: SandboxPhase::Pending,
-            pod_ip: None,
-            rootfs_pvc: None,
-            workspace_pvc: None,
-            observed_generation: 0,
-            conditions: Vec::new(),
-            started_at: None,
-            idle_paused_at: None,
-            claimed_member: None,
-            service_fqdn: None,
-            shutdown_in: None,
-        },
-    }
+    fixtures::new_sandbox(NS, name)
 }
 
 fn new_sandbox_input(name: &str) -> ReconcileInput {
-    ReconcileInput {
-        now: 1_800_000_000,
-        sandbox: sandbox(name),
-        observed: ObservedChildren {
-            pvcs: Vec::new(),
-            pod: None,
-            secret: false,
-            network_policy: None,
-            service: None,
-        },
-        fork_source: None,
-        pool_candidates: Vec::new(),
-        claimed_member: None,
-        fresh_token: "token-0123456789abcdef".to_string(),
-        cluster_network: cubepod_policy_host::model::network::default_cluster_network(),
-    }
+    fixtures::new_sandbox_input(NS, name, 1_800_000_000)
 }
 
 fn new_sandbox_creates(name: &str) -> Vec<String> {

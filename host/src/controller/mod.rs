@@ -7,6 +7,7 @@ mod child_lookup;
 pub mod claims;
 pub(crate) mod coalesce;
 pub mod events;
+pub(crate) mod export;
 pub mod health;
 pub mod inputs;
 pub mod leader;

@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 
 use super::action::{Action, ReconcileError};
-use super::undo::Marks;
+use super::export::Export;
+use super::undo::{MAX_TOUCHED, Marks};
 use cubepod_policy_host::model::ObjectRef;
 use cubepod_policy_host::runtime::bindings::KubeError;
 use cubepod_policy_host::runtime::{PolicyModule, RuntimeError};
@@ -242,10 +243,6 @@ fn uid_hash(uid: &str) -> u64 {
     u64::from_be_bytes(first)
 }
 
-/// The most objects a canary counts as touched: its record is bounded however many objects
-/// come and go during a long step (a few MiB at most).
-pub(crate) const MAX_TOUCHED: usize = 1 << 18;
-
 /// A candidate module reconciling the objects whose bucket is under its weight, and what it and
 /// the stable module did over the current step.
 pub(crate) struct Canary {
@@ -371,33 +368,6 @@ impl CanaryStats {
         }
         progress.step = self.step;
         self.progress.insert(key, progress);
-    }
-}
-
-/// The exports a canary counts the calls of, each by its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Export {
-    ReconcileSandbox,
-    CleanupSandbox,
-    ReconcilePool,
-    Reap,
-}
-
-impl Export {
-    pub(crate) const ALL: [Export; 4] = [
-        Export::ReconcileSandbox,
-        Export::CleanupSandbox,
-        Export::ReconcilePool,
-        Export::Reap,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Export::ReconcileSandbox => "reconcile-sandbox",
-            Export::CleanupSandbox => "cleanup-sandbox",
-            Export::ReconcilePool => "reconcile-pool",
-            Export::Reap => "reap",
-        }
     }
 }
 

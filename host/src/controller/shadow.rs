@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::policy::Export;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -16,6 +15,7 @@ use serde_json::{Value, json};
 use super::action::describe_kube_error;
 use super::cache::Cache;
 use super::events::type_name;
+use super::export::Export;
 use crate::metrics::Metrics;
 use crate::scenario::diff;
 use cubepod_kube::{Discarding, Resource};

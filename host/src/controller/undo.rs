@@ -16,7 +16,10 @@ use std::sync::Mutex;
 use cubepod_kube::Resource;
 use cubepod_policy_host::model::ObjectRef;
 
-use super::policy::MAX_TOUCHED;
+/// The most Sandboxes a canary keeps a record of: those its candidate touched and their
+/// progress (`policy.rs`), and what it wrote of each (here), so that its records stay bounded
+/// (a few MiB at most) however many objects come and go during a long step.
+pub(crate) const MAX_TOUCHED: usize = 1 << 18;
 
 /// The kinds of a Sandbox's writes the candidate made, as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -208,21 +208,29 @@ fn sandbox_scope(
     fork: Option<ForkSource>,
     boundary: &Boundary,
 ) -> SandboxScope {
-    let mut children: Vec<(Resource, String)> = observed
-        .pvcs
+    // Every field named, none behind `..`: a child kind added to `observed-children` does not
+    // compile here until it is among the children a delete may name.
+    let ObservedChildren {
+        pvcs,
+        pod,
+        secret,
+        network_policy,
+        service,
+    } = observed;
+    let mut children: Vec<(Resource, String)> = pvcs
         .iter()
         .map(|p| (Resource::PersistentVolumeClaim, p.name.clone()))
         .collect();
-    if let Some(pod) = &observed.pod {
+    if let Some(pod) = pod {
         children.push((Resource::Pod, pod.name.clone()));
     }
-    if observed.secret {
+    if *secret {
         children.push((Resource::Secret, crate::model::names::secret(&sandbox.name)));
     }
-    if let Some(policy) = &observed.network_policy {
+    if let Some(policy) = network_policy {
         children.push((Resource::NetworkPolicy, policy.name.clone()));
     }
-    if let Some(service) = &observed.service {
+    if let Some(service) = service {
         children.push((Resource::Service, service.name.clone()));
     }
     // What the boundary checks the sandbox's NetworkPolicy and Service against.

@@ -326,81 +326,10 @@ impl Hasher for Encoded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::{
-        ClusterNetwork, DesiredState, EgressMode, Event, EventType, NetworkSpec, ObservedChildren,
-        Sandbox, SandboxPhase, SandboxSpec, ShutdownPolicy,
-    };
+    use crate::runtime::bindings::{Event, EventType, SandboxPhase};
 
     fn input(name: &str, now: i64) -> ReconcileInput {
-        ReconcileInput {
-            now,
-            sandbox: Sandbox {
-                namespace: "ns".to_string(),
-                name: name.to_string(),
-                uid: format!("uid-{name}"),
-                generation: 1,
-                deleting: false,
-                last_activity: None,
-                pool: None,
-                claimed_by: None,
-                labels: Vec::new(),
-                annotations: Vec::new(),
-                meta_truncated: false,
-                spec: SandboxSpec {
-                    image: "image".to_string(),
-                    desired_state: DesiredState::Running,
-                    rootfs_generation: 1,
-                    fork_from: None,
-                    idle_timeout_seconds: None,
-                    cpu: None,
-                    memory: None,
-                    storage_class: None,
-                    rootfs_size: "1Gi".to_string(),
-                    workspace_size: "1Gi".to_string(),
-                    runtime_class: None,
-                    warm_pool: None,
-                    network: NetworkSpec {
-                        egress: EgressMode::Internet,
-                        allow_cidrs: Vec::new(),
-                        deny_cidrs: Vec::new(),
-                    },
-                    service: None,
-                    shutdown_time: None,
-                    shutdown_policy: ShutdownPolicy::Delete,
-                },
-                status: SandboxStatus {
-                    phase: SandboxPhase::Running,
-                    pod_ip: None,
-                    rootfs_pvc: None,
-                    workspace_pvc: None,
-                    observed_generation: 1,
-                    conditions: Vec::new(),
-                    started_at: None,
-                    idle_paused_at: None,
-                    claimed_member: None,
-                    service_fqdn: None,
-                    shutdown_in: None,
-                },
-            },
-            observed: ObservedChildren {
-                pvcs: Vec::new(),
-                pod: None,
-                secret: true,
-                network_policy: None,
-                service: None,
-            },
-            fork_source: None,
-            pool_candidates: Vec::new(),
-            claimed_member: None,
-            fresh_token: "token".to_string(),
-            cluster_network: ClusterNetwork {
-                cluster_cidrs: Vec::new(),
-                dns_namespace: "kube-system".to_string(),
-                dns_pod_labels: Vec::new(),
-                ingress_from: Vec::new(),
-                cluster_domain: "cluster.local".to_string(),
-            },
-        }
+        crate::fixtures::new_sandbox_input("ns", name, now)
     }
 
     fn converged(input: &ReconcileInput, requeue: Option<u32>) -> ReconcileOutput {

@@ -68,9 +68,21 @@ impl Inner {
         went_on: Option<&WorkKey>,
     ) {
         let key = ObjectRef::new(meta.namespace, meta.name);
-        let owner = match resource {
-            Resource::Sandbox | Resource::PodWarmPool => None,
-            _ => child_owner(meta),
+        // Where the cache keeps it (a child under its sandbox), and whether its echo wakes
+        // anything: a Sandbox's pool and claimer (a member's status) did not see the write;
+        // the pass that wrote a pool or a child (its sandbox's) went on from the answer.
+        let (owner, wakes_on_echo) = match resource {
+            Resource::Sandbox => (None, true),
+            Resource::PodWarmPool => (None, false),
+            Resource::Pod
+            | Resource::PersistentVolumeClaim
+            | Resource::Secret
+            | Resource::NetworkPolicy
+            | Resource::Service => (child_owner(meta), false),
+            // Not held by the cache (`Inner::apply` keeps nothing of them): none is a child.
+            Resource::Event | Resource::Lease | Resource::PolicyRollout | Resource::ConfigMap => {
+                (None, false)
+            }
         };
         // The watch may have shown this version first: then there is no echo to wait for,
         // and an entry would stay until the object next changed (for most children, never).
@@ -80,13 +92,10 @@ impl Inner {
         if meta.resource_version.is_empty() || shown {
             return;
         }
-        // Its pool and claimer (a member's status) hear of it with the echo; the reconcile
-        // that wrote it, and a child's sandbox, already have it.
-        match resource {
-            Resource::Sandbox => {
-                wakes.retain(|k| *k != WorkKey::Sandbox(key.clone()) && Some(k) != went_on);
-            }
-            _ => wakes.clear(),
+        if wakes_on_echo {
+            wakes.retain(|k| *k != WorkKey::Sandbox(key.clone()) && Some(k) != went_on);
+        } else {
+            wakes.clear();
         }
         let written = OwnWrite {
             version: meta.resource_version.to_string(),

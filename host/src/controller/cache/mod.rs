@@ -110,36 +110,30 @@ impl Children {
 
     /// The NetworkPolicy or Service held (`None` for other kinds).
     fn object(&self, resource: Resource) -> Option<&ObservedObject> {
-        match resource {
-            Resource::NetworkPolicy => self.network_policy.as_ref(),
-            Resource::Service => self.service.as_ref(),
-            Resource::Sandbox
-            | Resource::PodWarmPool
-            | Resource::Pod
-            | Resource::PersistentVolumeClaim
-            | Resource::Secret
-            | Resource::Event
-            | Resource::Lease
-            | Resource::PolicyRollout
-            | Resource::ConfigMap => None,
-        }
+        applied_slot(resource, &self.network_policy, &self.service)?.as_ref()
     }
 
     /// The NetworkPolicy or Service slot (`None` for other kinds).
     fn object_slot(&mut self, resource: Resource) -> Option<&mut Option<ObservedObject>> {
-        match resource {
-            Resource::NetworkPolicy => Some(&mut self.network_policy),
-            Resource::Service => Some(&mut self.service),
-            Resource::Sandbox
-            | Resource::PodWarmPool
-            | Resource::Pod
-            | Resource::PersistentVolumeClaim
-            | Resource::Secret
-            | Resource::Event
-            | Resource::Lease
-            | Resource::PolicyRollout
-            | Resource::ConfigMap => None,
-        }
+        applied_slot(resource, &mut self.network_policy, &mut self.service)
+    }
+}
+
+/// Of an applied kind's slots of a sandbox's children (shared or mutable), the one of
+/// `resource`; `None` for a kind held without its object.
+fn applied_slot<T>(resource: Resource, network_policy: T, service: T) -> Option<T> {
+    match resource {
+        Resource::NetworkPolicy => Some(network_policy),
+        Resource::Service => Some(service),
+        Resource::Sandbox
+        | Resource::PodWarmPool
+        | Resource::Pod
+        | Resource::PersistentVolumeClaim
+        | Resource::Secret
+        | Resource::Event
+        | Resource::Lease
+        | Resource::PolicyRollout
+        | Resource::ConfigMap => None,
     }
 }
 

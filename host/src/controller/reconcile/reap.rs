@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::{Carried, Pass, Reconciler};
 use crate::controller::action::ReconcileError;
-use crate::controller::policy::{Export, Outcome, PolicySlot};
+use crate::controller::export::Export;
+use crate::controller::policy::{Outcome, PolicySlot};
 use cubepod_kube::Resource;
 use cubepod_policy_host::containment::pools;
 use cubepod_policy_host::model::{ObjectRef, time};

@@ -12,7 +12,7 @@ use cubepod_policy_host::model::{ObjectRef, Unreadable};
 use cubepod_policy_host::runtime::bindings::{
     Condition, ConditionStatus, Event, EventType, KubeError,
 };
-use cubepod_policy_host::runtime::{KubeCall, RuntimeError};
+use cubepod_policy_host::runtime::{GuestCall, KubeCall, RuntimeError};
 
 impl Reconciler {
     /// A failure of the policy's, said where `kubectl` shows it: `Ready=False` with reason
@@ -177,23 +177,27 @@ impl Reconciler {
         Err(error)
     }
 
-    /// What a Sandbox call's `kube-client` calls met at the boundary: its refusals and its
-    /// deferral, each told as below.
-    pub(super) async fn surface_calls(
+    /// What a Sandbox call's `kube-client` calls met at the boundary: its refusals, its
+    /// deferral and the objects of its children's names that are not the Sandbox's, each told
+    /// as below.
+    pub(super) async fn surface_calls<T>(
         &self,
         target: &ObjectRef,
         uid: &str,
-        deferred: Option<&Deferral>,
-        calls: &[KubeCall],
+        call: &GuestCall<T>,
         now: i64,
     ) {
-        self.surface_refused_calls(target, uid, calls, now).await;
-        self.surface_deferral(target, uid, deferred, now).await;
+        self.surface_refused_calls(target, uid, &call.calls, now)
+            .await;
+        self.surface_deferral(target, uid, call.deferred.as_ref(), now)
+            .await;
+        self.surface_name_conflicts(target, uid, &call.name_conflicts, now)
+            .await;
     }
 
     /// Each `kube-client` call the boundary refused, surfaced once as a Warning Event on the
     /// Sandbox (the guest got the refusal back and decided what to do with it).
-    pub(super) async fn surface_refused_calls(
+    async fn surface_refused_calls(
         &self,
         target: &ObjectRef,
         uid: &str,
@@ -230,7 +234,7 @@ impl Reconciler {
 
     /// Each object of a child's name that is not the Sandbox's own, told once as a Warning
     /// Event (`NameConflict`) on the Sandbox.
-    pub(super) async fn surface_name_conflicts(
+    async fn surface_name_conflicts(
         &self,
         target: &ObjectRef,
         uid: &str,
@@ -303,7 +307,7 @@ impl Reconciler {
     /// when the rate allows: its [`Action`], or the delay an error the policy returns asks
     /// for): the first deferral of an episode (since the rate was last unused for a minute) is
     /// told, by a log line and a Warning Event, not each deferred write.
-    pub(super) async fn surface_deferral(
+    async fn surface_deferral(
         &self,
         target: &ObjectRef,
         uid: &str,

@@ -10,8 +10,9 @@ use super::report::clear_policy_failure;
 use super::{Carried, Pass, Reconciler};
 use crate::controller::action::{Action, ReconcileError, api};
 use crate::controller::claims::{ClaimView, Mismatch};
+use crate::controller::export::Export;
 use crate::controller::inputs;
-use crate::controller::policy::{Export, Progress};
+use crate::controller::policy::Progress;
 use crate::controller::undo::Marks;
 use crate::controller::writer::Finalizing;
 use cubepod_kube::{ApiError, ApiErrorKind, Resource};
@@ -144,15 +145,12 @@ impl Reconciler {
                         .await
                 });
             }
+            self.surface_calls(target, &object.sandbox.uid, &call, now)
+                .await;
             carried.calls = call.calls;
-            let deferred = call.deferred.as_ref();
-            self.surface_calls(target, &object.sandbox.uid, deferred, &carried.calls, now)
-                .await;
-            self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
-                .await;
             // A deferred write is written when the rate allows, whatever the policy answered.
             let action = Action {
-                requeue_after: deferred.map(|d| d.wait),
+                requeue_after: call.deferred.as_ref().map(|d| d.wait),
             };
             let mut out = call.value.map_err(ReconcileError::Guest)?;
             clear_policy_failure(&mut out.status.conditions);
@@ -271,13 +269,10 @@ impl Reconciler {
                         .await
                 });
             }
+            self.surface_calls(target, &object.sandbox.uid, &call, now)
+                .await;
             carried.calls = call.calls;
-            let deferred = call.deferred.as_ref();
-            self.surface_calls(target, &object.sandbox.uid, deferred, &carried.calls, now)
-                .await;
-            self.surface_name_conflicts(target, &object.sandbox.uid, &call.name_conflicts, now)
-                .await;
-            let deferred = deferred.map(|d| d.wait);
+            let deferred = call.deferred.as_ref().map(|d| d.wait);
             let written_past = self.writes.take_bound(target);
             let mut out = match call.value {
                 Ok(out) => out,

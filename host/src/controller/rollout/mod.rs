@@ -17,9 +17,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 use super::events::{Recorder, Source};
+use super::export::Export;
 use super::health::ActivePolicy;
 use super::manager::ControllerManager;
-use super::policy::{Canary, Export};
+use super::policy::Canary;
 use super::policy_watch::announce_swap;
 use super::shadow::{Findings, Shadow};
 use super::writer::Writer;

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::controller::policy::{Counts, Export, Window};
+use crate::controller::export::Export;
+use crate::controller::policy::{Counts, Window};
 
 /// The most a canary's share of sandboxes Ready (or of cleanups done) at a step's end may fall
 /// short of the stable module's, when the spec does not say (`maxProgressShortfall`).
