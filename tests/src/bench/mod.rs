@@ -582,8 +582,9 @@ fn say(what: impl std::fmt::Display) {
     eprintln!("[cubepod-bench] {what}");
 }
 
-/// The controller's RSS at `n`, KiB: the line through the two largest N measured, or 120 KiB
-/// per sandbox without two.
+/// The controller's RSS at `n`, KiB: the line through the two largest N measured; with one, the
+/// line through it and the origin (more than the RSS grows, since part of it is the same at
+/// any N); with none, 120 KiB per sandbox.
 fn project(measured: &BTreeMap<usize, f64>, n: usize) -> f64 {
     let mut largest = measured.iter().rev();
     match (largest.next(), largest.next()) {
@@ -591,6 +592,7 @@ fn project(measured: &BTreeMap<usize, f64>, n: usize) -> f64 {
             let slope = (rss2 - rss1) / (n2 as f64 - n1 as f64);
             rss2 + slope.max(0.0) * (n as f64 - n2 as f64)
         }
+        (Some((&n1, &rss1)), None) if n1 > 0 => rss1 * (n.max(n1) as f64 / n1 as f64),
         _ => 120.0 * n as f64,
     }
 }
@@ -1086,6 +1088,15 @@ mod tests {
         assert_eq!(inline.token().len(), 64);
         assert!(parse(&["--token-bytes", "0"]).is_err());
         assert!(parse(&["--token-bytes", "many"]).is_err());
+    }
+
+    #[test]
+    fn a_projection_from_one_size_measured_scales_it_from_the_origin() {
+        let one = BTreeMap::from([(10_000, 100_000.0)]);
+        assert_eq!(project(&one, 100_000), 1_000_000.0);
+        let two = BTreeMap::from([(1_000, 60_000.0), (10_000, 100_000.0)]);
+        assert!((project(&two, 100_000) - 500_000.0).abs() < 1.0);
+        assert_eq!(project(&BTreeMap::new(), 1_000), 120_000.0);
     }
 
     #[test]
