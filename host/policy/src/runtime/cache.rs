@@ -19,15 +19,13 @@
 //! again and overwritten, never loaded.
 
 use std::fs::{File, OpenOptions};
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-
-use super::memo::Encoded;
 
 /// The first bytes of an entry (and its format's version).
 const MAGIC: &[u8; 16] = b"cubepod-cwasm-1\n";
@@ -63,6 +61,22 @@ pub(crate) fn engine_key(engine: &wasmtime::Engine) -> [u8; 32] {
     let mut encoded = Encoded::default();
     engine.precompile_compatibility_hash().hash(&mut encoded);
     Sha256::digest(&encoded.0).into()
+}
+
+/// A [`Hasher`] that keeps the bytes a value's `Hash` writes, to digest them whole: stable
+/// across Rust releases and processes, unlike `DefaultHasher`.
+#[derive(Default)]
+struct Encoded(Vec<u8>);
+
+impl Hasher for Encoded {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        // Only the bytes are used.
+        0
+    }
 }
 
 /// The cache directory, open and checked.
