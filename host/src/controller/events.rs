@@ -138,6 +138,42 @@ pub(crate) enum Source {
     Controller,
 }
 
+/// Events about one object, to be posted: by the recorder at once, or by the queue after the
+/// reconcile that asked for them.
+#[derive(Clone, Copy)]
+pub(crate) struct Posting<'a> {
+    /// The object's kind (`Sandbox`, `PodWarmPool`, `PolicyRollout`).
+    pub(crate) kind: &'a str,
+    pub(crate) target: &'a ObjectRef,
+    pub(crate) uid: &'a str,
+    pub(crate) events: &'a [Event],
+    pub(crate) source: Source,
+    /// Whether Normal Events are written, or only logged (Warnings always are).
+    pub(crate) post_normal: bool,
+    pub(crate) now: i64,
+}
+
+impl<'a> Posting<'a> {
+    /// The controller's own Events, Normal ones written too.
+    pub(crate) fn by_controller(
+        kind: &'a str,
+        target: &'a ObjectRef,
+        uid: &'a str,
+        events: &'a [Event],
+        now: i64,
+    ) -> Self {
+        Self {
+            kind,
+            target,
+            uid,
+            events,
+            source: Source::Controller,
+            post_normal: true,
+            now,
+        }
+    }
+}
+
 /// What the recorder does with one Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Record {
@@ -271,18 +307,15 @@ impl Recorder {
     /// every transition). A failure to post is logged, never fails the reconcile. The first of
     /// the policy's Events past its object's rate is told once, by an Event of the
     /// controller's.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn post(
-        &self,
-        cluster: &dyn Cluster,
-        kind: &str,
-        target: &ObjectRef,
-        uid: &str,
-        events: &[Event],
-        source: Source,
-        post_normal: bool,
-        now: i64,
-    ) {
+    pub(crate) async fn post(&self, cluster: &dyn Cluster, posting: &Posting<'_>) {
+        let Posting {
+            kind,
+            target,
+            events,
+            source,
+            post_normal,
+            ..
+        } = *posting;
         for event in events {
             tracing::info!(
                 kind,
@@ -295,9 +328,7 @@ impl Recorder {
             if event.kind == EventType::Normal && !post_normal {
                 continue;
             }
-            let result = self
-                .write(cluster, kind, target, uid, event, source, now)
-                .await;
+            let result = self.write(cluster, posting, event).await;
             self.count(event.kind, result.label());
             if matches!(result, Written::RateLimited { first: true }) {
                 let burst = self.burst();
@@ -320,9 +351,11 @@ impl Recorder {
                              not written"
                         ),
                     };
-                    let result = self
-                        .write(cluster, kind, target, uid, &told, Source::Controller, now)
-                        .await;
+                    let by_controller = Posting {
+                        source: Source::Controller,
+                        ..*posting
+                    };
+                    let result = self.write(cluster, &by_controller, &told).await;
                     self.count(told.kind, result.label());
                 }
             }
@@ -331,17 +364,15 @@ impl Recorder {
 
     /// Writes one Event as [`Self::record`] says: a new one, or a repeat counted on the first
     /// (a new one if that is gone: Events expire). What was done, for the metric.
-    #[allow(clippy::too_many_arguments)]
-    async fn write(
-        &self,
-        cluster: &dyn Cluster,
-        kind: &str,
-        target: &ObjectRef,
-        uid: &str,
-        event: &Event,
-        source: Source,
-        now: i64,
-    ) -> Written {
+    async fn write(&self, cluster: &dyn Cluster, posting: &Posting<'_>, event: &Event) -> Written {
+        let Posting {
+            kind,
+            target,
+            uid,
+            source,
+            now,
+            ..
+        } = *posting;
         let ns = &target.namespace;
         let object = match self.record(kind, target, uid, event, source, now) {
             Record::RateLimited { first } => {
@@ -433,6 +464,20 @@ struct Batch {
     now: i64,
 }
 
+impl Batch {
+    fn posting(&self) -> Posting<'_> {
+        Posting {
+            kind: &self.kind,
+            target: &self.target,
+            uid: &self.uid,
+            events: &self.events,
+            source: self.source,
+            post_normal: self.post_normal,
+            now: self.now,
+        }
+    }
+}
+
 impl EventQueue {
     /// A queue of `capacity` Events, written to `cluster` by a task on `runtime` that ends when
     /// the queue is dropped (after writing what it holds).
@@ -453,28 +498,18 @@ impl EventQueue {
 
     /// Hands `events` over to be written; returns at once. Past the queue's bound the Events
     /// are dropped, each counted, and the first of each overflow is warned of.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn post(
-        &self,
-        kind: &str,
-        target: &ObjectRef,
-        uid: &str,
-        events: &[Event],
-        source: Source,
-        post_normal: bool,
-        now: i64,
-    ) {
-        if events.is_empty() {
+    pub(crate) fn post(&self, posting: &Posting<'_>) {
+        if posting.events.is_empty() {
             return;
         }
         let batch = Batch {
-            kind: kind.to_string(),
-            target: target.clone(),
-            uid: uid.to_string(),
-            events: events.to_vec(),
-            source,
-            post_normal,
-            now,
+            kind: posting.kind.to_string(),
+            target: posting.target.clone(),
+            uid: posting.uid.to_string(),
+            events: posting.events.to_vec(),
+            source: posting.source,
+            post_normal: posting.post_normal,
+            now: posting.now,
         };
         let error = match self.sender.try_send(Queued::Post(batch)) {
             Ok(()) => {
@@ -493,8 +528,8 @@ impl EventQueue {
         }
         if !self.overflowing.swap(true, Ordering::Relaxed) {
             tracing::warn!(
-                kind,
-                %target,
+                kind = posting.kind,
+                target = %posting.target,
                 capacity = self.sender.max_capacity(),
                 "the Event queue is full: Events are dropped, not written, until it drains \
                  (counted in cubepod_events_total{{result=\"dropped\"}})"
@@ -521,18 +556,7 @@ async fn write_queued(
     let write = |batch: Batch| {
         let (cluster, recorder) = (cluster.clone(), recorder.clone());
         async move {
-            recorder
-                .post(
-                    cluster.as_ref(),
-                    &batch.kind,
-                    &batch.target,
-                    &batch.uid,
-                    &batch.events,
-                    batch.source,
-                    batch.post_normal,
-                    batch.now,
-                )
-                .await;
+            recorder.post(cluster.as_ref(), &batch.posting()).await;
         }
     };
     let mut in_flight = FuturesUnordered::new();
@@ -685,7 +709,10 @@ mod tests {
         let target = ObjectRef::new("ns", "a");
         for i in 0..5 {
             let event = warning(&i.to_string());
-            queue.post("Sandbox", &target, "u", &[event], Source::Policy, true, 1);
+            queue.post(&Posting {
+                source: Source::Policy,
+                ..Posting::by_controller("Sandbox", &target, "u", &[event], 1)
+            });
         }
         assert!(
             cluster.objects(Resource::Event).is_empty(),

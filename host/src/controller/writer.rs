@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::cache::CacheWriter;
 use super::claims::Offer;
-use super::events::{Recorder, Source};
+use super::events::{Posting, Recorder};
 use cubepod_kube::{
     ApiError, ApiErrorKind, ApiResult, Cluster, Resource, WatchEventType, fast_path,
 };
@@ -408,34 +408,13 @@ impl Writer<'_> {
             reason: reason.to_string(),
             message,
         };
-        self.post_events(kind, target, uid, &[event], Source::Controller, true, now)
+        self.post_events(&Posting::by_controller(kind, target, uid, &[event], now))
             .await;
     }
 
     /// [`Recorder::post`] through this writer's cluster.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn post_events(
-        &self,
-        kind: &str,
-        target: &ObjectRef,
-        uid: &str,
-        events: &[Event],
-        source: Source,
-        post_normal: bool,
-        now: i64,
-    ) {
-        self.events
-            .post(
-                self.cluster,
-                kind,
-                target,
-                uid,
-                events,
-                source,
-                post_normal,
-                now,
-            )
-            .await;
+    pub(crate) async fn post_events(&self, posting: &Posting<'_>) {
+        self.events.post(self.cluster, posting).await;
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::{Carried, Pass, Reconciler};
 use crate::controller::action::{ReconcileError, api};
-use crate::controller::events::Source;
+use crate::controller::events::{Posting, Source};
 use cubepod_kube::Resource;
 use cubepod_policy_host::containment;
 use cubepod_policy_host::containment::rates::Deferral;
@@ -219,15 +219,9 @@ impl Reconciler {
             .collect();
         if !refused.is_empty() {
             self.writer()
-                .post_events(
-                    "Sandbox",
-                    target,
-                    uid,
-                    &refused,
-                    Source::Controller,
-                    true,
-                    now,
-                )
+                .post_events(&Posting::by_controller(
+                    "Sandbox", target, uid, &refused, now,
+                ))
                 .await;
         }
     }
@@ -252,15 +246,9 @@ impl Reconciler {
             .collect();
         if !events.is_empty() {
             self.writer()
-                .post_events(
-                    "Sandbox",
-                    target,
-                    uid,
-                    &events,
-                    Source::Controller,
-                    true,
-                    now,
-                )
+                .post_events(&Posting::by_controller(
+                    "Sandbox", target, uid, &events, now,
+                ))
                 .await;
         }
     }
@@ -360,14 +348,18 @@ impl Reconciler {
         events: &[Event],
         now: i64,
     ) {
-        let normal = self.settings.normal_events;
+        let posting = Posting {
+            kind,
+            target,
+            uid,
+            events,
+            source: Source::Policy,
+            post_normal: self.settings.normal_events,
+            now,
+        };
         match &self.event_queue {
-            Some(queue) => queue.post(kind, target, uid, events, Source::Policy, normal, now),
-            None => {
-                self.writer()
-                    .post_events(kind, target, uid, events, Source::Policy, normal, now)
-                    .await
-            }
+            Some(queue) => queue.post(&posting),
+            None => self.writer().post_events(&posting).await,
         }
     }
 

@@ -16,7 +16,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
-use super::events::{Recorder, Source};
+use super::events::{Posting, Recorder};
 use super::export::Export;
 use super::health::ActivePolicy;
 use super::manager::ControllerManager;
@@ -1411,16 +1411,9 @@ impl RolloutController {
             cache: &self.manager.cache_writer,
             events: &self.recorder,
         };
+        let kind = Resource::PolicyRollout.kind();
         writer
-            .post_events(
-                Resource::PolicyRollout.kind(),
-                at,
-                uid,
-                events,
-                Source::Controller,
-                true,
-                now,
-            )
+            .post_events(&Posting::by_controller(kind, at, uid, events, now))
             .await;
     }
 
