@@ -22,6 +22,7 @@ use cubepod_policy_host::runtime::bindings::{
 use cubepod_policy_host::runtime::{
     CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
 };
+use cubepod_policy_host::twin;
 use cubepod_policy_sdk::fixtures;
 use serde_json::{Value, json};
 
@@ -30,11 +31,6 @@ use serde_json::{Value, json};
 mod wasm_build {
     include!("../policy/wasm_build.rs");
 }
-
-/// The default policy's inputs as the host's bindings type them (the benchmarks' own file).
-#[allow(unreachable_pub)] // shared with cubepod-bench, where it is public
-#[path = "../../tests/src/bench/twin.rs"]
-mod twin;
 
 const NS: &str = fixtures::NAMESPACE;
 const VICTIM: &str = "victim";

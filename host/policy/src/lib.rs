@@ -11,3 +11,4 @@ pub mod containment;
 pub mod fixtures;
 pub mod model;
 pub mod runtime;
+pub mod twin;

@@ -25,7 +25,8 @@ pub mod seed;
 pub mod stats;
 pub mod swap;
 pub mod ticks;
-pub mod twin;
+/// The SDK's types in the host's (the default policy's native twin's inputs).
+pub use cubepod_policy_host::twin;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

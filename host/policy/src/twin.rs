@@ -1,11 +1,14 @@
-//! The default policy's native twin: the same input as the host's bindings type it, from the
-//! SDK's types (the default decisions run natively there), so that a benchmark can run one decision through the component and
-//! natively and compare both the time and the answer.
+//! The SDK's types in the host's: an input built with the SDK's fixtures, or one the default
+//! policy decides on natively, as the host's bindings type it. The host's fixtures are made
+//! from the SDK's through it, and a benchmark runs one decision through the component and
+//! natively to compare both the time and the answer. Every record is built whole and every
+//! variant matched, so that a change of the contract is flagged here.
 
 use cubepod_policy_sdk::bindings as guest;
 
-use cubepod_policy_host::runtime::bindings as host;
+use crate::runtime::bindings as host;
 
+/// The input, as the host hands it.
 pub fn reconcile_input(input: &guest::ReconcileInput) -> host::ReconcileInput {
     let observed = &input.observed;
     host::ReconcileInput {
@@ -53,6 +56,7 @@ fn observed_object(o: &guest::ObservedObject) -> host::ObservedObject {
     }
 }
 
+/// The Sandbox, as the host hands it.
 pub fn sandbox(s: &guest::Sandbox) -> host::Sandbox {
     let spec = &s.spec;
     host::Sandbox {
@@ -117,6 +121,7 @@ pub fn sandbox(s: &guest::Sandbox) -> host::Sandbox {
     }
 }
 
+/// The status, as the host hands it.
 pub fn sandbox_status(s: &guest::SandboxStatus) -> host::SandboxStatus {
     host::SandboxStatus {
         phase: match s.phase {
