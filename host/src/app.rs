@@ -284,12 +284,18 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
                 namespace: namespace.clone(),
                 label_selector: None,
             };
-            // One item is enough to know the resource is served.
+            // One item is enough to know the resource is served. An API server that ignores
+            // `limit` (a list from its watch cache) sends every object all the same: read as
+            // it comes and dropped a batch at a time, not held whole (at 100,000 sandboxes that
+            // was 570 MiB at the start, twice what the controller settles at).
             let probe = PageRequest {
                 limit: 1,
                 continue_token: None,
             };
-            match cluster.list_page(&scope, &probe).await {
+            match cluster
+                .list_page_each(&scope, &probe, &mut drop::<Vec<serde_json::Value>>)
+                .await
+            {
                 Ok(_) => {}
                 Err(error) if error.is(ApiErrorKind::NotFound) => {
                     return Err(StartError::CrdMissing {
@@ -638,14 +644,17 @@ pub async fn run(args: RunArgs, shutdown: watch::Receiver<bool>) -> Result<(), S
 mod tests {
     use std::time::{Duration, Instant};
 
-    use serde_json::json;
+    use serde_json::{Value, json};
+    use tokio::sync::mpsc;
 
     use super::*;
 
     use crate::controller::cache::Cache;
     use crate::controller::claims::ClaimView;
     use crate::controller::inputs;
+    use cubepod_apiserver::serve::{ApiServer, ServeOptions};
     use cubepod_kube::testing::{Reply, StubCluster};
+    use cubepod_kube::{ApiResult, BoxFuture, ObjectList, WatchEvent};
     use cubepod_policy_host::containment::Boundary;
     use cubepod_policy_host::model::{children, network, sandbox};
     use cubepod_policy_host::runtime::bindings::KubeError;
@@ -675,6 +684,162 @@ mod tests {
         assert_eq!(args.status_coalesce, manager.reconcile.status_coalesce);
         assert_eq!(args.normal_events, manager.reconcile.normal_events);
         assert_eq!(args.network.cluster_network(), manager.cluster_network);
+    }
+
+    /// The Cluster it wraps, counting the most list items any one answer (or batch of a
+    /// streamed list) handed its caller at once.
+    struct MostAtOnce {
+        inner: Arc<dyn Cluster>,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl MostAtOnce {
+        fn saw(&self, items: usize) {
+            self.most
+                .fetch_max(items, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    impl Cluster for MostAtOnce {
+        fn create(
+            &self,
+            resource: Resource,
+            namespace: &str,
+            object: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.inner.create(resource, namespace, object)
+        }
+        fn get(
+            &self,
+            resource: Resource,
+            namespace: &str,
+            name: &str,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.inner.get(resource, namespace, name)
+        }
+        fn delete(
+            &self,
+            resource: Resource,
+            namespace: &str,
+            name: &str,
+        ) -> BoxFuture<'_, ApiResult<()>> {
+            self.inner.delete(resource, namespace, name)
+        }
+        fn patch(
+            &self,
+            resource: Resource,
+            namespace: &str,
+            name: &str,
+            patch: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.inner.patch(resource, namespace, name, patch)
+        }
+        fn patch_status(
+            &self,
+            resource: Resource,
+            namespace: &str,
+            name: &str,
+            patch: Value,
+        ) -> BoxFuture<'_, ApiResult<Value>> {
+            self.inner.patch_status(resource, namespace, name, patch)
+        }
+        fn list(&self, scope: &Scope) -> BoxFuture<'_, ApiResult<ObjectList>> {
+            let scope = scope.clone();
+            Box::pin(async move {
+                let list = self.inner.list(&scope).await?;
+                self.saw(list.items.len());
+                Ok(list)
+            })
+        }
+        fn list_page(
+            &self,
+            scope: &Scope,
+            page: &PageRequest,
+        ) -> BoxFuture<'_, ApiResult<ObjectList>> {
+            let (scope, page) = (scope.clone(), page.clone());
+            Box::pin(async move {
+                let list = self.inner.list_page(&scope, &page).await?;
+                self.saw(list.items.len());
+                Ok(list)
+            })
+        }
+        fn list_page_each<'a>(
+            &'a self,
+            scope: &'a Scope,
+            page: &'a PageRequest,
+            each: &'a mut (dyn FnMut(Vec<Value>) + Send),
+        ) -> BoxFuture<'a, ApiResult<ObjectList>> {
+            Box::pin(async move {
+                let mut counted = |items: Vec<Value>| {
+                    self.saw(items.len());
+                    each(items);
+                };
+                let list = self.inner.list_page_each(scope, page, &mut counted).await?;
+                self.saw(list.items.len());
+                Ok(list)
+            })
+        }
+        fn watch(
+            &self,
+            scope: &Scope,
+            resource_version: &str,
+        ) -> BoxFuture<'_, ApiResult<mpsc::Receiver<ApiResult<WatchEvent>>>> {
+            self.inner.watch(scope, resource_version)
+        }
+    }
+
+    /// The start's check that the CRDs are served and listable asks for one item; an API
+    /// server that ignores `limit` (a list from its watch cache) sends every object instead,
+    /// and the check must not hold them all: at 100,000 sandboxes that was the restart's peak,
+    /// twice the settled RSS.
+    #[tokio::test]
+    async fn the_preflight_holds_no_whole_list_from_a_server_that_ignores_limit() {
+        const SANDBOXES: usize = 1_000;
+        let cluster = MemoryCluster::new(MemoryClusterConfig::default().with_namespaces(["ns"]));
+        for i in 0..SANDBOXES {
+            cluster
+                .create(
+                    Resource::Sandbox,
+                    "ns",
+                    json!({
+                        "apiVersion": "cubepod.io/v1alpha1", "kind": "Sandbox",
+                        "metadata": {"name": format!("s{i}"), "namespace": "ns"},
+                        "spec": {"image": "busybox"},
+                    }),
+                )
+                .await
+                .expect("a sandbox");
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let server = ApiServer::start(
+            listener,
+            cluster,
+            ServeOptions {
+                tls: false,
+                ignore_limit: true,
+                ..ServeOptions::default()
+            },
+            None,
+        )
+        .expect("the API server");
+        let rest = RestCluster::new(
+            ConnectionConfig::new(&server.url()).expect("its URL"),
+            RestOptions::default(),
+        )
+        .expect("a client");
+        let probed = MostAtOnce {
+            inner: rest,
+            most: Default::default(),
+        };
+        preflight(&probed, &["ns".to_string()])
+            .await
+            .expect("the CRDs are served");
+        let most = probed.most.into_inner();
+        // The REST client hands a streamed list on 100 items at a time.
+        assert!(
+            (1..=100).contains(&most),
+            "the preflight was handed {most} of {SANDBOXES} sandboxes at once"
+        );
     }
 
     /// `--host-call-timeout` is what a policy's request waits at most: from the flag, through
