@@ -286,8 +286,8 @@ async fn preflight(cluster: &dyn Cluster, namespaces: &[String]) -> Result<(), S
             };
             // One item is enough to know the resource is served. An API server that ignores
             // `limit` (a list from its watch cache) sends every object all the same: read as
-            // it comes and dropped a batch at a time, not held whole (at 100,000 sandboxes that
-            // was 570 MiB at the start, twice what the controller settles at).
+            // it comes and dropped a batch at a time, not held whole (held whole, 100,000
+            // sandboxes take 570 MiB at the start, more than the controller settles at).
             let probe = PageRequest {
                 limit: 1,
                 continue_token: None,
