@@ -13,7 +13,8 @@
 //! No module: the built-in default. The compiled modules are kept in `CUBEPOD_TIMING_CACHE`
 //! (`/tmp/cubepod-timing-cache`). Under `perf record`, `CUBEPOD_PERFMAP=1` has the engine write
 //! a perf map, so that the guest's functions are named (give it a cache directory of its own:
-//! the map is written when a module is compiled).
+//! the map is written when a module is compiled), and `CUBEPOD_TIMING_ONLY=reconcile` times the
+//! reconciles alone.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -96,16 +97,22 @@ fn per_call_time_of_a_module() {
         futures_executor::block_on(pre.instantiate_async(&mut store)).expect("instantiated");
         started.elapsed()
     };
-    eprintln!("instantiation: {}", shown(timed(calls, instantiate)));
+    // `CUBEPOD_TIMING_ONLY=reconcile`: the reconciles alone, for a profile of them.
+    let all = std::env::var("CUBEPOD_TIMING_ONLY").is_err();
+    if all {
+        eprintln!("instantiation: {}", shown(timed(calls, instantiate)));
+    }
     let describe = || {
         let started = Instant::now();
         module.describe().expect("described");
         started.elapsed()
     };
-    eprintln!(
-        "describe (store, instance, call): {}",
-        shown(timed(calls, describe))
-    );
+    if all {
+        eprintln!(
+            "describe (store, instance, call): {}",
+            shown(timed(calls, describe))
+        );
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
