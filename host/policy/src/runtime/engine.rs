@@ -246,6 +246,12 @@ pub fn wasmtime_config(config: &RuntimeConfig) -> Config {
     // optimisations bought no measurable speed in the decision benchmark, and skipping
     // them makes a compile (and so a hot swap) about a quarter faster.
     wasm.cranelift_opt_level(wasmtime::OptLevel::None);
+    // The timing harness (`timing.rs`) under `perf record`: a map of the guests' compiled
+    // functions, so that perf names them (a module's cache entry is compiled for it apart).
+    #[cfg(test)]
+    if std::env::var_os("CUBEPOD_PERFMAP").is_some() {
+        wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     wasm
 }
 

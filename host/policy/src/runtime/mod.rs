@@ -36,6 +36,8 @@ mod functions;
 mod host;
 mod memo;
 mod module;
+#[cfg(test)]
+mod timing;
 
 pub use context::{
     CallContext, ChildHeld, ChildLookup, Effect, GuestCall, HostCallObserver, HostCallRecord,
