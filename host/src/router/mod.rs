@@ -60,6 +60,9 @@ pub struct RouterConfig {
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
+/// How often a request held while the cache loads looks again.
+const LOADING_POLL: Duration = Duration::from_millis(10);
+
 /// The router's state: the cache, the access gate, the wakes and activity in flight.
 pub struct Router {
     cluster: Arc<dyn Cluster>,
@@ -152,7 +155,7 @@ impl Router {
     }
 
     fn synced(&self) -> bool {
-        self.synced.iter().all(|s| s.load(Ordering::Acquire))
+        all_synced(&self.synced)
     }
 
     /// One request, answered; counted by its code when it named a sandbox, or named one badly.
@@ -233,7 +236,7 @@ impl Router {
         }
         // The caller's credential is for the router, never for the sandbox's code.
         request.headers_mut().remove(hyper::header::AUTHORIZATION);
-        if !self.synced() {
+        if !loaded(&self.synced, self.config.wake_timeout).await {
             return retry_later(
                 "the router's cache of sandboxes is still loading; try again in a moment",
             );
@@ -356,6 +359,25 @@ impl Refusal {
 /// What a 503 asks the client to wait before trying again.
 const RETRY_SECONDS: u64 = 5;
 
+fn all_synced(synced: &[Arc<AtomicBool>]) -> bool {
+    synced.iter().all(|s| s.load(Ordering::Acquire))
+}
+
+/// Whether every reflector has loaded, waiting for them up to `timeout`: a replica just
+/// started (or restarted under its clients) holds a request for the moment its lists take, as
+/// it holds one for a waking sandbox, rather than turning it away. The wait is a poll, as it
+/// only ever spans a replica's start.
+async fn loaded(synced: &[Arc<AtomicBool>], timeout: Duration) -> bool {
+    let started = tokio::time::Instant::now();
+    while !all_synced(synced) {
+        if started.elapsed() >= timeout {
+            return false;
+        }
+        tokio::time::sleep(LOADING_POLL).await;
+    }
+    true
+}
+
 fn retry_later(message: &str) -> Response<Body> {
     Refusal::retry(message).response()
 }
@@ -372,4 +394,32 @@ pub(crate) fn text(status: StatusCode, message: &str) -> Response<Body> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request that comes while the cache loads is held until it has loaded, and turned
+    /// away (to try again) only past the wake timeout.
+    #[tokio::test]
+    async fn a_request_waits_for_the_cache_to_load_up_to_the_wake_timeout() {
+        let flags = vec![
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(false)),
+        ];
+        let late = flags[1].clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            late.store(true, Ordering::Release);
+        });
+        let started = tokio::time::Instant::now();
+        assert!(loaded(&flags, Duration::from_secs(30)).await);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+
+        let never = vec![Arc::new(AtomicBool::new(false))];
+        let started = tokio::time::Instant::now();
+        assert!(!loaded(&never, Duration::from_millis(200)).await);
+        assert!(started.elapsed() >= Duration::from_millis(200));
+    }
 }
