@@ -201,12 +201,12 @@ const parsed = (list) =>
     return cidr ? [[cidr, text]] : [];
   });
 
-/** The cuts with every IPv6 form of their IPv4 ranges. */
+/** The cuts with every IPv6 form of their IPv4 ranges (written out only if kept: `excepts`). */
 function withForms(cuts) {
   const all = [];
   for (const [cidr, text] of cuts) {
     all.push([cidr, text]);
-    for (const form of cidr.v4Forms() ?? []) all.push([form, form.toString()]);
+    for (const form of cidr.v4Forms() ?? []) all.push([form, undefined]);
   }
   return all;
 }
@@ -228,7 +228,7 @@ function egress(network, cluster) {
   if (network.egress === "none") return [];
   if (network.egress === "internet") {
     const cuts = withForms([...BLOCKED, ...parsed(cluster.clusterCidrs)]);
-    cuts.push(...deny, [NAT64_LOCAL, NAT64_LOCAL.toString()]);
+    cuts.push(...deny, [NAT64_LOCAL, undefined]);
     for (const [all, text] of EVERYWHERE) {
       const peer = ipBlock(all, text, cuts);
       if (peer) peers.push(peer);

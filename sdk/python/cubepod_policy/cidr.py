@@ -85,20 +85,27 @@ def v4_forms(first: int, last: int) -> List[Tuple[int, int]]:
 
 def excepts(cidr: Cidr, cuts: Sequence[Tuple[Cidr, T]]) -> Optional[List[T]]:
     """The cuts inside `cidr` and smaller than it, each once and none inside another: a valid
-    `except` list. None when one cut covers the whole CIDR."""
+    `except` list. None when one cut covers the whole CIDR.
+
+    Ranges either nest or are apart, so a cut is covered when a cut before it in the order of
+    (family, first address, last address from the widest) reaches as far; equal cuts are ordered
+    by their place, so that the first is kept. One sort and one pass, not every cut against
+    every other: the internet egress has some 120 cuts, and an interpreter pays for each test."""
     if any(cut.contains(cidr) for cut, _ in cuts):
         return None
-    kept = []
-    for i, (cut, text) in enumerate(cuts):
-        if not cidr.contains(cut):
-            continue
-        covered = any(
-            j != i and other.contains(cut) and (other != cut or j < i)
-            for j, (other, _) in enumerate(cuts)
-        )
-        if not covered:
-            kept.append(text)
-    return kept
+    order = sorted(
+        range(len(cuts)),
+        key=lambda i: (cuts[i][0].v6, cuts[i][0].network, -cuts[i][0].last, i),
+    )
+    covered = [False] * len(cuts)
+    reach: Optional[Tuple[bool, int]] = None
+    for i in order:
+        cut = cuts[i][0]
+        if reach is not None and reach[0] == cut.v6 and reach[1] >= cut.last:
+            covered[i] = True
+        else:
+            reach = (cut.v6, cut.last)
+    return [text for i, (cut, text) in enumerate(cuts) if cidr.contains(cut) and not covered[i]]
 
 
 def _digits(text: str) -> bool:
