@@ -5,8 +5,8 @@
 //! fresh instance per call, time and randomness handed in as inputs, the WASI clocks and random
 //! of a policy fixed (see `host/wasi.rs`). Its answer is kept, keyed by a 128-bit keyed hash of
 //! what the module was handed (the module's digest, then every field of its `reconcile-input`
-//! but two), and a later call whose key is the same gets it back. The two fields, as the contract allows
-//! (`wit/controller.wit`):
+//! but two), and a later call whose key is the same gets it back. The two fields, as the
+//! contract allows (`wit/controller.wit`):
 //! - `now`: an answer holds from its call's `now` until its `requeue-after-seconds` have passed,
 //!   and for as long as the rest of the input stays the same without one. A hit's requeue is
 //!   what is left of the wait, so the next call comes when the policy asked for it.
@@ -75,8 +75,8 @@ pub(crate) struct Memo {
     /// Hashes a Sandbox to its slot: a collision only makes two sandboxes take turns in one
     /// slot, since a hit needs the input's full digest.
     slots: RandomState,
-    /// The key of the inputs' digest, drawn for this memo: without it a tenant, who writes
-    /// much of an input, cannot make two inputs digest alike.
+    /// The key of the inputs' digest, drawn for this memo and never shown: a tenant, who
+    /// writes much of an input, cannot make two inputs digest alike without it.
     secret: (u64, u64),
     state: Mutex<State>,
     hits: AtomicU64,
