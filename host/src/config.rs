@@ -61,8 +61,8 @@ pub struct RouterFlags {
     #[arg(long, env = "CUBEPOD_WAKE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub(crate) wake_timeout: Duration,
 
-    /// How many requests per sandbox may be held while it wakes; past it, 503 with
-    /// Retry-After.
+    /// How many requests per sandbox may be held while it wakes, and in all while the router's
+    /// cache loads; past it, 503 with Retry-After.
     #[arg(long, env = "CUBEPOD_MAX_HELD_REQUESTS", default_value_t = 1000)]
     pub(crate) max_held_requests: usize,
 

@@ -18,7 +18,7 @@ mod wake;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -74,6 +74,8 @@ pub struct Router {
     upstream: upstream::Upstream,
     metrics: RouterMetrics,
     synced: Vec<Arc<AtomicBool>>,
+    /// Requests held while the cache loads, whatever their sandbox.
+    held_loading: AtomicUsize,
 }
 
 impl Router {
@@ -135,6 +137,7 @@ impl Router {
             config,
             metrics,
             synced,
+            held_loading: AtomicUsize::new(0),
         });
         let notifier = router.clone();
         let changes = queue.clone();
@@ -236,10 +239,18 @@ impl Router {
         }
         // The caller's credential is for the router, never for the sandbox's code.
         request.headers_mut().remove(hyper::header::AUTHORIZATION);
-        if !loaded(&self.synced, self.config.wake_timeout).await {
-            return retry_later(
-                "the router's cache of sandboxes is still loading; try again in a moment",
-            );
+        if !self.synced() {
+            let Some(_held) = Held::take(&self.held_loading, self.config.max_held_requests) else {
+                return retry_later(
+                    "the router's cache of sandboxes is still loading and holds as many \
+                     requests as it may (--max-held-requests); try again in a moment",
+                );
+            };
+            if !loaded(&self.synced, self.config.wake_timeout).await {
+                return retry_later(
+                    "the router's cache of sandboxes is still loading; try again in a moment",
+                );
+            }
         }
         let key = ObjectRef::new(&target.namespace, &target.name);
         let ip = match self.wakes.ready(&self, &key).await {
@@ -378,6 +389,26 @@ async fn loaded(synced: &[Arc<AtomicBool>], timeout: Duration) -> bool {
     true
 }
 
+/// One of at most `max` requests held at once, counted in `count` until dropped.
+struct Held<'a>(&'a AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn take(count: &'a AtomicUsize, max: usize) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Held(count))
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn retry_later(message: &str) -> Response<Body> {
     Refusal::retry(message).response()
 }
@@ -421,5 +452,16 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert!(!loaded(&never, Duration::from_millis(200)).await);
         assert!(started.elapsed() >= Duration::from_millis(200));
+    }
+
+    /// Past the bound a request is not held; one that ends makes room for the next.
+    #[test]
+    fn requests_held_while_the_cache_loads_are_bounded() {
+        let count = AtomicUsize::new(0);
+        let first = Held::take(&count, 2).expect("room for one");
+        let _second = Held::take(&count, 2).expect("room for two");
+        assert!(Held::take(&count, 2).is_none(), "a third was held");
+        drop(first);
+        assert!(Held::take(&count, 2).is_some(), "no room after one ended");
     }
 }
