@@ -4,10 +4,15 @@
 
 use std::time::Duration;
 
+use rand::Rng;
+
 use cubepod_kube::ApiError;
 use cubepod_policy_host::containment::{self, Refusal};
 use cubepod_policy_host::runtime::RuntimeError;
 use cubepod_policy_host::runtime::bindings::KubeError;
+
+/// About when a call refused by the memory budget of all calls in flight is retried.
+const MEMORY_BUDGET_RETRY: Duration = Duration::from_millis(500);
 
 /// Why one reconcile failed; the loop retries it with backoff, and goes on.
 #[derive(Debug, thiserror::Error)]
@@ -51,9 +56,16 @@ impl ReconcileError {
         }
     }
 
-    /// A delay the cause asked for (Retry-After), over the queue's backoff.
+    /// A delay the cause asked for (Retry-After), over the queue's backoff. A call failed
+    /// for the shared memory budget failed for the other calls in flight, which end within
+    /// their deadline: it is retried soon, at a jittered delay that does not grow, as the
+    /// sandboxes still calling are; with the growing backoff a sandbox refused a few times
+    /// waited minutes while the others took the budget at every requeue.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
+            ReconcileError::Runtime(RuntimeError::MemoryBudget { .. }) => {
+                Some(MEMORY_BUDGET_RETRY.mul_f64(rand::rng().random_range(0.5..1.5)))
+            }
             ReconcileError::Guest(KubeError::Retryable(r)) => {
                 Some(Duration::from_millis(r.delay_ms))
             }
@@ -126,6 +138,27 @@ impl Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_refused_by_the_shared_memory_budget_is_retried_soon_however_often() {
+        let refused = ReconcileError::Runtime(RuntimeError::MemoryBudget {
+            export: "reconcile",
+            budget: 256 << 20,
+        });
+        for _ in 0..100 {
+            let delay = refused.retry_after().expect("a delay of its own");
+            assert!(delay >= MEMORY_BUDGET_RETRY / 2 && delay <= MEMORY_BUDGET_RETRY * 3 / 2);
+        }
+        let trapped = ReconcileError::Runtime(RuntimeError::DeadlineExceeded {
+            export: "reconcile",
+            deadline: Duration::from_millis(100),
+        });
+        assert_eq!(
+            trapped.retry_after(),
+            None,
+            "the module's own failure backs off"
+        );
+    }
 
     #[test]
     fn the_policys_requeue_is_no_sooner_than_a_second_and_no_later_than_a_deferred_write() {

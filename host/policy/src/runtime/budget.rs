@@ -2,8 +2,9 @@
 //! call is bounded on its own, but many calls at their bounds at once would take the
 //! controller past its container's memory limit. A call charges the budget as its guest memory
 //! grows and as the host parses what it passes, and gives its charge back when it ends; what
-//! the budget cannot cover fails the call (reason `memory`), to be retried like any failed
-//! reconcile. See docs/architecture.md, "Host memory across calls", for the formula.
+//! the budget cannot cover fails the call (reason `memory`), to be retried soon: the cause
+//! is the other calls, not the sandbox's (the controller's `ReconcileError::retry_after`).
+//! See docs/architecture.md, "Host memory across calls", for the formula.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
