@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use prometheus::IntCounterVec;
 use serde_json::json;
 
+use crate::controller::cache::Cache;
 use cubepod_kube::{ApiErrorKind, Cluster, Resource};
-use cubepod_policy_host::model::sandbox::{LAST_ACTIVITY, SandboxObject};
+use cubepod_policy_host::model::sandbox::LAST_ACTIVITY;
 use cubepod_policy_host::model::{ObjectRef, time};
 
 pub(super) struct Activity {
@@ -39,7 +40,8 @@ impl Activity {
     }
 
     /// A request reached `sandbox`: its activity is written unless it was within the interval.
-    pub(super) fn seen(&self, key: &ObjectRef, sandbox: &SandboxObject) {
+    /// The sandbox is read from `cache` only then: most requests are within the interval.
+    pub(super) fn seen(&self, key: &ObjectRef, cache: &Cache) {
         let now = Instant::now();
         {
             let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
@@ -51,18 +53,24 @@ impl Activity {
             }
             last.insert(key.clone(), now);
         }
+        let Some((last_activity, resource_version)) = cache.read_sandbox(key, |s| {
+            (s.sandbox.last_activity, s.resource_version.clone())
+        }) else {
+            // Gone meanwhile: nothing to record, and nothing kept for it.
+            self.last
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key);
+            return;
+        };
         let wall = time::now();
         let interval = i64::try_from(self.interval.as_secs()).unwrap_or(i64::MAX);
-        if sandbox
-            .sandbox
-            .last_activity
-            .is_some_and(|at| wall.saturating_sub(at) < interval)
-        {
+        if last_activity.is_some_and(|at| wall.saturating_sub(at) < interval) {
             // Written within the interval, by another replica or a platform's proxy.
             return;
         }
         let patch = json!({"metadata": {
-            "resourceVersion": sandbox.resource_version,
+            "resourceVersion": resource_version,
             "annotations": {LAST_ACTIVITY: time::format(wall)},
         }});
         let cluster = self.cluster.clone();

@@ -271,9 +271,7 @@ impl Router {
 
     /// Traffic reached the sandbox `key`: activity, written at most once per interval.
     fn seen(&self, key: &ObjectRef) {
-        if let Some(sandbox) = self.cache.sandbox(key) {
-            self.activity.seen(key, &sandbox);
-        }
+        self.activity.seen(key, &self.cache);
     }
 }
 

@@ -43,30 +43,30 @@ enum State {
 }
 
 fn state(cache: &Cache, key: &ObjectRef) -> State {
-    let Some(object) = cache.sandbox(key) else {
+    // Read in place: this runs for every request.
+    let Some(state) = cache.read_sandbox(key, |object| {
+        let sandbox = &object.sandbox;
+        if sandbox.deleting {
+            return Some(State::Gone);
+        }
+        if sandbox.spec.desired_state == DesiredState::Paused {
+            return Some(State::PausedBySpec);
+        }
+        if let Some(at) = sandbox.status.idle_paused_at {
+            let woken = sandbox.last_activity.is_some_and(|a| a > at);
+            return Some(State::IdlePaused { at, woken });
+        }
+        if sandbox.status.phase == SandboxPhase::Failed {
+            return Some(State::Failed);
+        }
+        None
+    }) else {
         return State::Gone;
     };
-    let sandbox = &object.sandbox;
-    if sandbox.deleting {
-        return State::Gone;
+    if let Some(state) = state {
+        return state;
     }
-    if sandbox.spec.desired_state == DesiredState::Paused {
-        return State::PausedBySpec;
-    }
-    if let Some(at) = sandbox.status.idle_paused_at {
-        let woken = sandbox.last_activity.is_some_and(|a| a > at);
-        return State::IdlePaused { at, woken };
-    }
-    if sandbox.status.phase == SandboxPhase::Failed {
-        return State::Failed;
-    }
-    let ready = cache
-        .observed(key)
-        .pod
-        .filter(|pod| pod.ready && !pod.deleting)
-        .and_then(|pod| pod.ip)
-        .and_then(|ip| ip.parse::<IpAddr>().ok());
-    match ready {
+    match cache.ready_pod_ip(key) {
         Some(ip) => State::Ready(ip),
         None => State::Starting,
     }

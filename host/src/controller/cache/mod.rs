@@ -100,6 +100,17 @@ impl Children {
             .unwrap_or_else(|| Arc::from(uid))
     }
 
+    /// Whether its child `name` of `resource` is the Sandbox's of `uid` by its controller
+    /// reference (any owner, while the Sandbox is not cached).
+    fn ours(&self, uid: Option<&str>, resource: Resource, name: &str) -> bool {
+        self.versions
+            .get_joined(&version_key_parts(resource, name))
+            .is_some_and(|held| match uid {
+                Some(uid) => held.owned_by(uid),
+                None => held.owner.is_some(),
+            })
+    }
+
     fn is_empty(&self) -> bool {
         self.pvcs.is_empty()
             && self.pod.is_none()
@@ -395,15 +406,7 @@ impl Cache {
             return children::empty();
         };
         let uid = inner.sandboxes.get(sandbox).map(|s| s.sandbox.uid.as_str());
-        let ours = |resource: Resource, name: &str| {
-            entry
-                .versions
-                .get_joined(&version_key_parts(resource, name))
-                .is_some_and(|held| match uid {
-                    Some(uid) => held.owned_by(uid),
-                    None => held.owner.is_some(),
-                })
-        };
+        let ours = |resource: Resource, name: &str| entry.ours(uid, resource, name);
         let secret = entry.secret
             && entry.versions.iter().any(|(key, held)| {
                 key.strip_prefix(Resource::Secret.plural())
@@ -436,6 +439,29 @@ impl Cache {
             network_policy: object(Resource::NetworkPolicy, &entry.network_policy),
             service: object(Resource::Service, &entry.service),
         }
+    }
+
+    /// The Sandbox of this key read in place, under the cache's read lock: what a caller
+    /// reads of it per request (the router) without a copy of the whole record.
+    pub fn read_sandbox<R>(
+        &self,
+        key: &ObjectRef,
+        read: impl FnOnce(&SandboxObject) -> R,
+    ) -> Option<R> {
+        self.read().sandboxes.get(key).map(|s| read(s))
+    }
+
+    /// The IP of this Sandbox's Pod when it is Ready and not being deleted: its Pod as
+    /// [`Self::observed`] hands it (its own by the controller reference), without the rest.
+    pub fn ready_pod_ip(&self, sandbox: &ObjectRef) -> Option<std::net::IpAddr> {
+        let inner = self.read();
+        let entry = inner.children.get(sandbox)?;
+        let uid = inner.sandboxes.get(sandbox).map(|s| s.sandbox.uid.as_str());
+        let pod = entry.pod.as_ref()?;
+        if !(pod.ready && !pod.deleting && entry.ours(uid, Resource::Pod, &pod.name)) {
+            return None;
+        }
+        pod.ip.as_deref()?.parse().ok()
     }
 
     /// The member Sandboxes of a pool, as the policy sees them, in name order; after them,
@@ -830,8 +856,11 @@ mod tests {
             cache.observed(&owner).pod.and_then(|p| p.ip).as_deref(),
             Some("10.0.0.7")
         );
+        // The router's read of it: the same Pod, Ready, its IP.
+        assert_eq!(cache.ready_pod_ip(&owner), Some([10, 0, 0, 7].into()));
         // The same name labelled as its, without the reference or with another uid: not its
-        // Pod, nor its IP; and a Secret or PVC of that kind is not its either.
+        // Pod, nor its IP (the router routes nothing there); and a Secret or PVC of that kind
+        // is not its either.
         let edits: [fn(&mut Value); 2] = [
             |m| drop(m.as_object_mut().map(|m| m.remove("ownerReferences"))),
             |m| m["ownerReferences"][0]["uid"] = json!("uid-other"),
@@ -843,6 +872,7 @@ mod tests {
             edit(&mut planted["metadata"]);
             cache.apply(Resource::Pod, WatchEventType::Modified, &planted);
             assert!(cache.observed(&owner).pod.is_none());
+            assert_eq!(cache.ready_pod_ip(&owner), None);
             let mut secret = json!({"metadata": child_meta("a-credentials", &v(4))});
             edit(&mut secret["metadata"]);
             cache.apply(Resource::Secret, WatchEventType::Added, &secret);
