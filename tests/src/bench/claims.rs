@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::Bytes;
-use cubepod_apiserver::MemoryCluster;
+use cubepod_apiserver::{MemoryCluster, WriteRecord};
 use cubepod_kube::{ApiErrorKind, Cluster, Resource};
 use serde_json::{Value, json};
 
@@ -60,6 +60,12 @@ pub struct ClaimRun {
     /// Running (as the claims' is counted): N cold sandboxes, in the same process and on the
     /// same machine as the claims.
     pub fill_cpu: Duration,
+    /// The controller's writes over the pool's cold fill (its members, their children and
+    /// statuses, Events).
+    pub fill_writes: usize,
+    /// The refill's writes made by the time the N-th claim ran: cold-sandbox work inside the
+    /// claims' CPU window, which [`Self::cpu_per_claim_own_micros`] takes out.
+    pub refill_writes_in_window: usize,
     /// This process's CPU over the same time: the fake API server, the clients and the watch.
     pub bench_cpu: Duration,
     pub warnings: Vec<String>,
@@ -112,6 +118,20 @@ impl ClaimRun {
     /// The controller's CPU per claim against its CPU per cold sandbox, in this run.
     pub fn claim_to_cold_cpu(&self) -> f64 {
         self.cpu_per_claim_micros() / self.cpu_per_cold_micros()
+    }
+
+    /// The controller's CPU per claim less the refill's share of the window: the refill's
+    /// writes made in it, each at the fill's CPU per write of this run (an estimate: a cold
+    /// sandbox's CPU follows its writes and the reconciles they cause), µs.
+    pub fn cpu_per_claim_own_micros(&self) -> f64 {
+        let per_write = self.fill_cpu.as_secs_f64() / self.fill_writes.max(1) as f64;
+        let refill = per_write * self.refill_writes_in_window as f64;
+        (self.controller_cpu.as_secs_f64() - refill).max(0.0) / self.n as f64 * 1e6
+    }
+
+    /// [`Self::cpu_per_claim_own_micros`] against the CPU per cold sandbox, in this run.
+    pub fn claim_own_to_cold_cpu(&self) -> f64 {
+        self.cpu_per_claim_own_micros() / self.cpu_per_cold_micros()
     }
 
     /// The fake's (and its clients') CPU per claim, µs.
@@ -200,6 +220,8 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
     let fill_cpu = controller.cpu()?.saturating_sub(fill_cpu_before);
     controller.wait_quiet(0.0, QUIET, Duration::from_secs(600))?;
     let members: HashSet<String> = running_members(&cluster).into_iter().collect();
+    // The bench's own write of the pool apart.
+    let fill_writes = cluster.writes().len().saturating_sub(1);
     cluster.clear_writes();
     fake.clear_requests();
 
@@ -288,6 +310,12 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
     });
     let controller_cpu = controller.cpu()?.saturating_sub(cpu_before.0);
     let bench_cpu = cpu_of("/proc/self/stat")?.saturating_sub(cpu_before.1);
+    let claims: HashSet<&String> = names.iter().collect();
+    let refill_writes_in_window = cluster
+        .writes()
+        .iter()
+        .filter(|w| written_for(w, &claims, &members) == WrittenFor::Refill)
+        .count();
     perf.stop();
     let posted = posted
         .lock()
@@ -319,29 +347,21 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
     }
     controller.wait_quiet(0.0, QUIET, Duration::from_secs(600))?;
     let writes = cluster.writes();
-    let claims: HashSet<&String> = names.iter().collect();
     let mut claim_writes = BTreeMap::new();
     let (mut claim_events, mut refill_writes, mut conflicts) = (0, 0, 0);
     for w in &writes {
         if w.error == Some(ApiErrorKind::Conflict) {
             conflicts += 1;
         }
-        if w.verb == "create" && w.resource == Resource::Sandbox && claims.contains(&w.name) {
-            continue;
-        }
-        // An Event's name is its object's, a dot, and a suffix.
-        let about_claim = |name: &str| {
-            name.split_once('.')
-                .is_some_and(|(object, _)| claims.contains(&object.to_string()))
-        };
-        match w.resource {
-            Resource::Sandbox if claims.contains(&w.name) || members.contains(&w.name) => {
+        match written_for(w, &claims, &members) {
+            WrittenFor::ClaimPost => {}
+            WrittenFor::Claim => {
                 *claim_writes
                     .entry(format!("{} sandboxes", w.verb))
                     .or_insert(0) += 1;
             }
-            Resource::Event if about_claim(&w.name) => claim_events += 1,
-            _ => refill_writes += 1,
+            WrittenFor::ClaimEvent => claim_events += 1,
+            WrittenFor::Refill => refill_writes += 1,
         }
     }
     let objects = cluster.objects(Resource::Sandbox);
@@ -384,7 +404,45 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
         not_running,
         controller_cpu,
         fill_cpu,
+        fill_writes,
+        refill_writes_in_window,
         bench_cpu,
         warnings,
     })
+}
+
+/// Whose a write of the claims run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WrittenFor {
+    /// The bench's POST of a claim.
+    ClaimPost,
+    /// The controller's, of a claim or of a member it adopted (finalizers, adoptions,
+    /// statuses).
+    Claim,
+    /// An Event about a claim.
+    ClaimEvent,
+    /// Everything else: the pool's refill.
+    Refill,
+}
+
+fn written_for(
+    w: &WriteRecord,
+    claims: &HashSet<&String>,
+    members: &HashSet<String>,
+) -> WrittenFor {
+    if w.verb == "create" && w.resource == Resource::Sandbox && claims.contains(&w.name) {
+        return WrittenFor::ClaimPost;
+    }
+    // An Event's name is its object's, a dot, and a suffix.
+    let about_claim = |name: &str| {
+        name.split_once('.')
+            .is_some_and(|(object, _)| claims.contains(&object.to_string()))
+    };
+    match w.resource {
+        Resource::Sandbox if claims.contains(&w.name) || members.contains(&w.name) => {
+            WrittenFor::Claim
+        }
+        Resource::Event if about_claim(&w.name) => WrittenFor::ClaimEvent,
+        _ => WrittenFor::Refill,
+    }
 }

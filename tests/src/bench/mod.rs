@@ -846,7 +846,8 @@ pub fn run(options: &Options) -> Result<Results> {
                          p50 {:.1} ms p90 {:.1} p99 {:.1} max {:.1}, {:.2} writes and {:.2} Events \
                          per claim {:?}, {} refill writes, {:.2} 409s per claim, {} double claims, \
                          {} not Running, CPU per claim: controller {:.0} µs ({:.2}× its {:.0} µs \
-                         per cold sandbox of the fill), fake and clients {:.0} µs",
+                         per cold sandbox of the fill; the claim's own {:.0} µs, {:.2}×, less \
+                         the {} refill writes made meanwhile), fake and clients {:.0} µs",
                         protocol.flag(),
                         run + 1,
                         result.claims_per_second(),
@@ -865,6 +866,9 @@ pub fn run(options: &Options) -> Result<Results> {
                         result.cpu_per_claim_micros(),
                         result.claim_to_cold_cpu(),
                         result.cpu_per_cold_micros(),
+                        result.cpu_per_claim_own_micros(),
+                        result.claim_own_to_cold_cpu(),
+                        result.refill_writes_in_window,
                         result.bench_cpu_per_claim_micros(),
                     ));
                     for stuck in result.not_running.iter().take(3) {
