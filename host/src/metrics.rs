@@ -509,14 +509,20 @@ impl RouterMetrics {
         let metrics = Self {
             requests: counter(
                 "cubepod_router_requests_total",
-                "Requests to the sandbox router that named a sandbox (by host name or                  X-Sandbox-* headers) or named one badly, by the HTTP status code answered: the                  sandbox's own, or the router's (400 malformed, 401/403 access, 404 no such                  sandbox, 409 paused by its spec, 502/504 its Pod did not answer, 503 still                  waking).",
+                "Requests to the sandbox router that named a sandbox (by host name or \
+                X-Sandbox-* headers) or named one badly, by the HTTP status code answered: the \
+                sandbox's own, or the router's (400 malformed, 401/403 access, 404 no such \
+                sandbox, 409 paused by its spec, 502/504 its Pod did not answer, 503 still \
+                waking).",
                 "code",
             ),
             held: register(
                 &registry,
                 IntGauge::new(
                     "cubepod_router_held_requests",
-                    "Requests held now until their sandbox wakes or starts (each at most                      --wake-timeout, at most --max-held-requests per sandbox).",
+                    "Requests held now until their sandbox wakes or starts, or until the router's cache \
+                    has loaded (each at most --wake-timeout, at most --max-held-requests per \
+                    sandbox, and as many in all while the cache loads).",
                 )
                 .expect("valid gauge"),
             ),
@@ -525,7 +531,8 @@ impl RouterMetrics {
                 Histogram::with_opts(
                     HistogramOpts::new(
                         "cubepod_router_wake_seconds",
-                        "From the first request to a sandbox paused for idleness to its Pod                          Ready with an IP, for each wake this router made.",
+                        "From the first request to a sandbox paused for idleness to its Pod \
+                        Ready with an IP, for each wake this router made.",
                     )
                     .buckets(WAKE_BUCKETS.to_vec()),
                 )
@@ -533,12 +540,16 @@ impl RouterMetrics {
             ),
             activity_writes: counter(
                 "cubepod_router_activity_writes_total",
-                "Writes of a sandbox's cubepod.io/last-activity from its traffic (at most one                  per sandbox per --activity-interval), by result: written, conflict (another                  writer was first; nothing lost), failed.",
+                "Writes of a sandbox's cubepod.io/last-activity from its traffic (at most one \
+                per sandbox per --activity-interval), by result: written, conflict (another \
+                writer was first; nothing lost), failed.",
                 "result",
             ),
             upstream_errors: counter(
                 "cubepod_router_upstream_errors_total",
-                "Requests the sandbox's Pod did not answer, by reason: refused (the connection                  was refused or dropped, answered 502) or timeout (no answer within                  --upstream-timeout, answered 504).",
+                "Requests the sandbox's Pod did not answer, by reason: refused (the connection \
+                was refused or dropped, answered 502) or timeout (no answer within \
+                --upstream-timeout, answered 504).",
                 "reason",
             ),
             registry,
@@ -561,5 +572,29 @@ impl RouterMetrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every family's help is one sentence as a person reads it in `/metrics`: no run of
+    /// spaces, which a string literal broken across lines without `\` leaves.
+    #[test]
+    fn every_help_text_reads_as_one_sentence() {
+        let metrics = Metrics::new();
+        let router = metrics.register_router();
+        router.requests.with_label_values(&["200"]).inc();
+        let families = metrics.registry.gather();
+        assert!(families.len() > 10, "{} families gathered", families.len());
+        for family in &families {
+            let help = family.help();
+            assert!(
+                !help.contains("  ") && !help.trim().is_empty(),
+                "{}'s help: {help:?}",
+                family.name()
+            );
+        }
     }
 }

@@ -70,6 +70,12 @@ fn debug_mark(text: &str) -> Option<&'static str> {
     None
 }
 
+/// Whether a one-line message has a run of spaces between its words: what a string literal
+/// broken across source lines without `\` leaves.
+fn spaced(text: &str) -> bool {
+    text.trim().contains("   ")
+}
+
 /// Every line that has a mark, with where it was read.
 #[derive(Default)]
 struct Scan {
@@ -83,6 +89,10 @@ impl Scan {
         self.read += 1;
         if one_line && text.trim_end().contains('\n') {
             self.found.push(format!("{source}: several lines: {text}"));
+        }
+        if one_line && spaced(text) {
+            self.found
+                .push(format!("{source}: a run of spaces: {text}"));
         }
         for line in text.lines() {
             if let Some(mark) = debug_mark(line) {
@@ -137,6 +147,10 @@ fn the_marks_of_debug_formatting_are_found() {
     ] {
         assert_eq!(debug_mark(text), mark, "{text}");
     }
+    assert!(spaced(
+        "from 1 to 86400                          (--max-active-deadline)"
+    ));
+    assert!(!spaced("from 1 to 86400 (--max-active-deadline)"));
 }
 
 /// `kubectl get KIND -A -o json`'s items.

@@ -240,7 +240,11 @@ impl Router {
         // The caller's credential is for the router, never for the sandbox's code.
         request.headers_mut().remove(hyper::header::AUTHORIZATION);
         if !self.synced() {
-            let Some(_held) = Held::take(&self.held_loading, self.config.max_held_requests) else {
+            let Some(_held) = Held::take(
+                &self.held_loading,
+                self.config.max_held_requests,
+                &self.metrics.held,
+            ) else {
                 return retry_later(
                     "the router's cache of sandboxes is still loading and holds as many \
                      requests as it may (--max-held-requests); try again in a moment",
@@ -388,22 +392,29 @@ async fn loaded(synced: &[Arc<AtomicBool>], timeout: Duration) -> bool {
 }
 
 /// One of at most `max` requests held at once, counted in `count` until dropped.
-struct Held<'a>(&'a AtomicUsize);
+struct Held<'a>(&'a AtomicUsize, &'a prometheus::IntGauge);
 
 impl<'a> Held<'a> {
-    fn take(count: &'a AtomicUsize, max: usize) -> Option<Self> {
-        count
+    /// One more of `count`, if fewer than `max` are held; shown on `gauge` while held
+    /// (`cubepod_router_held_requests`, as requests held for a waking sandbox are).
+    fn take(count: &'a AtomicUsize, max: usize, gauge: &'a prometheus::IntGauge) -> Option<Self> {
+        let held = count
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
             .ok()
-            .map(|_| Held(count))
+            .map(|_| Held(count, gauge));
+        if held.is_some() {
+            gauge.inc();
+        }
+        held
     }
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        self.1.dec();
     }
 }
 
@@ -456,10 +467,16 @@ mod tests {
     #[test]
     fn requests_held_while_the_cache_loads_are_bounded() {
         let count = AtomicUsize::new(0);
-        let first = Held::take(&count, 2).expect("room for one");
-        let _second = Held::take(&count, 2).expect("room for two");
-        assert!(Held::take(&count, 2).is_none(), "a third was held");
+        let gauge = prometheus::IntGauge::new("held", "held").expect("a gauge");
+        let first = Held::take(&count, 2, &gauge).expect("room for one");
+        let _second = Held::take(&count, 2, &gauge).expect("room for two");
+        assert!(Held::take(&count, 2, &gauge).is_none(), "a third was held");
+        assert_eq!(gauge.get(), 2, "the held requests are shown");
         drop(first);
-        assert!(Held::take(&count, 2).is_some(), "no room after one ended");
+        assert_eq!(gauge.get(), 1);
+        assert!(
+            Held::take(&count, 2, &gauge).is_some(),
+            "no room after one ended"
+        );
     }
 }

@@ -341,7 +341,8 @@ impl PodCheck<'_> {
                 return Err(self.refuse(
                     "spec.activeDeadlineSeconds",
                     format!(
-                        "{} is not a whole number of seconds from 1 to {max}                          (--max-active-deadline)",
+                        "{} is not a whole number of seconds from 1 to {max} \
+                        (--max-active-deadline)",
                         short(deadline)
                     ),
                 ));

@@ -449,7 +449,8 @@ impl Reconciler {
             }
         }
         let message = format!(
-            "a policy rolled back had written {} of this sandbox: the stable module {} writes              them again",
+            "a policy rolled back had written {} of this sandbox: the stable module {} writes \
+            them again",
             marks.words(),
             self.policy.current().info().name
         );
