@@ -28,10 +28,8 @@ fn main() {
         .unwrap_or_else(|e| panic!("the swap bench failed: {e:#}"));
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let optimised: Vec<Duration> = swaps.iter().filter_map(|s| s.optimised).collect();
-    let optimised = (!optimised.is_empty()).then_some((
-        "file change to its optimised build serving",
-        optimised,
-    ));
+    let optimised = (!optimised.is_empty())
+        .then_some(("file change to its optimised build serving", optimised));
     for (what, mut samples) in [
         (
             "file change to the new module serving",

@@ -252,11 +252,10 @@ pub async fn run(swaps: usize, compile: Compile) -> Result<Vec<Swap>> {
         };
         let module = manager.policy.current();
         let optimised = if module.tier() == Tier::Baseline {
-            let tier = tokio::task::spawn_blocking(move || {
-                module.wait_optimised(Duration::from_secs(60))
-            })
-            .await
-            .context("waiting for the optimised build")?;
+            let tier =
+                tokio::task::spawn_blocking(move || module.wait_optimised(Duration::from_secs(60)))
+                    .await
+                    .context("waiting for the optimised build")?;
             if tier != Tier::Optimised {
                 bail!("swap {n}'s optimised build never served");
             }

@@ -56,9 +56,12 @@ impl PolicyModule {
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
         let scope = reconcile_scope(&input, ctx);
-        self.call("reconcile-sandbox", Some(ctx), Some(scope), async |pre, store| {
-            pre.reconcile_sandbox(store, input).await
-        })
+        self.call(
+            "reconcile-sandbox",
+            Some(ctx),
+            Some(scope),
+            async |pre, store| pre.reconcile_sandbox(store, input).await,
+        )
         .await
     }
 
@@ -74,9 +77,12 @@ impl PolicyModule {
             cleanup: true,
             ..sandbox_scope(&sandbox, &observed, None, &ctx.boundary)
         };
-        self.call("cleanup-sandbox", Some(ctx), Some(scope), async |pre, store| {
-            pre.cleanup_sandbox(store, now, sandbox, observed).await
-        })
+        self.call(
+            "cleanup-sandbox",
+            Some(ctx),
+            Some(scope),
+            async |pre, store| pre.cleanup_sandbox(store, now, sandbox, observed).await,
+        )
         .await
     }
 

@@ -321,17 +321,30 @@ impl PolicyEngine {
     /// Taken by each Cranelift compile (see [`EngineInner::compiling`]).
     pub(crate) fn compile_lock(&self) -> MutexGuard<'_, ()> {
         // Guards no data: a panicked compile leaves nothing torn.
-        self.inner.compiling.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner
+            .compiling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// What became of the Cranelift builds compiled behind baseline ones.
     pub fn optimisations(&self) -> Optimisations {
-        *self.inner.optimised.lock().unwrap_or_else(|p| p.into_inner())
+        *self
+            .inner
+            .optimised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Counts what became of a background build.
     pub(crate) fn count_optimisation(&self, count: impl FnOnce(&mut Optimisations)) {
-        count(&mut self.inner.optimised.lock().unwrap_or_else(|p| p.into_inner()));
+        count(
+            &mut self
+                .inner
+                .optimised
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
     }
 
     /// The memory budget every call of this engine charges.

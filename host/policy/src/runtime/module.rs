@@ -179,10 +179,11 @@ impl PolicyEngine {
         let contract = check_contract(&imports, &exports)?;
 
         // Checks the imports' types against the linker and the exports' against the bindings.
-        let pre = ModulePre::new(&by, &component, contract).map_err(|e| RuntimeError::Contract {
-            contract: contract.to_string(),
-            why: one_line(&format!("{e:#}")),
-        })?;
+        let pre =
+            ModulePre::new(&by, &component, contract).map_err(|e| RuntimeError::Contract {
+                contract: contract.to_string(),
+                why: one_line(&format!("{e:#}")),
+            })?;
         let described = super::call::describe(&by, &pre)?;
         if described.host_calls > 0 {
             tracing::warn!(
@@ -378,10 +379,11 @@ impl PolicyEngine {
             Precompiled::Found(component) => component,
             Precompiled::Missing(entry) => self.compile_missing(bytes, digest, entry, held)?,
         };
-        let pre = ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
-            contract: contract.to_string(),
-            why: one_line(&format!("{e:#}")),
-        })?;
+        let pre =
+            ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
+                contract: contract.to_string(),
+                why: one_line(&format!("{e:#}")),
+            })?;
         let described = super::call::describe(self, &pre)?.value;
         if described != *info {
             return Err(RuntimeError::Contract {
@@ -949,7 +951,10 @@ mod tests {
         drop(replaced);
         let third = engine.load(&variant(3)).expect("the third module");
         assert_eq!(third.tier(), Tier::Baseline);
-        assert_eq!(third.wait_optimised(Duration::from_secs(120)), Tier::Optimised);
+        assert_eq!(
+            third.wait_optimised(Duration::from_secs(120)),
+            Tier::Optimised
+        );
         assert_eq!(third.digest(), hex::encode(Sha256::digest(variant(3))));
         // The third module's build waited for the second's to end: both are counted.
         assert_eq!(
@@ -976,7 +981,10 @@ mod tests {
         let engine = PolicyEngine::new(config()).expect("an engine");
         let module = engine.load(&variant(4)).expect("the module");
         assert_eq!(module.tier(), Tier::Baseline);
-        assert_eq!(module.wait_optimised(Duration::from_secs(120)), Tier::Optimised);
+        assert_eq!(
+            module.wait_optimised(Duration::from_secs(120)),
+            Tier::Optimised
+        );
         let restarted = PolicyEngine::new(config()).expect("an engine");
         let module = restarted.load(&variant(4)).expect("the module");
         assert_eq!(module.tier(), Tier::Optimised);
