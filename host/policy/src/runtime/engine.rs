@@ -259,6 +259,11 @@ impl PolicyEngine {
             // bounded as the pool's are (`wasmtime_config`).
             wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
         } else {
+            if config.compile == Compile::Tiered && WINCH_SUPPORTED {
+                // Cranelift compiles behind a serving build here: on one core, leaving the
+                // others to the calls, to the next swap's admission and to its self-test.
+                wasm.parallel_compilation(false);
+            }
             wasm.enable_incremental_compilation(functions.clone())
                 .map_err(|e| RuntimeError::Engine {
                     why: format!("cannot keep compiled functions: {e:#}"),

@@ -310,6 +310,7 @@ impl PolicyEngine {
     /// result thrown away, once the module is dropped (a later swap replaced it), so that
     /// nothing of a stale module ever serves.
     fn optimise(&self, module: &Weak<ModuleInner>, bytes: &[u8]) {
+        lower_priority();
         let held = self.compile_lock();
         let Some(inner) = module.upgrade() else {
             self.count_optimisation(|count| count.dropped += 1);
@@ -494,6 +495,20 @@ struct CacheEntry {
     cache: CacheDir,
     name: String,
     engine: [u8; 32],
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10, Linux), so that a background
+/// compile gives way to the calls and to the next admission. Best effort: not lowered, it
+/// only competes more.
+#[allow(unsafe_code)] // Two libc calls on this thread's own id.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `gettid` has no preconditions; `setpriority` of this thread's own id changes
+    // only its priority, and its failure is harmless.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
 }
 
 /// A background compile is over: wake whoever waits on it.
