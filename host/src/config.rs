@@ -14,7 +14,7 @@ use cubepod_policy_host::containment::{
 };
 use cubepod_policy_host::model::network;
 use cubepod_policy_host::runtime::bindings::ClusterNetwork;
-use cubepod_policy_host::runtime::{AddressSpace, DEFAULT_MEMORY_MIB, RuntimeConfig};
+use cubepod_policy_host::runtime::{AddressSpace, Compile, DEFAULT_MEMORY_MIB, RuntimeConfig};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -778,6 +778,8 @@ impl EngineFlags<'_> {
                 address_space: args.guest_address_space,
                 calls_memory_budget_bytes: usize::try_from(args.calls_memory_budget)
                     .unwrap_or(usize::MAX),
+                // A new module serves Winch's build while Cranelift's compiles behind it.
+                compile: Compile::Tiered,
                 ..config
             },
             // One call at a time: the budget of calls in flight only has to hold it. No

@@ -4,7 +4,9 @@
 //! refused with its rule and field, nothing reaches the cluster, and the call records name
 //! the rule.
 //!
-//! Run: `cargo test -p cubepod-host --test containment`
+//! Run: `cargo test -p cubepod-host --test containment`, and on the build a tiered compile
+//! serves first (Winch's), `CUBEPOD_POLICY_COMPILE=baseline cargo test -p cubepod-host --test
+//! containment` (CI runs both).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -20,7 +22,8 @@ use cubepod_policy_host::runtime::bindings::{
     WarmPoolStatus,
 };
 use cubepod_policy_host::runtime::{
-    CallContext, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig, RuntimeError,
+    CallContext, Compile, GuestCall, HostCallRecord, PolicyEngine, PolicyModule, RuntimeConfig,
+    RuntimeError, Tier,
 };
 use cubepod_policy_host::twin;
 use cubepod_policy_sdk::fixtures;
@@ -84,16 +87,39 @@ fn hostile_widened() -> &'static PolicyModule {
 }
 
 fn hostile_with(containment: Containment) -> PolicyModule {
-    let wasm = hostile_wasm();
     let engine = PolicyEngine::new(RuntimeConfig {
         containment: Arc::new(containment),
         max_concurrent_calls: 4,
-        ..RuntimeConfig::default()
+        ..compiled()
     })
     .expect("an engine");
-    engine
-        .load(&std::fs::read(wasm).expect("the component"))
-        .expect("the hostile policy loads")
+    load_hostile(&engine)
+}
+
+/// The runtime's defaults, compiling as `CUBEPOD_POLICY_COMPILE` says: `baseline` for Winch's
+/// build (what a tiered compile serves first), else Cranelift's.
+fn compiled() -> RuntimeConfig {
+    let compile = match std::env::var("CUBEPOD_POLICY_COMPILE").as_deref() {
+        Ok("baseline") => Compile::Baseline,
+        _ => Compile::Optimised,
+    };
+    RuntimeConfig {
+        compile,
+        ..RuntimeConfig::default()
+    }
+}
+
+/// The hostile policy loaded by `engine`, on the build asked for.
+fn load_hostile(engine: &PolicyEngine) -> PolicyModule {
+    let module = engine
+        .load(&std::fs::read(hostile_wasm()).expect("the component"))
+        .expect("the hostile policy loads");
+    let expected = match engine.config().compile {
+        Compile::Baseline if cfg!(target_arch = "x86_64") => Tier::Baseline,
+        _ => Tier::Optimised,
+    };
+    assert_eq!(module.tier(), expected, "the build asked for serves");
+    module
 }
 
 fn managed(resource: Resource, name: &str, sandbox: &str) -> Value {
@@ -635,7 +661,7 @@ fn a_call_filling_its_memory_is_charged_to_the_calls_budget_and_refused_past_it(
 
     let config = RuntimeConfig {
         max_concurrent_calls: 2,
-        ..RuntimeConfig::default()
+        ..compiled()
     };
     let bound = config.call_charge_bound();
     let engine = PolicyEngine::new(RuntimeConfig {
@@ -643,9 +669,7 @@ fn a_call_filling_its_memory_is_charged_to_the_calls_budget_and_refused_past_it(
         ..config
     })
     .expect("an engine");
-    let module = engine
-        .load(&std::fs::read(hostile_wasm()).expect("the component"))
-        .expect("the hostile policy loads");
+    let module = load_hostile(&engine);
     let budget = engine.memory_budget().clone();
     assert_eq!(budget.charged(), 0, "describe at load gave its charge back");
 

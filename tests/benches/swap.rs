@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use cubepod_policy_host::runtime::Compile;
 use cubepod_tests::bench::swap;
 
 const SWAPS: usize = 15;
@@ -16,10 +17,19 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    // `CUBEPOD_SWAP_COMPILE=optimised`: Cranelift alone, as before the tiered compile, in
+    // the same build.
+    let (compile, label) = match std::env::var("CUBEPOD_SWAP_COMPILE").as_deref() {
+        Ok("optimised") => (Compile::Optimised, "Cranelift alone"),
+        _ => (Compile::Tiered, "tiered, Winch first"),
+    };
     let swaps = runtime
-        .block_on(swap::run(SWAPS))
+        .block_on(swap::run(SWAPS, compile))
         .unwrap_or_else(|e| panic!("the swap bench failed: {e:#}"));
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let optimised: Vec<Duration> = swaps.iter().filter_map(|s| s.optimised).collect();
+    let optimised = (!optimised.is_empty())
+        .then_some(("file change to its optimised build serving", optimised));
     for (what, mut samples) in [
         (
             "file change to the new module serving",
@@ -41,10 +51,13 @@ fn main() {
             "of that, its self-test",
             swaps.iter().map(|s| s.self_test).collect(),
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(optimised)
+    {
         samples.sort();
         println!(
-            "hot swap, {what}, {SWAPS} swaps of the default policy: \
+            "hot swap ({label}), {what}, {SWAPS} swaps of the default policy: \
              p50 {:.1} ms, min {:.1} ms, max {:.1} ms",
             ms(samples[samples.len() / 2]),
             ms(samples[0]),

@@ -390,6 +390,7 @@ impl PolicyWatcher {
         let loaded = module_times(&admitted);
         let module = admitted.module;
         let next = ActivePolicy::of(&module);
+        let build = module.tier().describe();
         let previous = ActivePolicy::of(&self.manager.policy.replace(module));
         announce_swap(&self.manager, &previous, &next);
         let took = started.elapsed();
@@ -403,7 +404,7 @@ impl PolicyWatcher {
             compile_ms = millis(loaded.0),
             check_ms = millis(loaded.1),
             self_test_ms = millis(loaded.2),
-            "policy swapped; reconciling every object under it"
+            "policy swapped, serving its {build} build; reconciling every object under it"
         );
         self.manager.requeue_all();
         SwapOutcome::Applied { digest, took }
@@ -545,6 +546,87 @@ mod tests {
         assert_eq!(admitted.module.digest(), Candidate::builtin().digest());
         assert_eq!(health.policy_file(), None);
         assert_eq!(refusals(&metrics, "compile"), 1);
+    }
+
+    /// A swap to a third module while the second's optimised (Cranelift) build still
+    /// compiles: the manager ends on the third module, on its own optimised build; whatever
+    /// becomes of the second's build, it never replaces the module running.
+    #[cfg(target_arch = "x86_64")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_swap_during_the_last_swaps_optimised_compile_ends_on_the_newer_module() {
+        use cubepod_apiserver::{MemoryCluster, MemoryClusterConfig};
+        use cubepod_policy_host::runtime::{Compile, DEFAULT_POLICY, Optimisations, Tier};
+
+        use crate::controller::manager::ManagerConfig;
+
+        let settled = |engine: &PolicyEngine| {
+            let Optimisations {
+                applied,
+                dropped,
+                failed,
+            } = engine.optimisations();
+            applied + dropped + failed
+        };
+        let until_settled = async |engine: &PolicyEngine, n: u64| {
+            let started = Instant::now();
+            while settled(engine) < n {
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "never settled"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let variant = |n: u8| {
+            let mut bytes = DEFAULT_POLICY.to_vec();
+            bytes.extend_from_slice(&[0, 3, 1, b'n', n]);
+            bytes
+        };
+        let engine = PolicyEngine::new(RuntimeConfig {
+            cache_dir: None,
+            compile: Compile::Tiered,
+            ..RuntimeConfig::default()
+        })
+        .expect("an engine");
+        let first = engine.load(DEFAULT_POLICY).expect("the default policy");
+        until_settled(&engine, 1).await;
+        let manager = ControllerManager::new(
+            MemoryCluster::new(MemoryClusterConfig::instant()),
+            first,
+            ManagerConfig::for_namespaces(vec!["ns".to_string()]),
+            Arc::new(Metrics::new()),
+            Arc::new(Health::default()),
+        );
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("policy.wasm");
+        let admission = Admission::new(engine.clone(), KeyRing::default());
+        let mut watcher = PolicyWatcher::new(
+            path.clone(),
+            admission,
+            manager.clone(),
+            Duration::from_secs(600),
+        );
+
+        std::fs::write(&path, variant(2)).expect("the second module written");
+        let outcome = watcher.check().await;
+        assert!(
+            matches!(outcome, SwapOutcome::Applied { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(manager.policy.current().tier(), Tier::Baseline);
+        std::fs::write(&path, variant(3)).expect("the third module written");
+        let outcome = watcher.check().await;
+        assert!(
+            matches!(outcome, SwapOutcome::Applied { .. }),
+            "{outcome:?}"
+        );
+
+        // The second's build and the third's, whichever order they end in.
+        until_settled(&engine, 3).await;
+        let running = manager.policy.current();
+        assert_eq!(running.digest(), sha256_hex(&variant(3)));
+        assert_eq!(running.tier(), Tier::Optimised);
+        assert_eq!(engine.optimisations().failed, 0);
     }
 
     fn event(kind: EventKind) -> notify::Result<notify::Event> {

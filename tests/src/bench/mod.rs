@@ -748,7 +748,10 @@ pub fn run(options: &Options) -> Result<Results> {
         }
     }
     if options.wants("swap") {
-        results.swaps = runtime.block_on(swap::run(options.swaps))?;
+        results.swaps = runtime.block_on(swap::run(
+            options.swaps,
+            cubepod_policy_host::runtime::Compile::Tiered,
+        ))?;
         results.compile = swap::compile_only(options.swaps)?;
     }
     if options.wants("languages") {

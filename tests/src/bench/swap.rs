@@ -5,7 +5,9 @@
 //! section (a new digest: compiled, contract-checked and self-tested, no precompiled-cache hit),
 //! timed until the manager's active module has the new digest, and until the first Sandbox
 //! reconcile after the swap (the swap requeues every object), the new module's decision, has
-//! ended.
+//! ended. With a tiered compile (the controller's), the new module serves Winch's build first:
+//! the time until its Cranelift build has replaced it is counted too, and the next swap waits
+//! for it, so that no swap's compile shares the cores with the one before.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use cubepod_host::controller::policy_watch::{PolicyWatcher, sha256_hex};
 use cubepod_host::metrics::Metrics;
 use cubepod_host::signing::KeyRing;
 use cubepod_kube::Cluster as _;
-use cubepod_policy_host::runtime::{DEFAULT_POLICY, PolicyEngine, RuntimeConfig};
+use cubepod_policy_host::runtime::{Compile, DEFAULT_POLICY, PolicyEngine, RuntimeConfig, Tier};
 
 use super::NS;
 use super::seed;
@@ -38,6 +40,9 @@ pub struct Swap {
     pub compile: Duration,
     pub check: Duration,
     pub self_test: Duration,
+    /// With a tiered compile, until the module's optimised (Cranelift) build serves in
+    /// place of the baseline (Winch) one that served first.
+    pub optimised: Option<Duration>,
 }
 
 /// The default policy with a custom section holding `n`: the same behaviour, another digest
@@ -93,7 +98,7 @@ pub fn compile_only(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
     Ok(medians)
 }
 
-/// `Component::new` of the default policy at Cranelift's opt levels, the medians.
+/// `Component::new` of the default policy at Cranelift's opt levels and by Winch, the medians.
 fn cranelift_levels(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
     let levels = [
         (
@@ -104,15 +109,22 @@ fn cranelift_levels(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
             "Cranelift opt level none (the runtime's)",
             wasmtime::OptLevel::None,
         ),
+        (
+            "Winch (a tiered compile's first build)",
+            wasmtime::OptLevel::None,
+        ),
     ];
     let engines = levels
         .iter()
-        .map(|(_, level)| {
+        .map(|(label, level)| {
             let mut config = wasmtime::Config::new();
             config
                 .epoch_interruption(true)
                 .wasm_component_model(true)
                 .cranelift_opt_level(*level);
+            if label.starts_with("Winch") {
+                config.strategy(wasmtime::Strategy::Winch);
+            }
             wasmtime::Engine::new(&config).map_err(|e| anyhow::anyhow!("engine: {e:#}"))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -138,12 +150,14 @@ fn cranelift_levels(samples: usize) -> Result<Vec<(&'static str, Duration)>> {
         .collect())
 }
 
-pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
+/// `swaps` hot swaps of a controller whose engine compiles as `compile` says.
+pub async fn run(swaps: usize, compile: Compile) -> Result<Vec<Swap>> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let path = dir.path().join("policy.wasm");
     std::fs::write(&path, DEFAULT_POLICY).context("writing the policy file")?;
     let engine = PolicyEngine::new(RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
+        compile,
         ..RuntimeConfig::default()
     })
     .context("engine")?;
@@ -236,6 +250,19 @@ pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
         };
+        let module = manager.policy.current();
+        let optimised = if module.tier() == Tier::Baseline {
+            let tier =
+                tokio::task::spawn_blocking(move || module.wait_optimised(Duration::from_secs(60)))
+                    .await
+                    .context("waiting for the optimised build")?;
+            if tier != Tier::Optimised {
+                bail!("swap {n}'s optimised build never served");
+            }
+            Some(changed.elapsed())
+        } else {
+            None
+        };
         if n > 0 {
             let [compile, check, self_test] = std::array::from_fn(|i| {
                 Duration::from_secs_f64((steps()[i] - steps_before[i]).max(0.0))
@@ -246,6 +273,7 @@ pub async fn run(swaps: usize) -> Result<Vec<Swap>> {
                 compile,
                 check,
                 self_test,
+                optimised,
             });
         }
         // Quiet again before the next swap.

@@ -56,9 +56,12 @@ impl PolicyModule {
         input: ReconcileInput,
     ) -> Result<GuestCall<Result<ReconcileOutput, KubeError>>, RuntimeError> {
         let scope = reconcile_scope(&input, ctx);
-        self.call("reconcile-sandbox", Some(ctx), Some(scope), async |store| {
-            self.pre().reconcile_sandbox(store, input).await
-        })
+        self.call(
+            "reconcile-sandbox",
+            Some(ctx),
+            Some(scope),
+            async |pre, store| pre.reconcile_sandbox(store, input).await,
+        )
         .await
     }
 
@@ -74,11 +77,12 @@ impl PolicyModule {
             cleanup: true,
             ..sandbox_scope(&sandbox, &observed, None, &ctx.boundary)
         };
-        self.call("cleanup-sandbox", Some(ctx), Some(scope), async |store| {
-            self.pre()
-                .cleanup_sandbox(store, now, sandbox, observed)
-                .await
-        })
+        self.call(
+            "cleanup-sandbox",
+            Some(ctx),
+            Some(scope),
+            async |pre, store| pre.cleanup_sandbox(store, now, sandbox, observed).await,
+        )
         .await
     }
 
@@ -89,8 +93,8 @@ impl PolicyModule {
         input: PoolInput,
     ) -> Result<GuestCall<Result<PoolOutput, KubeError>>, RuntimeError> {
         // No cluster access (no scope): a pool's members are the host's to create and delete.
-        self.call("reconcile-pool", Some(ctx), None, async |store| {
-            self.pre().reconcile_pool(store, input).await
+        self.call("reconcile-pool", Some(ctx), None, async |pre, store| {
+            pre.reconcile_pool(store, input).await
         })
         .await
     }
@@ -104,8 +108,8 @@ impl PolicyModule {
         namespace: &str,
         sandboxes: &[ReapCandidate],
     ) -> Result<GuestCall<Vec<ReapDecision>>, RuntimeError> {
-        self.call("reap", Some(ctx), None, async |store| {
-            self.pre().reap(store, now, namespace, sandboxes).await
+        self.call("reap", Some(ctx), None, async |pre, store| {
+            pre.reap(store, now, namespace, sandboxes).await
         })
         .await
     }
@@ -156,7 +160,8 @@ impl PolicyModule {
     /// `describe`. It needs no cluster: every `kube-client` call it made would be refused.
     /// Blocking, on any thread: with no cluster there is nothing of the runtime to wait on.
     pub fn describe(&self) -> Result<PolicyInfo, RuntimeError> {
-        Ok(describe(self.engine(), self.pre())?.value)
+        let build = self.build();
+        Ok(describe(&build.engine, &build.pre)?.value)
     }
 
     async fn call<R>(
@@ -164,9 +169,14 @@ impl PolicyModule {
         export: &'static str,
         ctx: Option<&CallContext>,
         scope: Option<SandboxScope>,
-        run: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+        run: impl AsyncFnOnce(&ModulePre, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<GuestCall<R>, RuntimeError> {
-        call(self.engine(), export, ctx, scope, run).await
+        // The build serving when the call begins runs all of it, in a store of its engine.
+        let build = self.build();
+        call(&build.engine, export, ctx, scope, async |store| {
+            run(&build.pre, store).await
+        })
+        .await
     }
 }
 

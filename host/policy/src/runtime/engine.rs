@@ -2,13 +2,13 @@
 //! advances the epoch, and the [`Linker`] that gives a policy its imports.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, Strategy};
 
 use super::budget::{
     DEFAULT_CALLS_MEMORY_BUDGET_MIB, GUEST_MEMORY_CHARGE, MANIFEST_PARSE_CHARGE, MemoryBudget,
@@ -55,6 +55,55 @@ pub struct RuntimeConfig {
     /// What each module's decision memo may keep (`memo.rs`): answers of `reconcile-sandbox`
     /// calls that made no `kube-client` call, handed back for the same input.
     pub memo: MemoBounds,
+    /// Which compiler builds a module that the precompiled cache does not hold.
+    pub compile: Compile,
+}
+
+/// Which compiler builds a module that the precompiled cache does not hold. Both builds run
+/// the same module to the same answers, under the same deadline, memory bound and budget; they
+/// differ in how long the compile takes and how fast the code runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compile {
+    /// Cranelift alone: the module serves once its optimised build is ready.
+    #[default]
+    Optimised,
+    /// Winch first, Cranelift behind it: the module serves as soon as Winch's baseline build
+    /// (about 8 times faster to compile, about 2 times slower to run) has loaded, and its
+    /// Cranelift build, compiled on a thread of its own and written to the precompiled cache,
+    /// replaces it between calls when ready. Where Winch is not a supported compiler (on
+    /// x86_64 only), the same as [`Compile::Optimised`].
+    Tiered,
+    /// Winch's build alone, never replaced: what [`Compile::Tiered`] serves first, for tests
+    /// that must hold on it (the containment suite runs on both builds).
+    Baseline,
+}
+
+/// Which build of a module serves its calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// Winch's: compiled in one pass, no optimisation.
+    Baseline,
+    /// Cranelift's.
+    Optimised,
+}
+
+impl Tier {
+    /// The tier in words, for logs: `baseline (Winch)`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Tier::Baseline => "baseline (Winch)",
+            Tier::Optimised => "optimised (Cranelift)",
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tier::Baseline => "baseline",
+            Tier::Optimised => "optimised",
+        })
+    }
 }
 
 impl RuntimeConfig {
@@ -109,6 +158,7 @@ impl Default for RuntimeConfig {
             address_space: AddressSpace::default(),
             calls_memory_budget_bytes: (DEFAULT_CALLS_MEMORY_BUDGET_MIB as usize) << 20,
             memo: MemoBounds::default(),
+            compile: Compile::default(),
         }
     }
 }
@@ -130,12 +180,59 @@ struct EngineInner {
     budget: Arc<MemoryBudget>,
     /// Cranelift's compiled functions, found again by the next compile.
     functions: Arc<CompiledFunctions>,
+    /// The engine of Winch's builds ([`Compile::Tiered`], [`Compile::Baseline`]): its own
+    /// wasmtime engine (the two compilers' code calls by different conventions) and linkers,
+    /// the same settings and the same memory budget.
+    baseline: Option<PolicyEngine>,
+    /// Held by each Cranelift compile: one at a time, so that a background compile takes one
+    /// core, and each finds the functions of the one before (`functions.rs`).
+    compiling: Mutex<()>,
+    /// What became of the background compiles.
+    optimised: Mutex<Optimisations>,
     _ticker: Ticker,
+}
+
+/// What became of the Cranelift builds compiled behind a baseline one ([`Compile::Tiered`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Optimisations {
+    /// Builds that replaced their module's baseline build.
+    pub applied: u64,
+    /// Builds of a module no longer loaded (dropped by a later swap) when they were ready, or
+    /// before they began: thrown away.
+    pub dropped: u64,
+    /// Builds that failed: their module's baseline build, admitted, keeps serving.
+    pub failed: u64,
 }
 
 impl PolicyEngine {
     /// An engine of these settings; an error if the calls' memory budget cannot hold one call.
-    pub fn new(mut config: RuntimeConfig) -> Result<Self, RuntimeError> {
+    pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        let baseline = match config.compile {
+            Compile::Optimised => None,
+            Compile::Tiered | Compile::Baseline if !WINCH_SUPPORTED => None,
+            Compile::Tiered | Compile::Baseline => Some(Strategy::Winch),
+        };
+        let engine = Self::with(config, wasmtime::Strategy::Cranelift, None)?;
+        let Some(strategy) = baseline else {
+            return Ok(engine);
+        };
+        let budget = engine.memory_budget().clone();
+        let baseline = Self::with(engine.config().clone(), strategy, Some(budget))?;
+        let Ok(mut inner) = Arc::try_unwrap(engine.inner) else {
+            unreachable!("the engine was made just above and not cloned");
+        };
+        inner.baseline = Some(baseline);
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// An engine of one compiler; `budget` shared with another engine, or its own.
+    fn with(
+        mut config: RuntimeConfig,
+        strategy: wasmtime::Strategy,
+        budget: Option<Arc<MemoryBudget>>,
+    ) -> Result<Self, RuntimeError> {
         // A zero tick would spin the ticker thread.
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
         let bound = config.call_charge_bound();
@@ -151,13 +248,27 @@ impl PolicyEngine {
                 ),
             });
         }
-        let budget = MemoryBudget::new(config.calls_memory_budget_bytes);
+        let budget = budget.unwrap_or_else(|| MemoryBudget::new(config.calls_memory_budget_bytes));
         let functions = Arc::new(CompiledFunctions::default());
         let mut wasm = wasmtime_config(&config);
-        wasm.enable_incremental_compilation(functions.clone())
-            .map_err(|e| RuntimeError::Engine {
-                why: format!("cannot keep compiled functions: {e:#}"),
-            })?;
+        wasm.strategy(strategy);
+        if strategy == wasmtime::Strategy::Winch {
+            // Winch's build serves for the seconds its Cranelift build takes (or, in tests,
+            // alone): its instances are allocated on demand rather than from a second pool,
+            // which would reserve as much address space again. Its memories are laid out and
+            // bounded as the pool's are (`wasmtime_config`).
+            wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
+        } else {
+            if config.compile == Compile::Tiered && WINCH_SUPPORTED {
+                // Cranelift compiles behind a serving build here: on one core, leaving the
+                // others to the calls, to the next swap's admission and to its self-test.
+                wasm.parallel_compilation(false);
+            }
+            wasm.enable_incremental_compilation(functions.clone())
+                .map_err(|e| RuntimeError::Engine {
+                    why: format!("cannot keep compiled functions: {e:#}"),
+                })?;
+        }
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine {
             why: match config.address_space {
                 AddressSpace::Guarded => format!(
@@ -184,6 +295,9 @@ impl PolicyEngine {
                 config,
                 budget,
                 functions,
+                baseline: None,
+                compiling: Mutex::new(()),
+                optimised: Mutex::new(Optimisations::default()),
                 _ticker: ticker,
             }),
         })
@@ -202,6 +316,40 @@ impl PolicyEngine {
     /// The functions its compiles keep for the next.
     pub(crate) fn functions(&self) -> &CompiledFunctions {
         &self.inner.functions
+    }
+
+    /// The engine of Winch's builds, when modules are compiled by it first.
+    pub(crate) fn baseline(&self) -> Option<&PolicyEngine> {
+        self.inner.baseline.as_ref()
+    }
+
+    /// Taken by each Cranelift compile (see [`EngineInner::compiling`]).
+    pub(crate) fn compile_lock(&self) -> MutexGuard<'_, ()> {
+        // Guards no data: a panicked compile leaves nothing torn.
+        self.inner
+            .compiling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What became of the Cranelift builds compiled behind baseline ones.
+    pub fn optimisations(&self) -> Optimisations {
+        *self
+            .inner
+            .optimised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts what became of a background build.
+    pub(crate) fn count_optimisation(&self, count: impl FnOnce(&mut Optimisations)) {
+        count(
+            &mut self
+                .inner
+                .optimised
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
     }
 
     /// The memory budget every call of this engine charges.
@@ -225,6 +373,10 @@ impl std::fmt::Debug for PolicyEngine {
             .finish_non_exhaustive()
     }
 }
+
+/// Whether Winch is a supported (tier 1) compiler here: on x86_64 only. Elsewhere
+/// [`Compile::Tiered`] compiles with Cranelift alone.
+const WINCH_SUPPORTED: bool = cfg!(target_arch = "x86_64");
 
 /// The wasmtime configuration of the runtime's engine (public for the decision benchmark, which
 /// measures bare stores on it).

@@ -44,7 +44,10 @@ pub use context::{
     KubeCall,
 };
 pub use default_policy::DEFAULT_POLICY;
-pub use engine::{AddressSpace, DEFAULT_MEMORY_MIB, PolicyEngine, RuntimeConfig, wasmtime_config};
+pub use engine::{
+    AddressSpace, Compile, DEFAULT_MEMORY_MIB, Optimisations, PolicyEngine, RuntimeConfig, Tier,
+    wasmtime_config,
+};
 pub use memo::{MemoBounds, MemoStats};
 pub use module::{LoadTimes, PolicyModule, targeted_version};
 

@@ -3,7 +3,8 @@
 //! ask the policy to describe itself.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -11,7 +12,7 @@ use wasmtime::component::Component;
 use super::bindings::PolicyInfo;
 use super::cache::{CacheDir, engine_key};
 use super::contract::ModulePre;
-use super::engine::PolicyEngine;
+use super::engine::{Compile, PolicyEngine, Tier};
 use super::host::{ALLOWED_WASI, DENIED_WASI};
 use super::memo::{Memo, MemoStats};
 use super::{CONTRACT_PACKAGE, Contract, RuntimeError};
@@ -25,7 +26,13 @@ pub struct PolicyModule {
 }
 
 struct ModuleInner {
-    pre: ModulePre,
+    /// The build its calls run: Winch's until Cranelift's replaces it ([`Compile::Tiered`]).
+    /// Each call takes the one serving when it begins.
+    serving: RwLock<Arc<Build>>,
+    /// Whether a Cranelift build is being compiled behind the baseline one; waited on by
+    /// [`PolicyModule::wait_optimised`].
+    optimising: Mutex<bool>,
+    optimised: Condvar,
     digest: String,
     size: usize,
     info: PolicyInfo,
@@ -38,11 +45,20 @@ struct ModuleInner {
     loaded_in: LoadTimes,
 }
 
+/// One compiler's build of a module, pre-instantiated with its engine's linker: what a call
+/// runs, in a store of that engine.
+pub(crate) struct Build {
+    pub(crate) engine: PolicyEngine,
+    pub(crate) pre: ModulePre,
+    pub(crate) tier: Tier,
+}
+
 /// How long a module's load took: its compile (or its read from the precompiled cache), and
 /// the rest (the contract check, the pre-instantiation and `describe`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadTimes {
-    /// Cranelift's compile of the component, or its read from the precompiled cache.
+    /// The compile of the component that first served (Winch's when tiered, else
+    /// Cranelift's), or its read from the precompiled cache.
     pub compile: std::time::Duration,
     /// The contract check, the pre-instantiation with the contract's linker, and `describe`.
     pub check: std::time::Duration,
@@ -94,8 +110,35 @@ impl PolicyModule {
         self.inner.memo.stats()
     }
 
-    pub(crate) fn pre(&self) -> &ModulePre {
-        &self.inner.pre
+    /// The build serving its calls now.
+    pub(crate) fn build(&self) -> Arc<Build> {
+        // Replaced whole under the lock: a panic cannot tear it.
+        self.inner
+            .serving
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Which build serves its calls now.
+    pub fn tier(&self) -> Tier {
+        self.build().tier
+    }
+
+    /// Waits, at most `timeout`, until no Cranelift build is being compiled behind the
+    /// baseline one (it replaced it, or failed), and says which build serves then.
+    pub fn wait_optimised(&self, timeout: Duration) -> Tier {
+        let optimising = self
+            .inner
+            .optimising
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let waited = self
+            .inner
+            .optimised
+            .wait_timeout_while(optimising, timeout, |optimising| *optimising);
+        drop(waited.unwrap_or_else(|p| p.into_inner()));
+        self.tier()
     }
 
     pub(crate) fn memo(&self) -> &Memo {
@@ -110,6 +153,7 @@ impl std::fmt::Debug for PolicyModule {
             .field("contract", &self.inner.contract)
             .field("info", &self.inner.info)
             .field("size", &self.inner.size)
+            .field("tier", &self.tier())
             .finish_non_exhaustive()
     }
 }
@@ -117,25 +161,30 @@ impl std::fmt::Debug for PolicyModule {
 impl PolicyEngine {
     /// Compiles, checks and pre-instantiates a policy component, then calls its `describe` and
     /// checks that it names the contract the component targets. Any failure refuses the module.
+    ///
+    /// With [`Compile::Tiered`], a module the precompiled cache does not hold is compiled by
+    /// Winch, loaded and returned, and its Cranelift build is compiled on a thread of its own,
+    /// checked the same way, cached, and put in its place between calls (see
+    /// [`PolicyModule::tier`]); a module dropped before it is ready never gets it.
     pub fn load(&self, bytes: &[u8]) -> Result<PolicyModule, RuntimeError> {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let digest = hex::encode(Sha256::digest(bytes));
-        let component = self.compile(bytes, &digest)?;
+        let (component, by, tier) = self.first_build(bytes, &digest)?;
         let compiled = started.elapsed();
 
         let ty = component.component_type();
-        let engine = self.engine();
+        let engine = by.engine();
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         let contract = check_contract(&imports, &exports)?;
 
         // Checks the imports' types against the linker and the exports' against the bindings.
         let pre =
-            ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
+            ModulePre::new(&by, &component, contract).map_err(|e| RuntimeError::Contract {
                 contract: contract.to_string(),
                 why: one_line(&format!("{e:#}")),
             })?;
-        let described = super::call::describe(self, &pre)?;
+        let described = super::call::describe(&by, &pre)?;
         if described.host_calls > 0 {
             tracing::warn!(
                 digest,
@@ -158,10 +207,17 @@ impl PolicyEngine {
                 ),
             });
         }
+        let optimise = tier == Tier::Baseline && self.config().compile == Compile::Tiered;
         let module = PolicyModule {
             engine: self.clone(),
             inner: Arc::new(ModuleInner {
-                pre,
+                serving: RwLock::new(Arc::new(Build {
+                    engine: by,
+                    pre,
+                    tier,
+                })),
+                optimising: Mutex::new(optimise),
+                optimised: Condvar::new(),
                 digest,
                 size: bytes.len(),
                 info,
@@ -183,9 +239,163 @@ impl PolicyEngine {
             size = module.size(),
             compile_ms = compiled.as_secs_f64() * 1e3,
             check_ms = module.loaded_in().check.as_secs_f64() * 1e3,
+            tier = tier.describe(),
             "loaded policy"
         );
+        if optimise {
+            self.optimise_behind(&module, bytes);
+        }
         Ok(module)
+    }
+
+    /// The build a load serves first, and the engine it is for: the precompiled cache's
+    /// (Cranelift's) when it holds one, else Winch's when tiered (Cranelift's if Winch cannot
+    /// compile the module: a refusal is always Cranelift's), else Cranelift's.
+    fn first_build(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<(Component, PolicyEngine, Tier), RuntimeError> {
+        if let Some(refused) = not_wasm(bytes) {
+            return Err(refused);
+        }
+        let compile = self.config().compile;
+        let baseline = self.baseline().filter(|_| compile != Compile::Optimised);
+        if let (Some(baseline), Compile::Baseline) = (baseline, compile) {
+            let component = Component::new(baseline.engine(), bytes).map_err(compile_error)?;
+            return Ok((component, baseline.clone(), Tier::Baseline));
+        }
+        let entry = match self.precompiled(digest) {
+            Precompiled::Found(component) => {
+                return Ok((component, self.clone(), Tier::Optimised));
+            }
+            Precompiled::Missing(entry) => entry,
+        };
+        if let Some(baseline) = baseline {
+            match Component::new(baseline.engine(), bytes) {
+                Ok(component) => return Ok((component, baseline.clone(), Tier::Baseline)),
+                Err(e) => tracing::debug!(
+                    digest,
+                    error = %one_line(&format!("{e:#}")),
+                    "Winch cannot compile this policy; compiling it with Cranelift"
+                ),
+            }
+        }
+        let held = self.compile_lock();
+        let component = self.compile_missing(bytes, digest, entry, &held)?;
+        Ok((component, self.clone(), Tier::Optimised))
+    }
+
+    /// Compiles the Cranelift build of `module`, served by its baseline build now, on a thread
+    /// of its own, and puts it in the baseline's place when ready.
+    fn optimise_behind(&self, module: &PolicyModule, bytes: &[u8]) {
+        let engine = self.clone();
+        let inner = Arc::downgrade(&module.inner);
+        let bytes = bytes.to_vec();
+        let spawned = std::thread::Builder::new()
+            .name("cubepod-optimise".to_string())
+            .spawn(move || engine.optimise(&inner, &bytes));
+        if let Err(e) = spawned {
+            tracing::warn!(
+                digest = module.digest(),
+                "cannot start the optimised compile of the policy ({e}); its baseline build \
+                 keeps serving"
+            );
+            self.count_optimisation(|count| count.failed += 1);
+            settle(&module.inner);
+        }
+    }
+
+    /// The background compile of [`Self::optimise_behind`]: one at a time; skipped, or its
+    /// result thrown away, once the module is dropped (a later swap replaced it), so that
+    /// nothing of a stale module ever serves.
+    fn optimise(&self, module: &Weak<ModuleInner>, bytes: &[u8]) {
+        lower_priority();
+        let held = self.compile_lock();
+        let Some(inner) = module.upgrade() else {
+            self.count_optimisation(|count| count.dropped += 1);
+            tracing::debug!("policy dropped before its optimised compile began: not compiled");
+            return;
+        };
+        let digest = inner.digest.clone();
+        let (contract, info) = (inner.contract, inner.info.clone());
+        // Not held while compiling: a module dropped meanwhile is dropped now.
+        drop(inner);
+        let started = Instant::now();
+        let built = self.optimised_build(bytes, &digest, contract, &info, &held);
+        drop(held);
+        let took_ms = started.elapsed().as_secs_f64() * 1e3;
+        let Some(inner) = module.upgrade() else {
+            self.count_optimisation(|count| count.dropped += 1);
+            tracing::debug!(
+                digest,
+                took_ms,
+                "policy dropped while its optimised build compiled: the build is thrown away"
+            );
+            return;
+        };
+        match built {
+            Ok(pre) => {
+                let build = Arc::new(Build {
+                    engine: self.clone(),
+                    pre,
+                    tier: Tier::Optimised,
+                });
+                *inner.serving.write().unwrap_or_else(|p| p.into_inner()) = build;
+                self.count_optimisation(|count| count.applied += 1);
+                tracing::info!(
+                    digest,
+                    name = %info.name,
+                    version = %info.version,
+                    took_ms,
+                    "policy now serves its optimised (Cranelift) build, compiled behind its \
+                     baseline (Winch) build"
+                );
+            }
+            Err(why) => {
+                self.count_optimisation(|count| count.failed += 1);
+                tracing::warn!(
+                    digest,
+                    name = %info.name,
+                    "the optimised (Cranelift) build of the policy failed, so its baseline \
+                     (Winch) build, which passed admission, keeps serving: {why}"
+                );
+            }
+        }
+        settle(&inner);
+    }
+
+    /// Cranelift's build of a module Winch's build of which was admitted, through the
+    /// precompiled cache, checked the way a load checks it: pre-instantiated with the linker of
+    /// its contract, and describing itself as before.
+    fn optimised_build(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+        contract: Contract,
+        info: &PolicyInfo,
+        held: &std::sync::MutexGuard<'_, ()>,
+    ) -> Result<ModulePre, RuntimeError> {
+        let component = match self.precompiled(digest) {
+            Precompiled::Found(component) => component,
+            Precompiled::Missing(entry) => self.compile_missing(bytes, digest, entry, held)?,
+        };
+        let pre =
+            ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
+                contract: contract.to_string(),
+                why: one_line(&format!("{e:#}")),
+            })?;
+        let described = super::call::describe(self, &pre)?.value;
+        if described != *info {
+            return Err(RuntimeError::Contract {
+                contract: contract.to_string(),
+                why: format!(
+                    "its optimised build describes itself as {} {}, its baseline build as {} {}",
+                    described.name, described.version, info.name, info.version
+                ),
+            });
+        }
+        Ok(pre)
     }
 
     /// [`Self::load`] of a file.
@@ -197,22 +407,19 @@ impl PolicyEngine {
         self.load(&bytes)
     }
 
-    /// Compiles the component, through the precompiled cache when there is one. The cache is
-    /// an optimisation: a directory that fails its check, or an entry that cannot be read,
-    /// written or trusted, is logged and compiled around (see `cache.rs`).
-    #[allow(unsafe_code)] // A precompiled component, from a checked cache entry or made just now.
-    fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, RuntimeError> {
-        if let Some(refused) = not_wasm(bytes) {
-            return Err(refused);
-        }
+    /// The precompiled cache's build of the module, or where to put the one compiled now. The
+    /// cache is an optimisation: a directory that fails its check, or an entry that cannot be
+    /// read or trusted, is logged and compiled around (see `cache.rs`).
+    #[allow(unsafe_code)] // A precompiled component, from a checked cache entry.
+    fn precompiled(&self, digest: &str) -> Precompiled {
         let Some(dir) = &self.config().cache_dir else {
-            return self.compiled(|| Component::new(self.engine(), bytes));
+            return Precompiled::Missing(None);
         };
         let cache = match CacheDir::open(dir) {
             Ok(cache) => cache,
             Err(why) => {
                 tracing::warn!(dir = %dir.display(), "policy cache not used, compiling in memory: {why}");
-                return self.compiled(|| Component::new(self.engine(), bytes));
+                return Precompiled::Missing(None);
             }
         };
         let engine = engine_key(self.engine());
@@ -227,7 +434,7 @@ impl PolicyEngine {
                 match unsafe { Component::deserialize(self.engine(), &compiled) } {
                     Ok(component) => {
                         tracing::debug!(path = %path.display(), "loaded precompiled policy");
-                        return Ok(component);
+                        return Precompiled::Found(component);
                     }
                     Err(e) => {
                         tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "unusable precompiled policy; compiling again");
@@ -239,14 +446,75 @@ impl PolicyEngine {
                 tracing::warn!(path = %path.display(), "precompiled policy not trusted, compiling again: {why}");
             }
         }
+        Precompiled::Missing(Some(CacheEntry {
+            cache,
+            name,
+            engine,
+        }))
+    }
+
+    /// Cranelift's compile of a module the precompiled cache did not hold, written to `entry`
+    /// when there is one. `_held`: the engine's compile lock.
+    #[allow(unsafe_code)] // A precompiled component made just now.
+    fn compile_missing(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+        entry: Option<CacheEntry>,
+        _held: &std::sync::MutexGuard<'_, ()>,
+    ) -> Result<Component, RuntimeError> {
+        let Some(CacheEntry {
+            cache,
+            name,
+            engine,
+        }) = entry
+        else {
+            return self.compiled(|| Component::new(self.engine(), bytes));
+        };
         let compiled = self.compiled(|| self.engine().precompile_component(bytes))?;
         if let Err(e) = cache.write(&name, digest, &engine, &compiled) {
+            let path = cache.shown(&name);
             tracing::warn!(path = %path.display(), error = %e, "cannot cache the compiled policy");
         }
         // SAFETY: `compiled` was produced a line above by `precompile_component` of this very
         // engine, from the bytes being loaded.
         unsafe { Component::deserialize(self.engine(), &compiled) }.map_err(compile_error)
     }
+}
+
+/// What the precompiled cache gave for a module.
+enum Precompiled {
+    /// Its Cranelift build, loaded.
+    Found(Component),
+    /// Nothing: where to write the build compiled now, if the cache is used.
+    Missing(Option<CacheEntry>),
+}
+
+/// A cache entry to write.
+struct CacheEntry {
+    cache: CacheDir,
+    name: String,
+    engine: [u8; 32],
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10, Linux), so that a background
+/// compile gives way to the calls and to the next admission. Best effort: not lowered, it
+/// only competes more.
+#[allow(unsafe_code)] // Two libc calls on this thread's own id.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `gettid` has no preconditions; `setpriority` of this thread's own id changes
+    // only its priority, and its failure is harmless.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}
+
+/// A background compile is over: wake whoever waits on it.
+fn settle(inner: &ModuleInner) {
+    *inner.optimising.lock().unwrap_or_else(|p| p.into_inner()) = false;
+    inner.optimised.notify_all();
 }
 
 impl PolicyEngine {
@@ -445,6 +713,7 @@ fn is_allowed_wasi(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::Optimisations;
 
     fn info(name: &str, version: &str) -> PolicyInfo {
         PolicyInfo {
@@ -602,6 +871,150 @@ mod tests {
                 .contains("unexpected export cubepod:controller/admin@0.2.0"),
             "{err}"
         );
+    }
+
+    /// An engine that compiles each new module by Winch first, Cranelift behind it; no memo,
+    /// so that each call runs the build serving.
+    fn tiered() -> PolicyEngine {
+        PolicyEngine::new(crate::runtime::RuntimeConfig {
+            compile: Compile::Tiered,
+            memo: crate::runtime::MemoBounds {
+                entries: 0,
+                ..crate::runtime::MemoBounds::default()
+            },
+            ..crate::runtime::RuntimeConfig::default()
+        })
+        .expect("an engine")
+    }
+
+    /// The default policy with a custom section holding `n`: another digest, the same code.
+    fn variant(n: u8) -> Vec<u8> {
+        let mut bytes = crate::runtime::DEFAULT_POLICY.to_vec();
+        bytes.extend_from_slice(&[0, 3, 1, b'n', n]);
+        bytes
+    }
+
+    /// A tiered load serves Winch's build at once and Cranelift's once compiled; calls made
+    /// all along, across the change, each succeed and decide alike.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_tiered_module_serves_winch_then_cranelift_deciding_alike_across_the_change() {
+        use crate::runtime::CallContext;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let engine = tiered();
+        let module = engine.load(&variant(1)).expect("the default policy");
+        assert_eq!(module.tier(), Tier::Baseline);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let decide = || {
+            // A boundary of its own each time: the same sandbox's writes, call after call,
+            // would go past its write rate.
+            let ctx = CallContext::new(
+                Arc::new(cubepod_kube::Discarding::new()),
+                Arc::new(crate::containment::Boundary::new(["tier"])),
+                runtime.handle().clone(),
+            );
+            let input = crate::fixtures::new_sandbox_input("tier", "box", 1_000);
+            let call = module.reconcile_sandbox(&ctx, input).expect("no trap");
+            (call.value.expect("a decision"), call.host_calls)
+        };
+        let first = decide();
+        let done = AtomicBool::new(false);
+        let tiers = std::thread::scope(|scope| {
+            let calls = scope.spawn(|| {
+                let mut tiers = Vec::new();
+                while !done.load(Ordering::Acquire) {
+                    tiers.push(module.tier());
+                    assert_eq!(decide(), first, "the same decision on {:?}", tiers.last());
+                }
+                tiers
+            });
+            let tier = module.wait_optimised(Duration::from_secs(120));
+            // A few calls on the optimised build too.
+            std::thread::sleep(Duration::from_millis(100));
+            done.store(true, Ordering::Release);
+            assert_eq!(tier, Tier::Optimised);
+            calls.join().expect("the calls")
+        });
+        assert_eq!(tiers.first(), Some(&Tier::Baseline), "{tiers:?}");
+        assert_eq!(tiers.last(), Some(&Tier::Optimised), "{tiers:?}");
+        assert_eq!(decide(), first);
+        assert_eq!(
+            engine.optimisations(),
+            Optimisations {
+                applied: 1,
+                dropped: 0,
+                failed: 0
+            }
+        );
+        assert_eq!(module.digest(), hex::encode(Sha256::digest(variant(1))));
+    }
+
+    /// A module swapped out while its Cranelift build compiles never gets it, and the build
+    /// does not land anywhere else: the module that replaced it gets its own.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn an_optimised_build_of_a_module_dropped_meanwhile_is_thrown_away() {
+        let engine = tiered();
+        let replaced = engine.load(&variant(2)).expect("the second module");
+        assert_eq!(replaced.tier(), Tier::Baseline);
+        // Its Cranelift build has just begun; the swap to a third module drops it.
+        drop(replaced);
+        let third = engine.load(&variant(3)).expect("the third module");
+        assert_eq!(third.tier(), Tier::Baseline);
+        assert_eq!(
+            third.wait_optimised(Duration::from_secs(120)),
+            Tier::Optimised
+        );
+        assert_eq!(third.digest(), hex::encode(Sha256::digest(variant(3))));
+        // The third module's build waited for the second's to end: both are counted.
+        assert_eq!(
+            engine.optimisations(),
+            Optimisations {
+                applied: 1,
+                dropped: 1,
+                failed: 0
+            }
+        );
+    }
+
+    /// A module whose Cranelift build is in the precompiled cache serves it at once, with no
+    /// Winch build and nothing compiled behind it; the tiered load wrote it there.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_tiered_load_writes_the_optimised_build_to_the_cache_and_the_next_engine_serves_it() {
+        let dir = std::env::temp_dir().join(format!("cubepod-tier-cache-{}", std::process::id()));
+        let config = || crate::runtime::RuntimeConfig {
+            compile: Compile::Tiered,
+            cache_dir: Some(dir.join("cache")),
+            ..crate::runtime::RuntimeConfig::default()
+        };
+        let engine = PolicyEngine::new(config()).expect("an engine");
+        let module = engine.load(&variant(4)).expect("the module");
+        assert_eq!(module.tier(), Tier::Baseline);
+        assert_eq!(
+            module.wait_optimised(Duration::from_secs(120)),
+            Tier::Optimised
+        );
+        let restarted = PolicyEngine::new(config()).expect("an engine");
+        let module = restarted.load(&variant(4)).expect("the module");
+        assert_eq!(module.tier(), Tier::Optimised);
+        assert_eq!(restarted.optimisations(), Optimisations::default());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Cranelift alone (`policy test`, the default) compiles no Winch build.
+    #[test]
+    fn an_optimised_engine_serves_cranelift_s_build_from_the_load() {
+        let engine = PolicyEngine::new(crate::runtime::RuntimeConfig::default()).expect("engine");
+        assert!(engine.baseline().is_none());
+        let module = engine.load(&variant(5)).expect("the module");
+        assert_eq!(module.tier(), Tier::Optimised);
+        assert_eq!(module.wait_optimised(Duration::ZERO), Tier::Optimised);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use wasmtime::Store;
 
 use super::contract::ModulePre;
 use super::host::HostState;
-use super::{CallContext, MemoBounds, PolicyEngine, RuntimeConfig};
+use super::{CallContext, Compile, MemoBounds, PolicyEngine, RuntimeConfig};
 use crate::containment::Boundary;
 use crate::fixtures;
 
@@ -64,8 +64,15 @@ fn per_call_time_of_a_module() {
         .unwrap_or(200)
         .max(1);
     let cache = std::env::var("CUBEPOD_TIMING_CACHE").unwrap_or("/tmp/cubepod-timing-cache".into());
+    // `CUBEPOD_TIMING_TIER=baseline`: Winch's build, the one a tiered swap serves first.
+    let baseline = std::env::var("CUBEPOD_TIMING_TIER").is_ok_and(|tier| tier == "baseline");
     let engine = PolicyEngine::new(RuntimeConfig {
         cache_dir: Some(PathBuf::from(cache)),
+        compile: if baseline {
+            Compile::Baseline
+        } else {
+            Compile::Optimised
+        },
         // Every call instantiates the module, as a call the memo cannot answer does.
         memo: MemoBounds {
             entries: 0,
@@ -79,17 +86,23 @@ fn per_call_time_of_a_module() {
     } else {
         engine.load_file(path.as_ref()).expect("the module")
     };
-    eprintln!("{}: loaded in {:?}", module.info().name, module.loaded_in());
+    eprintln!(
+        "{}: loaded in {:?}, {} build",
+        module.info().name,
+        module.loaded_in(),
+        module.tier().describe()
+    );
 
     let config = engine.config();
+    let build = module.build();
     let instantiate = || {
         let mut store = Store::new(
-            engine.engine(),
+            build.engine.engine(),
             HostState::new(None, None, config, engine.memory_budget().clone()),
         );
         store.limiter(|state| &mut state.limits);
         store.set_epoch_deadline(u64::MAX / 2);
-        let pre = match module.pre() {
+        let pre = match &build.pre {
             ModulePre::V0_2(pre) => pre.bindings.instance_pre(),
             ModulePre::V0_1(pre) => pre.instance_pre(),
         };
