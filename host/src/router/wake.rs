@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use super::{Refusal, Router};
 use crate::controller::cache::Cache;
 use cubepod_kube::{ApiErrorKind, Resource};
-use cubepod_policy_host::model::sandbox::LAST_ACTIVITY;
+use cubepod_policy_host::model::sandbox::{LAST_ACTIVITY, SandboxObject};
 use cubepod_policy_host::model::{ObjectRef, time};
 use cubepod_policy_host::runtime::bindings::{DesiredState, Event, EventType, SandboxPhase};
 
@@ -44,32 +44,30 @@ enum State {
 
 fn state(cache: &Cache, key: &ObjectRef) -> State {
     // Read in place: this runs for every request.
-    let Some(state) = cache.read_sandbox(key, |object| {
-        let sandbox = &object.sandbox;
-        if sandbox.deleting {
-            return Some(State::Gone);
-        }
-        if sandbox.spec.desired_state == DesiredState::Paused {
-            return Some(State::PausedBySpec);
-        }
-        if let Some(at) = sandbox.status.idle_paused_at {
-            let woken = sandbox.last_activity.is_some_and(|a| a > at);
-            return Some(State::IdlePaused { at, woken });
-        }
-        if sandbox.status.phase == SandboxPhase::Failed {
-            return Some(State::Failed);
-        }
-        None
-    }) else {
-        return State::Gone;
-    };
-    if let Some(state) = state {
-        return state;
+    match cache.read_sandbox(key, decided_by_sandbox) {
+        None => State::Gone,
+        Some(Some(state)) => state,
+        Some(None) => match cache.ready_pod_ip(key) {
+            Some(ip) => State::Ready(ip),
+            None => State::Starting,
+        },
     }
-    match cache.ready_pod_ip(key) {
-        Some(ip) => State::Ready(ip),
-        None => State::Starting,
+}
+
+/// The state the Sandbox alone decides, if it does; `None`: its Pod's does.
+fn decided_by_sandbox(object: &SandboxObject) -> Option<State> {
+    let sandbox = &object.sandbox;
+    if sandbox.deleting {
+        return Some(State::Gone);
     }
+    if sandbox.spec.desired_state == DesiredState::Paused {
+        return Some(State::PausedBySpec);
+    }
+    if let Some(at) = sandbox.status.idle_paused_at {
+        let woken = sandbox.last_activity.is_some_and(|a| a > at);
+        return Some(State::IdlePaused { at, woken });
+    }
+    (sandbox.status.phase == SandboxPhase::Failed).then_some(State::Failed)
 }
 
 /// The requests held per sandbox, and the wakes started.

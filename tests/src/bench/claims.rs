@@ -202,6 +202,7 @@ pub fn run(setup: &Setup<'_>, n: usize, pace: Option<f64>) -> Result<ClaimRun> {
     let deadline = Duration::from_secs(if n <= 100 { 60 } else { 600 });
 
     // The pool, filled cold: the run's own cold start rate, and its CPU per cold sandbox.
+    cluster.clear_writes();
     let fill_cpu_before = controller.cpu()?;
     let filled = Instant::now();
     runtime

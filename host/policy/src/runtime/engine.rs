@@ -207,31 +207,28 @@ pub struct Optimisations {
 impl PolicyEngine {
     /// An engine of these settings; an error if the calls' memory budget cannot hold one call.
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        // One budget for the calls of both compilers' builds.
+        let budget = MemoryBudget::new(config.calls_memory_budget_bytes);
         let baseline = match config.compile {
             Compile::Optimised => None,
             Compile::Tiered | Compile::Baseline if !WINCH_SUPPORTED => None,
-            Compile::Tiered | Compile::Baseline => Some(Strategy::Winch),
+            Compile::Tiered | Compile::Baseline => Some(Self::with(
+                config.clone(),
+                Strategy::Winch,
+                budget.clone(),
+                None,
+            )?),
         };
-        let engine = Self::with(config, wasmtime::Strategy::Cranelift, None)?;
-        let Some(strategy) = baseline else {
-            return Ok(engine);
-        };
-        let budget = engine.memory_budget().clone();
-        let baseline = Self::with(engine.config().clone(), strategy, Some(budget))?;
-        let Ok(mut inner) = Arc::try_unwrap(engine.inner) else {
-            unreachable!("the engine was made just above and not cloned");
-        };
-        inner.baseline = Some(baseline);
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
+        Self::with(config, Strategy::Cranelift, budget, baseline)
     }
 
-    /// An engine of one compiler; `budget` shared with another engine, or its own.
+    /// An engine of one compiler, charging `budget`, with the engine of Winch's builds when
+    /// modules are compiled by it first.
     fn with(
         mut config: RuntimeConfig,
-        strategy: wasmtime::Strategy,
-        budget: Option<Arc<MemoryBudget>>,
+        strategy: Strategy,
+        budget: Arc<MemoryBudget>,
+        baseline: Option<PolicyEngine>,
     ) -> Result<Self, RuntimeError> {
         // A zero tick would spin the ticker thread.
         config.epoch_tick = config.epoch_tick.max(Duration::from_millis(1));
@@ -248,11 +245,10 @@ impl PolicyEngine {
                 ),
             });
         }
-        let budget = budget.unwrap_or_else(|| MemoryBudget::new(config.calls_memory_budget_bytes));
         let functions = Arc::new(CompiledFunctions::default());
         let mut wasm = wasmtime_config(&config);
         wasm.strategy(strategy);
-        if strategy == wasmtime::Strategy::Winch {
+        if strategy == Strategy::Winch {
             // Winch's build serves for the seconds its Cranelift build takes (or, in tests,
             // alone): its instances are allocated on demand rather than from a second pool,
             // which would reserve as much address space again. Its memories are laid out and
@@ -295,7 +291,7 @@ impl PolicyEngine {
                 config,
                 budget,
                 functions,
-                baseline: None,
+                baseline,
                 compiling: Mutex::new(()),
                 optimised: Mutex::new(Optimisations::default()),
                 _ticker: ticker,

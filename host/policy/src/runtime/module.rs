@@ -178,12 +178,7 @@ impl PolicyEngine {
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         let contract = check_contract(&imports, &exports)?;
 
-        // Checks the imports' types against the linker and the exports' against the bindings.
-        let pre =
-            ModulePre::new(&by, &component, contract).map_err(|e| RuntimeError::Contract {
-                contract: contract.to_string(),
-                why: one_line(&format!("{e:#}")),
-            })?;
+        let pre = pre_instantiate(&by, &component, contract)?;
         let described = super::call::describe(&by, &pre)?;
         if described.host_calls > 0 {
             tracing::warn!(
@@ -380,11 +375,7 @@ impl PolicyEngine {
             Precompiled::Found(component) => component,
             Precompiled::Missing(entry) => self.compile_missing(bytes, digest, entry, held)?,
         };
-        let pre =
-            ModulePre::new(self, &component, contract).map_err(|e| RuntimeError::Contract {
-                contract: contract.to_string(),
-                why: one_line(&format!("{e:#}")),
-            })?;
+        let pre = pre_instantiate(self, &component, contract)?;
         let described = super::call::describe(self, &pre)?.value;
         if described != *info {
             return Err(RuntimeError::Contract {
@@ -480,6 +471,19 @@ impl PolicyEngine {
         // engine, from the bytes being loaded.
         unsafe { Component::deserialize(self.engine(), &compiled) }.map_err(compile_error)
     }
+}
+
+/// A build pre-instantiated with `engine`'s linker of `contract`: the imports' types checked
+/// against the linker and the exports' against the bindings.
+fn pre_instantiate(
+    engine: &PolicyEngine,
+    component: &Component,
+    contract: Contract,
+) -> Result<ModulePre, RuntimeError> {
+    ModulePre::new(engine, component, contract).map_err(|e| RuntimeError::Contract {
+        contract: contract.to_string(),
+        why: one_line(&format!("{e:#}")),
+    })
 }
 
 /// What the precompiled cache gave for a module.

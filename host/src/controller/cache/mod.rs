@@ -85,6 +85,15 @@ impl ChildVersion {
     fn owned_by(&self, uid: &str) -> bool {
         self.owner.as_deref() == Some(uid)
     }
+
+    /// Whether it is the child of the Sandbox of `uid` by its controller reference; of any
+    /// owner while the Sandbox is not cached (`None`).
+    fn of(&self, uid: Option<&str>) -> bool {
+        match uid {
+            Some(uid) => self.owned_by(uid),
+            None => self.owner.is_some(),
+        }
+    }
 }
 
 impl Children {
@@ -105,10 +114,7 @@ impl Children {
     fn ours(&self, uid: Option<&str>, resource: Resource, name: &str) -> bool {
         self.versions
             .get_joined(&version_key_parts(resource, name))
-            .is_some_and(|held| match uid {
-                Some(uid) => held.owned_by(uid),
-                None => held.owner.is_some(),
-            })
+            .is_some_and(|held| held.of(uid))
     }
 
     fn is_empty(&self) -> bool {
@@ -411,10 +417,7 @@ impl Cache {
             && entry.versions.iter().any(|(key, held)| {
                 key.strip_prefix(Resource::Secret.plural())
                     .is_some_and(|rest| rest.starts_with('/'))
-                    && match uid {
-                        Some(uid) => held.owned_by(uid),
-                        None => held.owner.is_some(),
-                    }
+                    && held.of(uid)
             });
         let object = |resource: Resource, held: &Option<ObservedObject>| {
             held.clone().filter(|o| ours(resource, &o.name))
